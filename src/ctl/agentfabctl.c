@@ -1,0 +1,903 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-journal.h>
+#include <time.h>
+
+#include "agentfab-bus.h"
+#include "json-util.h"
+#include "log.h"
+#include "string-util.h"
+#include "task-state.h"
+
+/* Exit codes, as documented in agentfabctl(1). */
+enum {
+        EXIT_OK = 0,
+        EXIT_FAIL = 1,
+        EXIT_USAGE = 2,
+        EXIT_DENIED = 3,
+        EXIT_NO_TASK = 4,
+};
+
+static bool arg_json = false;
+static bool arg_ask_password = true;
+static bool arg_follow = false;
+static bool arg_session = false;
+static const char *arg_bus_address = NULL;
+static const char *arg_socket = NULL;
+static const char *arg_repo = NULL;
+static const char *arg_goal = NULL;
+static const char *arg_acceptance = NULL;
+static const char *arg_test = NULL;
+static const char *arg_base = NULL;
+static const char *arg_model = NULL;
+static const char *arg_comment = NULL;
+static char **arg_limits = NULL;
+
+static pid_t agent_pid = 0;
+
+static void help(void) {
+        printf("%s [OPTIONS...] COMMAND ...\n\n"
+               "Control the agentfab software factory.\n\n"
+               "Commands:\n"
+               "  submit --repo PATH --goal TEXT [--test CMD] [--base REF]\n"
+               "                               Submit a task; prints its id\n"
+               "  list                         List tasks\n"
+               "  status ID                    Show a task\n"
+               "  cancel ID                    Cancel a task\n"
+               "  approve ID [--comment TEXT]  Approve the paused step of a task\n"
+               "  reject ID [--comment TEXT]   Reject the paused step of a task\n"
+               "  resume ID                    Resume a failed task from its last checkpoint\n"
+               "  audit ID                     Show the task's audit entries from the journal\n"
+               "  watch ID                     Follow the task's state changes\n"
+               "  logs ID [-f]                 Show (and follow) the task's command output\n"
+               "\nOptions:\n"
+               "  -h --help                    Show this help\n"
+               "     --version                 Show package version\n"
+               "     --json                    Print JSON for scripts\n"
+               "     --no-ask-password         Do not ask for a password to authorize\n"
+               "     --system                  Talk to the system instance (default)\n"
+               "     --session, --user         Talk to a development daemon on the session bus\n"
+               "     --bus-address=ADDRESS     Talk to the daemon on this bus\n"
+               "     --socket=PATH             Stream socket (default: $AGENTFAB_SOCKET or " AGENTFAB_DEFAULT_SOCKET ")\n"
+               "  -f --follow                  With logs: keep following\n"
+               "\nSubmit options:\n"
+               "     --repo=PATH               Local git repository\n"
+               "     --goal=TEXT               What the task should achieve\n"
+               "     --acceptance=TEXT         Acceptance criteria\n"
+               "     --test=CMD                Test command that judges the result\n"
+               "     --base=REF                Commit to start from (default: HEAD)\n"
+               "     --model=PROFILE           Model profile\n"
+               "     --limit=KEY=N             A limit, e.g. max_steps=20 (repeatable)\n"
+               "\nSee agentfabctl(1).\n",
+               program_invocation_short_name);
+}
+
+/* ---------- polkit agent ---------- */
+
+/* Like systemctl: when we may ask and sit on a terminal, run pkttyagent for
+ * our own process, so that an auth_admin check can prompt right here. */
+static void agent_open(void) {
+        int pipefd[2];
+
+        if (!arg_ask_password || agent_pid > 0 || !isatty(STDIN_FILENO) || access("/usr/bin/pkttyagent", X_OK) < 0)
+                return;
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return;
+
+        pid_t parent = getpid();
+        agent_pid = fork();
+        if (agent_pid < 0) {
+                agent_pid = 0;
+                safe_close(pipefd[0]);
+                safe_close(pipefd[1]);
+                return;
+        }
+        if (agent_pid == 0) {
+                char fd[16], pid[16];
+                /* The notify fd must survive exec. */
+                int nfd = dup(pipefd[1]);
+                snprintf(fd, sizeof(fd), "%i", nfd);
+                snprintf(pid, sizeof(pid), "%i", (int) parent);
+                execl("/usr/bin/pkttyagent", "pkttyagent", "--notify-fd", fd, "--fallback", "--process", pid, (char *) NULL);
+                _exit(127);
+        }
+        safe_close(pipefd[1]);
+        /* Wait until the agent says it is registered (or dies). */
+        struct pollfd p = { .fd = pipefd[0], .events = POLLIN };
+        (void) poll(&p, 1, 10000);
+        safe_close(pipefd[0]);
+}
+
+static void agent_close(void) {
+        if (agent_pid <= 0)
+                return;
+        (void) kill(agent_pid, SIGTERM);
+        (void) waitpid(agent_pid, NULL, 0);
+        agent_pid = 0;
+}
+
+/* ---------- bus helpers ---------- */
+
+static int exit_code_for(const sd_bus_error *e, int r) {
+        if (sd_bus_error_has_name(e, AGENTFAB_ERROR_NO_SUCH_TASK))
+                return EXIT_NO_TASK;
+        if (sd_bus_error_has_name(e, SD_BUS_ERROR_ACCESS_DENIED) ||
+            sd_bus_error_has_name(e, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED) || r == -EACCES || r == -EPERM)
+                return EXIT_DENIED;
+        if (sd_bus_error_has_name(e, AGENTFAB_ERROR_INVALID_SPEC) || sd_bus_error_has_name(e, SD_BUS_ERROR_INVALID_ARGS))
+                return EXIT_USAGE;
+        return EXIT_FAIL;
+}
+
+static int fail_bus(const char *what, const sd_bus_error *e, int r) {
+        if (sd_bus_error_has_name(e, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED))
+                fprintf(stderr, "Failed to %s: %s\n(Authentication is required; run on a terminal, or without --no-ask-password.)\n",
+                        what, e->message);
+        else if (sd_bus_error_is_set(e))
+                fprintf(stderr, "Failed to %s: %s\n", what, e->message ?: e->name);
+        else
+                fprintf(stderr, "Failed to %s: %s\n", what, strerror(-r));
+        return exit_code_for(e, r);
+}
+
+static int connect_bus(sd_bus **ret) {
+        sd_bus *bus = NULL;
+        int r;
+
+        if (arg_bus_address) {
+                r = sd_bus_new(&bus);
+                if (r >= 0)
+                        r = sd_bus_set_address(bus, arg_bus_address);
+                if (r >= 0)
+                        r = sd_bus_set_bus_client(bus, true);
+                if (r >= 0)
+                        r = sd_bus_start(bus);
+        } else if (arg_session)
+                r = sd_bus_open_user(&bus);
+        else
+                r = sd_bus_open_system(&bus);
+        if (r < 0) {
+                sd_bus_unref(bus);
+                fprintf(stderr, "Failed to connect to the bus: %s\n", strerror(-r));
+                return r;
+        }
+        (void) sd_bus_set_allow_interactive_authorization(bus, arg_ask_password);
+        *ret = bus;
+        return 0;
+}
+
+static bool id_looks_valid(const char *id) {
+        if (strlen(id) != AGENTFAB_TASK_ID_LEN)
+                return false;
+        for (const char *c = id; *c; c++)
+                if (!strchr("0123456789abcdef", *c))
+                        return false;
+        return true;
+}
+
+/* Resolves an id to its object path with GetTask(), which is also where
+ * polkit is asked when it is somebody else's task. */
+static int get_task_path(sd_bus *bus, const char *id, char **ret_path) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *path;
+        int r;
+
+        if (!id_looks_valid(id)) {
+                fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", id);
+                return -EXIT_USAGE;
+        }
+
+        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
+                               "GetTask", &error, &reply, "s", id);
+        if (r < 0)
+                return -fail_bus("get task", &error, r);
+        r = sd_bus_message_read(reply, "o", &path);
+        if (r < 0)
+                return -EXIT_FAIL;
+        *ret_path = strdup(path);
+        return *ret_path ? 0 : -EXIT_FAIL;
+}
+
+typedef struct TaskInfo {
+        const char *id, *state, *reason, *repository, *goal, *acceptance, *test_command, *base, *model, *branch;
+        uint32_t owner;
+        uint64_t created, updated;
+} TaskInfo;
+
+static int read_task_properties(sd_bus_message *reply, TaskInfo *info) {
+        int r;
+
+        *info = (TaskInfo) {};
+        r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_DICT_ENTRY, "sv")) > 0) {
+                const char *name, *contents;
+                char type;
+
+                r = sd_bus_message_read(reply, "s", &name);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_peek_type(reply, &type, &contents);
+                if (r < 0)
+                        return r;
+
+                const char **s = NULL;
+                if (streq(name, "Id")) s = &info->id;
+                else if (streq(name, "State")) s = &info->state;
+                else if (streq(name, "Reason")) s = &info->reason;
+                else if (streq(name, "Repository")) s = &info->repository;
+                else if (streq(name, "Goal")) s = &info->goal;
+                else if (streq(name, "AcceptanceCriteria")) s = &info->acceptance;
+                else if (streq(name, "TestCommand")) s = &info->test_command;
+                else if (streq(name, "Base")) s = &info->base;
+                else if (streq(name, "Model")) s = &info->model;
+                else if (streq(name, "Branch")) s = &info->branch;
+
+                if (s && streq(contents, "s"))
+                        r = sd_bus_message_read(reply, "v", "s", s);
+                else if (streq(name, "Owner") && streq(contents, "u"))
+                        r = sd_bus_message_read(reply, "v", "u", &info->owner);
+                else if (streq(name, "CreatedUSec") && streq(contents, "t"))
+                        r = sd_bus_message_read(reply, "v", "t", &info->created);
+                else if (streq(name, "UpdatedUSec") && streq(contents, "t"))
+                        r = sd_bus_message_read(reply, "v", "t", &info->updated);
+                else
+                        r = sd_bus_message_skip(reply, "v");
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(reply);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(reply);
+}
+
+static int get_task_info(sd_bus *bus, const char *path, sd_bus_message **ret_reply, TaskInfo *info, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, "org.freedesktop.DBus.Properties", "GetAll",
+                               error, &reply, "s", AGENTFAB_TASK_INTERFACE);
+        if (r < 0)
+                return r;
+        r = read_task_properties(reply, info);
+        if (r < 0)
+                return r;
+        *ret_reply = TAKE_PTR(reply);
+        return 0;
+}
+
+static void format_time(uint64_t usec, char *buf, size_t n) {
+        time_t t = (time_t) (usec / USEC_PER_SEC);
+        struct tm tm;
+
+        if (usec == 0 || !localtime_r(&t, &tm) || strftime(buf, n, "%Y-%m-%d %H:%M:%S %Z", &tm) == 0)
+                snprintf(buf, n, "n/a");
+}
+
+static json_object *task_info_to_json(const TaskInfo *i) {
+        json_object *j = json_object_new_object();
+        if (!j)
+                return NULL;
+        (void) json_add_string(j, "id", i->id);
+        (void) json_add_string(j, "state", i->state);
+        (void) json_add_string(j, "reason", i->reason);
+        (void) json_add_uint64(j, "owner", i->owner);
+        (void) json_add_string(j, "repository", i->repository);
+        (void) json_add_string(j, "goal", i->goal);
+        (void) json_add_string(j, "acceptance", i->acceptance);
+        (void) json_add_string(j, "test_command", i->test_command);
+        (void) json_add_string(j, "base", i->base);
+        (void) json_add_string(j, "model", i->model);
+        (void) json_add_string(j, "branch", i->branch);
+        (void) json_add_uint64(j, "created_usec", i->created);
+        (void) json_add_uint64(j, "updated_usec", i->updated);
+        return j;
+}
+
+/* ---------- verbs ---------- */
+
+static int append_string_entry(sd_bus_message *m, const char *key, const char *value) {
+        if (!value)
+                return 0;
+        return sd_bus_message_append(m, "{sv}", key, "s", value);
+}
+
+static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        char repo[PATH_MAX];
+        const char *id, *path;
+        int r;
+
+        (void) argv;
+        if (argc > 1) {
+                fprintf(stderr, "submit takes no positional arguments; use --repo and --goal.\n");
+                return EXIT_USAGE;
+        }
+        if (!arg_repo || !arg_goal) {
+                fprintf(stderr, "submit needs --repo=PATH and --goal=TEXT.\n");
+                return EXIT_USAGE;
+        }
+        /* The daemon wants an absolute path; resolve a relative one against our cwd. */
+        if (!realpath(arg_repo, repo)) {
+                fprintf(stderr, "Repository '%s': %s\n", arg_repo, strerror(errno));
+                return EXIT_USAGE;
+        }
+
+        r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH,
+                                           AGENTFAB_FACTORY_INTERFACE, "SubmitTask");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
+        if (r >= 0)
+                r = append_string_entry(m, "repository", repo);
+        if (r >= 0)
+                r = append_string_entry(m, "goal", arg_goal);
+        if (r >= 0)
+                r = append_string_entry(m, "acceptance", arg_acceptance);
+        if (r >= 0)
+                r = append_string_entry(m, "test_command", arg_test);
+        if (r >= 0)
+                r = append_string_entry(m, "base", arg_base);
+        if (r >= 0)
+                r = append_string_entry(m, "model", arg_model);
+        if (r >= 0 && arg_limits) {
+                r = sd_bus_message_open_container(m, SD_BUS_TYPE_DICT_ENTRY, "sv");
+                if (r >= 0)
+                        r = sd_bus_message_append(m, "s", "limits");
+                if (r >= 0)
+                        r = sd_bus_message_open_container(m, SD_BUS_TYPE_VARIANT, "a{sv}");
+                if (r >= 0)
+                        r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
+                for (char **l = arg_limits; r >= 0 && *l; l++) {
+                        _cleanup_free_ char *key = strndup(*l, strcspn(*l, "="));
+                        const char *eq = strchr(*l, '=');
+                        uint64_t v;
+
+                        if (!key || !eq || safe_atou64(eq + 1, &v) < 0) {
+                                fprintf(stderr, "Invalid --limit '%s': expected KEY=NUMBER.\n", *l);
+                                return EXIT_USAGE;
+                        }
+                        r = sd_bus_message_append(m, "{sv}", key, "t", v);
+                }
+                if (r >= 0)
+                        r = sd_bus_message_close_container(m);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(m);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(m);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r < 0) {
+                fprintf(stderr, "Failed to build request: %s\n", strerror(-r));
+                return EXIT_FAIL;
+        }
+
+        agent_open();
+        r = sd_bus_call(bus, m, 0, &error, &reply);
+        if (r < 0)
+                return fail_bus("submit task", &error, r);
+        r = sd_bus_message_read(reply, "so", &id, &path);
+        if (r < 0)
+                return EXIT_FAIL;
+
+        if (arg_json) {
+                _cleanup_json_ json_object *j = json_object_new_object();
+                (void) json_add_string(j, "id", id);
+                (void) json_add_string(j, "object", path);
+                printf("%s\n", json_to_line(j));
+        } else
+                printf("%s\n", id);
+        return EXIT_OK;
+}
+
+static int verb_list(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_json_ json_object *array = NULL;
+        const char *id, *state, *path;
+        unsigned n = 0;
+        int r;
+
+        (void) argc, (void) argv;
+
+        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
+                               "ListTasks", &error, &reply, NULL);
+        if (r < 0)
+                return fail_bus("list tasks", &error, r);
+
+        if (arg_json)
+                array = json_object_new_array();
+        else
+                printf("%-12s  %-17s  %-6s  %-19s  %s\n", "ID", "STATE", "OWNER", "CREATED", "GOAL");
+
+        r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "(sso)");
+        if (r < 0)
+                return EXIT_FAIL;
+        while ((r = sd_bus_message_read(reply, "(sso)", &id, &state, &path)) > 0) {
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *props = NULL;
+                TaskInfo info = { .id = id, .state = state };
+
+                n++;
+                /* A task may vanish from sight between the calls; show what we have. */
+                (void) get_task_info(bus, path, &props, &info, &e);
+                if (!info.id)
+                        info.id = id;
+                if (!info.state)
+                        info.state = state;
+
+                if (arg_json) {
+                        json_object *j = task_info_to_json(&info);
+                        if (j)
+                                json_object_array_add(array, j);
+                } else {
+                        char created[64];
+                        _cleanup_free_ char *goal = strshorten_line(strempty(info.goal), 60);
+                        time_t tt = (time_t) (info.created / USEC_PER_SEC);
+                        struct tm tm;
+                        if (info.created && localtime_r(&tt, &tm))
+                                strftime(created, sizeof(created), "%Y-%m-%d %H:%M:%S", &tm);
+                        else
+                                strcpy(created, "-");
+                        printf("%-12s  %-17s  %-6u  %-19s  %s\n", info.id, info.state, info.owner, created, strempty(goal));
+                }
+        }
+        if (r < 0)
+                return EXIT_FAIL;
+
+        if (arg_json)
+                printf("%s\n", json_object_to_json_string_ext(array, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+        else
+                printf("\n%u tasks listed.\n", n);
+        return EXIT_OK;
+}
+
+static int verb_status(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ char *path = NULL;
+        TaskInfo info;
+        int r;
+
+        (void) argc;
+        agent_open();
+        r = get_task_path(bus, argv[1], &path);
+        if (r < 0)
+                return -r;
+        r = get_task_info(bus, path, &reply, &info, &error);
+        if (r < 0)
+                return fail_bus("read task", &error, r);
+
+        if (arg_json) {
+                _cleanup_json_ json_object *j = task_info_to_json(&info);
+                printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+                return EXIT_OK;
+        }
+
+        char created[64], updated[64];
+        format_time(info.created, created, sizeof(created));
+        format_time(info.updated, updated, sizeof(updated));
+        printf("Task %s\n"
+               "        State: %s%s%s%s\n"
+               "        Owner: %u\n"
+               "   Repository: %s\n"
+               "         Base: %s\n"
+               "       Branch: %s\n"
+               "         Goal: %s\n",
+               info.id, info.state, isempty(info.reason) ? "" : " (", strempty(info.reason), isempty(info.reason) ? "" : ")",
+               info.owner, strempty(info.repository), strempty(info.base), strempty(info.branch), strempty(info.goal));
+        if (!isempty(info.acceptance))
+                printf("   Acceptance: %s\n", info.acceptance);
+        printf("         Test: %s\n"
+               "        Model: %s\n"
+               "      Created: %s\n"
+               "      Updated: %s\n",
+               isempty(info.test_command) ? "(none)" : info.test_command,
+               isempty(info.model) ? "(default)" : info.model, created, updated);
+        return EXIT_OK;
+}
+
+static int call_task_method(sd_bus *bus, const char *id, const char *method, const char *what, bool with_comment) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        agent_open();
+        r = get_task_path(bus, id, &path);
+        if (r < 0)
+                return -r;
+
+        if (with_comment)
+                r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, method, &error, NULL,
+                                       "s", strempty(arg_comment));
+        else
+                r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, method, &error, NULL, NULL);
+        if (r < 0)
+                return fail_bus(what, &error, r);
+        return EXIT_OK;
+}
+
+static int verb_cancel(sd_bus *bus, int argc, char *argv[]) {
+        (void) argc;
+        return call_task_method(bus, argv[1], "Cancel", "cancel task", false);
+}
+
+static int verb_approve(sd_bus *bus, int argc, char *argv[]) {
+        (void) argc;
+        return call_task_method(bus, argv[1], "Approve", "approve task", true);
+}
+
+static int verb_reject(sd_bus *bus, int argc, char *argv[]) {
+        (void) argc;
+        return call_task_method(bus, argv[1], "Reject", "reject task", true);
+}
+
+static int verb_resume(sd_bus *bus, int argc, char *argv[]) {
+        (void) argc;
+        return call_task_method(bus, argv[1], "Resume", "resume task", false);
+}
+
+
+static int journal_field(sd_journal *j, const char *field, char *buf, size_t n) {
+        const void *data;
+        size_t l, k = strlen(field) + 1;
+
+        buf[0] = '\0';
+        if (sd_journal_get_data(j, field, &data, &l) < 0 || l < k)
+                return -ENOENT;
+        l -= k;
+        if (l >= n)
+                l = n - 1;
+        memcpy(buf, (const char *) data + k, l);
+        buf[l] = '\0';
+        return 0;
+}
+
+static int verb_audit(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_journal_closep) sd_journal *j = NULL;
+        char match[64];
+        unsigned n = 0;
+        int r;
+
+        (void) bus, (void) argc;
+
+        if (!id_looks_valid(argv[1])) {
+                fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
+                return EXIT_USAGE;
+        }
+
+        r = sd_journal_open(&j, SD_JOURNAL_LOCAL_ONLY | SD_JOURNAL_SYSTEM);
+        if (r < 0) {
+                fprintf(stderr, "Failed to open the journal: %s\n", strerror(-r));
+                return EXIT_FAIL;
+        }
+
+        /* SECURITY: any process may log AGENTFAB_TASK=; only entries that
+         * journald itself attributes to agentfab.service are the audit trail. */
+        snprintf(match, sizeof(match), "AGENTFAB_TASK=%s", argv[1]);
+        r = sd_journal_add_match(j, match, 0);
+        if (r >= 0)
+                r = sd_journal_add_match(j, "_SYSTEMD_UNIT=agentfab.service", 0);
+        if (r < 0)
+                return EXIT_FAIL;
+
+        SD_JOURNAL_FOREACH(j) {
+                char message[4096], event[64], uid[32];
+                uint64_t usec = 0;
+
+                n++;
+                (void) sd_journal_get_realtime_usec(j, &usec);
+                (void) journal_field(j, "MESSAGE", message, sizeof(message));
+                (void) journal_field(j, "AGENTFAB_EVENT", event, sizeof(event));
+                (void) journal_field(j, "AGENTFAB_UID", uid, sizeof(uid));
+
+                if (arg_json) {
+                        _cleanup_json_ json_object *o = json_object_new_object();
+                        const void *data;
+                        size_t l;
+
+                        (void) json_add_uint64(o, "usec", usec);
+                        SD_JOURNAL_FOREACH_DATA(j, data, l) {
+                                const char *eq = memchr(data, '=', l);
+                                if (!eq || !strneq(data, "AGENTFAB_", 9) ) {
+                                        if (!eq || !(strneq(data, "MESSAGE=", 8) || strneq(data, "MESSAGE_ID=", 11)))
+                                                continue;
+                                }
+                                _cleanup_free_ char *k = strndup(data, (size_t) (eq - (const char *) data));
+                                _cleanup_free_ char *v = strndup(eq + 1, l - (size_t) (eq - (const char *) data) - 1);
+                                if (k && v)
+                                        (void) json_add_string(o, k, v);
+                        }
+                        printf("%s\n", json_to_line(o));
+                } else {
+                        char when[64];
+                        format_time(usec, when, sizeof(when));
+                        printf("%s  %-10s %-6s %s\n", when, event, isempty(uid) ? "-" : uid, message);
+                }
+        }
+
+        if (n == 0 && !arg_json) {
+                fprintf(stderr, "No audit entries for task %s%s.\n", argv[1],
+                        geteuid() != 0 ? " (reading the system journal needs membership in group systemd-journal or adm)" : "");
+                return EXIT_NO_TASK;
+        }
+        return EXIT_OK;
+}
+
+static int stream_connect(const char *id, const char *stream, bool follow) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        const char *path = arg_socket ?: getenv("AGENTFAB_SOCKET") ?: AGENTFAB_DEFAULT_SOCKET;
+        _cleanup_json_ json_object *req = json_object_new_object();
+        _cleanup_free_ char *line = NULL;
+
+        if (strlen(path) >= sizeof(sa.sun_path)) {
+                fprintf(stderr, "Socket path '%s' is too long.\n", path);
+                return -EXIT_USAGE;
+        }
+        strcpy(sa.sun_path, path);
+
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -EXIT_FAIL;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+                fprintf(stderr, "Failed to connect to '%s': %s\n", path, strerror(errno));
+                safe_close(fd);
+                return -EXIT_FAIL;
+        }
+
+        if (!req || json_add_string(req, "task", id) < 0 || json_add_string(req, "stream", stream) < 0 ||
+            json_object_object_add(req, "follow", json_object_new_boolean(follow)) < 0 ||
+            asprintf(&line, "%s\n", json_to_line(req)) < 0) {
+                safe_close(fd);
+                return -EXIT_FAIL;
+        }
+        if (send(fd, line, strlen(line), MSG_NOSIGNAL) != (ssize_t) strlen(line)) {
+                fprintf(stderr, "Failed to send request: %s\n", strerror(errno));
+                safe_close(fd);
+                return -EXIT_FAIL;
+        }
+        return fd;
+}
+
+/* Reads JSON lines until "end" or an error; prints them for people or raw. */
+static int stream_follow(int fd) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, allocated = 0;
+        int ret = EXIT_OK;
+
+        for (;;) {
+                if (len + 4096 > allocated) {
+                        if (allocated > 64 * 1024 * 1024) {
+                                fprintf(stderr, "Line from daemon too long.\n");
+                                return EXIT_FAIL;
+                        }
+                        char *t = realloc(buf, allocated * 2 + 4096);
+                        if (!t)
+                                return EXIT_FAIL;
+                        buf = t;
+                        allocated = allocated * 2 + 4096;
+                }
+                ssize_t n = read(fd, buf + len, allocated - len - 1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        fprintf(stderr, "Read error: %s\n", strerror(errno));
+                        return EXIT_FAIL;
+                }
+                if (n == 0) {
+                        if (len > 0 || ret != EXIT_OK)
+                                break;
+                        fprintf(stderr, "The daemon closed the stream.\n");
+                        return EXIT_FAIL;
+                }
+                len += (size_t) n;
+
+                char *nl;
+                while ((nl = memchr(buf, '\n', len))) {
+                        _cleanup_json_ json_object *j = NULL;
+                        const char *type = "", *s;
+
+                        *nl = '\0';
+                        if (json_parse_strict(buf, (size_t) (nl - buf), &j) >= 0)
+                                (void) json_get_string(j, "type", &type);
+
+                        if (arg_json && j && !streq(type, "error"))
+                                printf("%s\n", buf);
+                        else if (!j)
+                                ;
+                        else if (streq(type, "error")) {
+                                const char *e = "", *msg = "";
+                                (void) json_get_string(j, "error", &e);
+                                (void) json_get_string(j, "message", &msg);
+                                fprintf(stderr, "%s\n", msg);
+                                ret = streq(e, AGENTFAB_ERROR_NO_SUCH_TASK) ? EXIT_NO_TASK :
+                                      streq(e, SD_BUS_ERROR_ACCESS_DENIED) ? EXIT_DENIED : EXIT_FAIL;
+                        } else if (streq(type, "output")) {
+                                if (json_get_string(j, "data", &s) >= 0)
+                                        printf("%s\n", s);
+                        } else if (streq(type, "end")) {
+                                ;
+                        } else {
+                                uint64_t usec = 0;
+                                char when[64];
+                                const char *state = "", *reason = "", *req = "";
+                                (void) json_get_uint64(j, "usec", &usec);
+                                format_time(usec, when, sizeof(when));
+                                (void) json_get_string(j, "state", &state);
+                                (void) json_get_string(j, "reason", &reason);
+                                (void) json_get_string(j, "request", &req);
+                                if (streq(type, "state"))
+                                        printf("%s  %s%s%s\n", when, state, isempty(reason) ? "" : ": ", reason);
+                                else if (streq(type, "submitted"))
+                                        printf("%s  submitted (%s)\n", when, state);
+                                else if (streq(type, "request"))
+                                        printf("%s  %s requested\n", when, req);
+                                else
+                                        printf("%s  %s\n", when, type);
+                        }
+                        fflush(stdout);
+
+                        bool end = streq(type, "end") || streq(type, "error");
+                        len -= (size_t) (nl + 1 - buf);
+                        memmove(buf, nl + 1, len);
+                        if (end)
+                                return ret;
+                }
+        }
+        return ret;
+}
+
+static int verb_watch(sd_bus *bus, int argc, char *argv[]) {
+        (void) bus, (void) argc;
+        if (!id_looks_valid(argv[1])) {
+                fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
+                return EXIT_USAGE;
+        }
+        _cleanup_close_ int fd = stream_connect(argv[1], "events", true);
+        if (fd < 0)
+                return -fd;
+        return stream_follow(fd);
+}
+
+static int verb_logs(sd_bus *bus, int argc, char *argv[]) {
+        (void) bus, (void) argc;
+        if (!id_looks_valid(argv[1])) {
+                fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
+                return EXIT_USAGE;
+        }
+        _cleanup_close_ int fd = stream_connect(argv[1], "output", arg_follow);
+        if (fd < 0)
+                return -fd;
+        return stream_follow(fd);
+}
+
+typedef struct Verb {
+        const char *name;
+        int args;          /* positional arguments after the verb */
+        bool needs_bus;
+        int (*run)(sd_bus *bus, int argc, char *argv[]);
+} Verb;
+
+static const Verb verbs[] = {
+        { "submit",  0, true,  verb_submit  },
+        { "list",    0, true,  verb_list    },
+        { "status",  1, true,  verb_status  },
+        { "cancel",  1, true,  verb_cancel  },
+        { "approve", 1, true,  verb_approve },
+        { "reject",  1, true,  verb_reject  },
+        { "resume",  1, true,  verb_resume  },
+        { "audit",   1, false, verb_audit   },
+        { "watch",   1, false, verb_watch   },
+        { "logs",    1, false, verb_logs    },
+};
+
+static int parse_argv(int argc, char *argv[]) {
+        enum {
+                ARG_VERSION = 0x100, ARG_JSON, ARG_NO_ASK_PASSWORD, ARG_SYSTEM, ARG_SESSION, ARG_BUS_ADDRESS,
+                ARG_SOCKET, ARG_REPO, ARG_GOAL, ARG_ACCEPTANCE, ARG_TEST, ARG_BASE, ARG_MODEL, ARG_COMMENT, ARG_LIMIT,
+        };
+        static const struct option options[] = {
+                { "help",            no_argument,       NULL, 'h'                 },
+                { "version",         no_argument,       NULL, ARG_VERSION         },
+                { "json",            no_argument,       NULL, ARG_JSON            },
+                { "no-ask-password", no_argument,       NULL, ARG_NO_ASK_PASSWORD },
+                { "system",          no_argument,       NULL, ARG_SYSTEM          },
+                { "session",         no_argument,       NULL, ARG_SESSION         },
+                { "user",            no_argument,       NULL, ARG_SESSION         },
+                { "bus-address",     required_argument, NULL, ARG_BUS_ADDRESS     },
+                { "socket",          required_argument, NULL, ARG_SOCKET          },
+                { "follow",          no_argument,       NULL, 'f'                 },
+                { "repo",            required_argument, NULL, ARG_REPO            },
+                { "goal",            required_argument, NULL, ARG_GOAL            },
+                { "acceptance",      required_argument, NULL, ARG_ACCEPTANCE      },
+                { "test",            required_argument, NULL, ARG_TEST            },
+                { "base",            required_argument, NULL, ARG_BASE            },
+                { "model",           required_argument, NULL, ARG_MODEL           },
+                { "comment",         required_argument, NULL, ARG_COMMENT         },
+                { "limit",           required_argument, NULL, ARG_LIMIT           },
+                {}
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "hf", options, NULL)) >= 0)
+                switch (c) {
+                case 'h': help(); return 0;
+                case ARG_VERSION: printf("agentfab %s\n", PROJECT_VERSION); return 0;
+                case ARG_JSON: arg_json = true; break;
+                case ARG_NO_ASK_PASSWORD: arg_ask_password = false; break;
+                case ARG_SYSTEM: arg_session = false; break;
+                case ARG_SESSION: arg_session = true; break;
+                case ARG_BUS_ADDRESS: arg_bus_address = optarg; break;
+                case ARG_SOCKET: arg_socket = optarg; break;
+                case 'f': arg_follow = true; break;
+                case ARG_REPO: arg_repo = optarg; break;
+                case ARG_GOAL: arg_goal = optarg; break;
+                case ARG_ACCEPTANCE: arg_acceptance = optarg; break;
+                case ARG_TEST: arg_test = optarg; break;
+                case ARG_BASE: arg_base = optarg; break;
+                case ARG_MODEL: arg_model = optarg; break;
+                case ARG_COMMENT: arg_comment = optarg; break;
+                case ARG_LIMIT:
+                        if (strv_extend(&arg_limits, optarg) < 0)
+                                return -ENOMEM;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        return 1;
+}
+
+int main(int argc, char *argv[]) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        const Verb *verb = NULL;
+        int r;
+
+        /* Let glibc's getopt permute, so options may follow the verb: "approve ID --comment X". */
+        r = parse_argv(argc, argv);
+        if (r <= 0) {
+                strv_free(arg_limits);
+                return r < 0 ? EXIT_USAGE : EXIT_OK;
+        }
+
+        if (optind >= argc) {
+                fprintf(stderr, "No command given. See '%s --help'.\n", program_invocation_short_name);
+                return EXIT_USAGE;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                if (streq(verbs[i].name, argv[optind]))
+                        verb = &verbs[i];
+        if (!verb) {
+                fprintf(stderr, "Unknown command '%s'. See '%s --help'.\n", argv[optind], program_invocation_short_name);
+                return EXIT_USAGE;
+        }
+        if (argc - optind - 1 != verb->args && !(verb->args == 0 && streq(verb->name, "submit"))) {
+                fprintf(stderr, "'%s' takes %s.\n", verb->name, verb->args == 1 ? "one task id" : "no arguments");
+                return EXIT_USAGE;
+        }
+
+        if (verb->needs_bus) {
+                r = connect_bus(&bus);
+                if (r < 0)
+                        return EXIT_FAIL;
+        }
+
+        r = verb->run(bus, argc - optind, argv + optind);
+        agent_close();
+        strv_free(arg_limits);
+        return r;
+}

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <sys/types.h>
+
+#include "task.h"
+
+/* The audit trail. One emitter per event kind, each with a fixed set of
+ * fields and its own MESSAGE_ID (messages.h, explained in agentfab.catalog).
+ * Each writes one structured journal entry and, for task events, appends the
+ * same event to the task's events.jsonl and sends it to the task's watchers
+ * on the stream socket. caller is UID_INVALID when no request caused it. */
+
+void audit_task_submitted(Task *t, uid_t caller);
+void audit_task_state(Task *t, TaskState old_state, uid_t caller);
+/* event: "cancel", "approve", "reject", "resume" */
+void audit_task_request(Task *t, const char *event, uid_t caller, const char *comment);
+void audit_denied(const char *task_id, const char *action, uid_t caller);
+void audit_task_broken(Task *t);
+void audit_daemon_started(unsigned n_tasks);
+void audit_daemon_idle(void);

@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdio.h>
+
+#include "agentfab-bus.h"
+#include "audit.h"
+#include "log.h"
+#include "manager.h"
+#include "repository.h"
+#include "string-util.h"
+#include "task-store.h"
+
+#define AGENTFAB_VERSION_STRING PROJECT_VERSION
+
+static const sd_bus_error_map agentfab_errors[] = {
+        SD_BUS_ERROR_MAP(AGENTFAB_ERROR_INVALID_SPEC,   EINVAL),
+        SD_BUS_ERROR_MAP(AGENTFAB_ERROR_NO_SUCH_TASK,   ENOENT),
+        SD_BUS_ERROR_MAP(AGENTFAB_ERROR_BAD_STATE,      EBUSY),
+        SD_BUS_ERROR_MAP(AGENTFAB_ERROR_QUOTA_EXCEEDED, EDQUOT),
+        SD_BUS_ERROR_MAP(AGENTFAB_ERROR_STATE_BROKEN,   EROFS),
+        SD_BUS_ERROR_MAP_END
+};
+
+int bus_message_get_caller(sd_bus_message *message, uid_t *ret_uid) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        int r;
+
+        r = sd_bus_query_sender_creds(message, SD_BUS_CREDS_EUID | SD_BUS_CREDS_AUGMENT, &creds);
+        if (r < 0)
+                return r;
+        return sd_bus_creds_get_euid(creds, ret_uid);
+}
+
+/* On the session bus there is no polkit: the daemon's own user (and root) may do everything. */
+static bool session_caller_trusted(Manager *m, uid_t uid) {
+        return m->bus_kind == BUS_SESSION && (uid == 0 || uid == getuid());
+}
+
+int manager_caller_may_view(Manager *m, sd_bus_message *message, Task *t) {
+        uid_t uid;
+        int r;
+
+        r = bus_message_get_caller(message, &uid);
+        if (r < 0)
+                return r;
+        if (uid == 0 || uid == t->owner || session_caller_trusted(m, uid))
+                return 1;
+        return sd_bus_track_count_name(m->viewers, sd_bus_message_get_sender(message)) > 0;
+}
+
+int manager_verify_access(Manager *m, sd_bus_message *message, Task *t, const char *action,
+                          bool owner_ok, sd_bus_error *error) {
+        _cleanup_free_ char *owner = NULL, *goal = NULL;
+        uid_t uid;
+        int r;
+
+        r = bus_message_get_caller(message, &uid);
+        if (r < 0)
+                return r;
+        if (uid == 0 || session_caller_trusted(m, uid))
+                return 1;
+        if (owner_ok && t && uid == t->owner)
+                return 1;
+        if (m->bus_kind != BUS_SYSTEM)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "Access denied.");
+
+        /* Name the task and its goal, so that a prompt says what is approved. */
+        if (t && (asprintf(&owner, "%u", (unsigned) t->owner) < 0 ||
+                  !(goal = strshorten_line(strempty(t->spec.goal), 200))))
+                return -ENOMEM;
+        const char *details[] = {
+                "task", t ? t->id : NULL,
+                "owner", owner,
+                "goal", goal,
+                "reason", t ? t->reason : NULL,
+                NULL
+        };
+
+        r = bus_verify_polkit_async(message, action, t ? details : NULL, &m->polkit, error);
+        if (r < 0 && (sd_bus_error_has_name(error, SD_BUS_ERROR_ACCESS_DENIED) ||
+                      sd_bus_error_has_name(error, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED)))
+                audit_denied(t ? t->id : NULL, action, uid);
+        return r;
+}
+
+static int property_get_version(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        (void) bus, (void) path, (void) interface, (void) property, (void) userdata, (void) error;
+        return sd_bus_message_append(reply, "s", AGENTFAB_VERSION_STRING);
+}
+
+static int property_get_active_tasks(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                     sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "u", manager_active_tasks(userdata));
+}
+
+static int get_caller_groups(sd_bus_message *message, Caller *ret, sd_bus_creds **ret_creds) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        const gid_t *gids = NULL;
+        int r, n;
+
+        r = sd_bus_query_sender_creds(message,
+                                      SD_BUS_CREDS_EUID | SD_BUS_CREDS_EGID | SD_BUS_CREDS_SUPPLEMENTARY_GIDS | SD_BUS_CREDS_AUGMENT,
+                                      &creds);
+        if (r < 0)
+                return r;
+        *ret = (Caller) {};
+        r = sd_bus_creds_get_euid(creds, &ret->uid);
+        if (r < 0)
+                return r;
+        r = sd_bus_creds_get_egid(creds, &ret->gid);
+        if (r < 0)
+                return r;
+        n = sd_bus_creds_get_supplementary_gids(creds, &gids);
+        if (n < 0 && n != -ENODATA)
+                return n;
+        ret->gids = gids;
+        ret->n_gids = n > 0 ? (size_t) n : 0;
+        *ret_creds = TAKE_PTR(creds);
+        return 0;
+}
+
+static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        _cleanup_(task_freep) Task *t = NULL;
+        _cleanup_free_ char *canonical = NULL, *path = NULL;
+        Manager *m = userdata;
+        _cleanup_(task_spec_done) TaskSpec spec;
+        Caller caller;
+        char id[AGENTFAB_TASK_ID_LEN + 1];
+        int r;
+
+        /* 1. Arguments: read and validate everything that needs no access to anything. */
+        task_spec_init(&spec);
+        r = task_spec_from_message(&spec, message, error);
+        if (r >= 0)
+                r = task_spec_validate(&spec, error);
+        if (r < 0)
+                return r;
+
+        /* 2. Authorization. Nothing above had side effects: this handler may run twice. */
+        r = manager_verify_access(m, message, NULL, "org.agentfab.submit", false, error);
+        if (r <= 0)
+                return r < 0 ? r : 1;
+
+        r = get_caller_groups(message, &caller, &creds);
+        if (r < 0)
+                return r;
+
+        /* 3. Quotas, then the repository, checked with the caller's rights as well as ours. */
+        if (manager_unfinished_tasks_of(m, caller.uid) >= m->config.max_tasks_per_user) 
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_QUOTA_EXCEEDED,
+                                         "User %u already has %u unfinished tasks (MaxTasksPerUser=%u).",
+                                         (unsigned) caller.uid, m->config.max_tasks_per_user, m->config.max_tasks_per_user);
+        if (m->n_tasks >= m->config.max_tasks) 
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_QUOTA_EXCEEDED,
+                                         "The factory holds %zu tasks (MaxTasks=%u).", m->n_tasks, m->config.max_tasks);
+
+        r = repository_check(spec.repository, spec.base, &caller, &canonical, error);
+        if (r < 0)
+                return r;
+        free(spec.repository);
+        spec.repository = TAKE_PTR(canonical);
+
+        /* 4. The record, durable before anybody hears of it. */
+        do {
+                r = task_id_generate(id);
+                if (r < 0)
+                        return r;
+        } while (manager_find_task(m, id));
+
+        r = task_new(&t, id);
+        if (r < 0)
+                return r;
+        t->spec = spec;
+        task_spec_init(&spec); /* moved into t */
+        t->owner = caller.uid;
+        t->created_usec = t->updated_usec = now_usec();
+        t->tasks_fd = m->tasks_fd;
+
+        r = task_create(t);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Failed to store task: %m");
+
+        r = manager_add_task(m, t);
+        if (r < 0)
+                return r;
+        Task *added = TAKE_PTR(t);
+
+        /* 5. Audit, announce, reply. */
+        audit_task_submitted(added, caller.uid);
+        (void) manager_bus_send_state_changed(m, added);
+
+        path = task_object_path(added);
+        if (!path)
+                return -ENOMEM;
+        return sd_bus_reply_method_return(message, "so", added->id, path);
+}
+
+static int method_list_tasks(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Manager *m = userdata;
+        bool all = false;
+        uid_t uid;
+        int r;
+
+        (void) error;
+
+        r = bus_message_get_caller(message, &uid);
+        if (r < 0)
+                return r;
+
+        /* Seeing others' tasks is org.agentfab.manage. Listing never prompts:
+         * without the grant, a caller simply sees their own tasks. */
+        if (uid == 0 || session_caller_trusted(m, uid) ||
+            sd_bus_track_count_name(m->viewers, sd_bus_message_get_sender(message)) > 0)
+                all = true;
+
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(sso)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m->n_tasks; i++) {
+                Task *t = m->tasks[i];
+                _cleanup_free_ char *path = NULL;
+
+                if (!all && t->owner != uid)
+                        continue;
+                path = task_object_path(t);
+                if (!path)
+                        return -ENOMEM;
+                r = sd_bus_message_append(reply, "(sso)", t->id, task_state_to_string(t->state), path);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int method_get_task(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        _cleanup_free_ char *path = NULL;
+        Manager *m = userdata;
+        const char *id;
+        Task *t;
+        int r;
+
+        r = sd_bus_message_read(message, "s", &id);
+        if (r < 0)
+                return r;
+
+        t = manager_find_task(m, id);
+        if (!t)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_NO_SUCH_TASK, "No task '%s'.", id);
+
+        r = manager_caller_may_view(m, message, t);
+        if (r < 0)
+                return r;
+        if (r == 0) {
+                r = manager_verify_access(m, message, t, "org.agentfab.manage", true, error);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return 1;
+                r = sd_bus_track_add_sender(m->viewers, message);
+                if (r < 0)
+                        return r;
+        }
+
+        path = task_object_path(t);
+        if (!path)
+                return -ENOMEM;
+        return sd_bus_reply_method_return(message, "o", path);
+}
+
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("ActiveTasks", "u", property_get_active_tasks, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_METHOD_WITH_ARGS("SubmitTask",
+                                SD_BUS_ARGS("a{sv}", spec),
+                                SD_BUS_RESULT("s", id, "o", task),
+                                method_submit_task,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListTasks",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("a(sso)", tasks),
+                                method_list_tasks,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetTask",
+                                SD_BUS_ARGS("s", id),
+                                SD_BUS_RESULT("o", task),
+                                method_get_task,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_SIGNAL_WITH_ARGS("TaskStateChanged",
+                                SD_BUS_ARGS("s", id, "s", state),
+                                0),
+        SD_BUS_VTABLE_END
+};
+
+int manager_bus_send_state_changed(Manager *m, Task *t) {
+        if (!m->bus)
+                return 0;
+        return sd_bus_emit_signal(m->bus, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
+                                  "TaskStateChanged", "ss", t->id, task_state_to_string(t->state));
+}
+
+int manager_bus_register(Manager *m) {
+        int r;
+
+        r = sd_bus_error_add_map(agentfab_errors);
+        if (r < 0)
+                return r;
+        return sd_bus_add_object_vtable(m->bus, NULL, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
+                                        manager_vtable, m);
+}

@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
+#include "agentfab-bus.h"
+#include "audit.h"
+#include "log.h"
+#include "manager.h"
+#include "stream.h"
+#include "string-util.h"
+#include "task-store.h"
+
+static uint64_t now_monotonic(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        int r;
+
+        m = calloc(1, sizeof(Manager));
+        if (!m)
+                return -ENOMEM;
+        m->state_fd = m->tasks_fd = -EBADF;
+        config_init(&m->config);
+
+        m->state_dir = strdup(state_dir);
+        m->config_path = strdup(config_path);
+        if (!m->state_dir || !m->config_path)
+                return -ENOMEM;
+
+        r = config_load(&m->config, m->config_path);
+        if (r < 0)
+                return r;
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return r;
+        (void) sd_event_set_watchdog(m->event, true);
+
+        m->last_activity_usec = now_monotonic();
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+
+        m->stream = stream_server_free(m->stream);
+        m->polkit = polkit_registry_free(m->polkit);
+        m->viewers = sd_bus_track_unref(m->viewers);
+        sd_event_source_unref(m->idle_timer);
+
+        for (size_t i = 0; i < m->n_tasks; i++)
+                task_free(m->tasks[i]);
+        free(m->tasks);
+
+        sd_bus_flush_close_unref(m->bus);
+        sd_event_unref(m->event);
+        safe_close(m->tasks_fd);
+        safe_close(m->state_fd);
+        free(m->state_dir);
+        free(m->config_path);
+        free(m);
+        return NULL;
+}
+
+void manager_touch(Manager *m) {
+        m->last_activity_usec = now_monotonic();
+}
+
+Task *manager_find_task(Manager *m, const char *id) {
+        if (!task_id_is_valid(id))
+                return NULL;
+        for (size_t i = 0; i < m->n_tasks; i++)
+                if (streq(m->tasks[i]->id, id))
+                        return m->tasks[i];
+        return NULL;
+}
+
+int manager_add_task(Manager *m, Task *t) {
+        Task **a = realloc(m->tasks, sizeof(Task *) * (m->n_tasks + 1));
+        if (!a)
+                return -ENOMEM;
+        m->tasks = a;
+        m->tasks[m->n_tasks++] = t;
+        t->manager = m;
+        t->tasks_fd = m->tasks_fd;
+        return 0;
+}
+
+unsigned manager_active_tasks(Manager *m) {
+        unsigned n = 0;
+        for (size_t i = 0; i < m->n_tasks; i++)
+                if (task_state_is_active(m->tasks[i]->state))
+                        n++;
+        return n;
+}
+
+unsigned manager_unfinished_tasks_of(Manager *m, uid_t uid) {
+        unsigned n = 0;
+        for (size_t i = 0; i < m->n_tasks; i++)
+                if (m->tasks[i]->owner == uid && !task_state_is_final(m->tasks[i]->state))
+                        n++;
+        return n;
+}
+
+static void manager_update_status(Manager *m) {
+        (void) sd_notifyf(false, "STATUS=%zu tasks, %u active.", m->n_tasks, manager_active_tasks(m));
+}
+
+void manager_task_state_changed(Manager *m, Task *t, TaskState old_state, uid_t caller) {
+        audit_task_state(t, old_state, caller);
+        task_bus_send_changed(t);
+        (void) manager_bus_send_state_changed(m, t);
+        if (task_state_is_active(old_state) != task_state_is_active(t->state))
+                (void) sd_bus_emit_properties_changed(m->bus, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
+                                                      "ActiveTasks", NULL);
+        manager_update_status(m);
+        manager_touch(m);
+}
+
+int manager_load_tasks(Manager *m) {
+        int r;
+
+        (void) mkdir(m->state_dir, 0700);
+        m->state_fd = open(m->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (m->state_fd < 0)
+                return log_error_errno(errno, "Failed to open state directory '%s': %m", m->state_dir);
+
+        if (mkdirat(m->state_fd, "tasks", 0700) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Failed to create '%s/tasks': %m", m->state_dir);
+        m->tasks_fd = openat(m->state_fd, "tasks", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (m->tasks_fd < 0)
+                return log_error_errno(errno, "Failed to open '%s/tasks': %m", m->state_dir);
+
+        task_store_clean(m->tasks_fd);
+
+        int fd = openat(m->tasks_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+
+        for (struct dirent *de; (de = readdir(d));) {
+                Task *t = NULL;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                if (!task_id_is_valid(de->d_name)) {
+                        log_warning("Ignoring '%s/tasks/%s': not a task id.", m->state_dir, de->d_name);
+                        continue;
+                }
+                if (m->n_tasks >= m->config.max_tasks * 2) {
+                        log_warning("More than %u task records, ignoring the rest.", m->config.max_tasks * 2);
+                        break;
+                }
+
+                r = task_load(m->tasks_fd, de->d_name, &t);
+                if (r == -ENOMEM) {
+                        closedir(d);
+                        return log_oom();
+                }
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to load task '%s', ignoring: %m", de->d_name);
+                        continue;
+                }
+                r = manager_add_task(m, t);
+                if (r < 0) {
+                        task_free(t);
+                        closedir(d);
+                        return log_oom();
+                }
+                if (t->broken) {
+                        log_error("Task '%s': %s", t->id, t->reason);
+                        audit_task_broken(t);
+                }
+        }
+        closedir(d);
+
+        log_info("Loaded %zu tasks from '%s'.", m->n_tasks, m->state_dir);
+        return 0;
+}
+
+static int on_bus_message(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+
+        (void) message;
+        (void) error;
+
+        manager_touch(m);
+        return 0;
+}
+
+int manager_connect_bus(Manager *m, BusKind kind, const char *address) {
+        int r;
+
+        m->bus_kind = kind;
+
+        if (address) {
+                r = sd_bus_new(&m->bus);
+                if (r >= 0)
+                        r = sd_bus_set_address(m->bus, address);
+                if (r >= 0)
+                        r = sd_bus_set_bus_client(m->bus, true);
+                if (r >= 0)
+                        r = sd_bus_start(m->bus);
+        } else if (kind == BUS_SYSTEM)
+                r = sd_bus_open_system(&m->bus);
+        else
+                r = sd_bus_open_user(&m->bus);
+        if (r < 0)
+                return log_error_errno(r, "Failed to connect to the %s bus: %m", kind == BUS_SYSTEM ? "system" : "session");
+
+        (void) sd_bus_set_description(m->bus, "agentfabd");
+
+        r = sd_bus_add_filter(m->bus, NULL, on_bus_message, m);
+        if (r < 0)
+                return r;
+
+        r = manager_bus_register(m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to register D-Bus objects: %m");
+        r = task_bus_register(m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to register task objects: %m");
+
+        r = sd_bus_track_new(m->bus, &m->viewers, NULL, NULL);
+        if (r < 0)
+                return r;
+
+        r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                return log_error_errno(r, "Failed to attach bus to event loop: %m");
+
+        /* Claim the name last, when every object is in place: D-Bus
+         * activation holds callers back until the name appears. */
+        r = sd_bus_request_name(m->bus, AGENTFAB_BUS_NAME, 0);
+        if (r == -EEXIST)
+                return log_error_errno(r, "Another agentfabd already owns '%s'.", AGENTFAB_BUS_NAME);
+        if (r < 0)
+                return log_error_errno(r, "Failed to acquire bus name '%s': %m", AGENTFAB_BUS_NAME);
+        return 0;
+}
+
+int manager_listen_stream(Manager *m, const char *socket_path) {
+        return stream_server_new(&m->stream, m, socket_path);
+}
+
+static bool manager_is_idle(Manager *m) {
+        return manager_active_tasks(m) == 0 &&
+                stream_server_clients(m->stream) == 0 &&
+                polkit_registry_pending(m->polkit) == 0;
+}
+
+static int on_idle_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        uint64_t deadline;
+        int r;
+
+        (void) usec;
+
+        if (!manager_is_idle(m))
+                manager_touch(m);
+
+        deadline = m->last_activity_usec + m->config.idle_timeout_usec;
+        if (now_monotonic() < deadline) {
+                r = sd_event_source_set_time(s, deadline);
+                if (r < 0)
+                        return r;
+                return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        }
+
+        log_info("Idle for %llus, exiting.", (unsigned long long) (m->config.idle_timeout_usec / USEC_PER_SEC));
+        audit_daemon_idle();
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Idle, exiting.");
+
+        /* Give the name back first, so that new calls queue up for D-Bus
+         * activation of the next instance, then answer whatever reached us
+         * before that. The stream socket belongs to systemd: connections
+         * waiting in its backlog start the next instance. */
+        if (m->bus) {
+                r = sd_bus_release_name(m->bus, AGENTFAB_BUS_NAME);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to release bus name, ignoring: %m");
+                m->name_released = true;
+                while ((r = sd_bus_process(m->bus, NULL)) > 0)
+                        ;
+                (void) sd_bus_flush(m->bus);
+        }
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        (void) userdata;
+        (void) si;
+        (void) sd_notify(false, "STOPPING=1");
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+int manager_run(Manager *m) {
+        sigset_t mask;
+        int r;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up signal handling: %m");
+
+        if (m->config.idle_timeout_usec != UINT64_MAX) {
+                r = sd_event_add_time(m->event, &m->idle_timer, CLOCK_MONOTONIC,
+                                      m->last_activity_usec + m->config.idle_timeout_usec,
+                                      USEC_PER_SEC / 10, on_idle_timer, m);
+                if (r < 0)
+                        return r;
+        }
+
+        audit_daemon_started((unsigned) m->n_tasks);
+        (void) sd_notify(false, "READY=1");
+        manager_update_status(m);
+
+        return sd_event_loop(m->event);
+}

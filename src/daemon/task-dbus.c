@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdio.h>
+
+#include "agentfab-bus.h"
+#include "audit.h"
+#include "log.h"
+#include "manager.h"
+#include "string-util.h"
+
+#define COMMENT_MAX 4096
+
+static int property_get_state(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Task *t = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "s", task_state_to_string(t->state));
+}
+
+/* For string fields that may be NULL (not given in the spec). */
+static int property_get_string_ptr(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        char **s = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "s", strempty(*s));
+}
+
+static int property_get_base(sd_bus *bus, const char *path, const char *interface, const char *property,
+                             sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Task *t = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "s", t->spec.base ?: "HEAD");
+}
+
+static int property_get_limits(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Task *t = userdata;
+        int r;
+
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+
+        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "{st}");
+        if (r < 0)
+                return r;
+        for (int i = 0; i < _TASK_LIMIT_MAX; i++)
+                if (t->spec.limits[i] != TASK_LIMIT_UNSET) {
+                        r = sd_bus_message_append(reply, "{st}", task_limit_to_string(i), t->spec.limits[i]);
+                        if (r < 0)
+                                return r;
+                }
+        return sd_bus_message_close_container(reply);
+}
+
+static int read_comment(sd_bus_message *message, const char **ret, sd_bus_error *error) {
+        const char *comment;
+        int r;
+
+        r = sd_bus_message_read(message, "s", &comment);
+        if (r < 0)
+                return r;
+        if (strlen(comment) > COMMENT_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Comment is longer than %i bytes.", COMMENT_MAX);
+        if (!string_is_safe(comment, true))
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Comment contains control characters.");
+        *ret = comment;
+        return 0;
+}
+
+static int require_state(Task *t, TaskState state, sd_bus_error *error) {
+        if (t->broken)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_STATE_BROKEN,
+                                         "Task '%s' has an unreadable state file and is read-only.", t->id);
+        if (t->state != state)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s, not %s.",
+                                         t->id, task_state_to_string(t->state), task_state_to_string(state));
+        return 0;
+}
+
+/* Every task method: arguments → state precondition → polkit → change →
+ * audit → reply. The polkit check may re-run the handler, so nothing before
+ * it changes anything. */
+static int task_method(sd_bus_message *message, Task *t, const char *event, const char *action, bool owner_ok,
+                       bool has_comment, TaskState required, TaskState target, sd_bus_error *error) {
+        const char *comment = NULL;
+        uid_t uid;
+        int r;
+
+        if (has_comment) {
+                r = read_comment(message, &comment, error);
+                if (r < 0)
+                        return r;
+        }
+
+        if (required != _TASK_STATE_INVALID) {
+                r = require_state(t, required, error);
+                if (r < 0)
+                        return r;
+        } else if (t->broken)
+                return require_state(t, t->state, error);
+
+        r = manager_verify_access(t->manager, message, t, action, owner_ok, error);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return 1;
+
+        r = bus_message_get_caller(message, &uid);
+        if (r < 0)
+                return r;
+
+        /* The answer may have taken a while: look again. */
+        if (required != _TASK_STATE_INVALID) {
+                r = require_state(t, required, error);
+                if (r < 0)
+                        return r;
+        }
+
+        _cleanup_free_ char *reason = NULL;
+        if (target == TASK_CANCELLED && asprintf(&reason, "Cancelled by uid %u.", (unsigned) uid) < 0)
+                return -ENOMEM;
+
+        audit_task_request(t, event, uid, comment);
+        r = task_set_state(t, target, reason, uid, error);
+        if (r < 0)
+                return r;
+
+        return sd_bus_reply_method_return(message, NULL);
+}
+
+static int method_cancel(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Task *t = userdata;
+
+        if (task_state_is_final(t->state) && !t->broken)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is already %s.",
+                                         t->id, task_state_to_string(t->state));
+        return task_method(message, t, "cancel", "org.agentfab.manage", true, false,
+                           _TASK_STATE_INVALID, TASK_CANCELLED, error);
+}
+
+static int method_approve(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        return task_method(message, userdata, "approve", "org.agentfab.approve", false, true,
+                           TASK_AWAITING_APPROVAL, TASK_RUNNING, error);
+}
+
+static int method_reject(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        return task_method(message, userdata, "reject", "org.agentfab.approve", false, true,
+                           TASK_AWAITING_APPROVAL, TASK_RUNNING, error);
+}
+
+static int method_resume(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Task *t = userdata;
+
+        if (t->state == TASK_AWAITING_APPROVAL && !t->broken)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
+                                         "Task '%s' waits for approval: use Approve() or Reject().", t->id);
+        return task_method(message, t, "resume", "org.agentfab.manage", true, false,
+                           TASK_FAILED, TASK_QUEUED, error);
+}
+
+static const sd_bus_vtable task_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Id", "s", NULL, offsetof(Task, id), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Owner", "u", NULL, offsetof(Task, owner), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Repository", "s", property_get_string_ptr, offsetof(Task, spec.repository), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Goal", "s", property_get_string_ptr, offsetof(Task, spec.goal), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("AcceptanceCriteria", "s", property_get_string_ptr, offsetof(Task, spec.acceptance), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("TestCommand", "s", property_get_string_ptr, offsetof(Task, spec.test_command), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Base", "s", property_get_base, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Model", "s", property_get_string_ptr, offsetof(Task, spec.model), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Limits", "a{st}", property_get_limits, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("State", "s", property_get_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Reason", "s", property_get_string_ptr, offsetof(Task, reason), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("CreatedUSec", "t", NULL, offsetof(Task, created_usec), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("UpdatedUSec", "t", NULL, offsetof(Task, updated_usec), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Branch", "s", property_get_string_ptr, offsetof(Task, branch), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_cancel, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Approve", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_approve, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Reject", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_reject, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Resume", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_VTABLE_END
+};
+
+/* Task objects are looked up, not registered one by one. A task the caller
+ * may not see does not exist for them: "unknown object", like a wrong id. */
+static int task_object_find(sd_bus *bus, const char *path, const char *interface, void *userdata,
+                            void **ret_found, sd_bus_error *error) {
+        Manager *m = userdata;
+        sd_bus_message *message;
+        const char *id;
+        Task *t;
+        int r;
+
+        (void) interface, (void) error;
+
+        if (strncmp(path, AGENTFAB_TASK_PATH_PREFIX "/", strlen(AGENTFAB_TASK_PATH_PREFIX "/")) != 0)
+                return 0;
+        id = path + strlen(AGENTFAB_TASK_PATH_PREFIX "/");
+
+        t = manager_find_task(m, id);
+        if (!t)
+                return 0;
+
+        message = sd_bus_get_current_message(bus);
+        if (!message)
+                return 0;
+        r = manager_caller_may_view(m, message, t);
+        if (r <= 0)
+                return 0;
+
+        *ret_found = t;
+        return 1;
+}
+
+static int task_node_enumerator(sd_bus *bus, const char *path, void *userdata, char ***ret_nodes, sd_bus_error *error) {
+        _cleanup_strv_free_ char **nodes = NULL;
+        Manager *m = userdata;
+        sd_bus_message *message = sd_bus_get_current_message(bus);
+
+        (void) path, (void) error;
+
+        for (size_t i = 0; i < m->n_tasks; i++) {
+                _cleanup_free_ char *p = NULL;
+
+                if (!message || manager_caller_may_view(m, message, m->tasks[i]) <= 0)
+                        continue;
+                p = task_object_path(m->tasks[i]);
+                if (!p || strv_extend(&nodes, p) < 0)
+                        return -ENOMEM;
+        }
+        if (!nodes) {
+                nodes = calloc(1, sizeof(char *));
+                if (!nodes)
+                        return -ENOMEM;
+        }
+
+        *ret_nodes = TAKE_PTR(nodes);
+        return 1;
+}
+
+int task_bus_register(Manager *m) {
+        int r;
+
+        r = sd_bus_add_fallback_vtable(m->bus, NULL, AGENTFAB_TASK_PATH_PREFIX, AGENTFAB_TASK_INTERFACE,
+                                       task_vtable, task_object_find, m);
+        if (r < 0)
+                return r;
+        return sd_bus_add_node_enumerator(m->bus, NULL, AGENTFAB_TASK_PATH_PREFIX, task_node_enumerator, m);
+}
+
+void task_bus_send_changed(Task *t) {
+        _cleanup_free_ char *path = NULL;
+
+        if (!t->manager || !t->manager->bus)
+                return;
+        path = task_object_path(t);
+        if (!path)
+                return;
+        (void) sd_bus_emit_properties_changed(t->manager->bus, path, AGENTFAB_TASK_INTERFACE,
+                                              "State", "Reason", "UpdatedUSec", NULL);
+}

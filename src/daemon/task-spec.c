@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <ctype.h>
+#include <string.h>
+
+#include "agentfab-bus.h"
+#include "string-util.h"
+#include "task-spec.h"
+
+static const char *const task_limit_table[_TASK_LIMIT_MAX] = {
+        [TASK_LIMIT_MAX_STEPS]           = "max_steps",
+        [TASK_LIMIT_MAX_WALL_CLOCK_SEC]  = "max_wall_clock_sec",
+        [TASK_LIMIT_MAX_TOKENS]          = "max_tokens",
+        [TASK_LIMIT_MAX_COMMANDS]        = "max_commands",
+        [TASK_LIMIT_COMMAND_TIMEOUT_SEC] = "command_timeout_sec",
+        [TASK_LIMIT_MEMORY_MAX]          = "memory_max",
+        [TASK_LIMIT_TASKS_MAX]           = "tasks_max",
+        [TASK_LIMIT_CPU_QUOTA_PERCENT]   = "cpu_quota_percent",
+};
+
+const char *task_limit_to_string(TaskLimit l) {
+        if (l < 0 || l >= _TASK_LIMIT_MAX)
+                return NULL;
+        return task_limit_table[l];
+}
+
+TaskLimit task_limit_from_string(const char *s) {
+        for (int i = 0; s && i < _TASK_LIMIT_MAX; i++)
+                if (streq(task_limit_table[i], s))
+                        return (TaskLimit) i;
+        return _TASK_LIMIT_INVALID;
+}
+
+void task_spec_init(TaskSpec *spec) {
+        *spec = (TaskSpec) {};
+        for (int i = 0; i < _TASK_LIMIT_MAX; i++)
+                spec->limits[i] = TASK_LIMIT_UNSET;
+}
+
+void task_spec_done(TaskSpec *spec) {
+        free(spec->repository);
+        free(spec->goal);
+        free(spec->acceptance);
+        free(spec->test_command);
+        free(spec->base);
+        free(spec->model);
+        task_spec_init(spec);
+}
+
+static int invalid(sd_bus_error *error, const char *fmt, const char *key) {
+        return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC, fmt, key);
+}
+
+bool task_base_is_valid(const char *base) {
+        /* A conservative subset of git-check-ref-format(1): refs, tags, HEAD,
+         * and object ids. The base is resolved in the repository later; this
+         * only keeps nonsense and option-like strings out. */
+        size_t l = strlen(base);
+
+        if (l == 0 || l > TASK_BASE_MAX)
+                return false;
+        if (base[0] == '-' || base[0] == '/' || base[l - 1] == '/' || base[l - 1] == '.')
+                return false;
+        if (strstr(base, "..") || strstr(base, "//") || strstr(base, "@{") || strstr(base, "/."))
+                return false;
+        if (l >= 5 && streq(base + l - 5, ".lock"))
+                return false;
+        for (const unsigned char *c = (const unsigned char *) base; *c; c++)
+                if (*c <= ' ' || *c == 127 || strchr("~^:?*[\\", *c))
+                        return false;
+        return true;
+}
+
+bool task_model_is_valid(const char *model) {
+        size_t l = strlen(model);
+
+        if (l == 0 || l > TASK_MODEL_MAX)
+                return false;
+        for (const char *c = model; *c; c++)
+                if (!isalnum((unsigned char) *c) && !strchr("_.-", *c))
+                        return false;
+        return model[0] != '.' && model[0] != '-';
+}
+
+int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_bus_error *error) {
+        char **field;
+        size_t max;
+        bool multiline;
+
+        if (streq(key, "repository")) {
+                field = &spec->repository, max = TASK_REPOSITORY_MAX, multiline = false;
+                if (value[0] != '/')
+                        return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                 "Repository '%s' is not an absolute path.", value);
+        } else if (streq(key, "goal"))
+                field = &spec->goal, max = TASK_GOAL_MAX, multiline = true;
+        else if (streq(key, "acceptance"))
+                field = &spec->acceptance, max = TASK_ACCEPTANCE_MAX, multiline = true;
+        else if (streq(key, "test_command"))
+                field = &spec->test_command, max = TASK_TEST_COMMAND_MAX, multiline = true;
+        else if (streq(key, "base")) {
+                field = &spec->base, max = TASK_BASE_MAX, multiline = false;
+                if (!task_base_is_valid(value))
+                        return invalid(error, "Key 'base' is not a valid git ref or object id.", NULL);
+        } else if (streq(key, "model")) {
+                field = &spec->model, max = TASK_MODEL_MAX, multiline = false;
+                if (!task_model_is_valid(value))
+                        return invalid(error, "Key 'model' must be a profile name: letters, digits, '_', '.', '-', at most 64.", NULL);
+        } else if (streq(key, "limits"))
+                return invalid(error, "Key '%s' must be of type a{sv}.", key);
+        else
+                return invalid(error, "Unknown key '%s' in task spec.", key);
+
+        if (*field)
+                return invalid(error, "Key '%s' given more than once.", key);
+        if (strlen(value) > max)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                         "Key '%s' is longer than %zu bytes.", key, max);
+        if (!string_is_safe(value, multiline))
+                return invalid(error, "Key '%s' contains control characters.", key);
+
+        return free_and_strdup(field, value);
+}
+
+int task_spec_set_limit(TaskSpec *spec, const char *key, uint64_t value, sd_bus_error *error) {
+        TaskLimit l = task_limit_from_string(key);
+
+        if (l < 0)
+                return invalid(error, "Unknown limit '%s'.", key);
+        if (spec->limits[l] != TASK_LIMIT_UNSET)
+                return invalid(error, "Limit '%s' given more than once.", key);
+        if (value == 0 || value == TASK_LIMIT_UNSET)
+                return invalid(error, "Limit '%s' must be a positive number.", key);
+        if (l == TASK_LIMIT_CPU_QUOTA_PERCENT && value > 100 * 1024)
+                return invalid(error, "Limit '%s' is out of range.", key);
+
+        spec->limits[l] = value;
+        return 0;
+}
+
+int task_spec_validate(const TaskSpec *spec, sd_bus_error *error) {
+        if (!spec->repository)
+                return invalid(error, "Key 'repository' is missing.", NULL);
+        if (!spec->goal)
+                return invalid(error, "Key 'goal' is missing.", NULL);
+
+        /* A goal of only whitespace is as empty as an empty one. */
+        bool blank = true;
+        for (const char *c = spec->goal; *c; c++)
+                if (!isspace((unsigned char) *c))
+                        blank = false;
+        if (blank)
+                return invalid(error, "Key 'goal' is empty.", NULL);
+
+        return 0;
+}
+
+/* Reads one variant holding an unsigned or non-negative signed integer. */
+static int read_unsigned_variant(sd_bus_message *m, const char *key, uint64_t *ret, sd_bus_error *error) {
+        char type;
+        const char *contents;
+        int r;
+
+        r = sd_bus_message_peek_type(m, &type, &contents);
+        if (r < 0)
+                return r;
+
+        r = sd_bus_message_enter_container(m, SD_BUS_TYPE_VARIANT, contents);
+        if (r < 0)
+                return r;
+
+        union {
+                uint8_t y; uint16_t q; int16_t n; uint32_t u; int32_t i; uint64_t t; int64_t x;
+        } v;
+        int64_t sv = 0;
+
+        switch (contents[0] != '\0' && contents[1] == '\0' ? contents[0] : 0) {
+        case 'y': r = sd_bus_message_read_basic(m, 'y', &v.y); *ret = v.y; break;
+        case 'q': r = sd_bus_message_read_basic(m, 'q', &v.q); *ret = v.q; break;
+        case 'u': r = sd_bus_message_read_basic(m, 'u', &v.u); *ret = v.u; break;
+        case 't': r = sd_bus_message_read_basic(m, 't', &v.t); *ret = v.t; break;
+        case 'n': r = sd_bus_message_read_basic(m, 'n', &v.n); sv = v.n; break;
+        case 'i': r = sd_bus_message_read_basic(m, 'i', &v.i); sv = v.i; break;
+        case 'x': r = sd_bus_message_read_basic(m, 'x', &v.x); sv = v.x; break;
+        default:
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                         "Limit '%s' must be an integer, not of type '%s'.", key, contents);
+        }
+        if (r < 0)
+                return r;
+        if (strchr("nix", contents[0])) {
+                if (sv < 0)
+                        return invalid(error, "Limit '%s' must not be negative.", key);
+                *ret = (uint64_t) sv;
+        }
+
+        return sd_bus_message_exit_container(m);
+}
+
+static int read_limits(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error) {
+        unsigned n = 0;
+        int r;
+
+        r = sd_bus_message_enter_container(m, SD_BUS_TYPE_VARIANT, "a{sv}");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
+        if (r < 0)
+                return r;
+
+        while ((r = sd_bus_message_enter_container(m, SD_BUS_TYPE_DICT_ENTRY, "sv")) > 0) {
+                const char *key;
+                uint64_t value = 0;
+
+                if (++n > _TASK_LIMIT_MAX)
+                        return invalid(error, "Too many limits.", NULL);
+
+                r = sd_bus_message_read_basic(m, 's', &key);
+                if (r < 0)
+                        return r;
+                if (task_limit_from_string(key) < 0)
+                        return invalid(error, "Unknown limit '%s'.", key);
+
+                r = read_unsigned_variant(m, key, &value, error);
+                if (r < 0)
+                        return r;
+                r = task_spec_set_limit(spec, key, value, error);
+                if (r < 0)
+                        return r;
+
+                r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+
+        r = sd_bus_message_exit_container(m);
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(m);
+}
+
+static bool key_is_string(const char *key) {
+        static const char *const keys[] = { "repository", "goal", "acceptance", "test_command", "base", "model" };
+
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (streq(keys[i], key))
+                        return true;
+        return false;
+}
+
+int task_spec_from_message(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error) {
+        unsigned n = 0;
+        int r;
+
+        r = sd_bus_message_enter_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
+        if (r < 0)
+                return r;
+
+        while ((r = sd_bus_message_enter_container(m, SD_BUS_TYPE_DICT_ENTRY, "sv")) > 0) {
+                const char *key, *contents;
+                char type;
+
+                if (++n > 32)
+                        return invalid(error, "Too many keys in task spec.", NULL);
+
+                r = sd_bus_message_read_basic(m, 's', &key);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_peek_type(m, &type, &contents);
+                if (r < 0)
+                        return r;
+
+                if (streq(key, "limits")) {
+                        if (!streq(contents, "a{sv}"))
+                                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                         "Key 'limits' must be of type a{sv}, not '%s'.", contents);
+                        r = read_limits(spec, m, error);
+                } else if (streq(contents, "s")) {
+                        const char *value;
+
+                        r = sd_bus_message_read(m, "v", "s", &value);
+                        if (r < 0)
+                                return r;
+                        r = task_spec_set_string(spec, key, value, error);
+                } else if (!key_is_string(key))
+                        return invalid(error, "Unknown key '%s' in task spec.", key);
+                else
+                        return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                 "Key '%s' must be of type s, not '%s'.", key, contents);
+                if (r < 0)
+                        return r;
+
+                r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+
+        return sd_bus_message_exit_container(m);
+}

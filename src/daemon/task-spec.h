@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+
+/* What a submitter asks for. Parsed from the a{sv} of SubmitTask() one key at
+ * a time, validated as a whole, stored in the task's state file. */
+
+typedef enum TaskLimit {
+        TASK_LIMIT_MAX_STEPS,
+        TASK_LIMIT_MAX_WALL_CLOCK_SEC,
+        TASK_LIMIT_MAX_TOKENS,
+        TASK_LIMIT_MAX_COMMANDS,
+        TASK_LIMIT_COMMAND_TIMEOUT_SEC,
+        TASK_LIMIT_MEMORY_MAX,
+        TASK_LIMIT_TASKS_MAX,
+        TASK_LIMIT_CPU_QUOTA_PERCENT,
+        _TASK_LIMIT_MAX,
+        _TASK_LIMIT_INVALID = -EINVAL,
+} TaskLimit;
+
+#define TASK_LIMIT_UNSET UINT64_MAX
+
+#define TASK_GOAL_MAX         16384
+#define TASK_ACCEPTANCE_MAX   16384
+#define TASK_TEST_COMMAND_MAX 4096
+#define TASK_BASE_MAX         255
+#define TASK_MODEL_MAX        64
+#define TASK_REPOSITORY_MAX   4095
+
+typedef struct TaskSpec {
+        char *repository;    /* canonical absolute path, once checked */
+        char *goal;
+        char *acceptance;
+        char *test_command;
+        char *base;
+        char *model;
+        uint64_t limits[_TASK_LIMIT_MAX];
+} TaskSpec;
+
+const char *task_limit_to_string(TaskLimit l);
+TaskLimit task_limit_from_string(const char *s);
+
+void task_spec_init(TaskSpec *spec);
+void task_spec_done(TaskSpec *spec);
+
+/* Each returns 0 or a negative errno with error set to org.agentfab.Error.InvalidSpec. */
+int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_bus_error *error);
+int task_spec_set_limit(TaskSpec *spec, const char *key, uint64_t value, sd_bus_error *error);
+int task_spec_validate(const TaskSpec *spec, sd_bus_error *error);
+
+/* Reads an a{sv} spec from a message, rejecting unknown keys and wrong types. */
+int task_spec_from_message(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error);
+
+bool task_base_is_valid(const char *base);
+bool task_model_is_valid(const char *model);

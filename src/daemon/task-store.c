@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "fs-util.h"
+#include "json-util.h"
+#include "log.h"
+#include "string-util.h"
+#include "task-store.h"
+
+json_object *task_to_json(const Task *t) {
+        _cleanup_json_ json_object *j = json_object_new_object();
+        _cleanup_json_ json_object *spec = json_object_new_object();
+        _cleanup_json_ json_object *limits = json_object_new_object();
+
+        if (!j || !spec || !limits)
+                return NULL;
+
+        for (int i = 0; i < _TASK_LIMIT_MAX; i++)
+                if (t->spec.limits[i] != TASK_LIMIT_UNSET &&
+                    json_add_uint64(limits, task_limit_to_string(i), t->spec.limits[i]) < 0)
+                        return NULL;
+
+        if (json_add_string(spec, "repository", t->spec.repository) < 0 ||
+            json_add_string(spec, "goal", t->spec.goal) < 0 ||
+            json_add_string(spec, "acceptance", t->spec.acceptance) < 0 ||
+            json_add_string(spec, "test_command", t->spec.test_command) < 0 ||
+            json_add_string(spec, "base", t->spec.base) < 0 ||
+            json_add_string(spec, "model", t->spec.model) < 0 ||
+            json_object_object_add(spec, "limits", TAKE_PTR(limits)) < 0)
+                return NULL;
+
+        if (json_add_uint64(j, "version", TASK_STATE_VERSION) < 0 ||
+            json_add_string(j, "id", t->id) < 0 ||
+            json_add_uint64(j, "owner", t->owner) < 0 ||
+            json_add_string(j, "state", task_state_to_string(t->state)) < 0 ||
+            json_add_string(j, "reason", t->reason) < 0 ||
+            json_add_uint64(j, "created_usec", t->created_usec) < 0 ||
+            json_add_uint64(j, "updated_usec", t->updated_usec) < 0 ||
+            json_add_string(j, "branch", t->branch) < 0 ||
+            json_object_object_add(j, "spec", TAKE_PTR(spec)) < 0)
+                return NULL;
+
+        return TAKE_PTR(j);
+}
+
+static int fail(char **ret_error, int r, const char *msg) {
+        if (ret_error)
+                *ret_error = strdup(msg);
+        return r;
+}
+
+static int spec_from_json(TaskSpec *spec, json_object *s, char **ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        json_object *limits;
+
+        if (!json_object_is_type(s, json_type_object))
+                return fail(ret_error, -EBADMSG, "'spec' is not an object");
+
+        json_object_object_foreach(s, key, value) {
+                if (streq(key, "limits"))
+                        continue;
+                if (!json_object_is_type(value, json_type_string))
+                        return fail(ret_error, -EBADMSG, "a spec field is not a string");
+                if (task_spec_set_string(spec, key, json_object_get_string(value), &error) < 0)
+                        return fail(ret_error, -EBADMSG, error.message ?: "invalid spec");
+        }
+
+        if (json_object_object_get_ex(s, "limits", &limits)) {
+                if (!json_object_is_type(limits, json_type_object))
+                        return fail(ret_error, -EBADMSG, "'limits' is not an object");
+                json_object_object_foreach(limits, lkey, lvalue) {
+                        uint64_t v;
+                        (void) lvalue;
+                        if (json_get_uint64(limits, lkey, &v) < 0 ||
+                            task_spec_set_limit(spec, lkey, v, &error) < 0)
+                                return fail(ret_error, -EBADMSG, error.message ?: "invalid limit");
+                }
+        }
+
+        if (task_spec_validate(spec, &error) < 0)
+                return fail(ret_error, -EBADMSG, error.message);
+        return 0;
+}
+
+int task_from_json(Task *t, json_object *j, char **ret_error) {
+        const char *id, *state, *reason;
+        uint64_t version, owner, created, updated;
+        json_object *spec;
+        TaskState s;
+        int r;
+
+        if (!json_object_is_type(j, json_type_object))
+                return fail(ret_error, -EBADMSG, "not a JSON object");
+        if (json_get_uint64(j, "version", &version) < 0)
+                return fail(ret_error, -EBADMSG, "no 'version'");
+        if (version != TASK_STATE_VERSION) {
+                if (ret_error && asprintf(ret_error, "state file version %llu is not supported (this agentfabd reads version %i)",
+                                          (unsigned long long) version, TASK_STATE_VERSION) < 0)
+                        *ret_error = NULL;
+                return -EPROTONOSUPPORT;
+        }
+
+        if (json_get_string(j, "id", &id) < 0 || !streq(id, t->id))
+                return fail(ret_error, -EBADMSG, "'id' missing or not matching the directory");
+        if (json_get_uint64(j, "owner", &owner) < 0 || owner >= UID_INVALID)
+                return fail(ret_error, -EBADMSG, "'owner' missing or invalid");
+        if (json_get_string(j, "state", &state) < 0 || (s = task_state_from_string(state)) < 0)
+                return fail(ret_error, -EBADMSG, "'state' missing or unknown");
+        if (json_get_string(j, "reason", &reason) < 0 || strlen(reason) > 4096)
+                return fail(ret_error, -EBADMSG, "'reason' missing or too long");
+        if (json_get_uint64(j, "created_usec", &created) < 0 ||
+            json_get_uint64(j, "updated_usec", &updated) < 0)
+                return fail(ret_error, -EBADMSG, "timestamps missing");
+        if (!json_object_object_get_ex(j, "spec", &spec))
+                return fail(ret_error, -EBADMSG, "'spec' missing");
+
+        TaskSpec parsed;
+        task_spec_init(&parsed);
+        r = spec_from_json(&parsed, spec, ret_error);
+        if (r < 0) {
+                task_spec_done(&parsed);
+                return r;
+        }
+
+        r = free_and_strdup(&t->reason, reason);
+        if (r < 0) {
+                task_spec_done(&parsed);
+                return r;
+        }
+        task_spec_done(&t->spec);
+        t->spec = parsed;
+        t->owner = (uid_t) owner;
+        t->state = s;
+        t->created_usec = created;
+        t->updated_usec = updated;
+        return 0;
+}
+
+static int task_write_state(const Task *t, int dir_fd) {
+        _cleanup_json_ json_object *j = task_to_json(t);
+        const char *text;
+
+        if (!j)
+                return -ENOMEM;
+        text = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (!text)
+                return -ENOMEM;
+
+        _cleanup_free_ char *line = NULL;
+        if (asprintf(&line, "%s\n", text) < 0)
+                return -ENOMEM;
+        return write_file_atomic(dir_fd, TASK_STATE_FILE, line, strlen(line), 0600);
+}
+
+int task_save(Task *t) {
+        if (t->broken)
+                return -EROFS;
+
+        _cleanup_close_ int fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        return task_write_state(t, fd);
+}
+
+int task_create(Task *t) {
+        _cleanup_free_ char *tmp = NULL;
+        int r;
+
+        if (asprintf(&tmp, ".new-%s", t->id) < 0)
+                return -ENOMEM;
+
+        (void) rm_rf_at(t->tasks_fd, tmp);
+        if (mkdirat(t->tasks_fd, tmp, 0700) < 0)
+                return -errno;
+
+        _cleanup_close_ int fd = openat(t->tasks_fd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                r = -errno;
+        else
+                r = task_write_state(t, fd);
+
+        /* renameat2(RENAME_NOREPLACE): never replace a task that is already there. */
+        if (r >= 0 && renameat2(t->tasks_fd, tmp, t->tasks_fd, t->id, RENAME_NOREPLACE) < 0)
+                r = -errno;
+        if (r >= 0)
+                r = fsync_directory(t->tasks_fd);
+        if (r < 0) {
+                (void) rm_rf_at(t->tasks_fd, tmp);
+                return r;
+        }
+        return 0;
+}
+
+int task_load(int tasks_fd, const char *id, Task **ret) {
+        _cleanup_(task_freep) Task *t = NULL;
+        _cleanup_free_ char *text = NULL, *error = NULL;
+        _cleanup_json_ json_object *j = NULL;
+        size_t size;
+        int r;
+
+        r = task_new(&t, id);
+        if (r < 0)
+                return r;
+        t->tasks_fd = tasks_fd;
+
+        _cleanup_close_ int fd = openat(tasks_fd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+
+        r = read_file_at(fd, TASK_STATE_FILE, TASK_STATE_FILE_MAX, &text, &size);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                if (asprintf(&error, "cannot read %s: %s", TASK_STATE_FILE, strerror(-r)) < 0)
+                        return -ENOMEM;
+        } else if (json_parse_strict(text, size, &j) < 0) {
+                error = strdup("not valid JSON (truncated or garbage)");
+                if (!error)
+                        return -ENOMEM;
+        } else {
+                r = task_from_json(t, j, &error);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0 && !error)
+                        return -ENOMEM;
+                if (r >= 0)
+                        error = mfree_ptr(error);
+        }
+
+        if (error) {
+                /* Keep the record, but failed and read-only, with the reason. */
+                task_spec_done(&t->spec);
+                t->broken = true;
+                t->state = TASK_FAILED;
+                t->owner = 0; /* unknown: only root and managers see it */
+                free(t->reason);
+                if (asprintf(&t->reason, "State file unreadable: %s", error) < 0)
+                        return -ENOMEM;
+        }
+
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+void task_store_clean(int tasks_fd) {
+        /* A new open file description, so that readdir() here does not move the
+         * position of anybody else's directory stream. */
+        int fd = openat(tasks_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return;
+        }
+        for (struct dirent *de; (de = readdir(d));)
+                if (strneq(de->d_name, ".new-", 5)) {
+                        log_info("Removing '%s', left by an interrupted task creation.", de->d_name);
+                        (void) rm_rf_at(tasks_fd, de->d_name);
+                }
+        closedir(d);
+}
+
+int task_append_event(Task *t, json_object *event) {
+        _cleanup_free_ char *line = NULL;
+
+        if (t->broken)
+                return -EROFS;
+
+        _cleanup_close_ int fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        if (asprintf(&line, "%s\n", json_to_line(event)) < 0)
+                return -ENOMEM;
+        return append_file_at(fd, TASK_EVENTS_FILE, line, strlen(line), 0600);
+}

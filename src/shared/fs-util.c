@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs-util.h"
+#include "macro.h"
+
+static int loop_write(int fd, const void *data, size_t size) {
+        const char *p = data;
+
+        while (size > 0) {
+                ssize_t n = write(fd, p, size);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                size -= (size_t) n;
+        }
+        return 0;
+}
+
+int fsync_directory(int dir_fd) {
+        return RET_NERRNO(fsync(dir_fd));
+}
+
+int write_file_atomic(int dir_fd, const char *name, const void *data, size_t size, mode_t mode) {
+        char tmp[256];
+        uint64_t rnd = 0;
+        int r;
+
+        if (strlen(name) > 200 || strchr(name, '/'))
+                return -EINVAL;
+
+        (void) getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK);
+        snprintf(tmp, sizeof(tmp), ".#%s.%016llx", name, (unsigned long long) rnd);
+
+        _cleanup_close_ int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+
+        r = loop_write(fd, data, size);
+        if (r >= 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r >= 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlinkat(dir_fd, tmp, 0);
+                return r;
+        }
+
+        return fsync_directory(dir_fd);
+}
+
+int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_size) {
+        struct stat st;
+        size_t n = 0, allocated;
+
+        _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if ((uint64_t) st.st_size > max)
+                return -EFBIG;
+
+        allocated = (size_t) st.st_size + 1;
+        _cleanup_free_ char *buf = malloc(allocated);
+        if (!buf)
+                return -ENOMEM;
+
+        /* The file may grow while we read: read until EOF, but never past max. */
+        for (;;) {
+                if (n + 1 >= allocated) {
+                        if (allocated > max)
+                                return -EFBIG;
+                        size_t na = allocated * 2 + 64;
+                        if (na > max + 1)
+                                na = max + 1;
+                        char *t = realloc(buf, na);
+                        if (!t)
+                                return -ENOMEM;
+                        buf = t;
+                        allocated = na;
+                }
+                ssize_t k = read(fd, buf + n, allocated - n - 1);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+        }
+
+        buf[n] = '\0';
+        *ret = TAKE_PTR(buf);
+        if (ret_size)
+                *ret_size = n;
+        return 0;
+}
+
+int append_file_at(int dir_fd, const char *name, const void *data, size_t size, mode_t mode) {
+        _cleanup_close_ int fd = openat(dir_fd, name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+        return loop_write(fd, data, size);
+}
+
+int rm_rf_at(int dir_fd, const char *name) {
+        struct stat st;
+
+        if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return RET_NERRNO(unlinkat(dir_fd, name, 0));
+
+        int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+        int r = 0;
+        for (struct dirent *de; (de = readdir(d));) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                int k = rm_rf_at(dirfd(d), de->d_name);
+                if (k < 0 && r == 0)
+                        r = k;
+        }
+        closedir(d);
+        if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && r == 0)
+                r = -errno;
+        return r;
+}

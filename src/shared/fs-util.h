@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Writes data to dir_fd/name atomically and durably: a temporary file in the
+ * same directory, fsync, rename over name, fsync of the directory. After a
+ * crash either the old or the new content is there, never a mix. */
+int write_file_atomic(int dir_fd, const char *name, const void *data, size_t size, mode_t mode);
+
+/* Reads a whole regular file below dir_fd, refusing more than max bytes
+ * (-EFBIG) and anything that is not a regular file or is a symlink. The
+ * result is NUL-terminated. */
+int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_size);
+
+/* Appends one line durably enough for a log: O_APPEND write of the whole buffer. */
+int append_file_at(int dir_fd, const char *name, const void *data, size_t size, mode_t mode);
+
+/* Removes a directory tree below dir_fd without following symlinks. */
+int rm_rf_at(int dir_fd, const char *name);
+
+int fsync_directory(int dir_fd);

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "string-util.h"
+
+int free_and_strdup(char **p, const char *s) {
+        char *t = NULL;
+
+        if (s) {
+                t = strdup(s);
+                if (!t)
+                        return -ENOMEM;
+        }
+        free(*p);
+        *p = t;
+        return 0;
+}
+
+bool string_is_safe(const char *s, bool allow_newline) {
+        for (const unsigned char *c = (const unsigned char *) s; *c; c++) {
+                if (*c == '\n' || *c == '\t') {
+                        if (!allow_newline)
+                                return false;
+                        continue;
+                }
+                if (*c < ' ' || *c == 127)
+                        return false;
+        }
+        return true;
+}
+
+char *strshorten_line(const char *s, size_t n) {
+        size_t l = strcspn(s, "\n");
+        bool cut = s[l] != '\0';
+
+        if (l > n) {
+                l = n;
+                /* Do not cut a UTF-8 sequence in half. */
+                while (l > 0 && ((unsigned char) s[l] & 0xC0) == 0x80)
+                        l--;
+                cut = true;
+        }
+
+        char *r = malloc(l + sizeof("…"));
+        if (!r)
+                return NULL;
+        memcpy(r, s, l);
+        strcpy(r + l, cut ? "…" : "");
+        return r;
+}
+
+int safe_atou64(const char *s, uint64_t *ret) {
+        char *end = NULL;
+        unsigned long long v;
+
+        if (isempty(s) || !isdigit((unsigned char) s[0]))
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0)
+                return -errno;
+        if (*end != '\0')
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int parse_sec(const char *s, uint64_t *ret_usec) {
+        static const struct {
+                const char *suffix;
+                uint64_t usec;
+        } units[] = {
+                { "",    USEC_PER_SEC },
+                { "s",   USEC_PER_SEC },
+                { "sec", USEC_PER_SEC },
+                { "ms",  USEC_PER_MSEC },
+                { "min", 60 * USEC_PER_SEC },
+                { "m",   60 * USEC_PER_SEC },
+                { "h",   3600 * USEC_PER_SEC },
+        };
+        char *end = NULL;
+        unsigned long long v;
+
+        if (streq(s, "infinity")) {
+                *ret_usec = UINT64_MAX;
+                return 0;
+        }
+        if (!isdigit((unsigned char) s[0]))
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0)
+                return -errno;
+        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+                if (streq(end, units[i].suffix)) {
+                        if (v > UINT64_MAX / units[i].usec)
+                                return -ERANGE;
+                        *ret_usec = v * units[i].usec;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+int parse_boolean(const char *s) {
+        if (streq(s, "1") || strcasecmp(s, "yes") == 0 || strcasecmp(s, "true") == 0 || strcasecmp(s, "on") == 0)
+                return 1;
+        if (streq(s, "0") || strcasecmp(s, "no") == 0 || strcasecmp(s, "false") == 0 || strcasecmp(s, "off") == 0)
+                return 0;
+        return -EINVAL;
+}
+
+size_t strv_length(char **l) {
+        size_t n = 0;
+        for (; l && *l; l++)
+                n++;
+        return n;
+}
+
+int strv_extend(char ***l, const char *s) {
+        size_t n = strv_length(*l);
+        char *c = strdup(s);
+        if (!c)
+                return -ENOMEM;
+        char **t = realloc(*l, sizeof(char *) * (n + 2));
+        if (!t) {
+                free(c);
+                return -ENOMEM;
+        }
+        t[n] = c;
+        t[n + 1] = NULL;
+        *l = t;
+        return 0;
+}
+
+char *strv_join(char **l, const char *sep) {
+        size_t n = 1, k = strlen(sep);
+        for (char **i = l; i && *i; i++)
+                n += strlen(*i) + k;
+        char *r = malloc(n), *p = r;
+        if (!r)
+                return NULL;
+        *p = '\0';
+        for (char **i = l; i && *i; i++) {
+                if (i != l)
+                        p = stpcpy(p, sep);
+                p = stpcpy(p, *i);
+        }
+        return r;
+}

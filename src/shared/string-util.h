@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "macro.h"
+
+/* Replaces *p with a copy of s (or NULL). */
+int free_and_strdup(char **p, const char *s);
+
+/* True if s contains only printable characters, plus '\n' and '\t' if allow_newline. */
+bool string_is_safe(const char *s, bool allow_newline);
+
+/* Shortens s for a one-line human message: first line only, at most n bytes, "…" when cut. */
+char *strshorten_line(const char *s, size_t n);
+
+int safe_atou64(const char *s, uint64_t *ret);
+
+/* Parses "30", "30s", "5min", "2h", "infinity" to microseconds. */
+int parse_sec(const char *s, uint64_t *ret_usec);
+
+/* Parses "yes/no/true/false/1/0/on/off". */
+int parse_boolean(const char *s);
+
+char *strv_join(char **l, const char *sep);
+size_t strv_length(char **l);
+int strv_extend(char ***l, const char *s);

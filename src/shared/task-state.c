@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "macro.h"
+#include "task-state.h"
+
+static const char *const task_state_table[_TASK_STATE_MAX] = {
+        [TASK_QUEUED]            = "queued",
+        [TASK_PREPARING]         = "preparing",
+        [TASK_RUNNING]           = "running",
+        [TASK_AWAITING_APPROVAL] = "awaiting-approval",
+        [TASK_DELIVERING]        = "delivering",
+        [TASK_SUCCEEDED]         = "succeeded",
+        [TASK_FAILED]            = "failed",
+        [TASK_CANCELLED]         = "cancelled",
+};
+
+const char *task_state_to_string(TaskState s) {
+        if (s < 0 || s >= _TASK_STATE_MAX)
+                return NULL;
+        return task_state_table[s];
+}
+
+TaskState task_state_from_string(const char *s) {
+        if (!s)
+                return _TASK_STATE_INVALID;
+        for (int i = 0; i < _TASK_STATE_MAX; i++)
+                if (streq(task_state_table[i], s))
+                        return (TaskState) i;
+        return _TASK_STATE_INVALID;
+}
+
+bool task_state_is_final(TaskState s) {
+        return s == TASK_SUCCEEDED || s == TASK_FAILED || s == TASK_CANCELLED;
+}
+
+bool task_state_is_active(TaskState s) {
+        return s == TASK_PREPARING || s == TASK_RUNNING || s == TASK_DELIVERING;
+}
+
+bool task_state_transition_allowed(TaskState from, TaskState to) {
+        /* Rows: from; bits: to. Every non-final state may fail or be cancelled.
+         * A failed task may be resumed (back to queued, from its last checkpoint);
+         * succeeded and cancelled tasks are final. */
+#define B(s) (1u << (s))
+        static const unsigned allowed[_TASK_STATE_MAX] = {
+                [TASK_QUEUED]            = B(TASK_PREPARING) | B(TASK_FAILED) | B(TASK_CANCELLED),
+                [TASK_PREPARING]         = B(TASK_QUEUED) | B(TASK_RUNNING) | B(TASK_FAILED) | B(TASK_CANCELLED),
+                [TASK_RUNNING]           = B(TASK_AWAITING_APPROVAL) | B(TASK_DELIVERING) | B(TASK_FAILED) | B(TASK_CANCELLED),
+                [TASK_AWAITING_APPROVAL] = B(TASK_RUNNING) | B(TASK_FAILED) | B(TASK_CANCELLED),
+                [TASK_DELIVERING]        = B(TASK_SUCCEEDED) | B(TASK_FAILED) | B(TASK_CANCELLED),
+                [TASK_SUCCEEDED]         = 0,
+                [TASK_FAILED]            = B(TASK_QUEUED),
+                [TASK_CANCELLED]         = 0,
+        };
+#undef B
+        if (from < 0 || from >= _TASK_STATE_MAX || to < 0 || to >= _TASK_STATE_MAX)
+                return false;
+        return allowed[from] & (1u << to);
+}
