@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 

@@ -63,6 +63,7 @@
 #   HARNESS_MASK_UNITS   extra units to mask, separated by white space
 #   HARNESS_WANTS        extra units pulled in by the boot target at boot
 #   HARNESS_SYSTEMD_ARGS extra arguments for PID 1 (e.g. --log-level=debug)
+#   HARNESS_SAVE_CONSOLE a file to copy PID 1's console log to at teardown
 #
 # REQUIREMENTS
 #   root; bash >= 4.4; util-linux (unshare, nsenter, runuser, mount, pivot_root),
@@ -707,6 +708,18 @@ harness_boot() {
         return 0
 }
 
+# Lists the processes in the pid namespace of pid $1 (host pids), for diagnostics.
+_harness_ns_processes() {
+        local ns p st
+        ns=$(readlink "/proc/$1/ns/pid" 2>/dev/null) || return 0
+        echo "processes in $ns (pid, state, parent, command):"
+        for p in /proc/[0-9]*; do
+                [[ $(readlink "$p/ns/pid" 2>/dev/null) == "$ns" ]] || continue
+                read -r st 2>/dev/null < "$p/stat" || continue
+                echo "    ${p#/proc/} $(cut -d' ' -f3,4 <<< "${st##*) }") $(tr '\0' ' ' 2>/dev/null < "$p/cmdline")"
+        done
+}
+
 # Kill every process in the delegated cgroups (and below), outside the pid namespace as
 # well (e.g. the host side of an nsenter), until they are empty or the time is up.
 _harness_kill_cgroups() {
@@ -746,6 +759,8 @@ harness_teardown() {
                 kill -s RTMIN+4 "$HARNESS_PID" 2>/dev/null
                 if ! _harness_wait_gone "$HARNESS_PID" "${HARNESS_STOP_TIMEOUT:-10}"; then
                         _harness_log "systemd did not power off within ${HARNESS_STOP_TIMEOUT:-10} s; killing it."
+                        _harness_ns_processes "$HARNESS_PID" >&2
+                        _harness_console_tail 15
                         # Killing a pid namespace's init kills everything in it.
                         kill -KILL "$HARNESS_PID" 2>/dev/null
                         _harness_wait_gone "$HARNESS_PID" 5
@@ -795,6 +810,11 @@ harness_teardown() {
         if (( ${#mounts[@]} )); then
                 _harness_log "cannot unmount: ${mounts[*]}"
                 ok=1
+        fi
+
+        if [[ -n ${HARNESS_SAVE_CONSOLE:-} && -e $base/console.log ]]; then
+                tr -d '\r' < "$base/console.log" > "$HARNESS_SAVE_CONSOLE" ||
+                        _harness_log "cannot save the console log to '$HARNESS_SAVE_CONSOLE'."
         fi
 
         # 5. Remove the base directory, but never through a mount.

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "fs-util.h"
+#include "tap.h"
+
+int main(void) {
+        Config c;
+
+        /* Defaults are what the man page promises. */
+        config_init(&c);
+        CHECK(c.idle_timeout_usec == 60 * USEC_PER_SEC && c.max_tasks_per_user == 16 && c.max_tasks == 4096, "defaults");
+
+        config_parse(&c, "# comment\n[Daemon]\nIdleTimeoutSec=5min\n MaxTasksPerUser = 3 \nMaxTasks=100\n", "test");
+        CHECK(c.idle_timeout_usec == 300 * USEC_PER_SEC, "time span with unit parsed");
+        CHECK(c.max_tasks_per_user == 3 && c.max_tasks == 100, "numbers parsed, whitespace ignored");
+
+        /* A broken line is skipped, the rest still applies: a typo must not
+         * take the service down. */
+        config_init(&c);
+        config_parse(&c, "[Daemon]\nMaxTasksPerUser=lots\nBogus=1\nno equals sign\n[Daemon\nIdleTimeoutSec=infinity\n", "test");
+        CHECK(c.max_tasks_per_user == 16, "invalid value ignored");
+        CHECK(c.idle_timeout_usec == UINT64_MAX, "later valid line still applies");
+
+        config_init(&c);
+        config_parse(&c, "[Model:local]\nEndpoint=http://x\n[Daemon]\nMaxTasksPerUser=0\n", "test");
+        CHECK(c.max_tasks_per_user == 16, "out-of-range value ignored");
+
+        /* Drop-ins override the main file, in lexical order. */
+        char dir[] = "/tmp/test-config-XXXXXX", path[128], dropins[160];
+        if (!mkdtemp(dir))
+                return 1;
+        snprintf(path, sizeof(path), "%s/agentfab.conf", dir);
+        snprintf(dropins, sizeof(dropins), "%s.d", path);
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        write_file_atomic(fd, "agentfab.conf", "[Daemon]\nMaxTasksPerUser=5\nMaxTasks=50\n", 38, 0644);
+        mkdir(dropins, 0755);
+        int dfd = open(dropins, O_RDONLY | O_DIRECTORY);
+        write_file_atomic(dfd, "20-b.conf", "[Daemon]\nMaxTasksPerUser=7\n", 27, 0644);
+        write_file_atomic(dfd, "10-a.conf", "[Daemon]\nMaxTasksPerUser=6\nMaxTasks=60\n", 38, 0644);
+        write_file_atomic(dfd, "30-c.conf.disabled", "[Daemon]\nMaxTasksPerUser=9\n", 27, 0644);
+        config_init(&c);
+        CHECK(config_load(&c, path) >= 0, "config with drop-ins loaded");
+        CHECK(c.max_tasks_per_user == 7 && c.max_tasks == 60, "drop-ins applied in order, others ignored");
+
+        config_init(&c);
+        CHECK(config_load(&c, "/nonexistent/agentfab.conf") >= 0 && c.max_tasks == 4096, "missing file means defaults");
+
+        close(dfd);
+        close(fd);
+        rm_rf_at(AT_FDCWD, dir);
+        return tap_done();
+}

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <sys/socket.h>
+
+#include "agentfab-bus.h"
+#include "tap.h"
+#include "task-spec.h"
+
+static bool is_invalid_spec(const sd_bus_error *e) {
+        return sd_bus_error_has_name(e, AGENTFAB_ERROR_INVALID_SPEC);
+}
+
+/* Builds a sealed method call so that the real a{sv} reader can be tested
+ * without a bus daemon: a bus object on one end of a socketpair is enough. */
+static sd_bus *test_bus(void) {
+        static sd_bus *bus = NULL;
+        int sv[2];
+
+        if (bus)
+                return bus;
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+            sd_bus_new(&bus) < 0 || sd_bus_set_fd(bus, sv[0], sv[0]) < 0 || sd_bus_start(bus) < 0)
+                abort();
+        return bus;
+}
+
+static int parse_message(sd_bus_message *m, TaskSpec *spec, sd_bus_error *error) {
+        if (sd_bus_message_seal(m, 1, 0) < 0 || sd_bus_message_rewind(m, true) < 0)
+                abort();
+        return task_spec_from_message(spec, m, error);
+}
+
+static sd_bus_message *new_call(void) {
+        sd_bus_message *m = NULL;
+        if (sd_bus_message_new_method_call(test_bus(), &m, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH,
+                                           AGENTFAB_FACTORY_INTERFACE, "SubmitTask") < 0)
+                abort();
+        return m;
+}
+
+static void test_strings(void) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        TaskSpec s;
+
+        task_spec_init(&s);
+        CHECK(task_spec_set_string(&s, "repository", "/srv/repo", &e) >= 0, "absolute repository accepted");
+        CHECK(task_spec_set_string(&s, "goal", "Fix the bug\nin parse()", &e) >= 0, "multi-line goal accepted");
+        CHECK(task_spec_set_string(&s, "test_command", "make check", &e) >= 0, "test command accepted");
+        CHECK(task_spec_set_string(&s, "base", "refs/heads/main", &e) >= 0, "ref accepted as base");
+        CHECK(task_spec_set_string(&s, "model", "local-qwen_2.5", &e) >= 0, "profile name accepted");
+        CHECK(task_spec_validate(&s, &e) >= 0, "complete spec validates");
+
+        /* A key given twice is ambiguous: which one did the user mean? */
+        CHECK(task_spec_set_string(&s, "goal", "again", &e) < 0 && is_invalid_spec(&e), "duplicate key refused");
+        sd_bus_error_free(&e);
+        task_spec_done(&s);
+
+        /* Relative paths depend on somebody else's cwd. */
+        task_spec_init(&s);
+        CHECK(task_spec_set_string(&s, "repository", "repo", &e) < 0 && is_invalid_spec(&e), "relative repository refused");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_string(&s, "nonsense", "x", &e) < 0 && is_invalid_spec(&e), "unknown key refused");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_string(&s, "limits", "x", &e) < 0 && is_invalid_spec(&e), "limits as string refused");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_string(&s, "goal", "bad\033[2Jescape", &e) < 0 && is_invalid_spec(&e), "terminal escape in goal refused");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_string(&s, "base", "main\nx", &e) < 0, "newline in base refused");
+        sd_bus_error_free(&e);
+
+        static const char *bad_bases[] = { "-x", "--upload-pack=evil", "a..b", "a b", "x.lock", "/abs", "a/", "ref@{1}", "a:b", "a~1", "" };
+        for (size_t i = 0; i < sizeof(bad_bases) / sizeof(bad_bases[0]); i++)
+                CHECK(!task_base_is_valid(bad_bases[i]), "base '%s' refused", bad_bases[i]);
+        CHECK(task_base_is_valid("HEAD") && task_base_is_valid("v1.2.3") && task_base_is_valid("0123abcd"), "plain bases accepted");
+        CHECK(!task_model_is_valid("../etc") && !task_model_is_valid("") && !task_model_is_valid("-x"), "bad model names refused");
+
+        /* Bounded lengths: a caller cannot make us store megabytes. */
+        char *big = malloc(TASK_GOAL_MAX + 2);
+        memset(big, 'a', TASK_GOAL_MAX + 1);
+        big[TASK_GOAL_MAX + 1] = '\0';
+        CHECK(task_spec_set_string(&s, "goal", big, &e) < 0 && is_invalid_spec(&e), "over-long goal refused");
+        sd_bus_error_free(&e);
+        big[TASK_GOAL_MAX] = '\0';
+        CHECK(task_spec_set_string(&s, "goal", big, &e) >= 0, "goal of exactly the maximum accepted");
+        free(big);
+        task_spec_done(&s);
+
+        /* Missing and empty goals. */
+        task_spec_init(&s);
+        (void) task_spec_set_string(&s, "repository", "/srv/repo", &e);
+        CHECK(task_spec_validate(&s, &e) < 0 && is_invalid_spec(&e), "missing goal refused");
+        sd_bus_error_free(&e);
+        (void) task_spec_set_string(&s, "goal", "  \n\t ", &e);
+        CHECK(task_spec_validate(&s, &e) < 0 && is_invalid_spec(&e), "whitespace-only goal refused");
+        sd_bus_error_free(&e);
+        task_spec_done(&s);
+
+        task_spec_init(&s);
+        (void) task_spec_set_string(&s, "goal", "x", &e);
+        CHECK(task_spec_validate(&s, &e) < 0 && is_invalid_spec(&e), "missing repository refused");
+        sd_bus_error_free(&e);
+        task_spec_done(&s);
+}
+
+static void test_limits(void) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        TaskSpec s;
+
+        task_spec_init(&s);
+        CHECK(task_spec_set_limit(&s, "max_steps", 20, &e) >= 0 && s.limits[TASK_LIMIT_MAX_STEPS] == 20, "limit stored");
+        CHECK(task_spec_set_limit(&s, "max_steps", 30, &e) < 0, "duplicate limit refused");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_limit(&s, "max_lolz", 1, &e) < 0 && is_invalid_spec(&e), "unknown limit refused");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_limit(&s, "max_tokens", 0, &e) < 0, "zero limit refused");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_limit(&s, "cpu_quota_percent", 1000000, &e) < 0, "absurd CPU quota refused");
+        sd_bus_error_free(&e);
+        task_spec_done(&s);
+}
+
+static void test_message(void) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *m;
+        TaskSpec s;
+
+        /* The happy path, with limits given in two integer types. */
+        m = new_call();
+        sd_bus_message_append(m, "a{sv}", 4, "repository", "s", "/srv/r", "goal", "s", "g",
+                              "test_command", "s", "make check",
+                              "limits", "a{sv}", 2, "max_steps", "u", 10, "memory_max", "t", (uint64_t) 1 << 30);
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) >= 0, "well-formed spec parsed");
+        CHECK(s.limits[TASK_LIMIT_MAX_STEPS] == 10 && s.limits[TASK_LIMIT_MEMORY_MAX] == (uint64_t) 1 << 30, "limits parsed");
+        CHECK(s.test_command && streq(s.test_command, "make check"), "test command parsed");
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+
+        /* Wrong types are named in the error. */
+        m = new_call();
+        sd_bus_message_append(m, "a{sv}", 1, "goal", "i", 42);
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) < 0 && is_invalid_spec(&e) && strstr(e.message, "type s"), "goal of type i refused: %s", e.message);
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+
+        m = new_call();
+        sd_bus_message_append(m, "a{sv}", 1, "limits", "s", "lots");
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) < 0 && is_invalid_spec(&e), "limits of type s refused");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+
+        m = new_call();
+        sd_bus_message_append(m, "a{sv}", 1, "limits", "a{sv}", 1, "max_steps", "i", -5);
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) < 0 && is_invalid_spec(&e), "negative limit refused");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+
+        m = new_call();
+        sd_bus_message_append(m, "a{sv}", 1, "limits", "a{sv}", 1, "max_steps", "s", "10");
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) < 0 && is_invalid_spec(&e), "limit of type s refused");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+
+        m = new_call();
+        sd_bus_message_append(m, "a{sv}", 1, "evil", "s", "x");
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) < 0 && is_invalid_spec(&e) && strstr(e.message, "evil"), "unknown key named in error");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+
+        m = new_call();
+        sd_bus_message_append(m, "a{sv}", 1, "weird", "as", 1, "x");
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) < 0 && is_invalid_spec(&e), "unknown key of array type refused");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+
+        /* Too many keys: refused before they are all looked at. */
+        m = new_call();
+        sd_bus_message_open_container(m, 'a', "{sv}");
+        for (int i = 0; i < 40; i++)
+                sd_bus_message_append(m, "{sv}", "goal", "s", "x");
+        sd_bus_message_close_container(m);
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) < 0 && is_invalid_spec(&e), "repeated keys refused");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+}
+
+int main(void) {
+        test_strings();
+        test_limits();
+        test_message();
+        return tap_done();
+}

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "agentfab-bus.h"
+#include "fs-util.h"
+#include "tap.h"
+#include "task-store.h"
+#include "task.h"
+
+static int tasks_fd = -1;
+
+static Task *make_task(const char *id) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        Task *t = NULL;
+
+        if (task_new(&t, id) < 0)
+                abort();
+        t->tasks_fd = tasks_fd;
+        t->owner = 1000;
+        t->created_usec = t->updated_usec = 1700000000000000ULL;
+        task_spec_set_string(&t->spec, "repository", "/srv/repo", &e);
+        task_spec_set_string(&t->spec, "goal", "Make \"quotes\" and\nnewlines — and UTF-8 — survive", &e);
+        task_spec_set_string(&t->spec, "test_command", "make check", &e);
+        task_spec_set_limit(&t->spec, "max_steps", 12, &e);
+        task_spec_set_limit(&t->spec, "memory_max", UINT64_MAX - 1, &e);
+        return t;
+}
+
+static void write_state(const char *id, const char *text) {
+        char path[64];
+        snprintf(path, sizeof(path), "%s", id);
+        (void) mkdirat(tasks_fd, path, 0700);
+        int fd = openat(tasks_fd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || write_file_atomic(fd, TASK_STATE_FILE, text, strlen(text), 0600) < 0)
+                abort();
+        close(fd);
+}
+
+static char *read_state(const char *id) {
+        char *text = NULL;
+        int fd = openat(tasks_fd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || read_file_at(fd, TASK_STATE_FILE, TASK_STATE_FILE_MAX, &text, NULL) < 0)
+                text = NULL;
+        close(fd);
+        return text;
+}
+
+static void test_round_trip(void) {
+        Task *t = make_task("0123456789ab"), *u = NULL;
+
+        /* What was acknowledged must be what is found again. */
+        CHECK(task_create(t) >= 0, "task created");
+        CHECK(task_create(t) < 0, "creating the same task again is refused, not overwritten");
+        CHECK(task_load(tasks_fd, "0123456789ab", &u) >= 0 && u, "task loaded");
+        CHECK(!u->broken, "loaded task is not broken");
+        CHECK(u->owner == 1000 && u->state == TASK_QUEUED, "owner and state survive");
+        CHECK(streq(u->spec.goal, t->spec.goal), "goal survives byte for byte");
+        CHECK(streq(u->spec.repository, "/srv/repo") && streq(u->spec.test_command, "make check"), "spec strings survive");
+        CHECK(u->spec.limits[TASK_LIMIT_MAX_STEPS] == 12 && u->spec.limits[TASK_LIMIT_MEMORY_MAX] == UINT64_MAX - 1,
+              "limits survive, including 64-bit values");
+        CHECK(u->spec.limits[TASK_LIMIT_MAX_TOKENS] == TASK_LIMIT_UNSET, "unset limits stay unset");
+        CHECK(u->created_usec == t->created_usec && streq(u->branch, "agentfab/0123456789ab"), "timestamps and branch survive");
+        task_free(u);
+
+        /* A state change is on disk when task_set_state() returns. */
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        CHECK(task_set_state(t, TASK_CANCELLED, "Cancelled by uid 1000.", 1000, &e) >= 0, "queued -> cancelled");
+        u = NULL;
+        CHECK(task_load(tasks_fd, "0123456789ab", &u) >= 0 && u->state == TASK_CANCELLED &&
+              streq(u->reason, "Cancelled by uid 1000."), "new state and reason persisted");
+        task_free(u);
+
+        /* Illegal transitions change nothing, in memory or on disk. */
+        char *before = read_state("0123456789ab");
+        CHECK(task_set_state(t, TASK_RUNNING, NULL, 1000, &e) < 0 && sd_bus_error_has_name(&e, AGENTFAB_ERROR_BAD_STATE),
+              "cancelled -> running refused with BadState");
+        sd_bus_error_free(&e);
+        char *after = read_state("0123456789ab");
+        CHECK(t->state == TASK_CANCELLED && before && after && streq(before, after), "refused transition left no trace");
+        free(before);
+        free(after);
+
+        /* Events are appended as JSON lines. */
+        json_object *ev = json_object_new_object();
+        json_object_object_add(ev, "type", json_object_new_string("state"));
+        CHECK(task_append_event(t, ev) >= 0 && task_append_event(t, ev) >= 0, "events appended");
+        json_object_put(ev);
+        task_free(t);
+}
+
+static void test_corruption(void) {
+        static const struct {
+                const char *name, *text, *reason;
+        } cases[] = {
+                { "truncated",     "{\"version\":1,\"id\":\"aaaaaaaaaaa1\",\"own", "not valid JSON" },
+                { "garbage",       "\x7f" "ELF\x01\x02 binary junk", "not valid JSON" },
+                { "empty",         "", "not valid JSON" },
+                { "trailing",      "{\"version\":1} {\"version\":1}", "not valid JSON" },
+                { "array",         "[1,2,3]", "not a JSON object" },
+                { "new version",   "{\"version\":99}", "version 99 is not supported" },
+                { "no version",    "{\"id\":\"x\"}", "no 'version'" },
+                { "wrong id",      "{\"version\":1,\"id\":\"ffffffffffff\"}", "'id'" },
+                { "bad state",     "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"exploded\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{}}", "'state'" },
+                { "negative owner","{\"version\":1,\"id\":\"@\",\"owner\":-1,\"state\":\"queued\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{}}", "'owner'" },
+                { "owner string",  "{\"version\":1,\"id\":\"@\",\"owner\":\"root\",\"state\":\"queued\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{}}", "'owner'" },
+                { "spec missing goal", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"queued\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\"}}", "goal" },
+                { "spec bad key",  "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"queued\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\",\"evil\":\"x\"}}", "Unknown key" },
+                { "spec bad limit","{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"queued\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\",\"limits\":{\"max_steps\":\"ten\"}}}", "limit" },
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char id[AGENTFAB_TASK_ID_LEN + 1], text[1024];
+                Task *t = NULL;
+                sd_bus_error e = SD_BUS_ERROR_NULL;
+
+                snprintf(id, sizeof(id), "aaaaaaaaaa%02zx", i);
+                /* '@' in a case stands for the task's own id. */
+                const char *at = strchr(cases[i].text, '@');
+                if (at)
+                        snprintf(text, sizeof(text), "%.*s%s%s", (int) (at - cases[i].text), cases[i].text, id, at + 1);
+                else
+                        snprintf(text, sizeof(text), "%s", cases[i].text);
+                write_state(id, text);
+
+                /* A damaged record is never a crash and never vanishes: it is
+                 * shown as failed, says why, and is left alone on disk. */
+                int r = task_load(tasks_fd, id, &t);
+                CHECK(r >= 0 && t, "%s: loaded without crashing", cases[i].name);
+                if (!t)
+                        continue;
+                CHECK(t->broken && t->state == TASK_FAILED, "%s: marked broken and failed", cases[i].name);
+                CHECK(strstr(t->reason, cases[i].reason) != NULL, "%s: reason says '%s' (got '%s')", cases[i].name, cases[i].reason, t->reason);
+                CHECK(task_set_state(t, TASK_QUEUED, NULL, 0, &e) < 0 && sd_bus_error_has_name(&e, AGENTFAB_ERROR_STATE_BROKEN),
+                      "%s: read-only", cases[i].name);
+                sd_bus_error_free(&e);
+                char *now = read_state(id);
+                CHECK(now && streq(now, text), "%s: file left untouched", cases[i].name);
+                free(now);
+                task_free(t);
+        }
+
+        /* A missing state file (crash between mkdir and write of an old
+         * version) is reported the same way. */
+        Task *t = NULL;
+        (void) mkdirat(tasks_fd, "bbbbbbbbbbbb", 0700);
+        CHECK(task_load(tasks_fd, "bbbbbbbbbbbb", &t) >= 0 && t->broken && strstr(t->reason, "cannot read"), "missing state file reported");
+        task_free(t);
+
+        /* A huge file is not read into memory. */
+        (void) mkdirat(tasks_fd, "cccccccccccc", 0700);
+        int dfd = openat(tasks_fd, "cccccccccccc", O_RDONLY | O_DIRECTORY);
+        int fd = openat(dfd, TASK_STATE_FILE, O_WRONLY | O_CREAT, 0600);
+        CHECK(ftruncate(fd, TASK_STATE_FILE_MAX + 1) == 0, "made an oversized state file");
+        close(fd);
+        close(dfd);
+        t = NULL;
+        CHECK(task_load(tasks_fd, "cccccccccccc", &t) >= 0 && t->broken && strstr(t->reason, "too large"), "oversized state file refused: %s", t ? t->reason : "");
+        task_free(t);
+
+        /* A symlink planted in place of the state file is not followed. */
+        (void) mkdirat(tasks_fd, "dddddddddddd", 0700);
+        dfd = openat(tasks_fd, "dddddddddddd", O_RDONLY | O_DIRECTORY);
+        CHECK(symlinkat("/etc/passwd", dfd, TASK_STATE_FILE) == 0, "planted symlink");
+        close(dfd);
+        t = NULL;
+        CHECK(task_load(tasks_fd, "dddddddddddd", &t) >= 0 && t->broken, "symlinked state file not followed");
+        task_free(t);
+}
+
+static void test_interrupted_create(void) {
+        struct stat st;
+
+        /* What a crash in the middle of task_create() leaves is cleaned up,
+         * and never shows up as a task. */
+        CHECK(mkdirat(tasks_fd, ".new-eeeeeeeeeeee", 0700) == 0, "left a half-made task directory");
+        task_store_clean(tasks_fd);
+        CHECK(fstatat(tasks_fd, ".new-eeeeeeeeeeee", &st, 0) < 0 && errno == ENOENT, "half-made task directory removed");
+}
+
+static void test_ids(void) {
+        char a[AGENTFAB_TASK_ID_LEN + 1], b[AGENTFAB_TASK_ID_LEN + 1];
+
+        CHECK(task_id_generate(a) >= 0 && task_id_generate(b) >= 0 && !streq(a, b), "ids are random");
+        CHECK(task_id_is_valid(a), "generated id is valid");
+        CHECK(!task_id_is_valid("../../etc/pa") && !task_id_is_valid("ABCDEF012345") && !task_id_is_valid("0123") &&
+              !task_id_is_valid(""), "ids that could be paths or are malformed are refused");
+        Task *t = NULL;
+        CHECK(task_new(&t, "../x") < 0 && !t, "task_new refuses a bad id");
+}
+
+int main(void) {
+        char dir[] = "/tmp/test-task-store-XXXXXX";
+
+        if (!mkdtemp(dir))
+                return 1;
+        tasks_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        test_round_trip();
+        test_corruption();
+        test_interrupted_create();
+        test_ids();
+
+        (void) rm_rf_at(AT_FDCWD, dir);
+        return tap_done();
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "fs-util.h"
+#include "json-util.h"
+#include "string-util.h"
+#include "tap.h"
+
+int main(void) {
+        uint64_t u;
+
+        CHECK(parse_sec("30", &u) == 0 && u == 30 * USEC_PER_SEC, "bare number is seconds");
+        CHECK(parse_sec("250ms", &u) == 0 && u == 250 * USEC_PER_MSEC, "milliseconds");
+        CHECK(parse_sec("2h", &u) == 0 && u == 7200 * USEC_PER_SEC, "hours");
+        CHECK(parse_sec("-5", &u) < 0 && parse_sec("5 parsecs", &u) < 0 && parse_sec("", &u) < 0, "garbage refused");
+        CHECK(parse_sec("99999999999999999999", &u) < 0, "overflow refused");
+        CHECK(safe_atou64("18446744073709551615", &u) == 0 && u == UINT64_MAX, "largest u64");
+        CHECK(safe_atou64("-1", &u) < 0 && safe_atou64("1x", &u) < 0, "negative and trailing refused");
+
+        char *s = strshorten_line("first line\nsecond", 100);
+        CHECK(s && streq(s, "first line…"), "first line kept with a mark");
+        free(s);
+        s = strshorten_line("ääää", 3);
+        CHECK(s && streq(s, "ä…"), "UTF-8 never cut in half: '%s'", s);
+        free(s);
+
+        CHECK(string_is_safe("tab\there", true) && !string_is_safe("tab\there", false), "tabs only where allowed");
+        CHECK(!string_is_safe("bell\a", true) && !string_is_safe("del\x7f", true), "control characters refused");
+
+        /* JSON from files and sockets: exactly one value, nothing after it. */
+        json_object *j = NULL;
+        CHECK(json_parse_strict("{\"a\":1}\n", 8, &j) == 0, "object parsed");
+        json_object_put(j);
+        j = NULL;
+        CHECK(json_parse_strict("{\"a\":1}x", 8, &j) < 0, "trailing garbage refused");
+        CHECK(json_parse_strict("{\"a\":", 5, &j) < 0, "truncated refused");
+        CHECK(json_parse_strict("{\"a\":1}\0{}", 10, &j) < 0, "embedded NUL refused");
+        CHECK(json_parse_strict("[1,]", 4, &j) < 0, "non-strict JSON refused");
+
+        /* Atomic writes replace, never mix. */
+        char dir[] = "/tmp/test-util-XXXXXX";
+        if (!mkdtemp(dir))
+                return 1;
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        char *text = NULL;
+        CHECK(write_file_atomic(fd, "f", "old", 3, 0600) == 0 && write_file_atomic(fd, "f", "new!", 4, 0600) == 0, "written twice");
+        CHECK(read_file_at(fd, "f", 100, &text, NULL) == 0 && streq(text, "new!"), "latest content read");
+        free(text);
+        CHECK(read_file_at(fd, "f", 2, &text, NULL) == -EFBIG, "size bound enforced");
+        CHECK(write_file_atomic(fd, "../escape", "x", 1, 0600) == -EINVAL, "no slashes in atomic file names");
+        close(fd);
+        rm_rf_at(AT_FDCWD, dir);
+
+        return tap_done();
+}
