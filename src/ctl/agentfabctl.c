@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-journal.h>
+#include <systemd/sd-login.h>
 #include <time.h>
 
 #include "agentfab-bus.h"
@@ -84,7 +85,13 @@ static void help(void) {
 /* ---------- polkit agent ---------- */
 
 /* Like systemctl: when we may ask and sit on a terminal, run pkttyagent for
- * our own process, so that an auth_admin check can prompt right here. */
+ * our own process, so that an auth_admin check can prompt right here.
+ *
+ * --fallback (let a session's graphical agent go first) only inside a logind
+ * session: polkitd 122 ignores a fallback agent when the subject has no
+ * session at all (get_authentication_agent_for_subject() gives up before it
+ * considers the fallback), so on a console without a session the agent must
+ * register as the process's own. */
 static void agent_open(void) {
         int pipefd[2];
 
@@ -94,6 +101,7 @@ static void agent_open(void) {
                 return;
 
         pid_t parent = getpid();
+        bool in_session = sd_pid_get_session(0, NULL) >= 0;
         agent_pid = fork();
         if (agent_pid < 0) {
                 agent_pid = 0;
@@ -107,7 +115,10 @@ static void agent_open(void) {
                 int nfd = dup(pipefd[1]);
                 snprintf(fd, sizeof(fd), "%i", nfd);
                 snprintf(pid, sizeof(pid), "%i", (int) parent);
-                execl("/usr/bin/pkttyagent", "pkttyagent", "--notify-fd", fd, "--fallback", "--process", pid, (char *) NULL);
+                if (in_session)
+                        execl("/usr/bin/pkttyagent", "pkttyagent", "--notify-fd", fd, "--fallback", "--process", pid, (char *) NULL);
+                else
+                        execl("/usr/bin/pkttyagent", "pkttyagent", "--notify-fd", fd, "--process", pid, (char *) NULL);
                 _exit(127);
         }
         safe_close(pipefd[1]);

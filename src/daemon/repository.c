@@ -108,7 +108,8 @@ int repository_check(const char *path, const char *base, const Caller *caller,
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
                                          "Repository '%s' is not an absolute path.", path);
 
-        _cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        /* O_RDONLY, not O_PATH: the daemon itself must be able to read it. */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
                                          "Repository '%s' cannot be opened: %s.", path,

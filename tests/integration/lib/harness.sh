@@ -708,39 +708,110 @@ harness_boot() {
         return 0
 }
 
-# Lists the processes in the pid namespace of pid $1 (host pids), for diagnostics.
-_harness_ns_processes() {
-        local ns p st
-        ns=$(readlink "/proc/$1/ns/pid" 2>/dev/null) || return 0
-        echo "processes in $ns (pid, state, parent, command):"
-        for p in /proc/[0-9]*; do
-                [[ $(readlink "$p/ns/pid" 2>/dev/null) == "$ns" ]] || continue
-                read -r st 2>/dev/null < "$p/stat" || continue
-                echo "    ${p#/proc/} $(cut -d' ' -f3,4 <<< "${st##*) }") $(tr '\0' ' ' 2>/dev/null < "$p/cmdline")"
+# Pids (host view) in the delegated cgroups; with "hx", only in the harness-hx leaves.
+_harness_cgroup_pids() {
+        local dir f pid
+        for dir in "${HARNESS_CGROUP_DIRS[@]}"; do
+                [[ -d $dir ]] || continue
+                # A pipe, not a process substitution: bash waits for the find, which would
+                # otherwise be left to the host's init to reap.
+                find "$dir" -name cgroup.procs 2>/dev/null | while read -r f; do
+                        [[ $1 == hx && $f != */harness-hx/cgroup.procs ]] && continue
+                        while read -r pid; do
+                                [[ $pid =~ ^[1-9][0-9]*$ ]] && echo "$pid"
+                        done 2>/dev/null < "$f"
+                done
+        done | sort -un
+}
+
+# Lists the processes in the delegated cgroups, for diagnostics.
+_harness_cgroup_processes() {
+        local pid st
+        echo "processes in the test system's cgroups (pid, state, parent, command):"
+        for pid in $(_harness_cgroup_pids all); do
+                read -r st 2>/dev/null < "/proc/$pid/stat" || continue
+                echo "    $pid $(cut -d' ' -f1,2 <<< "${st##*) }") $(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline")"
         done
 }
 
 # Kill every process in the delegated cgroups (and below), outside the pid namespace as
 # well (e.g. the host side of an nsenter), until they are empty or the time is up.
 _harness_kill_cgroups() {
-        local deadline=$(( $(_harness_now_ms) + 5000 )) dir f pid any
+        local deadline=$(( $(_harness_now_ms) + 5000 )) pid any
         while :; do
                 any=0
-                for dir in "${HARNESS_CGROUP_DIRS[@]}"; do
-                        [[ -d $dir ]] || continue
-                        while read -r f; do
-                                while read -r pid; do
-                                        [[ $pid =~ ^[0-9]+$ && $pid != 0 ]] || continue
-                                        [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
-                                        any=1
-                                        kill -KILL "$pid" 2>/dev/null || true
-                                done < "$f"
-                        done < <(find "$dir" -name cgroup.procs 2>/dev/null)
+                for pid in $(_harness_cgroup_pids all); do
+                        [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+                        any=1
+                        kill -KILL "$pid" 2>/dev/null || true
                 done
                 (( any )) || return 0
                 (( $(_harness_now_ms) < deadline )) || return 1
                 sleep 0.05
         done
+}
+
+# Children of pid $1.
+_harness_children() {
+        local c
+        if [[ -r /proc/$1/task/$1/children ]]; then
+                read -r -a c 2>/dev/null < "/proc/$1/task/$1/children"
+                echo "${c[@]}"
+                return
+        fi
+        for c in /proc/[0-9]*/stat; do
+                read -r c 2>/dev/null < "$c" || continue
+                [[ ${c##*) } =~ ^.\ $1\  ]] && echo "${c%% *}"
+        done
+}
+
+# Ends what hx started and is still running, before the poweroff. Such a process is a
+# child of nsenter, outside the booted system's pid namespace: when it exits, systemd's
+# shutdown is not told (it only hears of its own children) and waits up to 90 s for it.
+# So kill it from here, and let nsenter reap it and exit. Its own children are then
+# reparented to PID 1 inside and end with the system.
+_harness_stop_hx() {
+        local self_ns pid c deadline left
+        local -a outside=()
+        self_ns=$(readlink /proc/$$/ns/pid)
+        for pid in $(_harness_cgroup_pids hx); do
+                [[ $(readlink "/proc/$pid/ns/pid" 2>/dev/null) == "$self_ns" ]] || continue
+                outside+=("$pid")
+                for c in $(_harness_children "$pid"); do
+                        kill -KILL "$c" 2>/dev/null
+                done
+        done
+        (( ${#outside[@]} )) || return 0
+        deadline=$(( $(_harness_now_ms) + 3000 ))
+        while :; do
+                left=0
+                for pid in "${outside[@]}"; do
+                        _harness_alive "$pid" || continue
+                        left=1
+                        kill -CONT "$pid" 2>/dev/null
+                done
+                (( left )) || return 0
+                (( $(_harness_now_ms) < deadline )) || return 1
+                sleep 0.02
+        done
+}
+
+# Waits up to $1 seconds for PID 1 of the test system to be gone, keeping the host side of
+# hx processes running. At shutdown systemd stops every process with SIGSTOP before it
+# sends SIGTERM and SIGCONT; nsenter sees its child stop and stops itself (to pass job
+# control on), but nothing inside can continue it again. A stopped nsenter cannot reap
+# its child, and a pid namespace's init does not finish exiting while a zombie of its
+# namespace is waiting for its parent outside.
+_harness_wait_poweroff() {
+        local deadline=$(( $(_harness_now_ms) + $1 * 1000 )) pid
+        while _harness_alive "$HARNESS_PID"; do
+                for pid in $(_harness_cgroup_pids hx); do
+                        kill -CONT "$pid" 2>/dev/null
+                done
+                (( $(_harness_now_ms) < deadline )) || return 1
+                sleep 0.05
+        done
+        return 0
 }
 
 harness_teardown() {
@@ -756,13 +827,16 @@ harness_teardown() {
         # 1. Ask PID 1 to power off (SIGRTMIN+4 starts poweroff.target, like
         #    `systemctl poweroff`, without needing its bus), then insist.
         if [[ -n ${HARNESS_PID:-} ]] && _harness_alive "$HARNESS_PID"; then
+                _harness_stop_hx || _harness_log "hx processes did not end."
                 kill -s RTMIN+4 "$HARNESS_PID" 2>/dev/null
-                if ! _harness_wait_gone "$HARNESS_PID" "${HARNESS_STOP_TIMEOUT:-10}"; then
+                if ! _harness_wait_poweroff "${HARNESS_STOP_TIMEOUT:-10}"; then
                         _harness_log "systemd did not power off within ${HARNESS_STOP_TIMEOUT:-10} s; killing it."
-                        _harness_ns_processes "$HARNESS_PID" >&2
+                        _harness_cgroup_processes >&2
                         _harness_console_tail 15
-                        # Killing a pid namespace's init kills everything in it.
+                        # Killing a pid namespace's init kills everything in it; the host
+                        # side of hx processes goes too, so no zombie inside waits for it.
                         kill -KILL "$HARNESS_PID" 2>/dev/null
+                        _harness_kill_cgroups
                         _harness_wait_gone "$HARNESS_PID" 5
                 fi
         fi

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Installs what building, testing and the demo need, from Debian's packages.
+set -euo pipefail
+
+packages=(
+        # build
+        gcc meson ninja-build pkg-config
+        libsystemd-dev libgit2-dev libcurl4-openssl-dev libjson-c-dev libseccomp-dev liburing-dev
+        # the real services the integration tests and the demo boot
+        systemd systemd-sysv dbus polkitd pkexec
+        # tools the tests drive them with
+        git python3 util-linux procps passwd iproute2 man-db groff-base
+)
+
+missing=()
+for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+        if [ "$(id -u)" != 0 ]; then
+                echo "Missing packages: ${missing[*]} (run as root to install them)" >&2
+                exit 1
+        fi
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

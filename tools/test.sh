@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Installs dependencies, builds, and runs every test: unit tests (also under
+# ASan/UBSan) and the integration tests against a real systemd, dbus-daemon,
+# polkitd and journald. Ends with one line: "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash tools/install-deps.sh || exit 1
+
+fail_early() { echo "$1"; echo "0 passed, 1 failed"; exit 1; }
+
+# Count TAP results of every unit test that meson ran.
+count_unit() {
+        python3 - "$1/meson-logs/testlog.json" <<'PY'
+import json, re, sys
+p = f = 0
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    out = t.get("stdout") or ""
+    tp = len(re.findall(r"^ok \d+", out, re.M))
+    tf = len(re.findall(r"^not ok \d+", out, re.M))
+    if t.get("result") not in ("OK", "SKIP") and tf == 0:
+        tf = 1  # crashed or timed out before saying why
+    p += tp; f += tf
+print(p, f)
+PY
+}
+
+passed=0 failed=0
+
+meson setup --wipe build -Dwerror=true >/dev/null 2>&1 || meson setup build -Dwerror=true >/dev/null || fail_early "meson setup failed"
+ninja -C build || fail_early "build failed"
+meson test -C build --suite unit --print-errorlogs
+read -r p f < <(count_unit build)
+echo "unit tests: $p passed, $f failed"
+passed=$((passed + p)) failed=$((failed + f))
+
+# The same unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+if meson setup --wipe build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null 2>&1 ||
+   meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null; then
+        ninja -C build-asan >/dev/null || fail_early "sanitizer build failed"
+        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C build-asan --suite unit --print-errorlogs
+        read -r p f < <(count_unit build-asan)
+        echo "unit tests under ASan/UBSan: $p passed, $f failed"
+        passed=$((passed + p)) failed=$((failed + f))
+fi
+
+# Integration tests: real systemd as PID 1 in namespaces, over an overlay of /.
+out=$(mktemp)
+bash tests/integration/run.sh build 2>&1 | tee "$out"
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+rm -f "$out"
+if [ -n "$line" ]; then
+        p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
+else
+        p=0 f=1
+fi
+passed=$((passed + p)) failed=$((failed + f))
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
