@@ -54,8 +54,8 @@ static void help(void) {
                "  list                         List tasks\n"
                "  status ID                    Show a task\n"
                "  cancel ID                    Cancel a task\n"
-               "  approve ID [--comment TEXT]  Approve the paused step of a task\n"
-               "  reject ID [--comment TEXT]   Reject the paused step of a task\n"
+               "  approve ID [--comment=TEXT] Approve the paused step of a task\n"
+               "  reject ID [--comment=TEXT]  Reject the paused step of a task\n"
                "  resume ID                    Resume a failed task from its last checkpoint\n"
                "  audit ID                     Show the task's audit entries from the journal\n"
                "  watch ID                     Follow the task's state changes\n"
@@ -70,6 +70,7 @@ static void help(void) {
                "     --bus-address=ADDRESS     Talk to the daemon on this bus\n"
                "     --socket=PATH             Stream socket (default: $AGENTFAB_SOCKET or " AGENTFAB_DEFAULT_SOCKET ")\n"
                "  -f --follow                  With logs: keep following\n"
+               "     --comment=TEXT            With approve and reject: the approver's words\n"
                "\nSubmit options:\n"
                "     --repo=PATH               Local git repository\n"
                "     --goal=TEXT               What the task should achieve\n"
@@ -642,7 +643,7 @@ static int verb_audit(sd_bus *bus, int argc, char *argv[]) {
                 }
         }
 
-        if (n == 0 && !arg_json) {
+        if (n == 0) {
                 fprintf(stderr, "No audit entries for task %s%s.\n", argv[1],
                         geteuid() != 0 ? " (reading the system journal needs membership in group systemd-journal or adm)" : "");
                 return EXIT_NO_TASK;

@@ -23,7 +23,7 @@ static void help(void) {
                "  -h --help                Show this help\n"
                "     --version             Show package version\n"
                "     --system              Serve on the system bus (default)\n"
-               "     --session             Serve on the session bus (development; no polkit)\n"
+               "     --session, --user     Serve on the session bus (development; no polkit)\n"
                "     --bus-address=ADDRESS Serve on the bus at ADDRESS (development)\n"
                "     --state-dir=PATH      Task records (default: $STATE_DIRECTORY or /var/lib/agentfab)\n"
                "     --socket=PATH         Stream socket to bind when not socket-activated\n"

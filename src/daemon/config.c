@@ -42,8 +42,13 @@ static int config_assign(Config *c, const char *section, const char *key, const 
         if (!streq(section, "Daemon"))
                 return 0; /* Other sections belong to later parts of the daemon. */
 
-        if (streq(key, "IdleTimeoutSec"))
-                return parse_sec(value, &c->idle_timeout_usec);
+        if (streq(key, "IdleTimeoutSec")) {
+                int r = parse_sec(value, &c->idle_timeout_usec);
+                /* As in systemd, 0 means "no timeout": never exit when idle. */
+                if (r >= 0 && c->idle_timeout_usec == 0)
+                        c->idle_timeout_usec = UINT64_MAX;
+                return r;
+        }
         if (streq(key, "MaxTasks"))
                 return parse_unsigned(value, 1, 1000000, &c->max_tasks);
         if (streq(key, "MaxTasksPerUser"))
@@ -61,7 +66,8 @@ int config_parse(Config *c, const char *text, const char *filename) {
         if (!copy || !section)
                 return -ENOMEM;
 
-        for (char *saveptr = NULL, *l = strtok_r(copy, "\n", &saveptr); l; l = strtok_r(NULL, "\n", &saveptr)) {
+        /* strsep(), not strtok(): empty lines count, so line numbers are right. */
+        for (char *next = copy, *l; (l = strsep(&next, "\n"));) {
                 line++;
                 l = strip(l);
                 if (l[0] == '\0' || l[0] == '#' || l[0] == ';')
@@ -103,8 +109,10 @@ static int config_load_file(Config *c, int dir_fd, const char *name, const char 
         r = read_file_at(dir_fd, name, 1024 * 1024, &text, NULL);
         if (r == -ENOENT)
                 return 0;
-        if (r < 0)
-                return log_warning_errno(r, "Failed to read '%s', ignoring: %m", display);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to read '%s', ignoring: %m", display);
+                return 0;
+        }
         return config_parse(c, text, display);
 }
 

@@ -7,7 +7,7 @@
 
 typedef struct Config {
         uint64_t idle_timeout_usec;     /* [Daemon] IdleTimeoutSec= */
-        unsigned max_tasks;             /* [Daemon] MaxTasks= : task records kept in all */
+        unsigned max_tasks;             /* [Daemon] MaxTasks= : unfinished tasks of all users */
         unsigned max_tasks_per_user;    /* [Daemon] MaxTasksPerUser= : unfinished tasks per uid */
         unsigned max_stream_clients;    /* [Daemon] MaxStreamClients= */
 } Config;

@@ -148,13 +148,14 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
                 return r;
 
         /* 3. Quotas, then the repository, checked with the caller's rights as well as ours. */
-        if (manager_unfinished_tasks_of(m, caller.uid) >= m->config.max_tasks_per_user) 
+        if (manager_unfinished_tasks_of(m, caller.uid) >= m->config.max_tasks_per_user)
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_QUOTA_EXCEEDED,
                                          "User %u already has %u unfinished tasks (MaxTasksPerUser=%u).",
                                          (unsigned) caller.uid, m->config.max_tasks_per_user, m->config.max_tasks_per_user);
-        if (m->n_tasks >= m->config.max_tasks) 
+        if (manager_unfinished_tasks_of(m, UID_INVALID) >= m->config.max_tasks)
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_QUOTA_EXCEEDED,
-                                         "The factory holds %zu tasks (MaxTasks=%u).", m->n_tasks, m->config.max_tasks);
+                                         "The factory already has %u unfinished tasks (MaxTasks=%u).",
+                                         m->config.max_tasks, m->config.max_tasks);
 
         r = repository_check(spec.repository, spec.base, &caller, &canonical, error);
         if (r < 0)
@@ -190,6 +191,7 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
         /* 5. Audit, announce, reply. */
         audit_task_submitted(added, caller.uid);
         (void) manager_bus_send_state_changed(m, added);
+        manager_update_status(m);
 
         path = task_object_path(added);
         if (!path)

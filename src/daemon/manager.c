@@ -108,12 +108,12 @@ unsigned manager_active_tasks(Manager *m) {
 unsigned manager_unfinished_tasks_of(Manager *m, uid_t uid) {
         unsigned n = 0;
         for (size_t i = 0; i < m->n_tasks; i++)
-                if (m->tasks[i]->owner == uid && !task_state_is_final(m->tasks[i]->state))
+                if ((uid == UID_INVALID || m->tasks[i]->owner == uid) && !task_state_is_final(m->tasks[i]->state))
                         n++;
         return n;
 }
 
-static void manager_update_status(Manager *m) {
+void manager_update_status(Manager *m) {
         (void) sd_notifyf(false, "STATUS=%zu tasks, %u active.", m->n_tasks, manager_active_tasks(m));
 }
 
@@ -162,11 +162,6 @@ int manager_load_tasks(Manager *m) {
                         log_warning("Ignoring '%s/tasks/%s': not a task id.", m->state_dir, de->d_name);
                         continue;
                 }
-                if (m->n_tasks >= m->config.max_tasks * 2) {
-                        log_warning("More than %u task records, ignoring the rest.", m->config.max_tasks * 2);
-                        break;
-                }
-
                 r = task_load(m->tasks_fd, de->d_name, &t);
                 if (r == -ENOMEM) {
                         closedir(d);

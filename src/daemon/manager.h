@@ -41,6 +41,7 @@ typedef struct Manager {
         sd_event_source *idle_timer;
         uint64_t last_activity_usec;   /* CLOCK_MONOTONIC */
         bool name_released;
+        bool emitting;                 /* inside our own PropertiesChanged emission */
 } Manager;
 
 int manager_new(Manager **ret, const char *state_dir, const char *config_path);
@@ -55,7 +56,10 @@ int manager_run(Manager *m);
 Task *manager_find_task(Manager *m, const char *id);
 int manager_add_task(Manager *m, Task *t);
 unsigned manager_active_tasks(Manager *m);
+/* Unfinished tasks of uid, or of everybody with UID_INVALID. */
 unsigned manager_unfinished_tasks_of(Manager *m, uid_t uid);
+
+void manager_update_status(Manager *m);
 
 /* Records activity, so that idle exit counts from now. */
 void manager_touch(Manager *m);

@@ -114,6 +114,10 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
                         return r;
         }
 
+        if (!task_state_transition_allowed(t->state, target))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s; it cannot become %s.",
+                                         t->id, task_state_to_string(t->state), task_state_to_string(target));
+
         _cleanup_free_ char *reason = NULL;
         if (target == TASK_CANCELLED && asprintf(&reason, "Cancelled by uid %u.", (unsigned) uid) < 0)
                 return -ENOMEM;
@@ -171,7 +175,7 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("Reason", "s", property_get_string_ptr, offsetof(Task, reason), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("CreatedUSec", "t", NULL, offsetof(Task, created_usec), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("UpdatedUSec", "t", NULL, offsetof(Task, updated_usec), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("Branch", "s", property_get_string_ptr, offsetof(Task, branch), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Branch", "s", property_get_string_ptr, offsetof(Task, branch), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_cancel, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Approve", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_approve, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Reject", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_reject, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -199,9 +203,13 @@ static int task_object_find(sd_bus *bus, const char *path, const char *interface
         if (!t)
                 return 0;
 
+        /* Our own PropertiesChanged emission looks the object up too: then
+         * there is no caller to check. */
         message = sd_bus_get_current_message(bus);
-        if (!message)
-                return 0;
+        if (!message || m->emitting) {
+                *ret_found = t;
+                return 1;
+        }
         r = manager_caller_may_view(m, message, t);
         if (r <= 0)
                 return 0;
@@ -254,6 +262,8 @@ void task_bus_send_changed(Task *t) {
         path = task_object_path(t);
         if (!path)
                 return;
+        t->manager->emitting = true;
         (void) sd_bus_emit_properties_changed(t->manager->bus, path, AGENTFAB_TASK_INTERFACE,
                                               "State", "Reason", "UpdatedUSec", NULL);
+        t->manager->emitting = false;
 }

@@ -49,6 +49,15 @@ int main(void) {
         config_init(&c);
         CHECK(config_load(&c, "/nonexistent/agentfab.conf") >= 0 && c.max_tasks == 4096, "missing file means defaults");
 
+        /* An unreadable file is a warning, not a daemon that cannot start. */
+        config_init(&c);
+        CHECK(config_load(&c, dir) >= 0 && c.max_tasks == 4096, "a directory as config file is ignored");
+
+        /* As in systemd, a zero timeout means none. */
+        config_init(&c);
+        config_parse(&c, "[Daemon]\n\n\nIdleTimeoutSec=0\n", "test");
+        CHECK(c.idle_timeout_usec == UINT64_MAX, "IdleTimeoutSec=0 disables idle exit");
+
         close(dfd);
         close(fd);
         rm_rf_at(AT_FDCWD, dir);

@@ -23,7 +23,6 @@ write_state() {
                 echo "base=$HARNESS_BASE"
                 echo "pid=$HARNESS_PID"
                 echo "pidns=$(readlink "/proc/$HARNESS_PID/ns/pid")"
-                echo "mntns=$(readlink "/proc/$HARNESS_PID/ns/mnt")"
                 echo "boot_ms=$HARNESS_BOOT_MS"
                 for d in "${HARNESS_CGROUP_DIRS[@]}"; do
                         echo "cgroup=$d"
@@ -94,22 +93,41 @@ check() {
         fi
 }
 
-# Everything below the base directory, the namespaces of that boot and its cgroups must be
-# gone.
+# Opens the pid namespace of the boot described by state file $1 on fd $nsfd. Holding it
+# keeps the kernel from giving its inode number to a namespace created later (by another
+# test run on this machine), so verify_clean can tell its processes by that number.
+hold_pidns() {
+        local pid pidns
+        pid=$(sed -n 's/^pid=//p' "$1")
+        pidns=$(sed -n 's/^pidns=//p' "$1")
+        exec {nsfd}< "/proc/$pid/ns/pid" || return 1
+        [[ $(readlink "/proc/$$/fd/$nsfd") == "$pidns" ]]
+}
+
+release_pidns() {
+        [[ -n ${nsfd:-} ]] && exec {nsfd}<&-
+        nsfd=
+}
+
+# Everything below the base directory, the processes of that boot and its cgroups must be
+# gone. Call hold_pidns before the teardown.
 verify_clean() {
-        local state=$1 line base="" pid="" pidns="" mntns="" p ns left=0
+        local state=$1 line base="" pid="" pidns="" p left=0
         local -a cgroups=()
         while IFS= read -r line; do
                 case $line in
                 base=*) base=${line#base=} ;;
                 pid=*) pid=${line#pid=} ;;
                 pidns=*) pidns=${line#pidns=} ;;
-                mntns=*) mntns=${line#mntns=} ;;
                 cgroup=*) cgroups+=("${line#cgroup=}") ;;
                 esac
         done < "$state"
-        if [[ -z $base || -z $pidns || -z $mntns || ${#cgroups[@]} == 0 ]]; then
+        if [[ -z $base || -z $pidns || ${#cgroups[@]} == 0 ]]; then
                 echo "incomplete state file $state"
+                return 1
+        fi
+        if [[ -z ${nsfd:-} ]]; then
+                echo "the pid namespace was not held; cannot check for processes"
                 return 1
         fi
         if grep -qF "$base" /proc/self/mountinfo; then
@@ -118,13 +136,10 @@ verify_clean() {
                 left=1
         fi
         for p in /proc/[0-9]*; do
-                for ns in "$(readlink "$p/ns/pid" 2>/dev/null)" "$(readlink "$p/ns/mnt" 2>/dev/null)"; do
-                        if [[ $ns == "$pidns" || $ns == "$mntns" ]]; then
-                                echo "process left: ${p#/proc/} $(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)"
-                                left=1
-                                break
-                        fi
-                done
+                if [[ $(readlink "$p/ns/pid" 2>/dev/null) == "$pidns" ]]; then
+                        echo "process left: ${p#/proc/} $(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)"
+                        left=1
+                fi
         done
         if [[ -d /proc/$pid ]] && grep -q '^Name:.*systemd' "/proc/$pid/status" 2>/dev/null; then
                 echo "systemd (pid $pid) still there"
@@ -263,6 +278,7 @@ hx_bg=$!
 sleep 0.3
 
 write_state "$LOG/state.main"
+hold_pidns "$LOG/state.main" || fail "hold the pid namespace"
 t0=$(_harness_now_ms)
 if harness_teardown > "$LOG/out" 2>&1; then
         pass "harness_teardown ($(( $(_harness_now_ms) - t0 )) ms)"
@@ -271,6 +287,7 @@ else
 fi
 check "harness_teardown is idempotent" harness_teardown
 check "nothing left after a normal run" verify_clean "$LOG/state.main"
+release_pidns
 wait "$hx_bg" 2> /dev/null || true
 bg_gone() {
         ! kill -0 "$hx_bg" 2> /dev/null
@@ -293,6 +310,7 @@ run_child() {
                 _harness_alive "$pid" || break
                 sleep 0.1
         done
+        [[ -e $state ]] && ! hold_pidns "$state" && echo "cannot hold the pid namespace" >> "$LOG/child.$mode.$sig"
         if [[ ! -e $state ]]; then
                 kill -KILL -- "-$pid" 2> /dev/null || true
                 wait "$pid" 2> /dev/null || true
@@ -330,6 +348,7 @@ run_child() {
                 fail "$mode/$sig: exit status $rc"
         fi
         check "$mode/$sig: nothing left behind" verify_clean "$state"
+        release_pidns
 }
 
 run_child errexit none 1
