@@ -46,6 +46,25 @@ if meson setup --wipe build-asan -Db_sanitize=address,undefined -Db_lundef=false
         passed=$((passed + p)) failed=$((failed + f))
 fi
 
+# Static checks of what is not C: the man pages and the SELinux module. (The
+# units are verified inside the booted system by the integration tests.)
+static_check() {
+        local what=$1; shift
+        if "$@" >/tmp/agentfab-check.$$ 2>&1; then
+                echo "ok: $what"; passed=$((passed + 1))
+        else
+                echo "FAIL: $what"; cat /tmp/agentfab-check.$$; failed=$((failed + 1))
+        fi
+        rm -f /tmp/agentfab-check.$$
+}
+man_clean() { local out; out=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$1" 2>&1 >/dev/null); [ -z "$out" ] || { echo "$out"; return 1; }; }
+for page in man/*.[0-9]; do
+        static_check "man page $page renders without warnings" man_clean "$page"
+done
+selinux_build() { local d; d=$(mktemp -d); cp selinux/agentfab.te selinux/agentfab.fc selinux/agentfab.if "$d"/ &&
+        make -C "$d" -f /usr/share/selinux/devel/Makefile agentfab.pp; local r=$?; rm -rf "$d"; return $r; }
+static_check "SELinux module compiles against the reference policy" selinux_build
+
 # Integration tests: real systemd as PID 1 in namespaces, over an overlay of /.
 out=$(mktemp)
 bash tests/integration/run.sh build 2>&1 | tee "$out"
