@@ -9,6 +9,7 @@
 
 #include "agentfab-bus.h"
 #include "audit.h"
+#include "fs-util.h"
 #include "log.h"
 #include "manager.h"
 #include "stream.h"
@@ -144,14 +145,9 @@ int manager_load_tasks(Manager *m) {
 
         task_store_clean(m->tasks_fd);
 
-        int fd = openat(m->tasks_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -errno;
-        }
+        DIR *d = xopendirat(m->tasks_fd, ".", 0);
+        if (!d)
+                return log_error_errno(errno, "Failed to read '%s/tasks': %m", m->state_dir);
 
         for (struct dirent *de; (de = readdir(d));) {
                 Task *t = NULL;

@@ -246,16 +246,9 @@ int task_load(int tasks_fd, const char *id, Task **ret) {
 }
 
 void task_store_clean(int tasks_fd) {
-        /* A new open file description, so that readdir() here does not move the
-         * position of anybody else's directory stream. */
-        int fd = openat(tasks_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = xopendirat(tasks_fd, ".", 0);
+        if (!d)
                 return;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return;
-        }
         for (struct dirent *de; (de = readdir(d));)
                 if (strneq(de->d_name, ".new-", 5)) {
                         log_info("Removing '%s', left by an interrupted task creation.", de->d_name);

@@ -121,6 +121,14 @@ static int append_details(sd_bus_message *m, const char **details) {
         return sd_bus_message_close_container(m);
 }
 
+static int new_check_authorization(sd_bus *bus, sd_bus_message **ret) {
+        return sd_bus_message_new_method_call(bus, ret,
+                                              "org.freedesktop.PolicyKit1",
+                                              "/org/freedesktop/PolicyKit1/Authority",
+                                              "org.freedesktop.PolicyKit1.Authority",
+                                              "CheckAuthorization");
+}
+
 int bus_verify_polkit_async(sd_bus_message *call, const char *action, const char **details,
                             PolkitRegistry **registry, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
@@ -169,11 +177,7 @@ int bus_verify_polkit_async(sd_bus_message *call, const char *action, const char
                         return -ENOMEM;
         }
 
-        r = sd_bus_message_new_method_call(sd_bus_message_get_bus(call), &m,
-                                           "org.freedesktop.PolicyKit1",
-                                           "/org/freedesktop/PolicyKit1/Authority",
-                                           "org.freedesktop.PolicyKit1.Authority",
-                                           "CheckAuthorization");
+        r = new_check_authorization(sd_bus_message_get_bus(call), &m);
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "(sa{sv})s", "system-bus-name", 1, "name", "s", sender, action);
@@ -249,11 +253,7 @@ int polkit_check_process_async(sd_bus *bus, pid_t pid, uid_t uid, const char *ac
                 return 0;
         }
 
-        r = sd_bus_message_new_method_call(bus, &m,
-                                           "org.freedesktop.PolicyKit1",
-                                           "/org/freedesktop/PolicyKit1/Authority",
-                                           "org.freedesktop.PolicyKit1.Authority",
-                                           "CheckAuthorization");
+        r = new_check_authorization(bus, &m);
         if (r < 0)
                 return r;
         /* start-time 0 makes polkitd read it from /proc itself. */

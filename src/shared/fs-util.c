@@ -117,6 +117,16 @@ int append_file_at(int dir_fd, const char *name, const void *data, size_t size, 
         return loop_write(fd, data, size);
 }
 
+DIR *xopendirat(int dir_fd, const char *name, int flags) {
+        int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | flags);
+        if (fd < 0)
+                return NULL;
+        DIR *d = fdopendir(fd);
+        if (!d)
+                safe_close(fd);
+        return d;
+}
+
 int rm_rf_at(int dir_fd, const char *name) {
         struct stat st;
 
@@ -125,14 +135,9 @@ int rm_rf_at(int dir_fd, const char *name) {
         if (!S_ISDIR(st.st_mode))
                 return RET_NERRNO(unlinkat(dir_fd, name, 0));
 
-        int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
+        DIR *d = xopendirat(dir_fd, name, O_NOFOLLOW);
+        if (!d)
                 return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -errno;
-        }
         int r = 0;
         for (struct dirent *de; (de = readdir(d));) {
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <dirent.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -21,3 +22,7 @@ int append_file_at(int dir_fd, const char *name, const void *data, size_t size, 
 int rm_rf_at(int dir_fd, const char *name);
 
 int fsync_directory(int dir_fd);
+
+/* opendir() of dir_fd/name on a new open file description, so that reading
+ * it never moves the position of another stream on the same directory. */
+DIR *xopendirat(int dir_fd, const char *name, int flags);

@@ -151,6 +151,11 @@ _harness_log() {
         printf 'harness: %s\n' "$*" >&2
 }
 
+_harness_debug() {
+        [[ ${HARNESS_DEBUG:-0} == 1 ]] || return 0
+        printf 'harness: [%s] %s\n' "${EPOCHREALTIME:-}" "$*" >&2
+}
+
 # The single place that decides where systemd comes from.
 _harness_mode() {
         [[ -n ${HARNESS_MODE:-} ]] && return 0
@@ -543,6 +548,10 @@ _harness_boot_fail() {
 
 _harness_nsenter() {
         _harness_join_cgroups || exit 125
+        if [[ -e $HARNESS_BASE/stopping ]]; then
+                _harness_log "hx: the test system is being torn down."
+                exit 125
+        fi
         exec nsenter -t "$HARNESS_PID" -a -- \
                 env -i --default-signal "${_HARNESS_ENV[@]}" "$@"
 }
@@ -711,12 +720,20 @@ harness_boot() {
 # Pids (host view) in the delegated cgroups; with "hx", only in the harness-hx leaves.
 _harness_cgroup_pids() {
         local dir f pid
+        if [[ $1 == hx ]]; then
+                for dir in "${HARNESS_CGROUP_DIRS[@]}"; do
+                        [[ -e $dir/harness-hx/cgroup.procs ]] || continue
+                        while read -r pid; do
+                                echo "$pid"
+                        done 2>/dev/null < "$dir/harness-hx/cgroup.procs"
+                done | sort -un
+                return 0
+        fi
         for dir in "${HARNESS_CGROUP_DIRS[@]}"; do
                 [[ -d $dir ]] || continue
                 # A pipe, not a process substitution: bash waits for the find, which would
                 # otherwise be left to the host's init to reap.
                 find "$dir" -name cgroup.procs 2>/dev/null | while read -r f; do
-                        [[ $1 == hx && $f != */harness-hx/cgroup.procs ]] && continue
                         while read -r pid; do
                                 [[ $pid =~ ^[1-9][0-9]*$ ]] && echo "$pid"
                         done 2>/dev/null < "$f"
@@ -767,27 +784,26 @@ _harness_children() {
 
 # Ends what hx started and is still running, before the poweroff. Such a process is a
 # child of nsenter, outside the booted system's pid namespace: when it exits, systemd's
-# shutdown is not told (it only hears of its own children) and waits up to 90 s for it.
-# So kill it from here, and let nsenter reap it and exit. Its own children are then
-# reparented to PID 1 inside and end with the system.
+# shutdown is not told (it only hears of its own children) and may wait 90 s for it. So
+# kill it from here and let nsenter reap it and exit; its own children are reparented to
+# PID 1 inside and end with the system. The "stopping" file keeps hx from starting new
+# ones meanwhile (e.g. a background hx that was just being started when a signal came):
+# an hx joins the harness-hx cgroups before it looks at that file, so it is either seen
+# here or sees the file.
 _harness_stop_hx() {
         local self_ns pid c deadline left
-        local -a outside=()
-        self_ns=$(readlink /proc/$$/ns/pid)
-        for pid in $(_harness_cgroup_pids hx); do
-                [[ $(readlink "/proc/$pid/ns/pid" 2>/dev/null) == "$self_ns" ]] || continue
-                outside+=("$pid")
-                for c in $(_harness_children "$pid"); do
-                        kill -KILL "$c" 2>/dev/null
-                done
-        done
-        (( ${#outside[@]} )) || return 0
+        : > "$HARNESS_BASE/stopping"
+        self_ns=$(readlink "/proc/$$/ns/pid")
         deadline=$(( $(_harness_now_ms) + 3000 ))
         while :; do
                 left=0
-                for pid in "${outside[@]}"; do
-                        _harness_alive "$pid" || continue
+                for pid in $(_harness_cgroup_pids hx); do
+                        [[ $(readlink "/proc/$pid/ns/pid" 2>/dev/null) == "$self_ns" ]] || continue
                         left=1
+                        for c in $(_harness_children "$pid"); do
+                                kill -KILL "$c" 2>/dev/null
+                        done
+                        # nsenter stops itself when its child is stopped.
                         kill -CONT "$pid" 2>/dev/null
                 done
                 (( left )) || return 0
@@ -796,18 +812,23 @@ _harness_stop_hx() {
         done
 }
 
-# Waits up to $1 seconds for PID 1 of the test system to be gone, keeping the host side of
-# hx processes running. At shutdown systemd stops every process with SIGSTOP before it
-# sends SIGTERM and SIGCONT; nsenter sees its child stop and stops itself (to pass job
-# control on), but nothing inside can continue it again. A stopped nsenter cannot reap
-# its child, and a pid namespace's init does not finish exiting while a zombie of its
-# namespace is waiting for its parent outside.
+# Waits up to $1 seconds for PID 1 of the test system to be gone, helping it along:
+# * At shutdown systemd stops every process with SIGSTOP before it sends SIGTERM and
+#   SIGCONT; an nsenter (outside) whose child stops stops itself to pass job control on,
+#   and nothing inside can continue it. A stopped nsenter cannot reap its child, and a pid
+#   namespace's init does not finish exiting while a zombie of its namespace waits for
+#   its parent outside. So continue them.
+# * systemd-shutdown waits for the processes it signalled with sigtimedwait(SIGCHLD); it
+#   gets no SIGCHLD for one whose parent is outside, and would sleep out its 90 s timeout.
+#   A SIGCHLD from here makes it look again (PID 1 only reaps children on SIGCHLD, so it
+#   does no harm before).
 _harness_wait_poweroff() {
-        local deadline=$(( $(_harness_now_ms) + $1 * 1000 )) pid
+        local deadline=$(( $(_harness_now_ms) + $1 * 1000 )) pid n=0
         while _harness_alive "$HARNESS_PID"; do
                 for pid in $(_harness_cgroup_pids hx); do
                         kill -CONT "$pid" 2>/dev/null
                 done
+                (( ++n % 4 == 0 )) && kill -CHLD "$HARNESS_PID" 2>/dev/null
                 (( $(_harness_now_ms) < deadline )) || return 1
                 sleep 0.05
         done
@@ -827,7 +848,9 @@ harness_teardown() {
         # 1. Ask PID 1 to power off (SIGRTMIN+4 starts poweroff.target, like
         #    `systemctl poweroff`, without needing its bus), then insist.
         if [[ -n ${HARNESS_PID:-} ]] && _harness_alive "$HARNESS_PID"; then
+                _harness_debug "teardown: stopping hx processes"
                 _harness_stop_hx || _harness_log "hx processes did not end."
+                _harness_debug "teardown: powering off"
                 kill -s RTMIN+4 "$HARNESS_PID" 2>/dev/null
                 if ! _harness_wait_poweroff "${HARNESS_STOP_TIMEOUT:-10}"; then
                         _harness_log "systemd did not power off within ${HARNESS_STOP_TIMEOUT:-10} s; killing it."
@@ -841,6 +864,7 @@ harness_teardown() {
                 fi
         fi
 
+        _harness_debug "teardown: PID 1 is gone"
         # 2. unshare exits when its child did; script(1) when unshare did.
         for i in "${_HARNESS_UNSHARE_PID:-}" "${_HARNESS_SCRIPT_PID:-}" "${_HARNESS_LAUNCH_JOB:-}"; do
                 [[ -n $i ]] || continue
@@ -850,6 +874,7 @@ harness_teardown() {
                 fi
         done
 
+        _harness_debug "teardown: launcher is gone"
         # 3. Whatever is still in our cgroups (a backgrounded hx, a stuck process), then
         #    the cgroups themselves, children first (systemd leaves e.g. init.scope).
         if (( ${#HARNESS_CGROUP_DIRS[@]} )); then
@@ -867,6 +892,7 @@ harness_teardown() {
                 done
         fi
 
+        _harness_debug "teardown: cgroups removed"
         # 4. Unmount everything below the base directory (only the overlay is mounted
         #    there in our namespace; the rest lived in the booted system's namespace),
         #    deepest first.
@@ -900,6 +926,7 @@ harness_teardown() {
                 fi
         fi
 
+        _harness_debug "teardown: done"
         if (( ok == 0 )); then
                 HARNESS_BASE=
                 HARNESS_ROOT=
