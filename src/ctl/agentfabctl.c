@@ -475,7 +475,7 @@ static int verb_list(sd_bus *bus, int argc, char *argv[]) {
         if (arg_json)
                 printf("%s\n", json_object_to_json_string_ext(array, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
         else
-                printf("\n%u tasks listed.\n", n);
+                printf("\n%u task%s listed.\n", n, n == 1 ? "" : "s");
         return EXIT_OK;
 }
 

@@ -119,7 +119,7 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
                                          t->id, task_state_to_string(t->state), task_state_to_string(target));
 
         _cleanup_free_ char *reason = NULL;
-        if (target == TASK_CANCELLED && asprintf(&reason, "Cancelled by uid %u.", (unsigned) uid) < 0)
+        if (target == TASK_CANCELLED && asprintf(&reason, "Cancelled by uid %u", (unsigned) uid) < 0)
                 return -ENOMEM;
 
         audit_task_request(t, event, uid, comment);
