@@ -47,6 +47,11 @@ static int property_get_limits(sd_bus *bus, const char *path, const char *interf
                         if (r < 0)
                                 return r;
                 }
+        for (size_t i = 0; i < t->spec.n_extra_limits; i++) {
+                r = sd_bus_message_append(reply, "{st}", t->spec.extra_limit_names[i], t->spec.extra_limit_values[i]);
+                if (r < 0)
+                        return r;
+        }
         return sd_bus_message_close_container(reply);
 }
 

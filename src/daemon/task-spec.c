@@ -37,6 +37,8 @@ void task_spec_init(TaskSpec *spec) {
 }
 
 void task_spec_done(TaskSpec *spec) {
+        for (size_t i = 0; i < spec->n_extra_limits; i++)
+                free(spec->extra_limit_names[i]);
         free(spec->repository);
         free(spec->goal);
         free(spec->acceptance);
@@ -121,11 +123,39 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
         return free_and_strdup(field, value);
 }
 
+static bool limit_name_is_valid(const char *name) {
+        size_t l = strlen(name);
+
+        if (l == 0 || l > TASK_LIMIT_NAME_MAX || !isalpha((unsigned char) name[0]))
+                return false;
+        for (const char *c = name; *c; c++)
+                if (!isalnum((unsigned char) *c) && *c != '_')
+                        return false;
+        return true;
+}
+
+static int task_spec_set_extra_limit(TaskSpec *spec, const char *key, uint64_t value, sd_bus_error *error) {
+        if (!limit_name_is_valid(key))
+                return invalid(error, "Limit name '%s' is not valid: letters, digits and '_', at most 64.", key);
+        for (size_t i = 0; i < spec->n_extra_limits; i++)
+                if (streq(spec->extra_limit_names[i], key))
+                        return invalid(error, "Limit '%s' given more than once.", key);
+        if (spec->n_extra_limits >= TASK_EXTRA_LIMITS_MAX)
+                return invalid(error, "Too many limits.", NULL);
+
+        char *name = strdup(key);
+        if (!name)
+                return -ENOMEM;
+        spec->extra_limit_names[spec->n_extra_limits] = name;
+        spec->extra_limit_values[spec->n_extra_limits++] = value;
+        return 0;
+}
+
 int task_spec_set_limit(TaskSpec *spec, const char *key, uint64_t value, sd_bus_error *error) {
         TaskLimit l = task_limit_from_string(key);
 
         if (l < 0)
-                return invalid(error, "Unknown limit '%s'.", key);
+                return task_spec_set_extra_limit(spec, key, value, error);
         if (spec->limits[l] != TASK_LIMIT_UNSET)
                 return invalid(error, "Limit '%s' given more than once.", key);
         if (value == 0 || value == TASK_LIMIT_UNSET)
@@ -211,14 +241,12 @@ static int read_limits(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error) {
                 const char *key;
                 uint64_t value = 0;
 
-                if (++n > _TASK_LIMIT_MAX)
+                if (++n > _TASK_LIMIT_MAX + TASK_EXTRA_LIMITS_MAX)
                         return invalid(error, "Too many limits.", NULL);
 
                 r = sd_bus_message_read_basic(m, 's', &key);
                 if (r < 0)
                         return r;
-                if (task_limit_from_string(key) < 0)
-                        return invalid(error, "Unknown limit '%s'.", key);
 
                 r = read_unsigned_variant(m, key, &value, error);
                 if (r < 0)

@@ -30,6 +30,8 @@ typedef enum TaskLimit {
 #define TASK_BASE_MAX         255
 #define TASK_MODEL_MAX        64
 #define TASK_REPOSITORY_MAX   4095
+#define TASK_EXTRA_LIMITS_MAX 16
+#define TASK_LIMIT_NAME_MAX   64
 
 typedef struct TaskSpec {
         char *repository;    /* canonical absolute path, once checked */
@@ -39,6 +41,12 @@ typedef struct TaskSpec {
         char *base;
         char *model;
         uint64_t limits[_TASK_LIMIT_MAX];
+
+        /* Limits this release does not know yet: stored as given, for the
+         * parts of the factory that will (names checked, values integers). */
+        char *extra_limit_names[TASK_EXTRA_LIMITS_MAX];
+        uint64_t extra_limit_values[TASK_EXTRA_LIMITS_MAX];
+        size_t n_extra_limits;
 } TaskSpec;
 
 const char *task_limit_to_string(TaskLimit l);

@@ -22,6 +22,9 @@ json_object *task_to_json(const Task *t) {
                 if (t->spec.limits[i] != TASK_LIMIT_UNSET &&
                     json_add_uint64(limits, task_limit_to_string(i), t->spec.limits[i]) < 0)
                         return NULL;
+        for (size_t i = 0; i < t->spec.n_extra_limits; i++)
+                if (json_add_uint64(limits, t->spec.extra_limit_names[i], t->spec.extra_limit_values[i]) < 0)
+                        return NULL;
 
         if (json_add_string(spec, "repository", t->spec.repository) < 0 ||
             json_add_string(spec, "goal", t->spec.goal) < 0 ||

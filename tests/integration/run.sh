@@ -214,7 +214,8 @@ t_bad_specs() {
         bad "must be of type s" 2 repository s /home/alice/repo goal i 7
         bad "does not name a commit" 3 repository s /home/alice/repo goal s g base s nonexistent-branch
         bad "not a valid git ref" 3 repository s /home/alice/repo goal s g base s "bad..ref"
-        bad "Unknown limit" 3 repository s /home/alice/repo goal s g limits 'a{sv}' 1 max_lolz u 1
+        bad "Limit name" 3 repository s /home/alice/repo goal s g limits 'a{sv}' 1 "bad name" u 1
+        bad "must be an integer" 3 repository s /home/alice/repo goal s g limits 'a{sv}' 1 max_steps s many
         bad "permission denied to agentfabd" 2 repository s /home/bob/secret goal s g
         # The daemon can read this one (group agentfab), alice cannot: the
         # daemon's rights must never let one user read another's code.

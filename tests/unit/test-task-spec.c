@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "agentfab-bus.h"
@@ -109,8 +110,22 @@ static void test_limits(void) {
         CHECK(task_spec_set_limit(&s, "max_steps", 20, &e) >= 0 && s.limits[TASK_LIMIT_MAX_STEPS] == 20, "limit stored");
         CHECK(task_spec_set_limit(&s, "max_steps", 30, &e) < 0, "duplicate limit refused");
         sd_bus_error_free(&e);
-        CHECK(task_spec_set_limit(&s, "max_lolz", 1, &e) < 0 && is_invalid_spec(&e), "unknown limit refused");
+        /* Limits of later releases are stored as given, with checked names. */
+        CHECK(task_spec_set_limit(&s, "IOWeight", 50, &e) >= 0 && s.n_extra_limits == 1 &&
+              streq(s.extra_limit_names[0], "IOWeight") && s.extra_limit_values[0] == 50, "unknown well-formed limit stored");
+        CHECK(task_spec_set_limit(&s, "IOWeight", 60, &e) < 0 && is_invalid_spec(&e), "duplicate unknown limit refused");
         sd_bus_error_free(&e);
+        CHECK(task_spec_set_limit(&s, "../x", 1, &e) < 0 && is_invalid_spec(&e), "malformed limit name refused");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_limit(&s, "", 1, &e) < 0 && is_invalid_spec(&e), "empty limit name refused");
+        sd_bus_error_free(&e);
+        for (int i = 0; i < TASK_EXTRA_LIMITS_MAX; i++) {
+                char name[32];
+                snprintf(name, sizeof(name), "later_%i", i);
+                (void) task_spec_set_limit(&s, name, 1, &e);
+                sd_bus_error_free(&e);
+        }
+        CHECK(s.n_extra_limits == TASK_EXTRA_LIMITS_MAX, "extra limits are bounded");
         CHECK(task_spec_set_limit(&s, "max_tokens", 0, &e) < 0, "zero limit refused");
         sd_bus_error_free(&e);
         CHECK(task_spec_set_limit(&s, "cpu_quota_percent", 1000000, &e) < 0, "absurd CPU quota refused");

@@ -25,6 +25,7 @@ static Task *make_task(const char *id) {
         task_spec_set_string(&t->spec, "test_command", "make check", &e);
         task_spec_set_limit(&t->spec, "max_steps", 12, &e);
         task_spec_set_limit(&t->spec, "memory_max", UINT64_MAX - 1, &e);
+        task_spec_set_limit(&t->spec, "IOWeight", 50, &e);
         return t;
 }
 
@@ -61,6 +62,8 @@ static void test_round_trip(void) {
         CHECK(u->spec.limits[TASK_LIMIT_MAX_STEPS] == 12 && u->spec.limits[TASK_LIMIT_MEMORY_MAX] == UINT64_MAX - 1,
               "limits survive, including 64-bit values");
         CHECK(u->spec.limits[TASK_LIMIT_MAX_TOKENS] == TASK_LIMIT_UNSET, "unset limits stay unset");
+        CHECK(u->spec.n_extra_limits == 1 && streq(u->spec.extra_limit_names[0], "IOWeight") &&
+              u->spec.extra_limit_values[0] == 50, "limits of later releases survive");
         CHECK(u->created_usec == t->created_usec && streq(u->branch, "agentfab/0123456789ab"), "timestamps and branch survive");
         task_free(u);
 
