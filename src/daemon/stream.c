@@ -384,6 +384,19 @@ static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *us
                 client_free(c);
                 return 0;
         }
+
+        /* One user may not take every slot: a quarter of them at most. */
+        unsigned same = 0;
+        for (StreamClient *i = s->clients; i; i = i->next)
+                if (i->cred.uid == c->cred.uid)
+                        same++;
+        if (c->cred.uid != 0 && same > MAX(1u, s->manager->config.max_stream_clients / 4)) {
+                static const char busy[] = "{\"type\":\"error\",\"error\":\"org.freedesktop.DBus.Error.LimitsExceeded\","
+                                           "\"message\":\"Too many stream clients of this user.\"}\n";
+                (void) send(cfd, busy, sizeof(busy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+                client_free(c);
+                return 0;
+        }
         c->fd = TAKE_FD(cfd);
 
         r = sd_event_add_io(s->manager->event, &c->io, c->fd, EPOLLIN | EPOLLRDHUP, on_client_io, c);

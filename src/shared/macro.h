@@ -101,3 +101,6 @@ static inline void *mfree_ptr(void *p) {
         free(p);
         return NULL;
 }
+
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))

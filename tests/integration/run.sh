@@ -359,6 +359,28 @@ t_watch() {
 import socket
 s = socket.socket(socket.AF_UNIX); s.connect("/run/agentfab/agentfab.sock")
 s.sendall(b"\x00\xff garbage\n"); print(s.recv(4096).decode())' | grep -q '"type":"error"' && ok "garbage stream request refused" || fail "garbage request"
+        # One user holding many idle connections cannot lock others out.
+        hx_as bob python3 -c '
+import socket, time
+socks, refused = [], 0
+for i in range(24):
+    s = socket.socket(socket.AF_UNIX); s.connect("/run/agentfab/agentfab.sock"); socks.append(s)
+time.sleep(0.5)
+for s in socks:
+    s.setblocking(False)
+    try:
+        if b"Too many stream clients" in s.recv(4096): refused += 1
+    except BlockingIOError:
+        pass
+print(refused)
+time.sleep(2)' > /tmp/agentfab-flood.$$ &
+        local flood=$!
+        sleep 1.5
+        hx_alice agentfabctl watch "$id" >/dev/null 2>&1 && ok "alice can watch while bob floods the socket" || fail "alice locked out"
+        wait $flood
+        [ "$(cat /tmp/agentfab-flood.$$)" -ge 1 ] 2>/dev/null && ok "bob's excess connections refused ($(cat /tmp/agentfab-flood.$$) of 24)" ||
+                fail "no connection refused: $(cat /tmp/agentfab-flood.$$)"
+        rm -f /tmp/agentfab-flood.$$
         check "daemon still alive" hx systemctl is-active agentfab.service
 }
 
