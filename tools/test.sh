@@ -65,17 +65,24 @@ selinux_build() { local d; d=$(mktemp -d); cp selinux/agentfab.te selinux/agentf
         make -C "$d" -f /usr/share/selinux/devel/Makefile agentfab.pp; local r=$?; rm -rf "$d"; return $r; }
 static_check "SELinux module compiles against the reference policy" selinux_build
 
-# Integration tests: real systemd as PID 1 in namespaces, over an overlay of /.
-out=$(mktemp)
-bash tests/integration/run.sh build 2>&1 | tee "$out"
-line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
-rm -f "$out"
-if [ -n "$line" ]; then
-        p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
-else
-        p=0 f=1
-fi
-passed=$((passed + p)) failed=$((failed + f))
+# Integration tests: real systemd as PID 1 in namespaces, over an overlay of /;
+# once with the normal build, once with the daemon under ASan/UBSan.
+integration() {
+        local out line p f
+        out=$(mktemp)
+        bash tests/integration/run.sh "$1" 2>&1 | tee "$out"
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+        rm -f "$out"
+        if [ -n "$line" ]; then
+                p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
+        else
+                p=0 f=1
+        fi
+        echo "integration tests ($1): $p passed, $f failed"
+        passed=$((passed + p)) failed=$((failed + f))
+}
+integration build
+[ -d build-asan ] && integration build-asan
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -222,6 +222,7 @@ as_alice() {
                 hx userdel -r alice || return 1
         fi
         hx useradd -m alice || return 1
+        # shellcheck disable=SC2016 # $HOME is alice's, expanded inside
         [[ $(hx_as alice id -un) == alice ]] && [[ $(hx_as alice sh -c 'echo $HOME') == /home/alice ]]
 }
 check "useradd -m alice && hx_as alice id" as_alice

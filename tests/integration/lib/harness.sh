@@ -200,9 +200,15 @@ _harness_wait_gone() {
 # redirection keeps stdin (bash would give a background job /dev/null).
 _harness_bg_wait() {
         local pid rc=0
-        "$@" <&0 &
+        if { : <&0; } 2>/dev/null; then
+                "$@" <&0 &
+        else
+                # No stdin at all (closed, as some CI runners leave it).
+                "$@" < /dev/null &
+        fi
         pid=$!
-        wait "$pid" || rc=$?
+        # 2>/dev/null: no "Killed" job notice from bash; the status says it.
+        wait "$pid" 2>/dev/null || rc=$?
         return "$rc"
 }
 
@@ -251,7 +257,7 @@ _harness_install_traps() {
 _harness_cg_key() {
         local IFS=, o out=()
         for o in $1; do
-                if [[ $o == name=* ]] || grep -q "^$o[[:space:]]" /proc/cgroups; then
+                if [[ $o == name=* ]] || grep -q "^${o}[[:space:]]" /proc/cgroups; then
                         out+=("$o")
                 fi
         done
@@ -266,7 +272,7 @@ _harness_cg_key() {
 # /sys/fs/cgroup).
 _harness_cgroup_setup() {
         local -A cg_path=()
-        local line id ctrl path src mnt type opts rest key rel dir delegated c
+        local id ctrl path mnt type opts key rel dir delegated c
         local -a wanted=(memory pids cpu cpuacct name=systemd)
 
         HARNESS_CGROUP_DIRS=()
@@ -282,7 +288,7 @@ _harness_cgroup_setup() {
                 fi
         done < /proc/self/cgroup
 
-        while read -r src mnt type opts rest; do
+        while read -r _ mnt type opts _; do
                 [[ $type == cgroup || $type == cgroup2 ]] || continue
                 [[ $mnt == /sys/fs/cgroup/* || $mnt == /sys/fs/cgroup ]] || continue
                 rel=${mnt#/sys/fs/cgroup}
@@ -343,9 +349,9 @@ _harness_cgroup_setup() {
 # cgroups it does not know from the v1 hierarchies (when it realizes -.slice), and keeps
 # them while a process is inside.
 _harness_join_cgroups() {
-        local dir try
+        local dir
         for dir in "${HARNESS_CGROUP_DIRS[@]}"; do
-                for try in 1 2 3 4 5; do
+                for _ in 1 2 3 4 5; do
                         mkdir -p "$dir/harness-hx" 2>/dev/null
                         echo "$BASHPID" 2>/dev/null > "$dir/harness-hx/cgroup.procs" && continue 2
                 done
@@ -362,7 +368,7 @@ _harness_configure_root() {
                 "$etc/systemd-sysusers.service.d" || return 1
 
         for u in "${_HARNESS_MASKED_UNITS[@]}" ${HARNESS_MASK_UNITS:-}; do
-                rm -rf "$etc/$u"
+                rm -rf "${etc:?}/${u:?}"
                 ln -s /dev/null "$etc/$u" || return 1
         done
 
@@ -546,13 +552,21 @@ _harness_boot_fail() {
         return 1
 }
 
+# The host side of hx: runs in a background subshell (see _harness_bg_wait).
+#
+# nsenter stays outside the booted system's pid namespace as the parent of CMD. If it
+# died first (as a Ctrl-C to the test's process group would do), CMD would be left to the
+# host's init to reap, which may take its time, and systemd's shutdown waits for such a
+# process. So nsenter and CMD get a session of their own: a signal to the test's process
+# group reaches only the test script, whose trap tears the system down (and ends CMD).
+# CMD starts with default signal dispositions, whatever the test script had.
 _harness_nsenter() {
         _harness_join_cgroups || exit 125
         if [[ -e $HARNESS_BASE/stopping ]]; then
                 _harness_log "hx: the test system is being torn down."
                 exit 125
         fi
-        exec nsenter -t "$HARNESS_PID" -a -- \
+        exec setsid -w nsenter -t "$HARNESS_PID" -a -- \
                 env -i --default-signal "${_HARNESS_ENV[@]}" "$@"
 }
 
@@ -584,9 +598,7 @@ _harness_wait_running() {
                 remaining=$(( (deadline - $(_harness_now_ms)) / 1000 ))
                 (( remaining > 0 )) || break
                 rc=0
-                _harness_bg_wait timeout -k 2 "$remaining" \
-                        nsenter -t "$HARNESS_PID" -a -- env -i "${_HARNESS_ENV[@]}" \
-                        systemctl is-system-running --wait \
+                hx timeout -k 2 "$remaining" systemctl is-system-running --wait \
                         > "$HARNESS_BASE/state" 2>/dev/null < /dev/null || rc=$?
                 state=$(< "$HARNESS_BASE/state")
                 case $state in
@@ -713,6 +725,7 @@ harness_boot() {
         : > "$HARNESS_BASE/go"
 
         _harness_wait_running "$t0" || { _harness_boot_fail "see above"; return 1; }
+        # shellcheck disable=SC2034 # for the caller
         HARNESS_BOOT_MS=$(( $(_harness_now_ms) - t0 ))
         return 0
 }
@@ -801,7 +814,8 @@ _harness_stop_hx() {
                         [[ $(readlink "/proc/$pid/ns/pid" 2>/dev/null) == "$self_ns" ]] || continue
                         left=1
                         for c in $(_harness_children "$pid"); do
-                                kill -KILL "$c" 2>/dev/null
+                                [[ $(readlink "/proc/$c/ns/pid" 2>/dev/null) == "$self_ns" ]] ||
+                                        kill -KILL "$c" 2>/dev/null
                         done
                         # nsenter stops itself when its child is stopped.
                         kill -CONT "$pid" 2>/dev/null
