@@ -144,6 +144,23 @@ t_install_layout() {
         check "units verify" hx systemd-analyze verify agentfab.service agentfab.socket
 }
 
+t_cli() {
+        local rc
+        hx agentfabctl --help | grep -q 'submit --repo' && ok "agentfabctl --help" || fail "--help"
+        hx /usr/libexec/agentfabd --help | grep -q -- '--idle-timeout' && ok "agentfabd --help" || fail "agentfabd --help"
+        rc=0; hx agentfabctl frobnicate >/dev/null 2>&1 || rc=$?
+        [ "$rc" = 2 ] && ok "unknown command: exit 2" || fail "unknown command exit $rc"
+        rc=0; hx agentfabctl status >/dev/null 2>&1 || rc=$?
+        [ "$rc" = 2 ] && ok "missing task id: exit 2" || fail "missing id exit $rc"
+        rc=0; hx agentfabctl status 'not-an-id' >/dev/null 2>&1 || rc=$?
+        [ "$rc" = 2 ] && ok "malformed task id: exit 2" || fail "malformed id exit $rc"
+        rc=0; hx agentfabctl status 0123456789ab >/dev/null 2>&1 || rc=$?
+        [ "$rc" = 4 ] && ok "unknown task: exit 4" || fail "unknown task exit $rc"
+        rc=0; hx /usr/libexec/agentfabd --bogus >/dev/null 2>&1 || rc=$?
+        [ "$rc" = 2 ] && ok "agentfabd with a bad option: exit 2" || fail "agentfabd bad option exit $rc"
+        hx man -w agentfabctl >/dev/null 2>&1 && hx man -w org.agentfab.Factory1 >/dev/null 2>&1 && ok "man pages installed" || fail "man pages"
+}
+
 t_socket_activation() {
         [ "$(hx systemctl is-active agentfab.service)" != active ] && ok "daemon not running before first use" || fail "daemon already running"
         # The stream socket alone, no D-Bus call: systemd must start the daemon.
@@ -449,7 +466,7 @@ main() {
         setup_repos || { echo "FAIL setup_repos"; harness_teardown; echo "0 passed, 1 failed"; exit 1; }
 
         SUBMITTED=
-        for t in t_install_layout t_socket_activation t_dbus_activation t_introspect t_submit_list_status_cancel \
+        for t in t_install_layout t_socket_activation t_dbus_activation t_cli t_introspect t_submit_list_status_cancel \
                  t_bad_specs t_quota t_visibility t_journal t_watch t_idle_exit t_kill9 t_corrupt_state t_approve_polkit; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 run_test "$t"

@@ -241,15 +241,56 @@ _harness_on_signal() {
         exit "$rc"
 }
 
+_harness_set_signal_traps() {
+        trap '_harness_on_signal INT 130' INT
+        trap '_harness_on_signal TERM 143' TERM
+        trap '_harness_on_signal HUP 129' HUP
+        # Output to a closed pipe (`test.sh | head`) must not end the script half-way
+        # through the teardown: ignore SIGPIPE from then on, and tear down.
+        trap 'trap "" PIPE; _harness_on_signal PIPE 141' PIPE
+}
+
 _harness_install_traps() {
         [[ ${_HARNESS_TRAPS_INSTALLED:-0} == 1 ]] && return 0
         _HARNESS_PREV_TRAP_EXIT=$(_harness_trap_command EXIT)
         _HARNESS_PREV_TRAP_INT=$(_harness_trap_command INT)
         _HARNESS_PREV_TRAP_TERM=$(_harness_trap_command TERM)
+        _HARNESS_PREV_TRAP_HUP=$(_harness_trap_command HUP)
+        _HARNESS_PREV_TRAP_PIPE=$(_harness_trap_command PIPE)
         trap _harness_on_exit EXIT
-        trap '_harness_on_signal INT 130' INT
-        trap '_harness_on_signal TERM 143' TERM
+        _harness_set_signal_traps
         _HARNESS_TRAPS_INSTALLED=1
+}
+
+# Start time of a process (in clock ticks since boot), to tell it from a later process
+# that got the same pid.
+_harness_starttime() {
+        local st f
+        read -r st 2>/dev/null < "/proc/$1/stat" || return 1
+        read -r -a f <<< "${st##*) }"
+        echo "${f[19]}"
+}
+
+# A watchdog for the case no trap can handle: the test script killed with SIGKILL (a CI
+# job's hard timeout, `kill -9`). It polls the shell that called harness_boot and tears
+# down when that shell is gone. It runs in a process group of its own (so a signal to the
+# test's process group does not reach it) and ignores the signals the traps handle;
+# harness_teardown ends it first.
+_harness_start_watchdog() {
+        local parent=$BASHPID start
+        start=$(_harness_starttime "$parent") || return 1
+        _HARNESS_WATCHDOG=$(
+                set -m
+                (
+                        trap '' INT TERM HUP PIPE QUIT
+                        while [[ $(_harness_starttime "$parent") == "$start" ]]; do
+                                sleep 0.5
+                        done
+                        _HARNESS_WATCHDOG=
+                        harness_teardown
+                ) < /dev/null > /dev/null 2>&1 &
+                echo "$!"
+        )
 }
 
 # Sorted, comma-separated list of the cgroup controllers (and name=) in a list of mount
@@ -723,6 +764,7 @@ harness_boot() {
                         { _harness_boot_fail "cannot move unshare out of '$dir'"; return 1; }
         done
         : > "$HARNESS_BASE/go"
+        _harness_start_watchdog || _harness_log "cannot start the watchdog, ignoring."
 
         _harness_wait_running "$t0" || { _harness_boot_fail "see above"; return 1; }
         # shellcheck disable=SC2034 # for the caller
@@ -859,6 +901,13 @@ harness_teardown() {
         [[ -n ${HARNESS_BASE:-} ]] || return 0
         base=$HARNESS_BASE
 
+        # A second Ctrl-C must not cut the teardown short; it is bounded in time.
+        trap '' INT TERM HUP PIPE
+        if [[ -n ${_HARNESS_WATCHDOG:-} ]]; then
+                kill -KILL "$_HARNESS_WATCHDOG" 2>/dev/null
+                _HARNESS_WATCHDOG=
+        fi
+
         # 1. Ask PID 1 to power off (SIGRTMIN+4 starts poweroff.target, like
         #    `systemctl poweroff`, without needing its bus), then insist.
         if [[ -n ${HARNESS_PID:-} ]] && _harness_alive "$HARNESS_PID"; then
@@ -941,6 +990,11 @@ harness_teardown() {
         fi
 
         _harness_debug "teardown: done"
+        if [[ ${_HARNESS_TRAPS_INSTALLED:-0} == 1 ]]; then
+                _harness_set_signal_traps
+        else
+                trap - INT TERM HUP PIPE
+        fi
         if (( ok == 0 )); then
                 HARNESS_BASE=
                 HARNESS_ROOT=
