@@ -81,6 +81,20 @@ integration() {
         echo "integration tests ($1): $p passed, $f failed"
         passed=$((passed + p)) failed=$((failed + f))
 }
+# The harness itself: boots, real daemons, enforced cgroup limits, clean teardown
+# also after failures and signals.
+out=$(mktemp)
+bash tests/integration/lib/harness-selftest.sh 2>&1 | tee "$out"
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+rm -f "$out"
+if [ -n "$line" ]; then
+        p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
+else
+        p=0 f=1
+fi
+echo "harness self-test: $p passed, $f failed"
+passed=$((passed + p)) failed=$((failed + f))
+
 integration build
 [ -d build-asan ] && integration build-asan
 

@@ -4,7 +4,8 @@
 # harness-selftest.sh: checks that harness.sh boots a usable system (systemd, dbus-daemon,
 # bus-activated polkitd, journald, enforced cgroup limits) and that teardown leaves no
 # process, mount or cgroup behind: after a normal run, after a failing test command,
-# and after SIGTERM and a Ctrl-C style SIGINT in the middle of a test.
+# after SIGTERM and a Ctrl-C style SIGINT in the middle of a test, and (through the
+# harness's watchdog) after SIGKILL.
 #
 # Usage: harness-selftest.sh            (as root; exit 77 when not root)
 # The last line is "N passed, N failed".
@@ -328,6 +329,10 @@ run_child() {
                 # As Ctrl-C would: the whole foreground process group.
                 sleep 0.5
                 kill -INT -- "-$pid" ;;
+        KILL)
+                # As a hard CI timeout would: no trap runs, the watchdog must clean up.
+                sleep 0.5
+                kill -KILL -- "-$pid" ;;
         esac
         for i in $(seq 600); do
                 _harness_alive "$pid" || break
@@ -348,6 +353,13 @@ run_child() {
                 echo "expected exit status $expected, got $rc" >> "$LOG/out"
                 fail "$mode/$sig: exit status $rc"
         fi
+        if [[ $sig == KILL ]]; then
+                # The watchdog polls twice a second, then tears down.
+                for i in $(seq 100); do
+                        verify_clean "$state" > /dev/null && break
+                        sleep 0.1
+                done
+        fi
         check "$mode/$sig: nothing left behind" verify_clean "$state"
         release_pidns
 }
@@ -356,6 +368,7 @@ run_child errexit none 1
 run_child exit1 none 1
 run_child signal TERM 143
 run_child signal INT 130
+run_child signal KILL 137
 
 min=${boot_times[0]}
 max=${boot_times[0]}

@@ -23,10 +23,11 @@
 #
 # INTERFACE
 #   harness_boot        Boot the system. Returns non-zero with a message (after tearing
-#                       down) on failure. Installs EXIT/INT/TERM traps that call
-#                       harness_teardown; an EXIT/INT/TERM trap the caller had before is
-#                       run first. If you set your own trap after harness_boot, call
-#                       harness_teardown from it.
+#                       down) on failure. Installs EXIT, INT, TERM, HUP and PIPE traps
+#                       that tear down (a trap the caller had for one of them before is
+#                       run first; one set after harness_boot replaces ours, so call
+#                       harness_teardown from it), and a watchdog process that tears down
+#                       if the calling shell dies without running its traps (SIGKILL).
 #   harness_prepare_root ROOT
 #                       Optional hook, defined by the caller. Called before PID 1 starts,
 #                       in a subshell with `set -e`, with the overlay's root directory
@@ -36,8 +37,10 @@
 #                       root filesystem is visible in the overlay, not other mounts.
 #   hx CMD...           Run CMD as root inside, with a clean environment (PATH, HOME,
 #                       LANG=C.UTF-8, no pager, default signal dispositions). stdin is
-#                       passed through; returns CMD's exit status (125 if the harness
-#                       cannot run it at all).
+#                       passed through; returns CMD's exit status, 128+N if a signal N
+#                       killed it, 125 if the harness cannot run it at all. CMD runs in
+#                       a session of its own (no controlling terminal): Ctrl-C reaches
+#                       the test script, whose trap tears the system down.
 #   hx_as USER CMD...   The same as USER, via `runuser -u USER --` inside. No PAM
 #                       session is registered with logind, on purpose: polkit then
 #                       applies the allow_any rules.
@@ -64,6 +67,7 @@
 #   HARNESS_WANTS        extra units pulled in by the boot target at boot
 #   HARNESS_SYSTEMD_ARGS extra arguments for PID 1 (e.g. --log-level=debug)
 #   HARNESS_SAVE_CONSOLE a file to copy PID 1's console log to at teardown
+#   HARNESS_DEBUG        1 to log the teardown's steps with time stamps
 #
 # REQUIREMENTS
 #   root; bash >= 4.4; util-linux (unshare, nsenter, runuser, mount, pivot_root),
@@ -200,7 +204,7 @@ _harness_wait_gone() {
 # redirection keeps stdin (bash would give a background job /dev/null).
 _harness_bg_wait() {
         local pid rc=0
-        if { : <&0; } 2>/dev/null; then
+        if [[ -e /proc/self/fd/0 ]]; then
                 "$@" <&0 &
         else
                 # No stdin at all (closed, as some CI runners leave it).
@@ -223,6 +227,11 @@ _harness_trap_command() {
 
 _harness_on_exit() {
         local rc=$?
+        # A signal now (one that came with the exit, or a second Ctrl-C) would run its
+        # trap, whose `exit` ends the shell without the teardown.
+        trap '' INT TERM HUP PIPE
+        # The script is ending: no "Killed" notices for the hx jobs the teardown ends.
+        disown -a 2>/dev/null
         if [[ -n ${_HARNESS_PREV_TRAP_EXIT:-} ]]; then
                 eval "$_HARNESS_PREV_TRAP_EXIT" || true
         fi
@@ -265,10 +274,10 @@ _harness_install_traps() {
 # Start time of a process (in clock ticks since boot), to tell it from a later process
 # that got the same pid.
 _harness_starttime() {
-        local st f
+        local st fields
         read -r st 2>/dev/null < "/proc/$1/stat" || return 1
-        read -r -a f <<< "${st##*) }"
-        echo "${f[19]}"
+        read -r -a fields <<< "${st##*) }"
+        echo "${fields[19]}"
 }
 
 # A watchdog for the case no trap can handle: the test script killed with SIGKILL (a CI
@@ -323,10 +332,12 @@ _harness_cgroup_setup() {
 
         while IFS=: read -r id ctrl path; do
                 if [[ -z $ctrl ]]; then
-                        cg_path[cgroup2]=$path
+                        key=cgroup2
                 else
-                        cg_path[$(_harness_cg_key "$ctrl")]=$path
+                        key=$(_harness_cg_key "$ctrl")
                 fi
+                [[ -n $key ]] || continue
+                cg_path[$key]=$path
         done < /proc/self/cgroup
 
         while read -r _ mnt type opts _; do
@@ -351,12 +362,13 @@ _harness_cgroup_setup() {
                         fi
                         path=${cg_path[$key]%/}
                         dir=$mnt$path/$_HARNESS_CGROUP_NAME
+                        # Listed before it exists: a trap runs between two commands.
+                        HARNESS_CGROUP_DIRS+=("$dir")
+                        _HARNESS_CGROUP_PROCS+=("$dir/cgroup.procs")
                         if ! mkdir "$dir"; then
                                 _harness_log "cannot create child cgroup '$dir'."
                                 return 1
                         fi
-                        HARNESS_CGROUP_DIRS+=("$dir")
-                        _HARNESS_CGROUP_PROCS+=("$dir/cgroup.procs")
                 fi
                 if [[ $type == cgroup2 ]]; then
                         opts=
@@ -631,16 +643,17 @@ hx_as() {
 }
 
 _harness_wait_running() {
-        local t0=$1 deadline state rc remaining
+        local t0=$1 deadline state="" left
         deadline=$(( t0 + ${HARNESS_BOOT_TIMEOUT:-30} * 1000 ))
 
         while :; do
                 _harness_alive "$HARNESS_PID" || { _harness_log "systemd (pid $HARNESS_PID) died during boot."; return 1; }
-                remaining=$(( (deadline - $(_harness_now_ms)) / 1000 ))
-                (( remaining > 0 )) || break
-                rc=0
-                hx timeout -k 2 "$remaining" systemctl is-system-running --wait \
-                        > "$HARNESS_BASE/state" 2>/dev/null < /dev/null || rc=$?
+                left=$(( deadline - $(_harness_now_ms) ))
+                (( left > 0 )) || break
+                # --wait returns once start-up is over; before PID 1 listens on its private
+                # bus socket it says "offline" at once, and we ask again.
+                hx timeout -k 2 "$(( (left + 999) / 1000 ))" systemctl is-system-running --wait \
+                        > "$HARNESS_BASE/state" 2>/dev/null < /dev/null || true
                 state=$(< "$HARNESS_BASE/state")
                 case $state in
                 running)
@@ -649,11 +662,9 @@ _harness_wait_running() {
                         _harness_log "the system is degraded; failed units:"
                         hx systemctl --failed --no-legend --plain < /dev/null >&2 || true
                         return 0 ;;
-                maintenance|stopping|offline)
-                        # offline: PID 1 is not answering yet (no bus socket).
-                        [[ $state == offline || -z $state ]] || break ;;
+                maintenance|stopping)
+                        break ;;
                 esac
-                # Not reachable yet (private bus socket not there), or still starting.
                 sleep 0.05
         done
         _harness_log "the system did not reach 'running' within ${HARNESS_BOOT_TIMEOUT:-30} s (state: '${state:-none}')."
@@ -662,7 +673,7 @@ _harness_wait_running() {
 }
 
 harness_boot() {
-        local t0 deadline dir pids=()
+        local t0 deadline dir c pids=()
 
         _harness_mode
         if [[ $HARNESS_MODE == host ]]; then
@@ -878,13 +889,18 @@ _harness_stop_hx() {
 #   gets no SIGCHLD for one whose parent is outside, and would sleep out its 90 s timeout.
 #   A SIGCHLD from here makes it look again (PID 1 only reaps children on SIGCHLD, so it
 #   does no harm before).
+# * The kernel drops a signal to a pid namespace's init that has no handler for it: one
+#   sent while systemd was still starting (interrupted boot) is lost. So repeat it; once
+#   poweroff.target is queued, another request changes nothing.
 _harness_wait_poweroff() {
         local deadline=$(( $(_harness_now_ms) + $1 * 1000 )) pid n=0
+        kill -s RTMIN+4 "$HARNESS_PID" 2>/dev/null
         while _harness_alive "$HARNESS_PID"; do
                 for pid in $(_harness_cgroup_pids hx); do
                         kill -CONT "$pid" 2>/dev/null
                 done
                 (( ++n % 4 == 0 )) && kill -CHLD "$HARNESS_PID" 2>/dev/null
+                (( n % 10 == 0 )) && kill -s RTMIN+4 "$HARNESS_PID" 2>/dev/null
                 (( $(_harness_now_ms) < deadline )) || return 1
                 sleep 0.05
         done
@@ -908,13 +924,32 @@ harness_teardown() {
                 _HARNESS_WATCHDOG=
         fi
 
+        # Interrupted during boot, after the launcher was started but before harness_boot
+        # read the pids: they are there, or about to be.
+        if [[ -z ${HARNESS_PID:-} && -e $base/launch.sh ]]; then
+                for i in $(seq 50); do
+                        [[ -s $base/systemd.pid && -s $base/launcher.pid ]] && break
+                        [[ -n ${_HARNESS_LAUNCH_JOB:-} ]] && ! _harness_alive "$_HARNESS_LAUNCH_JOB" && break
+                        sleep 0.02
+                done
+                if [[ -s $base/systemd.pid && -s $base/launcher.pid ]]; then
+                        HARNESS_PID=$(< "$base/systemd.pid")
+                        read -r _HARNESS_SCRIPT_PID _HARNESS_UNSHARE_PID < "$base/launcher.pid"
+                fi
+        fi
+        # Without the go-ahead, PID 1 is still the launcher's shell, not systemd: nothing to
+        # shut down, and it would not even get a signal other than SIGKILL from here.
+        if [[ -n ${HARNESS_PID:-} && ! -e $base/go ]]; then
+                kill -KILL "$HARNESS_PID" 2>/dev/null
+                _harness_wait_gone "$HARNESS_PID" 5
+        fi
+
         # 1. Ask PID 1 to power off (SIGRTMIN+4 starts poweroff.target, like
         #    `systemctl poweroff`, without needing its bus), then insist.
         if [[ -n ${HARNESS_PID:-} ]] && _harness_alive "$HARNESS_PID"; then
                 _harness_debug "teardown: stopping hx processes"
                 _harness_stop_hx || _harness_log "hx processes did not end."
                 _harness_debug "teardown: powering off"
-                kill -s RTMIN+4 "$HARNESS_PID" 2>/dev/null
                 if ! _harness_wait_poweroff "${HARNESS_STOP_TIMEOUT:-10}"; then
                         _harness_log "systemd did not power off within ${HARNESS_STOP_TIMEOUT:-10} s; killing it."
                         _harness_cgroup_processes >&2
