@@ -65,38 +65,30 @@ selinux_build() { local d; d=$(mktemp -d); cp selinux/agentfab.te selinux/agentf
         make -C "$d" -f /usr/share/selinux/devel/Makefile agentfab.pp; local r=$?; rm -rf "$d"; return $r; }
 static_check "SELinux module compiles against the reference policy" selinux_build
 
-# Integration tests: real systemd as PID 1 in namespaces, over an overlay of /;
-# once with the normal build, once with the daemon under ASan/UBSan.
-integration() {
-        local out line p f
+# Runs a test script that ends with "N passed, N failed" and adds its counts.
+run_counted() {
+        local name=$1 out line p f
+        shift
         out=$(mktemp)
-        bash tests/integration/run.sh "$1" 2>&1 | tee "$out"
+        "$@" 2>&1 | tee "$out"
         line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
         rm -f "$out"
         if [ -n "$line" ]; then
                 p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
         else
-                p=0 f=1
+                p=0 f=1   # it died before it could say
         fi
-        echo "integration tests ($1): $p passed, $f failed"
+        echo "$name: $p passed, $f failed"
         passed=$((passed + p)) failed=$((failed + f))
 }
-# The harness itself: boots, real daemons, enforced cgroup limits, clean teardown
-# also after failures and signals.
-out=$(mktemp)
-bash tests/integration/lib/harness-selftest.sh 2>&1 | tee "$out"
-line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
-rm -f "$out"
-if [ -n "$line" ]; then
-        p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
-else
-        p=0 f=1
-fi
-echo "harness self-test: $p passed, $f failed"
-passed=$((passed + p)) failed=$((failed + f))
 
-integration build
-[ -d build-asan ] && integration build-asan
+# The harness itself: boots, real daemons, enforced cgroup limits, clean
+# teardown also after failures and signals. Then the integration tests:
+# real systemd as PID 1 in namespaces over an overlay of /, once with the
+# normal build and once with the daemon under ASan/UBSan.
+run_counted "harness self-test" bash tests/integration/lib/harness-selftest.sh
+run_counted "integration tests" bash tests/integration/run.sh build
+[ -d build-asan ] && run_counted "integration tests (ASan/UBSan)" bash tests/integration/run.sh build-asan
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
