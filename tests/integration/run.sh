@@ -222,6 +222,45 @@ t_submit_list_status_cancel() {
         [ "$rc" = 1 ] && ok "resume of cancelled task refused" || fail "resume exit $rc"
 }
 
+t_signals() {
+        local id mon
+        id=$(out_as alice "${CTL[@]}" submit --repo /home/alice/repo --goal "Signal me")
+        mon=$(hx mktemp)
+        hx bash -c "timeout 5 busctl monitor --match \"sender='org.agentfab.Factory1',type='signal'\" > $mon 2>&1" &
+        local pid=$!
+        sleep 1.5
+        hx_alice "${CTL[@]}" cancel "$id"
+        wait $pid
+        local out
+        out=$(hx cat "$mon"); hx rm -f "$mon"
+        grep -q 'Member=TaskStateChanged' <<<"$out" && grep -q "STRING \"$id\"" <<<"$out" && ok "TaskStateChanged signal" || fail "no TaskStateChanged: $out"
+        grep -q 'Member=PropertiesChanged' <<<"$out" && grep -q "task/$id" <<<"$out" && grep -q 'STRING "State"' <<<"$out" &&
+                ok "PropertiesChanged with State on the task object" || fail "no PropertiesChanged"
+}
+
+t_submit_denied_by_rule() {
+        # A site restricts who may submit with a rules file.
+        hx tee /etc/polkit-1/rules.d/40-agentfab-nosubmit.rules >/dev/null <<'JS'
+polkit.addRule(function(action, subject) {
+        if (action.id == "org.agentfab.submit" && subject.user == "bob")
+                return polkit.Result.NO;
+});
+JS
+        sleep 1
+        local rc=0 before after
+        before=$(hx ls /var/lib/agentfab/tasks | wc -l)
+        hx_as bob "${CTL[@]}" submit --repo /home/alice/repo --goal "Not allowed" >/dev/null 2>&1 || rc=$?
+        [ "$rc" = 3 ] && ok "submit refused by a site rule (exit 3)" || fail "submit by bob exit $rc"
+        after=$(hx ls /var/lib/agentfab/tasks | wc -l)
+        [ "$before" = "$after" ] && ok "nothing created" || fail "records $before -> $after"
+        local id
+        id=$(out_as alice "${CTL[@]}" submit --repo /home/alice/repo --goal "Allowed")
+        [[ "$id" =~ ^[0-9a-f]{12}$ ]] && ok "alice still may submit" || fail "alice submit: $id"
+        hx_alice "${CTL[@]}" cancel "$id" # keep within alice's quota
+        hx rm -f /etc/polkit-1/rules.d/40-agentfab-nosubmit.rules
+        sleep 1
+}
+
 t_bad_specs() {
         local before after
         before=$(hx ls /var/lib/agentfab/tasks | wc -l)
@@ -428,6 +467,7 @@ t_kill9() {
         after=$(hx agentfabctl list --json | python3 -c 'import json,sys; print(sorted((t["id"],t["state"]) for t in json.load(sys.stdin)))')
         [ -n "$before" ] && [ "$before" = "$after" ] && ok "every task and state back after kill -9" || fail "before=$before after=$after"
         [ "$(task_state "$id")" = queued ] && ok "acknowledged task present" || fail "task $id missing"
+        hx_alice "${CTL[@]}" cancel "$id"
 }
 
 t_corrupt_state() {
@@ -467,7 +507,7 @@ main() {
 
         SUBMITTED=
         for t in t_install_layout t_socket_activation t_dbus_activation t_cli t_introspect t_submit_list_status_cancel \
-                 t_bad_specs t_quota t_visibility t_journal t_watch t_idle_exit t_kill9 t_corrupt_state t_approve_polkit; do
+                 t_signals t_submit_denied_by_rule t_bad_specs t_quota t_visibility t_journal t_watch t_idle_exit t_kill9 t_corrupt_state t_approve_polkit; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 run_test "$t"
         done
