@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "seccomp-policy.h"
+
+#define SANDBOX_WORKSPACE "/workspace"
+
+/* One sandbox: the policy every task command gets. */
+typedef struct SandboxConfig {
+        int workspace_fd;              /* the only writable persistent directory */
+        uid_t uid;                     /* never 0 */
+        gid_t gid;
+        bool userns;                   /* unprivileged caller: build it inside a user namespace */
+        char **argv;
+        char **envp;                   /* the command's whole environment */
+        const char *cwd;               /* inside the sandbox; default SANDBOX_WORKSPACE */
+        const SeccompProgram *seccomp;
+        uint64_t tmp_size;             /* bytes of /tmp (and of /run, /dev/shm: a fraction) */
+} SandboxConfig;
+
+/* Runs in the child made with the namespace flags, as PID 1 of its pid
+ * namespace. Waits for a byte on sync_fd (the parent has put it into its
+ * scope and written its uid map), builds the file system, network and
+ * privileges, then runs the command and exits with its status (128+N for
+ * signal N). Setup errors are written to error_fd as text; exit 127.
+ * Never returns. */
+void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) __attribute__((noreturn));
+
+/* clone() flags of a sandbox. */
+unsigned long sandbox_clone_flags(bool userns);

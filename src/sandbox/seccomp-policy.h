@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <linux/filter.h>
+#include <stddef.h>
+
+/* The sandbox's seccomp policy, compiled once (libseccomp) and loaded as
+ * raw BPF in each sandbox, so that the per-sandbox cost is a prctl(), not a
+ * compilation.
+ *
+ * Two programs, both loaded; the kernel applies the stricter answer:
+ *  1. the allowlist: every syscall a build or test tool needs is allowed
+ *     (a few only with safe arguments: personality, socket families);
+ *     every other syscall libseccomp knows fails with EPERM; syscall numbers
+ *     it does not know (newer than this libseccomp) fail with ENOSYS, so
+ *     that programs fall back as on an older kernel; clone3 also fails with
+ *     ENOSYS, for the same reason (its flags cannot be inspected). Other
+ *     ABIs (i386, x32) fail with EPERM.
+ *  2. argument checks on allowed syscalls: clone with namespace flags,
+ *     ioctl TIOCSTI/TIOCLINUX fail with EPERM.
+ * Denials are errors, never kills, so that tools fail readably. */
+
+typedef struct SeccompProgram {
+        struct sock_filter *filters[2];
+        size_t n_filters[2];
+} SeccompProgram;
+
+int seccomp_policy_compile(SeccompProgram *ret);
+void seccomp_program_done(SeccompProgram *p);
+
+/* Async-signal-safe: only syscalls. Needs no_new_privs (or CAP_SYS_ADMIN). */
+int seccomp_program_load(const SeccompProgram *p);
