@@ -295,7 +295,6 @@ static int create_scope(pid_t pid) {
 
 int main(int argc, char *argv[]) {
         _cleanup_strv_free_ char **env = NULL;
-        SeccompProgram seccomp = {};
         int sync_pipe[2], error_pipe[2], r;
         struct stat st;
 
@@ -317,7 +316,7 @@ int main(int argc, char *argv[]) {
                 .userns = userns,
                 .argv = argv + optind,
                 .cwd = arg_chdir,
-                .seccomp = &seccomp,
+                .seccomp = &seccomp_builtin_program,
                 .tmp_size = arg_tmp_size,
         };
         if (userns) {
@@ -342,12 +341,6 @@ int main(int argc, char *argv[]) {
         if (!env)
                 return log_oom(), 127;
         config.envp = env;
-
-        r = seccomp_policy_compile(&seccomp);
-        if (r < 0) {
-                log_error_errno(r, "Failed to compile the seccomp filter: %m");
-                return 127;
-        }
 
         if (pipe2(sync_pipe, O_CLOEXEC) < 0 || pipe2(error_pipe, O_CLOEXEC) < 0) {
                 log_error_errno(errno, "Failed to create pipes: %m");
@@ -406,7 +399,6 @@ int main(int argc, char *argv[]) {
                         return 127;
                 }
         alarm(0);
-        seccomp_program_done(&seccomp);
 
         char msg[512];
         ssize_t n = read(error_pipe[0], msg, sizeof(msg) - 1);

@@ -72,9 +72,16 @@ static const char *const allowed_syscalls[] = {
         "getsockopt", "setsockopt",
 };
 
-/* personality(): the plain Linux personalities and the query; never
- * ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC and friends. */
-static const unsigned long allowed_personalities[] = { 0x0, 0x8, 0x20000, 0x20008, 0xffffffff };
+/* personality() flags that weaken the address space layout or memory protection. */
+static const unsigned long unsafe_personality_flags[] = {
+        0x0040000, /* ADDR_NO_RANDOMIZE */
+        0x0080000, /* FDPIC_FUNCPTRS */
+        0x0100000, /* MMAP_PAGE_ZERO */
+        0x0200000, /* ADDR_COMPAT_LAYOUT */
+        0x0400000, /* READ_IMPLIES_EXEC */
+        0x0800000, /* ADDR_LIMIT_32BIT */
+        0x8000000, /* ADDR_LIMIT_3GB */
+};
 
 static const int allowed_socket_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
 
@@ -84,6 +91,16 @@ static const int allowed_socket_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NE
 static void seccomp_releasep(scmp_filter_ctx *ctx) {
         if (*ctx)
                 seccomp_release(*ctx);
+}
+
+static bool is_allowed(const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(allowed_syscalls); i++)
+                if (streq(allowed_syscalls[i], name))
+                        return true;
+        /* Allowed with conditions; or, for clone3(), which passes its flags in
+         * memory the filter cannot read, left to the default ENOSYS, so that
+         * libc falls back to clone(), whose flags are checked. */
+        return streq(name, "personality") || streq(name, "socket") || streq(name, "clone3");
 }
 
 static int export_bpf(scmp_filter_ctx ctx, struct sock_filter **ret, size_t *ret_n) {
@@ -132,7 +149,7 @@ static int build_allowlist(scmp_filter_ctx *ret) {
         _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
         int r;
 
-        r = new_filter(SCMP_ACT_ERRNO(EPERM), &ctx);
+        r = new_filter(SCMP_ACT_ERRNO(ENOSYS), &ctx);
         if (r < 0)
                 return r;
 
@@ -145,35 +162,23 @@ static int build_allowlist(scmp_filter_ctx *ret) {
                         return r;
         }
 
-        for (size_t i = 0; i < ELEMENTSOF(allowed_personalities); i++) {
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
-                                     SCMP_A0(SCMP_CMP_EQ, allowed_personalities[i]));
-                if (r < 0)
-                        return r;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(allowed_socket_families); i++) {
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-                                     SCMP_A0(SCMP_CMP_EQ, (uint64_t) allowed_socket_families[i]));
-                if (r < 0)
-                        return r;
-        }
-
-        /* clone3() passes its flags in memory the filter cannot read: make it
-         * look absent, and libc falls back to clone(), whose flags we check. */
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+        /* personality() and socket() are allowed here and narrowed by the
+         * argument checks. */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 0);
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 0);
         if (r < 0)
                 return r;
 
-        /* Syscall numbers this libseccomp has no name for are newer than it:
-         * ENOSYS, as on a kernel that lacks them. */
+        /* Every other syscall this libseccomp knows is refused with EPERM;
+         * numbers it has no name for are newer than it and fall through to
+         * the default, ENOSYS, as on a kernel that lacks them. */
         for (int nr = 0; nr < 1024; nr++) {
-                char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
-                if (name) {
-                        free(name);
+                _cleanup_free_ char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+                if (!name || is_allowed(name))
                         continue;
-                }
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
-                if (r < 0 && r != -EDOM && r != -EINVAL)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+                if (r < 0)
                         return r;
         }
 
@@ -196,6 +201,31 @@ static int build_argument_checks(scmp_filter_ctx *ret) {
         for (size_t i = 0; i < ELEMENTSOF(ns_flags); i++) {
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                                      SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+                if (r < 0)
+                        return r;
+        }
+
+        /* No unsafe personality flags. Bit 31 is in the mask so that the
+         * query, personality(0xffffffff), still works: no real persona has it. */
+        for (size_t i = 0; i < ELEMENTSOF(unsafe_personality_flags); i++) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, unsafe_personality_flags[i] | 0x80000000UL,
+                                             unsafe_personality_flags[i]));
+                if (r < 0)
+                        return r;
+        }
+
+        /* Only local, IP and netlink sockets (the network namespace has only lo):
+         * no packet, crypto API, vsock, bluetooth ... sockets. */
+        for (int family = 0; family < AF_MAX; family++) {
+                bool allowed = false;
+                for (size_t i = 0; i < ELEMENTSOF(allowed_socket_families); i++)
+                        if (allowed_socket_families[i] == family)
+                                allowed = true;
+                if (allowed)
+                        continue;
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+                                     SCMP_A0(SCMP_CMP_EQ, (uint64_t) family));
                 if (r < 0)
                         return r;
         }
@@ -245,8 +275,7 @@ void seccomp_program_done(SeccompProgram *p) {
 }
 
 int seccomp_program_load(const SeccompProgram *p) {
-        /* The argument checks first: the kernel runs the most recently
-         * installed filter first, and the allowlist decides most calls. */
+        /* The kernel runs every installed filter and keeps the strictest answer. */
         for (size_t i = ELEMENTSOF(p->filters); i > 0; i--) {
                 struct sock_fprog prog = {
                         .len = (unsigned short) p->n_filters[i - 1],

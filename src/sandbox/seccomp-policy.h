@@ -30,3 +30,6 @@ void seccomp_program_done(SeccompProgram *p);
 
 /* Async-signal-safe: only syscalls. Needs no_new_privs (or CAP_SYS_ADMIN). */
 int seccomp_program_load(const SeccompProgram *p);
+
+/* The same policy, compiled when agentfab was built (seccomp-bpf-gen). */
+extern const SeccompProgram seccomp_builtin_program;

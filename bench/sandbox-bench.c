@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Benchmark of the task sandbox against named baselines, measured in one
+ * run on one machine:
+ *   cold start: agentfab-sandbox (with its transient scope when a system
+ *               manager is reachable) vs bwrap with equivalent isolation vs
+ *               plain fork+exec, each running /bin/true to completion;
+ *   seccomp:    a syscall-heavy dd inside the sandbox vs the same dd with
+ *               no filter.
+ * Prints medians and ratios. Not a test: it asserts nothing. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+static int run(char *const argv[], bool quiet) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0)
+                return -1;
+        if (pid == 0) {
+                if (quiet) {
+                        freopen("/dev/null", "w", stdout);
+                        freopen("/dev/null", "w", stderr);
+                }
+                execv(argv[0], argv);
+                _exit(127);
+        }
+        int status;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int compare(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+/* Median wall time of n runs, in ns; 0 if a run failed. */
+static uint64_t median_of(char *const argv[], int n) {
+        uint64_t *t = calloc((size_t) n, sizeof(uint64_t));
+        if (!t)
+                return 0;
+        if (run(argv, true) != 0) { /* warm-up, and a check that it works at all */
+                fprintf(stderr, "'%s' failed; skipping.\n", argv[0]);
+                free(t);
+                return 0;
+        }
+        for (int i = 0; i < n; i++) {
+                uint64_t s = now_ns();
+                if (run(argv, true) != 0) {
+                        free(t);
+                        return 0;
+                }
+                t[i] = now_ns() - s;
+        }
+        qsort(t, (size_t) n, sizeof(uint64_t), compare);
+        uint64_t m = t[n / 2];
+        free(t);
+        return m;
+}
+
+static void row(const char *name, uint64_t ns, uint64_t baseline, const char *baseline_name) {
+        if (ns == 0) {
+                printf("  %-44s %12s\n", name, "n/a");
+                return;
+        }
+        if (baseline > 0)
+                printf("  %-44s %9.3f ms   %5.2fx %s\n", name, ns / 1e6, (double) ns / (double) baseline, baseline_name);
+        else
+                printf("  %-44s %9.3f ms\n", name, ns / 1e6);
+}
+
+int main(int argc, char *argv[]) {
+        const char *sandbox = "/usr/bin/agentfab-sandbox", *bwrap = "/usr/bin/bwrap", *workspace = NULL;
+        char dd_count[32] = "count=1000000";
+        int runs = 50, dd_runs = 5, c;
+        bool scope = true;
+
+        static const struct option options[] = {
+                { "sandbox",   required_argument, NULL, 's' },
+                { "bwrap",     required_argument, NULL, 'b' },
+                { "workspace", required_argument, NULL, 'w' },
+                { "runs",      required_argument, NULL, 'n' },
+                { "no-scope",  no_argument,       NULL, 'S' },
+                {}
+        };
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
+                switch (c) {
+                case 's': sandbox = optarg; break;
+                case 'b': bwrap = optarg; break;
+                case 'w': workspace = optarg; break;
+                case 'n': runs = atoi(optarg); break;
+                case 'S': scope = false; break;
+                default: return 2;
+                }
+        if (!workspace || runs < 3) {
+                fprintf(stderr, "usage: %s --workspace=DIR [--runs=N] [--sandbox=PATH] [--bwrap=PATH] [--no-scope]\n", argv[0]);
+                return 2;
+        }
+
+        char ws_opt[4096];
+        snprintf(ws_opt, sizeof(ws_opt), "--workspace=%s", workspace);
+
+        char *plain[] = { (char *) "/bin/true", NULL };
+        char *agentfab[] = { (char *) sandbox, ws_opt, (char *) (scope ? "--tmp-size=64M" : "--no-scope"),
+                             (char *) "--", (char *) "/bin/true", NULL };
+        char *bw[] = { (char *) bwrap, (char *) "--unshare-all", (char *) "--die-with-parent", (char *) "--new-session",
+                       (char *) "--ro-bind", (char *) "/", (char *) "/", (char *) "--tmpfs", (char *) "/tmp",
+                       (char *) "--proc", (char *) "/proc", (char *) "--dev", (char *) "/dev",
+                       (char *) "--dir", (char *) "/tmp/workspace", (char *) "--bind", (char *) workspace, (char *) "/tmp/workspace", (char *) "--chdir", (char *) "/tmp/workspace",
+                       (char *) "--unsetenv", (char *) "HOME", (char *) "/bin/true", NULL };
+
+        printf("Cold start until /bin/true has run (median of %d):\n", runs);
+        uint64_t t_plain = median_of(plain, runs);
+        uint64_t t_bwrap = access(bwrap, X_OK) == 0 ? median_of(bw, runs) : 0;
+        uint64_t t_af = median_of(agentfab, runs);
+        row("plain fork+exec (baseline)", t_plain, 0, "");
+        row("bwrap --unshare-all, ro /, tmpfs, workspace", t_bwrap, t_plain, "of fork+exec");
+        row(scope ? "agentfab-sandbox, with transient scope" : "agentfab-sandbox, no scope", t_af, t_plain, "of fork+exec");
+        if (t_bwrap > 0 && t_af > 0)
+                printf("  agentfab-sandbox / bwrap: %.2fx (target <= 1.00x)\n", (double) t_af / (double) t_bwrap);
+
+        char *dd[] = { (char *) "/bin/dd", (char *) "if=/dev/zero", (char *) "of=/dev/null", (char *) "bs=1", dd_count, NULL };
+        char *dd_sb[] = { (char *) sandbox, ws_opt, (char *) (scope ? "--tmp-size=64M" : "--no-scope"), (char *) "--",
+                          (char *) "/bin/dd", (char *) "if=/dev/zero", (char *) "of=/dev/null", (char *) "bs=1", dd_count, NULL };
+        printf("\nSyscall-heavy loop, dd bs=1 count=1000000 (2M syscalls; median of %d):\n", dd_runs);
+        uint64_t t_dd = median_of(dd, dd_runs);
+        uint64_t t_dd_sb = median_of(dd_sb, dd_runs);
+        row("dd, no filter (baseline)", t_dd, 0, "");
+        row("dd in agentfab-sandbox, seccomp filter", t_dd_sb, t_dd, "of unfiltered");
+        if (t_dd > 0 && t_dd_sb > t_af)
+                printf("  filter cost without sandbox start-up: %.3fx (target <= 1.10x)\n",
+                       (double) (t_dd_sb - t_af) / (double) t_dd);
+        return 0;
+}
