@@ -273,9 +273,20 @@ static int create_scope(pid_t pid) {
                 log_debug("No system manager to create a scope with, running without one.");
                 return 0;
         }
-        r = sd_bus_open_system(&bus);
+        /* systemd's private socket reaches PID 1 directly, without the bus
+         * daemon's extra hop (root only, as systemctl does it); the system
+         * bus is the fallback. */
+        r = sd_bus_new(&bus);
+        if (r >= 0)
+                r = sd_bus_set_address(bus, "unix:path=/run/systemd/private");
+        if (r >= 0)
+                r = sd_bus_start(bus);
         if (r < 0) {
-                log_warning_errno(r, "No system bus, running without a scope: %m");
+                bus = sd_bus_flush_close_unref(bus);
+                r = sd_bus_open_system(&bus);
+        }
+        if (r < 0) {
+                log_warning_errno(r, "No system manager reachable, running without a scope: %m");
                 return 0;
         }
 
@@ -373,6 +384,8 @@ int main(int argc, char *argv[]) {
         r = userns ? write_id_maps(pid, config.uid, config.gid) : 0;
         if (r < 0)
                 log_error_errno(r, "Failed to write the user namespace's id maps: %m");
+        else if (write(sync_pipe[1], "x", 1) != 1) /* first go: build the sandbox */
+                r = -errno;
         else
                 r = create_scope(pid);
         if (r < 0) {
@@ -381,7 +394,7 @@ int main(int argc, char *argv[]) {
                 return 127;
         }
 
-        /* Only now, inside its limits, may the sandbox start. */
+        /* Second go: only now, inside its limits, may the command start. */
         if (write(sync_pipe[1], "x", 1) != 1) {
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);

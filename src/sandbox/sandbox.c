@@ -342,25 +342,35 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
 
         error_fd_global = error_fd;
 
-        /* Die with the parent (bubblewrap's --die-with-parent), then wait for
-         * it: it moves us into our scope before anything runs. */
+        /* Die with the parent (bubblewrap's --die-with-parent). The parent
+         * says go twice: once our user namespace's id maps are written (at
+         * once without one), so that we may build the sandbox; and once we
+         * are in our scope, so that the command may run. Building overlaps
+         * with systemd's work on the scope; nothing of the task runs before
+         * the second go. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 die("Failed to set parent death signal");
         if (read(sync_fd, &b, 1) != 1)
                 _exit(127); /* the parent went away or refused */
-        safe_close(sync_fd);
 
         setup_root(c);
         setup_network();
         drop_privileges(c);
 
-        /* Only stdin, stdout, stderr and our error pipe survive. */
-        if (error_fd > 3)
-                (void) syscall(SYS_close_range, 3, error_fd - 1, 0);
-        (void) syscall(SYS_close_range, error_fd + 1, ~0U, 0);
+        /* Only stdin, stdout, stderr, our error pipe and the go pipe survive. */
+        int keep_lo = MIN(sync_fd, error_fd), keep_hi = MAX(sync_fd, error_fd);
+        if (keep_lo > 3)
+                (void) syscall(SYS_close_range, 3, keep_lo - 1, 0);
+        if (keep_hi > keep_lo + 1)
+                (void) syscall(SYS_close_range, keep_lo + 1, keep_hi - 1, 0);
+        (void) syscall(SYS_close_range, keep_hi + 1, ~0U, 0);
 
         if (seccomp_program_load(c->seccomp) < 0)
                 die("Failed to load the seccomp filter");
+
+        if (read(sync_fd, &b, 1) != 1)
+                _exit(127);
+        safe_close(sync_fd);
 
         /* We are PID 1 of the sandbox: run the command as a child, reap
          * everything, forward termination signals, and leave with the

@@ -23,10 +23,10 @@ typedef struct SandboxConfig {
 } SandboxConfig;
 
 /* Runs in the child made with the namespace flags, as PID 1 of its pid
- * namespace. Waits for a byte on sync_fd (the parent has put it into its
- * scope and written its uid map), builds the file system, network and
- * privileges, then runs the command and exits with its status (128+N for
- * signal N). Setup errors are written to error_fd as text; exit 127.
+ * namespace. Waits for a first byte on sync_fd (its user namespace's id
+ * maps are written), builds the file system, network and privileges, waits
+ * for a second byte (it is in its scope), then runs the command and exits
+ * with its status (128+N for signal N). Setup errors are written to error_fd as text; exit 127.
  * Never returns. */
 void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) __attribute__((noreturn));
 
