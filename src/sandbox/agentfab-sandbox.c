@@ -26,6 +26,7 @@ static char **arg_setenv = NULL;
 static uint64_t arg_timeout_usec = UINT64_MAX;
 static uint64_t arg_tmp_size = 512ULL * 1024 * 1024;
 static bool arg_scope = true;
+static int arg_serve_fd = -1;
 static ScopeLimits arg_limits = {
         .memory_max = 2ULL * 1024 * 1024 * 1024,
         .tasks_max = 512,
@@ -53,6 +54,8 @@ static void help(void) {
                "     --tmp-size=BYTES     Size of /tmp (default 512M)\n"
                "     --unit=NAME          Name of the transient scope (default: agentfab-sandbox-PID.scope)\n"
                "     --no-scope           Do not create a transient scope\n"
+               "     --serve-fd=FD        Keep the sandbox and serve exec requests on FD, a connected\n"
+               "                          socket (JSON lines); instead of COMMAND\n"
                "\nExits with COMMAND's exit status, 128+N if a signal N ended it, 127 if the\n"
                "sandbox could not be set up. See agentfab-sandbox(1).\n",
                program_invocation_short_name);
@@ -81,7 +84,7 @@ static int parse_size(const char *s, uint64_t *ret) {
 static int parse_argv(int argc, char *argv[]) {
         enum {
                 ARG_VERSION = 0x100, ARG_WORKSPACE, ARG_CHDIR, ARG_SETENV, ARG_UID, ARG_GID, ARG_TIMEOUT,
-                ARG_MEMORY_MAX, ARG_TASKS_MAX, ARG_CPU_QUOTA, ARG_TMP_SIZE, ARG_UNIT, ARG_NO_SCOPE,
+                ARG_MEMORY_MAX, ARG_TASKS_MAX, ARG_CPU_QUOTA, ARG_TMP_SIZE, ARG_UNIT, ARG_NO_SCOPE, ARG_SERVE_FD,
         };
         static const struct option options[] = {
                 { "help",       no_argument,       NULL, 'h'            },
@@ -98,6 +101,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "tmp-size",   required_argument, NULL, ARG_TMP_SIZE   },
                 { "unit",       required_argument, NULL, ARG_UNIT       },
                 { "no-scope",   no_argument,       NULL, ARG_NO_SCOPE   },
+                { "serve-fd",   required_argument, NULL, ARG_SERVE_FD   },
                 {}
         };
         uint64_t u;
@@ -178,6 +182,13 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_NO_SCOPE:
                         arg_scope = false;
                         break;
+                case ARG_SERVE_FD:
+                        if (safe_atou64(optarg, &u) < 0 || u < 3 || u > INT32_MAX || fcntl((int) u, F_GETFD) < 0) {
+                                log_error("--serve-fd= needs an open file descriptor above 2.");
+                                return -EINVAL;
+                        }
+                        arg_serve_fd = (int) u;
+                        break;
                 default:
                         return -EINVAL;
                 }
@@ -186,8 +197,12 @@ static int parse_argv(int argc, char *argv[]) {
                 log_error("--workspace= is required.");
                 return -EINVAL;
         }
-        if (optind >= argc) {
+        if (optind >= argc && arg_serve_fd < 0) {
                 log_error("No command given.");
+                return -EINVAL;
+        }
+        if (optind < argc && arg_serve_fd >= 0) {
+                log_error("--serve-fd= takes no command: commands come as requests.");
                 return -EINVAL;
         }
         return 1;
@@ -329,6 +344,7 @@ int main(int argc, char *argv[]) {
                 .cwd = arg_chdir,
                 .seccomp = &seccomp_builtin_program,
                 .tmp_size = arg_tmp_size,
+                .serve_fd = arg_serve_fd,
         };
         if (userns) {
                 /* Unprivileged: the sandbox's user is the caller, mapped to itself. */
@@ -371,6 +387,8 @@ int main(int argc, char *argv[]) {
                 sandbox_child(&config, sync_pipe[0], error_pipe[1]);
         }
         child_pid = pid;
+        if (arg_serve_fd >= 0)
+                safe_close(arg_serve_fd); /* the sandbox's now; its end tells the client when it is gone */
         safe_close(sync_pipe[0]);
         safe_close(error_pipe[1]);
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "exec-service.h"
 #include "sandbox.h"
 
 /* Everything here runs in the freshly cloned child: no allocation, no stdio
@@ -299,8 +300,7 @@ static void drop_privileges(const SandboxConfig *c) {
                 die("Failed to clear dumpable");
 }
 
-/* execvpe() looks at our own PATH; the command's PATH is in its envp. */
-static void exec_command(char **argv, char **envp) {
+void sandbox_exec_command(char **argv, char **envp) {
         const char *path = "/usr/local/bin:/usr/bin:/bin";
         char buf[4096];
 
@@ -330,6 +330,24 @@ static void exec_command(char **argv, char **envp) {
         errno = saved;
 }
 
+static int compare_int(const void *a, const void *b) {
+        return *(const int *) a - *(const int *) b;
+}
+
+static void close_all_but(int *keep, size_t n) {
+        int next = 3;
+
+        qsort(keep, n, sizeof(int), compare_int);
+        for (size_t i = 0; i < n; i++) {
+                if (keep[i] < next)
+                        continue;
+                if (keep[i] > next)
+                        (void) syscall(SYS_close_range, next, keep[i] - 1, 0);
+                next = keep[i] + 1;
+        }
+        (void) syscall(SYS_close_range, next, ~0U, 0);
+}
+
 static pid_t main_pid = 0;
 
 static void forward_signal(int sig) {
@@ -357,13 +375,10 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
         setup_network();
         drop_privileges(c);
 
-        /* Only stdin, stdout, stderr, our error pipe and the go pipe survive. */
-        int keep_lo = MIN(sync_fd, error_fd), keep_hi = MAX(sync_fd, error_fd);
-        if (keep_lo > 3)
-                (void) syscall(SYS_close_range, 3, keep_lo - 1, 0);
-        if (keep_hi > keep_lo + 1)
-                (void) syscall(SYS_close_range, keep_lo + 1, keep_hi - 1, 0);
-        (void) syscall(SYS_close_range, keep_hi + 1, ~0U, 0);
+        /* Only stdin, stdout, stderr, our error pipe, the go pipe and the
+         * exec service's connection survive. */
+        int keep[] = { sync_fd, error_fd, c->serve_fd };
+        close_all_but(keep, ELEMENTSOF(keep));
 
         if (seccomp_program_load(c->seccomp) < 0)
                 die("Failed to load the seccomp filter");
@@ -371,6 +386,11 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
         if (read(sync_fd, &b, 1) != 1)
                 _exit(127);
         safe_close(sync_fd);
+
+        if (c->serve_fd >= 0) {
+                safe_close(error_fd); /* set up: from here on, errors are replies */
+                exec_service_run(c, c->serve_fd);
+        }
 
         /* We are PID 1 of the sandbox: run the command as a child, reap
          * everything, forward termination signals, and leave with the
@@ -384,7 +404,7 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
                 if (chdir(c->cwd ?: SANDBOX_WORKSPACE) < 0)
                         die("Failed to change to '%s'", c->cwd ?: SANDBOX_WORKSPACE);
                 signal(SIGPIPE, SIG_DFL);
-                exec_command(c->argv, c->envp);
+                sandbox_exec_command(c->argv, c->envp);
                 die("Failed to execute '%s'", c->argv[0]);
         }
         safe_close(error_fd);

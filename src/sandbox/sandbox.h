@@ -19,7 +19,8 @@ typedef struct SandboxConfig {
         char **envp;                   /* the command's whole environment */
         const char *cwd;               /* inside the sandbox; default SANDBOX_WORKSPACE */
         const SeccompProgram *seccomp;
-        uint64_t tmp_size;             /* bytes of /tmp (and of /run, /dev/shm: a fraction) */
+        uint64_t tmp_size;             /* bytes of /tmp */
+        int serve_fd;                  /* >= 0: a live sandbox serving exec requests on it (exec-service.h) */
 } SandboxConfig;
 
 /* Runs in the child made with the namespace flags, as PID 1 of its pid
@@ -29,6 +30,9 @@ typedef struct SandboxConfig {
  * with its status (128+N for signal N). Setup errors are written to error_fd as text; exit 127.
  * Never returns. */
 void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) __attribute__((noreturn));
+
+/* execve() of argv[0] searched in envp's PATH (execvpe() would use ours). */
+void sandbox_exec_command(char **argv, char **envp);
 
 /* clone() flags of a sandbox. */
 unsigned long sandbox_clone_flags(bool userns);

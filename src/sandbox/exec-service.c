@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec-service.h"
+#include "json-util.h"
+#include "macro.h"
+#include "sandbox.h"
+#include "string-util.h"
+
+static uint64_t now_usec_monotonic(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+static void send_all(int fd, const char *s, size_t n) {
+        while (n > 0) {
+                ssize_t k = write(fd, s, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        _exit(0); /* the other side is gone: so are we */
+                }
+                s += k;
+                n -= (size_t) k;
+        }
+}
+
+static void send_json(int fd, json_object *j) {
+        const char *line = json_to_line(j);
+        send_all(fd, line, strlen(line));
+        send_all(fd, "\n", 1);
+}
+
+static void send_simple(int fd, const char *type, int64_t id, const char *key, const char *value) {
+        _cleanup_json_ json_object *j = json_object_new_object();
+        if (!j)
+                _exit(127);
+        json_object_object_add(j, "type", json_object_new_string(type));
+        json_object_object_add(j, "id", json_object_new_int64(id));
+        if (key)
+                json_object_object_add(j, key, json_object_new_string(value));
+        send_json(fd, j);
+}
+
+/* Output becomes JSON text: bytes that are not UTF-8 become '?'. */
+static void sanitize(char *s, size_t n) {
+        for (size_t i = 0; i < n;) {
+                unsigned char b = (unsigned char) s[i];
+                size_t k = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
+                bool ok = k > 0 && i + k <= n && (k != 2 || b >= 0xC2) && b != 0;
+                for (size_t j = 1; ok && j < k; j++)
+                        ok = ((unsigned char) s[i + j] & 0xC0) == 0x80;
+                if (!ok) {
+                        s[i++] = '?';
+                        continue;
+                }
+                i += k;
+        }
+}
+
+static void send_output(int fd, int64_t id, const char *stream, char *data, size_t n) {
+        _cleanup_json_ json_object *j = json_object_new_object();
+        sanitize(data, n);
+        if (!j)
+                _exit(127);
+        json_object_object_add(j, "type", json_object_new_string("output"));
+        json_object_object_add(j, "id", json_object_new_int64(id));
+        json_object_object_add(j, "stream", json_object_new_string(stream));
+        json_object_object_add(j, "data", json_object_new_string_len(data, (int) n));
+        send_json(fd, j);
+}
+
+/* Kills every process of the sandbox but us, and reaps them. */
+static void kill_all_but_us(void) {
+        (void) kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+                ;
+}
+
+typedef struct Request {
+        int64_t id;
+        char **argv;
+        char **env;
+        const char *cwd;
+        uint64_t timeout_usec;
+} Request;
+
+static void request_done(Request *r) {
+        strv_free(r->argv);
+        strv_free(r->env);
+        *r = (Request) {};
+}
+
+/* Validates a request completely before anything runs. Returns NULL or an error message. */
+static const char *parse_request(json_object *j, char **base_env, Request *ret) {
+        json_object *v;
+
+        if (!json_object_is_type(j, json_type_object))
+                return "request is not an object";
+        if (!json_object_object_get_ex(j, "type", &v) || !json_object_is_type(v, json_type_string) ||
+            !streq(json_object_get_string(v), "exec"))
+                return "unknown request type";
+        if (!json_object_object_get_ex(j, "id", &v) || !json_object_is_type(v, json_type_int))
+                return "'id' missing";
+        ret->id = json_object_get_int64(v);
+
+        if (!json_object_object_get_ex(j, "argv", &v) || !json_object_is_type(v, json_type_array) ||
+            json_object_array_length(v) == 0 || json_object_array_length(v) > EXEC_ARGV_MAX)
+                return "'argv' must be an array of 1 to 4096 strings";
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+                json_object *a = json_object_array_get_idx(v, i);
+                if (!json_object_is_type(a, json_type_string) || memchr(json_object_get_string(a), 0, (size_t) json_object_get_string_len(a)))
+                        return "'argv' must be an array of strings";
+                if (strv_extend(&ret->argv, json_object_get_string(a)) < 0)
+                        return "out of memory";
+        }
+        if (isempty(ret->argv[0]))
+                return "empty command";
+
+        ret->cwd = SANDBOX_WORKSPACE;
+        if (json_object_object_get_ex(j, "cwd", &v)) {
+                if (!json_object_is_type(v, json_type_string) || json_object_get_string(v)[0] != '/')
+                        return "'cwd' must be an absolute path";
+                ret->cwd = json_object_get_string(v);
+        }
+
+        for (char **e = base_env; e && *e; e++)
+                if (strv_extend(&ret->env, *e) < 0)
+                        return "out of memory";
+        if (json_object_object_get_ex(j, "env", &v)) {
+                if (!json_object_is_type(v, json_type_object) || json_object_object_length(v) > EXEC_ENV_MAX)
+                        return "'env' must be an object of at most 1024 strings";
+                json_object_object_foreach(v, name, value) {
+                        _cleanup_free_ char *entry = NULL;
+                        if (!json_object_is_type(value, json_type_string) || isempty(name) || strchr(name, '=') ||
+                            asprintf(&entry, "%s=%s", name, json_object_get_string(value)) < 0)
+                                return "'env' must map names to strings";
+                        size_t k = strlen(name) + 1;
+                        bool replaced = false;
+                        for (char **e = ret->env; *e; e++)
+                                if (strneq(*e, entry, k)) {
+                                        free(*e);
+                                        *e = TAKE_PTR(entry);
+                                        replaced = true;
+                                        break;
+                                }
+                        if (!replaced && strv_extend(&ret->env, entry) < 0)
+                                return "out of memory";
+                }
+        }
+
+        ret->timeout_usec = UINT64_MAX;
+        if (json_object_object_get_ex(j, "timeout_ms", &v)) {
+                if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) <= 0)
+                        return "'timeout_ms' must be a positive integer";
+                ret->timeout_usec = (uint64_t) json_object_get_int64(v) * USEC_PER_MSEC;
+        }
+        return NULL;
+}
+
+static void run_request(int fd, const Request *r) {
+        int out[2], err[2];
+
+        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
+                return send_simple(fd, "error", r->id, "message", "cannot create pipes");
+
+        uint64_t start = now_usec_monotonic();
+        pid_t pid = fork();
+        if (pid < 0) {
+                safe_close(out[0]), safe_close(out[1]), safe_close(err[0]), safe_close(err[1]);
+                return send_simple(fd, "error", r->id, "message", "cannot fork");
+        }
+        if (pid == 0) {
+                int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                (void) setsid();
+                if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+                        _exit(127);
+                if (chdir(r->cwd) < 0) {
+                        dprintf(2, "Cannot change to '%s': %s\n", r->cwd, strerror(errno));
+                        _exit(127);
+                }
+                signal(SIGPIPE, SIG_DFL);
+                sandbox_exec_command(r->argv, r->env);
+                dprintf(2, "Cannot execute '%s': %s\n", r->argv[0], strerror(errno));
+                _exit(127);
+        }
+        safe_close(out[1]);
+        safe_close(err[1]);
+        send_simple(fd, "started", r->id, NULL, NULL);
+
+        int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        bool exited = false, timed_out = false;
+        int status = 0;
+        char buf[EXEC_OUTPUT_CHUNK];
+
+        while (out[0] >= 0 || err[0] >= 0 || !exited) {
+                struct pollfd p[3] = {
+                        { .fd = out[0], .events = POLLIN },
+                        { .fd = err[0], .events = POLLIN },
+                        { .fd = exited ? -1 : pidfd, .events = POLLIN },
+                };
+                int timeout = -1;
+                if (r->timeout_usec != UINT64_MAX && !timed_out) {
+                        uint64_t now = now_usec_monotonic(), deadline = start + r->timeout_usec;
+                        timeout = now >= deadline ? 0 : (int) MIN((deadline - now + 999) / 1000, (uint64_t) INT32_MAX);
+                }
+                int n = poll(p, 3, timeout);
+                if (n < 0 && errno != EINTR)
+                        break;
+                if (n == 0) {
+                        /* The timeout: the command and everything it started. */
+                        timed_out = true;
+                        kill_all_but_us();
+                        continue;
+                }
+                for (int i = 0; i < 2; i++) {
+                        if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                                continue;
+                        ssize_t k = read(p[i].fd, buf, sizeof(buf));
+                        if (k > 0)
+                                send_output(fd, r->id, i == 0 ? "stdout" : "stderr", buf, (size_t) k);
+                        else if (k == 0 || errno != EINTR) {
+                                if (i == 0)
+                                        out[0] = safe_close(out[0]);
+                                else
+                                        err[0] = safe_close(err[0]);
+                        }
+                }
+                if (!exited && (pidfd < 0 || (p[2].revents & POLLIN))) {
+                        if (waitpid(pid, &status, pidfd < 0 ? 0 : WNOHANG) == pid) {
+                                exited = true;
+                                /* Whatever it left running would hold the pipes open: end it. */
+                                kill_all_but_us();
+                        }
+                }
+        }
+        safe_close(pidfd);
+        kill_all_but_us();
+
+        _cleanup_json_ json_object *j = json_object_new_object();
+        if (!j)
+                _exit(127);
+        json_object_object_add(j, "type", json_object_new_string("exit"));
+        json_object_object_add(j, "id", json_object_new_int64(r->id));
+        json_object_object_add(j, "status", json_object_new_int(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+        json_object_object_add(j, "signal", json_object_new_int(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+        json_object_object_add(j, "timed_out", json_object_new_boolean(timed_out));
+        json_object_object_add(j, "duration_usec", json_object_new_int64((int64_t) (now_usec_monotonic() - start)));
+        send_json(fd, j);
+}
+
+void exec_service_run(const SandboxConfig *c, int fd) {
+        _cleanup_free_ char *line = malloc(EXEC_REQUEST_MAX + 1);
+        size_t len = 0;
+
+        if (!line)
+                _exit(127);
+
+        for (;;) {
+                ssize_t k = read(fd, line + len, EXEC_REQUEST_MAX - len);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        kill_all_but_us();
+                        _exit(0); /* the connection closed: the sandbox ends */
+                }
+                len += (size_t) k;
+
+                char *nl;
+                while ((nl = memchr(line, '\n', len))) {
+                        _cleanup_json_ json_object *j = NULL;
+                        Request r = {};
+                        const char *error;
+
+                        *nl = '\0';
+                        if (json_parse_strict(line, (size_t) (nl - line), &j) < 0)
+                                error = "request is not JSON";
+                        else
+                                error = parse_request(j, c->envp, &r);
+                        if (error)
+                                send_simple(fd, "error", r.id, "message", error);
+                        else
+                                run_request(fd, &r);
+                        request_done(&r);
+
+                        len -= (size_t) (nl + 1 - line);
+                        memmove(line, nl + 1, len);
+                }
+                if (len >= EXEC_REQUEST_MAX) {
+                        send_simple(fd, "error", 0, "message", "request too long");
+                        _exit(0);
+                }
+        }
+}
