@@ -4,10 +4,13 @@
  *   cold start: agentfab-sandbox (with its transient scope when a system
  *               manager is reachable) vs bwrap with equivalent isolation vs
  *               plain fork+exec, each running /bin/true to completion;
+ *   per command: /bin/true run by a live sandbox's exec service (request,
+ *               fork, exec, output pipes, exit report) vs plain fork+exec;
  *   seccomp:    a syscall-heavy dd inside the sandbox vs the same dd with
  *               no filter.
  * Prints medians and ratios. Not a test: it asserts nothing. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,7 +19,10 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include "exec-client.h"
 
 static uint64_t now_ns(void) {
         struct timespec ts;
@@ -137,6 +143,44 @@ int main(int argc, char *argv[]) {
         row(scope ? "agentfab-sandbox, with transient scope" : "agentfab-sandbox, no scope", t_af, t_plain, "of fork+exec");
         if (t_bwrap > 0 && t_af > 0)
                 printf("  agentfab-sandbox / bwrap: %.2fx (target <= 1.00x)\n", (double) t_af / (double) t_bwrap);
+
+        /* A live sandbox serving commands. */
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
+                char fd_opt[32];
+                snprintf(fd_opt, sizeof(fd_opt), "--serve-fd=%i", sv[1]);
+                fflush(stdout);
+                pid_t pid = fork();
+                if (pid == 0) {
+                        int fl = fcntl(sv[1], F_GETFD);
+                        fcntl(sv[1], F_SETFD, fl & ~FD_CLOEXEC);
+                        execl(sandbox, sandbox, ws_opt, scope ? "--tmp-size=64M" : "--no-scope", fd_opt, (char *) NULL);
+                        _exit(127);
+                }
+                close(sv[1]);
+                char *t_argv[] = { (char *) "/bin/true", NULL };
+                ExecRequest req = { .argv = t_argv, .timeout_usec = UINT64_MAX };
+                uint64_t *t = calloc((size_t) runs, sizeof(uint64_t));
+                bool ok = t != NULL;
+                for (int i = -1; ok && i < runs; i++) { /* i = -1: warm-up */
+                        ExecResult res;
+                        uint64_t st = now_ns();
+                        ok = exec_client_run(sv[0], &req, -1, 4096, NULL, &res) >= 0 && res.status == 0;
+                        if (i >= 0)
+                                t[i] = now_ns() - st;
+                        exec_result_done(&res);
+                }
+                close(sv[0]);
+                waitpid(pid, NULL, 0);
+                printf("\nPer command, /bin/true (median of %d):\n", runs);
+                if (ok) {
+                        qsort(t, (size_t) runs, sizeof(uint64_t), compare);
+                        row("plain fork+exec (baseline)", t_plain, 0, "");
+                        row("in a live agentfab sandbox (exec service)", t[runs / 2], t_plain, "of fork+exec (target <= 1.05x)");
+                } else
+                        printf("  the exec service failed\n");
+                free(t);
+        }
 
         char *dd[] = { (char *) "/bin/dd", (char *) "if=/dev/zero", (char *) "of=/dev/null", (char *) "bs=1", dd_count, NULL };
         char *dd_sb[] = { (char *) sandbox, ws_opt, (char *) (scope ? "--tmp-size=64M" : "--no-scope"), (char *) "--",

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The outside end of the exec service (exec-service.h): runs one command
+ * in a live sandbox and collects its result. Everything read from the
+ * sandbox is untrusted and bounded. */
+
+typedef struct ExecRequest {
+        char **argv;
+        const char *cwd;          /* NULL: /workspace */
+        char **env;               /* NAME=VALUE, added to the sandbox's declared environment */
+        uint64_t timeout_usec;    /* UINT64_MAX: none */
+} ExecRequest;
+
+typedef struct ExecResult {
+        int status;               /* exit status, -1 if a signal ended it */
+        int signal;
+        bool timed_out;
+        bool limit_killed;        /* the scope's memory limit killed something during the command */
+        uint64_t duration_usec;
+        uint64_t peak_memory;     /* bytes the scope used at most, UINT64_MAX if unknown */
+        uint64_t output_bytes;    /* all output, as written to the log */
+        char *output;             /* kept for the model: all of it, or head and tail with a marker */
+} ExecResult;
+
+void exec_result_done(ExecResult *r);
+
+/* memory_cgroup: the sandbox's memory cgroup directory (exec_client_memory_cgroup()), or NULL. */
+int exec_client_run(int fd, const ExecRequest *req, int log_fd, size_t keep_bytes, const char *memory_cgroup,
+                    ExecResult *ret);
+
+/* Finds the memory cgroup directory of pid (v1 memory controller or v2). */
+int exec_client_memory_cgroup(pid_t pid, char **ret);
+
+/* Head and tail of a stream, for output that must stay bounded. */
+typedef struct HeadTail {
+        size_t keep;              /* bytes kept in all: half head, half tail */
+        char *head;
+        size_t head_len;
+        char *tail;               /* ring buffer */
+        size_t tail_len, tail_pos;
+        uint64_t total;
+} HeadTail;
+
+int head_tail_init(HeadTail *h, size_t keep);
+void head_tail_add(HeadTail *h, const char *data, size_t n);
+char *head_tail_render(const HeadTail *h);   /* "head\n[... N bytes cut ...]\ntail" */
+void head_tail_done(HeadTail *h);
