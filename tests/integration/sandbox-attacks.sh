@@ -31,6 +31,7 @@ harness_prepare_root() {
         echo "other task's secret" > "$R/srv/agentfab-test/ws2/secret"
         chmod 600 "$R/srv/agentfab-test/ws2/secret"
         cp "$HERE/sandbox-probe.py" "$HERE/data/docker-blocked-syscalls.txt" "$R/srv/agentfab-test/ws1/"
+        install -m 0644 "$HERE/exec-service-client.py" "$R/usr/local/lib/exec-service-client.py"
         mkdir -p "$R/var/lib/agentfab/tasks/0123456789ab"
         echo '{"secret":"state"}' > "$R/var/lib/agentfab/tasks/0123456789ab/state.json"
         mkdir -p "$R/etc/agentfab/credstore"
@@ -210,6 +211,17 @@ while True: b.append(bytearray(16 << 20))' 2>&1); rc=$?
         grep -q 'Slice=agentfab.slice' <<<"$show" && grep -q 'MemoryMax=104857600' <<<"$show" && grep -q 'TasksMax=50' <<<"$show" &&
                 grep -q 'ActiveState=active' <<<"$show" && result scope-limits 1 "$(tr '\n' ' ' <<<"$show")" || result scope-limits 0 "$show"
         sleep 2.5
+
+        # --- a live sandbox serving several commands (the exec service)
+        hx python3 /usr/local/lib/exec-service-client.py "$WS" agentfab-test-served.scope > /tmp/agentfab-exec.$$ 2>&1
+        while read -r line; do
+                case "$line" in
+                ok\ *) result "exec-service" 1 "${line#ok }" ;;
+                FAIL\ *) result "exec-service" 0 "${line#FAIL }" ;;
+                esac
+        done < /tmp/agentfab-exec.$$
+        grep -q '^ok' /tmp/agentfab-exec.$$ || result exec-service 0 "$(head -5 /tmp/agentfab-exec.$$)"
+        rm -f /tmp/agentfab-exec.$$
 
         harness_teardown
         echo "sandbox attacks failed: ${FAILED_NAMES[*]:-none}"
