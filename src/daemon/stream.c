@@ -12,6 +12,7 @@
 #include "log.h"
 #include "manager.h"
 #include "stream.h"
+#include "string-util.h"
 #include "task-store.h"
 
 typedef enum StreamKind {
@@ -153,22 +154,6 @@ static int client_queue_end(StreamClient *c, Task *t) {
         return client_queue_json(c, j);
 }
 
-/* Replaces bytes that are not valid UTF-8, so that every line is valid JSON text. */
-static void sanitize_utf8(char *s, size_t n) {
-        for (size_t i = 0; i < n;) {
-                unsigned char b = (unsigned char) s[i];
-                size_t k = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
-                bool ok = k > 0 && i + k <= n && (k != 2 || b >= 0xC2);
-                for (size_t j = 1; ok && j < k; j++)
-                        ok = ((unsigned char) s[i + j] & 0xC0) == 0x80;
-                if (!ok) {
-                        s[i++] = '?';
-                        continue;
-                }
-                i += k;
-        }
-}
-
 static int client_send_history(StreamClient *c, Task *t) {
         _cleanup_free_ char *text = NULL;
         _cleanup_close_ int dir_fd = -EBADF;
@@ -200,7 +185,7 @@ static int client_send_history(StreamClient *c, Task *t) {
                         r = client_queue_json(c, j);
                 } else {
                         _cleanup_json_ json_object *j = json_object_new_object();
-                        sanitize_utf8(p, strlen(p));
+                        utf8_sanitize(p, strlen(p));
                         if (!j || json_add_string(j, "type", "output") < 0 || json_add_string(j, "data", p) < 0)
                                 return -ENOMEM;
                         r = client_queue_json(c, j);

@@ -53,25 +53,9 @@ static void send_simple(int fd, const char *type, int64_t id, const char *key, c
         send_json(fd, j);
 }
 
-/* Output becomes JSON text: bytes that are not UTF-8 become '?'. */
-static void sanitize(char *s, size_t n) {
-        for (size_t i = 0; i < n;) {
-                unsigned char b = (unsigned char) s[i];
-                size_t k = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
-                bool ok = k > 0 && i + k <= n && (k != 2 || b >= 0xC2) && b != 0;
-                for (size_t j = 1; ok && j < k; j++)
-                        ok = ((unsigned char) s[i + j] & 0xC0) == 0x80;
-                if (!ok) {
-                        s[i++] = '?';
-                        continue;
-                }
-                i += k;
-        }
-}
-
 static void send_output(int fd, int64_t id, const char *stream, char *data, size_t n) {
         _cleanup_json_ json_object *j = json_object_new_object();
-        sanitize(data, n);
+        utf8_sanitize(data, n);
         if (!j)
                 _exit(127);
         json_object_object_add(j, "type", json_object_new_string("output"));

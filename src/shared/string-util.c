@@ -53,6 +53,21 @@ char *strshorten_line(const char *s, size_t n) {
         return r;
 }
 
+void utf8_sanitize(char *s, size_t n) {
+        for (size_t i = 0; i < n;) {
+                unsigned char b = (unsigned char) s[i];
+                size_t k = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
+                bool ok = k > 0 && i + k <= n && (k != 2 || b >= 0xC2) && b != 0;
+                for (size_t j = 1; ok && j < k; j++)
+                        ok = ((unsigned char) s[i + j] & 0xC0) == 0x80;
+                if (!ok) {
+                        s[i++] = '?';
+                        continue;
+                }
+                i += k;
+        }
+}
+
 int safe_atou64(const char *s, uint64_t *ret) {
         char *end = NULL;
         unsigned long long v;

@@ -18,6 +18,10 @@ char *strshorten_line(const char *s, size_t n);
 
 int safe_atou64(const char *s, uint64_t *ret);
 
+/* Replaces every byte of s[0..n) that is not part of valid UTF-8 (and NUL)
+ * with '?', so that the text can go into JSON as it is. */
+void utf8_sanitize(char *s, size_t n);
+
 /* Parses "30", "30s", "5min", "2h", "infinity" to microseconds. */
 int parse_sec(const char *s, uint64_t *ret_usec);
 

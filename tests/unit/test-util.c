@@ -25,6 +25,11 @@ int main(void) {
         CHECK(s && streq(s, "ä…"), "UTF-8 never cut in half: '%s'", s);
         free(s);
 
+        /* Output of commands goes into JSON: whatever the bytes, the text is UTF-8. */
+        char bad[] = { 'o', 'k', (char) 0xff, (char) 0xc3, (char) 0xa9, (char) 0xe2, (char) 0x82, 0, 'x' };
+        utf8_sanitize(bad, sizeof(bad));
+        CHECK(memcmp(bad, "ok?\xc3\xa9??" "?x", sizeof(bad)) == 0, "invalid bytes and NUL replaced, valid sequences kept");
+
         CHECK(string_is_safe("tab\there", true) && !string_is_safe("tab\there", false), "tabs only where allowed");
         CHECK(!string_is_safe("bell\a", true) && !string_is_safe("del\x7f", true), "control characters refused");
 
