@@ -101,7 +101,8 @@ int exec_client_memory_cgroup(pid_t pid, char **ret) {
                 *c2 = '\0';
                 const char *controllers = c1 + 1, *cg = c2 + 1;
                 char *dir = NULL;
-                /* v1 memory controller first; the v2 tree counts only where memory is enabled in it. */
+                /* The v1 memory controller, as on this project's hosts. A cgroup
+                 * v2 host has no such line: then there are no figures (ENOENT). */
                 if (strstr(controllers, "memory") && asprintf(&dir, "/sys/fs/cgroup/memory%s", cg) >= 0) {
                         *ret = dir;
                         return 0;

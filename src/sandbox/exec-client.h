@@ -34,7 +34,7 @@ void exec_result_done(ExecResult *r);
 int exec_client_run(int fd, const ExecRequest *req, int log_fd, size_t keep_bytes, const char *memory_cgroup,
                     ExecResult *ret);
 
-/* Finds the memory cgroup directory of pid (v1 memory controller or v2). */
+/* Finds the memory cgroup directory of pid (v1 memory controller; -ENOENT on a pure v2 host). */
 int exec_client_memory_cgroup(pid_t pid, char **ret);
 
 /* Head and tail of a stream, for output that must stay bounded. */
