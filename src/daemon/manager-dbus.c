@@ -35,6 +35,12 @@ static bool session_caller_trusted(Manager *m, uid_t uid) {
         return m->bus_kind == BUS_SESSION && (uid == 0 || uid == getuid());
 }
 
+bool manager_uid_may_view(Manager *m, uid_t uid, const char *sender, Task *t) {
+        if (uid == 0 || uid == t->owner || session_caller_trusted(m, uid))
+                return true;
+        return sender && sd_bus_track_count_name(m->viewers, sender) > 0;
+}
+
 int manager_caller_may_view(Manager *m, sd_bus_message *message, Task *t) {
         uid_t uid;
         int r;
@@ -42,9 +48,7 @@ int manager_caller_may_view(Manager *m, sd_bus_message *message, Task *t) {
         r = bus_message_get_caller(message, &uid);
         if (r < 0)
                 return r;
-        if (uid == 0 || uid == t->owner || session_caller_trusted(m, uid))
-                return 1;
-        return sd_bus_track_count_name(m->viewers, sd_bus_message_get_sender(message)) > 0;
+        return manager_uid_may_view(m, uid, sd_bus_message_get_sender(message), t);
 }
 
 int manager_verify_access(Manager *m, sd_bus_message *message, Task *t, const char *action,
@@ -202,7 +206,6 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
 static int method_list_tasks(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         Manager *m = userdata;
-        bool all = false;
         uid_t uid;
         int r;
 
@@ -214,9 +217,7 @@ static int method_list_tasks(sd_bus_message *message, void *userdata, sd_bus_err
 
         /* Seeing others' tasks is org.agentfab.manage. Listing never prompts:
          * without the grant, a caller simply sees their own tasks. */
-        if (uid == 0 || session_caller_trusted(m, uid) ||
-            sd_bus_track_count_name(m->viewers, sd_bus_message_get_sender(message)) > 0)
-                all = true;
+        const char *sender = sd_bus_message_get_sender(message);
 
         r = sd_bus_message_new_method_return(message, &reply);
         if (r < 0)
@@ -228,7 +229,7 @@ static int method_list_tasks(sd_bus_message *message, void *userdata, sd_bus_err
                 Task *t = m->tasks[i];
                 _cleanup_free_ char *path = NULL;
 
-                if (!all && t->owner != uid)
+                if (!manager_uid_may_view(m, uid, sender, t))
                         continue;
                 path = task_object_path(t);
                 if (!path)

@@ -75,6 +75,7 @@ int manager_bus_send_state_changed(Manager *m, Task *t);
 
 /* Whether the sender of m may see task t without asking polkit. */
 int manager_caller_may_view(Manager *m, sd_bus_message *message, Task *t);
+bool manager_uid_may_view(Manager *m, uid_t uid, const char *sender, Task *t);
 
 /* Authorization for an action on a task (t may be NULL): 1 allowed, 0
  * pending (the handler returns 1 and runs again later), or a negative errno

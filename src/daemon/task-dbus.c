@@ -227,13 +227,18 @@ static int task_node_enumerator(sd_bus *bus, const char *path, void *userdata, c
         _cleanup_strv_free_ char **nodes = NULL;
         Manager *m = userdata;
         sd_bus_message *message = sd_bus_get_current_message(bus);
+        uid_t uid = UID_INVALID;
 
         (void) path, (void) error;
+
+        /* Who asks is looked up once: each look-up may be a call to the bus. */
+        if (message && bus_message_get_caller(message, &uid) < 0)
+                uid = UID_INVALID;
 
         for (size_t i = 0; i < m->n_tasks; i++) {
                 _cleanup_free_ char *p = NULL;
 
-                if (!message || manager_caller_may_view(m, message, m->tasks[i]) <= 0)
+                if (uid == UID_INVALID || !manager_uid_may_view(m, uid, sd_bus_message_get_sender(message), m->tasks[i]))
                         continue;
                 p = task_object_path(m->tasks[i]);
                 if (!p || strv_extend(&nodes, p) < 0)

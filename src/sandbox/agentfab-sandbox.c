@@ -61,26 +61,6 @@ static void help(void) {
                program_invocation_short_name);
 }
 
-static int parse_size(const char *s, uint64_t *ret) {
-        char *end = NULL;
-        unsigned long long v;
-        uint64_t mult = 1;
-
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        if (errno != 0 || end == s)
-                return -EINVAL;
-        if (streq(end, "K")) mult = 1024ULL;
-        else if (streq(end, "M")) mult = 1024ULL * 1024;
-        else if (streq(end, "G")) mult = 1024ULL * 1024 * 1024;
-        else if (!streq(end, ""))
-                return -EINVAL;
-        if (v > UINT64_MAX / mult)
-                return -ERANGE;
-        *ret = v * mult;
-        return 0;
-}
-
 static int parse_argv(int argc, char *argv[]) {
         enum {
                 ARG_VERSION = 0x100, ARG_WORKSPACE, ARG_CHDIR, ARG_SETENV, ARG_UID, ARG_GID, ARG_TIMEOUT,
@@ -216,21 +196,9 @@ static char **build_environment(void) {
             strv_extend(&env, "HOME=" SANDBOX_WORKSPACE) < 0 ||
             strv_extend(&env, "LANG=C.UTF-8") < 0)
                 return NULL;
-        for (char **s = arg_setenv; s && *s; s++) {
-                size_t k = strcspn(*s, "=") + 1;
-                bool replaced = false;
-                for (char **e = env; *e; e++)
-                        if (strneq(*e, *s, k)) {
-                                char *n = strdup(*s);
-                                if (!n)
-                                        return NULL;
-                                free(*e);
-                                *e = n;
-                                replaced = true;
-                        }
-                if (!replaced && strv_extend(&env, *s) < 0)
+        for (char **s = arg_setenv; s && *s; s++)
+                if (strv_env_set(&env, *s) < 0)
                         return NULL;
-        }
         return TAKE_PTR(env);
 }
 

@@ -130,16 +130,7 @@ static const char *parse_request(json_object *j, char **base_env, Request *ret) 
                         if (!json_object_is_type(value, json_type_string) || isempty(name) || strchr(name, '=') ||
                             asprintf(&entry, "%s=%s", name, json_object_get_string(value)) < 0)
                                 return "'env' must map names to strings";
-                        size_t k = strlen(name) + 1;
-                        bool replaced = false;
-                        for (char **e = ret->env; *e; e++)
-                                if (strneq(*e, entry, k)) {
-                                        free(*e);
-                                        *e = TAKE_PTR(entry);
-                                        replaced = true;
-                                        break;
-                                }
-                        if (!replaced && strv_extend(&ret->env, entry) < 0)
+                        if (strv_env_set(&ret->env, entry) < 0)
                                 return "out of memory";
                 }
         }

@@ -151,6 +151,43 @@ int strv_extend(char ***l, const char *s) {
         return 0;
 }
 
+int strv_env_set(char ***l, const char *assignment) {
+        const char *eq = strchr(assignment, '=');
+
+        if (!eq || eq == assignment)
+                return -EINVAL;
+        size_t k = (size_t) (eq - assignment) + 1;
+        for (char **e = *l; e && *e; e++)
+                if (strneq(*e, assignment, k))
+                        return free_and_strdup(e, assignment);
+        return strv_extend(l, assignment);
+}
+
+int parse_size(const char *s, uint64_t *ret) {
+        char *end = NULL;
+        unsigned long long v;
+        uint64_t mult = 1;
+
+        if (!isdigit((unsigned char) s[0]))
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0)
+                return -errno;
+        if (streq(end, "K"))
+                mult = 1024ULL;
+        else if (streq(end, "M"))
+                mult = 1024ULL * 1024;
+        else if (streq(end, "G"))
+                mult = 1024ULL * 1024 * 1024;
+        else if (!streq(end, ""))
+                return -EINVAL;
+        if (v > UINT64_MAX / mult)
+                return -ERANGE;
+        *ret = v * mult;
+        return 0;
+}
+
 char *strv_join(char **l, const char *sep) {
         size_t n = 1, k = strlen(sep);
         for (char **i = l; i && *i; i++)

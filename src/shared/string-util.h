@@ -31,3 +31,9 @@ int parse_boolean(const char *s);
 char *strv_join(char **l, const char *sep);
 size_t strv_length(char **l);
 int strv_extend(char ***l, const char *s);
+
+/* Sets "NAME=VALUE" in an environment list: replaces NAME's entry or appends. */
+int strv_env_set(char ***l, const char *assignment);
+
+/* Parses "512", "64K", "2M", "1G" (powers of 1024) to bytes. */
+int parse_size(const char *s, uint64_t *ret);
