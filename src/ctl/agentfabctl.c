@@ -524,8 +524,11 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         return EXIT_OK;
 }
 
+#define INTERACTIVE_CALL_TIMEOUT_USEC (5 * 60 * 1000000ULL)
+
 static int call_task_method(sd_bus *bus, const char *id, const char *method, const char *what, bool with_comment) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         _cleanup_free_ char *path = NULL;
         int r;
 
@@ -534,11 +537,17 @@ static int call_task_method(sd_bus *bus, const char *id, const char *method, con
         if (r < 0)
                 return -r;
 
-        if (with_comment)
-                r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, method, &error, NULL,
-                                       "s", strempty(arg_comment));
-        else
-                r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, method, &error, NULL, NULL);
+        r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, method);
+        if (r >= 0 && with_comment)
+                r = sd_bus_message_append(m, "s", strempty(arg_comment));
+        if (r < 0) {
+                fprintf(stderr, "Failed to build request: %s\n", strerror(-r));
+                return EXIT_FAIL;
+        }
+
+        /* The call may wait for a person typing an administrator's password
+         * at the polkit prompt: the bus's default 25 s is too short for that. */
+        r = sd_bus_call(bus, m, arg_ask_password ? INTERACTIVE_CALL_TIMEOUT_USEC : 0, &error, NULL);
         if (r < 0)
                 return fail_bus(what, &error, r);
         return EXIT_OK;

@@ -340,13 +340,21 @@ t_approve_polkit() {
 
         # An agent answers for carol (an administrator) on alice's terminal.
         out=$(hx_alice python3 - "$id" <<'PY' 2>&1
-import os, pty, sys, time, select
+import os, pty, sys, time, select, termios
 pid, fd = pty.fork()
 if pid == 0:
     os.execvp("agentfabctl", ["agentfabctl", "approve", sys.argv[1], "--comment", "approved at the prompt"])
-buf, deadline, sent = b"", time.time() + 30, False
+# pkttyagent prints the prompt and then turns echo off with TCSAFLUSH, which
+# discards input typed before: answer only once echo is off (tcgetattr on
+# the master reports the terminal's modes), or after 5 s whatever it says.
+def echo_off():
+    try:
+        return not (termios.tcgetattr(fd)[3] & termios.ECHO)
+    except termios.error:
+        return False
+buf, deadline, sent, prompt_at = b"", time.time() + 60, False, None
 while time.time() < deadline:
-    r, _, _ = select.select([fd], [], [], 0.5)
+    r, _, _ = select.select([fd], [], [], 0.1)
     if r:
         try:
             data = os.read(fd, 1024)
@@ -355,8 +363,11 @@ while time.time() < deadline:
         if not data:
             break
         buf += data
-        if not sent and b"assword" in buf:
-            os.write(fd, b"carol-secret\n"); sent = True
+    if not sent and prompt_at is None and b"assword" in buf:
+        prompt_at = time.time()
+    if not sent and prompt_at is not None and (echo_off() or time.time() - prompt_at > 5):
+        time.sleep(0.2)
+        os.write(fd, b"carol-secret\n"); sent = True
 _, status = os.waitpid(pid, 0)
 sys.stdout.write(buf.decode(errors="replace"))
 sys.exit(os.waitstatus_to_exitcode(status))

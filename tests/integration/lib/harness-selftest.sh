@@ -40,6 +40,12 @@ if [[ ${1:-} == --child ]]; then
         harness_boot
         echo "boot time: $HARNESS_BOOT_MS ms"
         write_state "$state"
+        # The parent opens this boot's pid namespace before we go on: a mode
+        # that ends at once would otherwise be gone before it could look.
+        for _ in $(seq 100); do
+                [[ -e $state.held ]] && break
+                sleep 0.1
+        done
         case $mode in
         errexit)
                 # A failing test command under `set -e` ends the script.
@@ -301,7 +307,7 @@ check "a backgrounded hx did not survive the teardown" bg_gone
 # run_child MODE SIGNAL EXPECTED_STATUS
 run_child() {
         local mode=$1 sig=$2 expected=$3 state=$LOG/state.$1.$2 pid rc=0 i bt
-        rm -f "$state"
+        rm -f "$state" "$state.held"
         # Own session and process group; SIGINT and SIGTERM at their defaults (a background
         # job of a script would otherwise start with SIGINT ignored, and bash cannot trap it).
         env --default-signal=INT,TERM setsid "$SELF" --child "$mode" "$state" \
@@ -313,6 +319,7 @@ run_child() {
                 sleep 0.1
         done
         [[ -e $state ]] && ! hold_pidns "$state" && echo "cannot hold the pid namespace" >> "$LOG/child.$mode.$sig"
+        touch "$state.held"
         if [[ ! -e $state ]]; then
                 kill -KILL -- "-$pid" 2> /dev/null || true
                 wait "$pid" 2> /dev/null || true
