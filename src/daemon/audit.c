@@ -9,6 +9,7 @@
 #include "manager.h"
 #include "messages.h"
 #include "stream.h"
+#include "string-util.h"
 #include "task-store.h"
 
 /* Appends the event to the task's history and hands it to its watchers. */
@@ -121,6 +122,129 @@ void audit_task_broken(Task *t) {
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_REASON=%s", t->reason,
                                NULL);
+}
+
+void audit_plan(Task *t, const char *plan) {
+        _cleanup_free_ char *first = strshorten_line(plan, 120);
+
+        (void) sd_journal_send("MESSAGE=Task %s planned: %s", t->id, strempty(first),
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_PLAN_STR,
+                               "PRIORITY=%i", LOG_INFO,
+                               "AGENTFAB_EVENT=plan",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_PLAN=%s", plan,
+                               NULL);
+        task_event(t, "plan", UID_INVALID, "plan", plan, NULL, NULL, NULL, NULL);
+}
+
+void audit_model_call(Task *t, unsigned step, const char *model, unsigned attempts, uint64_t prompt_tokens,
+                      uint64_t completion_tokens, const char *finish_reason, const char *error) {
+        char step_s[16];
+
+        snprintf(step_s, sizeof(step_s), "%u", step);
+        (void) sd_journal_send("MESSAGE=Task %s step %u: model %s %s%s.", t->id, step, model,
+                               error ? "failed: " : "answered, ", error ?: strempty(finish_reason),
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_MODEL_CALL_STR,
+                               "PRIORITY=%i", error ? LOG_WARNING : LOG_INFO,
+                               "AGENTFAB_EVENT=model-call",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_STEP=%u", step,
+                               "AGENTFAB_MODEL=%s", model,
+                               "AGENTFAB_ATTEMPTS=%u", attempts,
+                               "AGENTFAB_PROMPT_TOKENS=%llu", (unsigned long long) prompt_tokens,
+                               "AGENTFAB_COMPLETION_TOKENS=%llu", (unsigned long long) completion_tokens,
+                               "AGENTFAB_FINISH_REASON=%s", strempty(finish_reason),
+                               "AGENTFAB_ERROR=%s", strempty(error),
+                               NULL);
+        task_event(t, "model-call", UID_INVALID, "step", step_s, "model", model, error ? "error" : NULL, error);
+}
+
+void audit_command(Task *t, unsigned step, const char *tool, const char *command, int status, int signal,
+                   bool timed_out, uint64_t duration_usec, uint64_t output_bytes) {
+        char result[64], step_s[16];
+
+        if (timed_out)
+                snprintf(result, sizeof(result), "timed out");
+        else if (signal > 0)
+                snprintf(result, sizeof(result), "killed by signal %i", signal);
+        else
+                snprintf(result, sizeof(result), "exit %i", status);
+        snprintf(step_s, sizeof(step_s), "%u", step);
+
+        (void) sd_journal_send("MESSAGE=Task %s step %u: %s '%s': %s.", t->id, step, tool, command, result,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_COMMAND_STR,
+                               "PRIORITY=%i", LOG_INFO,
+                               "AGENTFAB_EVENT=command",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_STEP=%u", step,
+                               "AGENTFAB_TOOL=%s", tool,
+                               "AGENTFAB_COMMAND=%s", command,
+                               "AGENTFAB_EXIT_STATUS=%i", status,
+                               "AGENTFAB_SIGNAL=%i", signal,
+                               "AGENTFAB_TIMED_OUT=%s", timed_out ? "yes" : "no",
+                               "AGENTFAB_DURATION_USEC=%llu", (unsigned long long) duration_usec,
+                               "AGENTFAB_OUTPUT_BYTES=%llu", (unsigned long long) output_bytes,
+                               NULL);
+        task_event(t, "command", UID_INVALID, "step", step_s, "command", command, "result", result);
+}
+
+void audit_file_change(Task *t, unsigned step, const char *tool, const char *path) {
+        char step_s[16];
+
+        snprintf(step_s, sizeof(step_s), "%u", step);
+        (void) sd_journal_send("MESSAGE=Task %s step %u: %s '%s'.", t->id, step, tool, path,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_FILE_CHANGE_STR,
+                               "PRIORITY=%i", LOG_INFO,
+                               "AGENTFAB_EVENT=file-change",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_STEP=%u", step,
+                               "AGENTFAB_TOOL=%s", tool,
+                               "AGENTFAB_PATH=%s", path,
+                               NULL);
+        task_event(t, "file-change", UID_INVALID, "step", step_s, "tool", tool, "path", path);
+}
+
+void audit_step(Task *t, unsigned step, const char *commit, const char *subject, const char *tests) {
+        char step_s[16];
+
+        snprintf(step_s, sizeof(step_s), "%u", step);
+        (void) sd_journal_send("MESSAGE=Task %s step %u done%s%s: %s", t->id, step,
+                               commit ? ", commit " : "", strempty(commit), subject,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_STEP_STR,
+                               "PRIORITY=%i", LOG_INFO,
+                               "AGENTFAB_EVENT=step",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_STEP=%u", step,
+                               "AGENTFAB_COMMIT=%s", strempty(commit),
+                               "AGENTFAB_SUBJECT=%s", subject,
+                               "AGENTFAB_TESTS=%s", tests,
+                               NULL);
+        task_event(t, "step", UID_INVALID, "step", step_s, commit ? "commit" : NULL, commit, "subject", subject);
+}
+
+void audit_breaker(Task *t, const char *breaker, const char *reason) {
+        (void) sd_journal_send("MESSAGE=Task %s paused by breaker %s: %s", t->id, breaker, reason,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_BREAKER_STR,
+                               "PRIORITY=%i", LOG_WARNING,
+                               "AGENTFAB_EVENT=breaker",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_BREAKER=%s", breaker,
+                               "AGENTFAB_REASON=%s", reason,
+                               NULL);
+        task_event(t, "breaker", UID_INVALID, "breaker", breaker, "reason", reason, NULL, NULL);
+}
+
+void audit_delivered(Task *t, const char *head, const char *diffstat) {
+        (void) sd_journal_send("MESSAGE=Task %s delivered branch %s at %s.", t->id, t->branch, head,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_DELIVERED_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=delivered",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_BRANCH=%s", t->branch,
+                               "AGENTFAB_COMMIT=%s", head,
+                               "AGENTFAB_DIFFSTAT=%s", strempty(diffstat),
+                               NULL);
+        task_event(t, "delivered", UID_INVALID, "branch", t->branch, "commit", head, NULL, NULL);
 }
 
 void audit_daemon_started(unsigned n_tasks) {

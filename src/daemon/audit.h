@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "task.h"
@@ -17,5 +19,16 @@ void audit_task_state(Task *t, TaskState old_state, uid_t caller);
 void audit_task_request(Task *t, const char *event, uid_t caller, const char *comment);
 void audit_denied(const char *task_id, const char *action, uid_t caller);
 void audit_task_broken(Task *t);
+/* The agent at work (agent-loop.c). */
+void audit_plan(Task *t, const char *plan);
+void audit_model_call(Task *t, unsigned step, const char *model, unsigned attempts, uint64_t prompt_tokens,
+                      uint64_t completion_tokens, const char *finish_reason, const char *error);
+void audit_command(Task *t, unsigned step, const char *tool, const char *command, int status, int signal,
+                   bool timed_out, uint64_t duration_usec, uint64_t output_bytes);
+void audit_file_change(Task *t, unsigned step, const char *tool, const char *path);
+void audit_step(Task *t, unsigned step, const char *commit, const char *subject, const char *tests);
+void audit_breaker(Task *t, const char *breaker, const char *reason);
+void audit_delivered(Task *t, const char *head, const char *diffstat);
+
 void audit_daemon_started(unsigned n_tasks);
 void audit_daemon_idle(void);

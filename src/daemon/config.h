@@ -1,18 +1,57 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define AGENTFAB_CONFIG_FILE "/etc/agentfab/agentfab.conf"
+
+typedef enum BudgetAction {
+        BUDGET_ACTION_PAUSE,            /* awaiting-approval: an approver may extend the budget */
+        BUDGET_ACTION_FAIL,
+        _BUDGET_ACTION_MAX,
+        _BUDGET_ACTION_INVALID = -EINVAL,
+} BudgetAction;
 
 typedef struct Config {
         uint64_t idle_timeout_usec;     /* [Daemon] IdleTimeoutSec= */
         unsigned max_tasks;             /* [Daemon] MaxTasks= : unfinished tasks of all users */
         unsigned max_tasks_per_user;    /* [Daemon] MaxTasksPerUser= : unfinished tasks per uid */
         unsigned max_stream_clients;    /* [Daemon] MaxStreamClients= */
+        unsigned max_active_tasks;      /* [Daemon] MaxActiveTasks= : tasks worked on at once */
+        char *launcher_socket;          /* [Daemon] LauncherSocket= */
+
+        /* [Agent]: the default budget of a task; a task's limits override it. */
+        uint64_t max_steps;             /* MaxSteps= */
+        uint64_t max_wall_clock_usec;   /* MaxWallClockSec= */
+        uint64_t max_tokens;            /* MaxTokens= */
+        uint64_t max_commands;          /* MaxCommands= */
+        uint64_t command_timeout_usec;  /* CommandTimeoutSec= */
+        BudgetAction budget_action;     /* BudgetAction=pause|fail */
+        unsigned max_rejections;        /* MaxRejections= : rejections before the task fails */
+        uint64_t output_keep_bytes;     /* OutputKeepBytes= : of a tool's output, for the model */
+        uint64_t max_repository_size;   /* MaxRepositorySize= */
+
+        /* [Sandbox]: default scope limits of a task's sandbox. */
+        uint64_t memory_max;            /* MemoryMax= */
+        uint64_t tasks_max;             /* TasksMax= */
+        uint64_t cpu_quota_percent;     /* CPUQuota= */
+
+        /* [Breakers] */
+        unsigned max_test_failures;     /* MaxConsecutiveTestFailures= */
+        unsigned max_files_changed;     /* MaxFilesChanged= */
+        unsigned max_lines_changed;     /* MaxLinesChanged= */
+        unsigned max_malformed;         /* MaxMalformedReplies= */
+        char **protected_paths;         /* ProtectedPaths= : globs added to the defaults; empty resets */
+        bool protected_paths_reset;     /* an empty ProtectedPaths= dropped the defaults */
 } Config;
 
+const char *budget_action_to_string(BudgetAction a);
+BudgetAction budget_action_from_string(const char *s);
+
 void config_init(Config *c);
+void config_done(Config *c);
 
 /* Reads path, then path.d/ *.conf in lexical order; later settings win. A
  * missing file is not an error; a malformed line is logged and skipped. */

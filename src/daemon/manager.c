@@ -68,6 +68,7 @@ Manager *manager_free(Manager *m) {
         sd_event_unref(m->event);
         safe_close(m->tasks_fd);
         safe_close(m->state_fd);
+        config_done(&m->config);
         free(m->state_dir);
         free(m->config_path);
         free(m);

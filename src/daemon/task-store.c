@@ -10,6 +10,124 @@
 #include "string-util.h"
 #include "task-store.h"
 
+static json_object *progress_to_json(const TaskProgress *p) {
+        _cleanup_json_ json_object *j = json_object_new_object();
+
+        if (!j ||
+            json_add_uint64(j, "step", p->step) < 0 ||
+            json_add_string(j, "checkpoint", p->checkpoint) < 0 ||
+            json_add_string(j, "head", p->head) < 0 ||
+            json_add_string(j, "plan", p->plan) < 0 ||
+            json_add_uint64(j, "tokens", p->tokens) < 0 ||
+            json_add_uint64(j, "commands", p->commands) < 0 ||
+            json_add_uint64(j, "wall_usec", p->wall_usec) < 0 ||
+            json_add_uint64(j, "extra_steps", p->extra_steps) < 0 ||
+            json_add_uint64(j, "extra_tokens", p->extra_tokens) < 0 ||
+            json_add_uint64(j, "extra_commands", p->extra_commands) < 0 ||
+            json_add_uint64(j, "extra_wall_usec", p->extra_wall_usec) < 0 ||
+            json_add_uint64(j, "rejections", p->rejections) < 0 ||
+            json_add_uint64(j, "malformed", p->malformed) < 0 ||
+            json_add_uint64(j, "test_failures", p->test_failures) < 0 ||
+            (p->baseline_passed >= 0 && json_add_uint64(j, "baseline_passed", (uint64_t) p->baseline_passed) < 0) ||
+            json_object_object_add(j, "baseline_done", json_object_new_boolean(p->baseline_done)) < 0 ||
+            json_add_string(j, "last_tests", p->last_tests) < 0 ||
+            json_object_object_add(j, "last_test_exit", json_object_new_int(p->last_test_exit)) < 0 ||
+            json_add_string(j, "breaker", p->breaker) < 0 ||
+            json_add_string(j, "breaker_commit", p->breaker_commit) < 0 ||
+            json_object_object_add(j, "finished", json_object_new_boolean(p->finished)) < 0 ||
+            json_add_string(j, "summary", p->summary) < 0)
+                return NULL;
+        return TAKE_PTR(j);
+}
+
+/* Optional string of the progress record: absent is NULL, present must be a
+ * string of bounded length. */
+static int progress_string(json_object *j, const char *key, size_t max, char **ret) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(j, key, &v) || json_object_is_type(v, json_type_null))
+                return 0;
+        if (!json_object_is_type(v, json_type_string) || (size_t) json_object_get_string_len(v) > max)
+                return -EBADMSG;
+        return free_and_strdup(ret, json_object_get_string(v)) < 0 ? -ENOMEM : 0;
+}
+
+static int progress_uint(json_object *j, const char *key, uint64_t max, uint64_t *ret) {
+        json_object *v;
+        uint64_t u;
+
+        if (!json_object_object_get_ex(j, key, &v))
+                return 0;
+        if (json_get_uint64(j, key, &u) < 0 || u > max)
+                return -EBADMSG;
+        *ret = u;
+        return 0;
+}
+
+static bool progress_bool(json_object *j, const char *key) {
+        json_object *v;
+        return json_object_object_get_ex(j, key, &v) && json_object_is_type(v, json_type_boolean) &&
+                json_object_get_boolean(v);
+}
+
+static bool commit_id_is_valid(const char *s) {
+        if (!s)
+                return true;
+        if (strlen(s) != 40)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+                        return false;
+        return true;
+}
+
+static int progress_from_json(TaskProgress *p, json_object *j) {
+        uint64_t u;
+        json_object *v;
+        int r;
+
+        if (!json_object_is_type(j, json_type_object))
+                return -EBADMSG;
+
+#define U(key, max, field) do { u = (field); r = progress_uint(j, key, max, &u); if (r < 0) return r; (field) = u; } while (0)
+        U("step", 1000000, p->step);
+        U("tokens", UINT64_MAX, p->tokens);
+        U("commands", UINT64_MAX, p->commands);
+        U("wall_usec", UINT64_MAX, p->wall_usec);
+        U("extra_steps", UINT64_MAX, p->extra_steps);
+        U("extra_tokens", UINT64_MAX, p->extra_tokens);
+        U("extra_commands", UINT64_MAX, p->extra_commands);
+        U("extra_wall_usec", UINT64_MAX, p->extra_wall_usec);
+        U("rejections", 1000000, p->rejections);
+        U("malformed", 1000000, p->malformed);
+        U("test_failures", 1000000, p->test_failures);
+#undef U
+        if (json_object_object_get_ex(j, "baseline_passed", &v)) {
+                if (json_get_uint64(j, "baseline_passed", &u) < 0 || u > INT32_MAX)
+                        return -EBADMSG;
+                p->baseline_passed = (int) u;
+        }
+        if (json_object_object_get_ex(j, "last_test_exit", &v)) {
+                if (!json_object_is_type(v, json_type_int))
+                        return -EBADMSG;
+                p->last_test_exit = json_object_get_int(v);
+        }
+        p->baseline_done = progress_bool(j, "baseline_done");
+        p->finished = progress_bool(j, "finished");
+
+        if ((r = progress_string(j, "checkpoint", 40, &p->checkpoint)) < 0 ||
+            (r = progress_string(j, "head", 40, &p->head)) < 0 ||
+            (r = progress_string(j, "plan", 65536, &p->plan)) < 0 ||
+            (r = progress_string(j, "last_tests", 16, &p->last_tests)) < 0 ||
+            (r = progress_string(j, "breaker", 64, &p->breaker)) < 0 ||
+            (r = progress_string(j, "breaker_commit", 40, &p->breaker_commit)) < 0 ||
+            (r = progress_string(j, "summary", 65536, &p->summary)) < 0)
+                return r;
+        if (!commit_id_is_valid(p->checkpoint) || !commit_id_is_valid(p->head) || !commit_id_is_valid(p->breaker_commit))
+                return -EBADMSG;
+        return 0;
+}
+
 json_object *task_to_json(const Task *t) {
         _cleanup_json_ json_object *j = json_object_new_object();
         _cleanup_json_ json_object *spec = json_object_new_object();
@@ -43,7 +161,8 @@ json_object *task_to_json(const Task *t) {
             json_add_uint64(j, "created_usec", t->created_usec) < 0 ||
             json_add_uint64(j, "updated_usec", t->updated_usec) < 0 ||
             json_add_string(j, "branch", t->branch) < 0 ||
-            json_object_object_add(j, "spec", TAKE_PTR(spec)) < 0)
+            json_object_object_add(j, "spec", TAKE_PTR(spec)) < 0 ||
+            json_object_object_add(j, "progress", progress_to_json(&t->progress)) < 0)
                 return NULL;
 
         return TAKE_PTR(j);
@@ -127,6 +246,20 @@ int task_from_json(Task *t, json_object *j, char **ret_error) {
                 task_spec_done(&parsed);
                 return r;
         }
+
+        /* Records of the first release have no progress: nothing done yet. */
+        TaskProgress progress = { .baseline_passed = -1 };
+        json_object *pj;
+        if (json_object_object_get_ex(j, "progress", &pj)) {
+                r = progress_from_json(&progress, pj);
+                if (r < 0) {
+                        task_progress_done(&progress);
+                        task_spec_done(&parsed);
+                        return fail(ret_error, r == -ENOMEM ? r : -EBADMSG, "'progress' is invalid");
+                }
+        }
+        task_progress_done(&t->progress);
+        t->progress = progress;
 
         r = free_and_strdup(&t->reason, reason);
         if (r < 0) {

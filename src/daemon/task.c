@@ -47,6 +47,7 @@ int task_new(Task **ret, const char *id) {
         t->owner = UID_INVALID;
         t->state = TASK_QUEUED;
         task_spec_init(&t->spec);
+        t->progress.baseline_passed = -1;
         t->id = strdup(id);
         t->reason = strdup("");
         if (!t->id || !t->reason || asprintf(&t->branch, "agentfab/%s", id) < 0)
@@ -56,9 +57,21 @@ int task_new(Task **ret, const char *id) {
         return 0;
 }
 
+void task_progress_done(TaskProgress *p) {
+        free(p->checkpoint);
+        free(p->head);
+        free(p->plan);
+        free(p->last_tests);
+        free(p->breaker);
+        free(p->breaker_commit);
+        free(p->summary);
+        *p = (TaskProgress) { .baseline_passed = -1 };
+}
+
 Task *task_free(Task *t) {
         if (!t)
                 return NULL;
+        task_progress_done(&t->progress);
         task_spec_done(&t->spec);
         free(t->id);
         free(t->reason);

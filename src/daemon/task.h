@@ -12,6 +12,34 @@
 #include "task-state.h"
 
 typedef struct Manager Manager;
+typedef struct AgentRun AgentRun;
+
+/* How far the agent got, persisted in the state file with the task: a step
+ * counts only once this record names it (see agent-loop.c). */
+typedef struct TaskProgress {
+        unsigned step;             /* steps done and acknowledged */
+        char *checkpoint;          /* commit of the last acknowledged step; NULL: the base */
+        char *head;                /* the branch's tip, for HeadCommit */
+        char *plan;                /* the model's plan, once it made one */
+        uint64_t tokens;           /* budget used */
+        uint64_t commands;
+        uint64_t wall_usec;
+        uint64_t extra_steps;      /* budget extensions granted by approvals */
+        uint64_t extra_tokens;
+        uint64_t extra_commands;
+        uint64_t extra_wall_usec;
+        unsigned rejections;
+        unsigned malformed;        /* malformed model replies in a row */
+        unsigned test_failures;    /* failing test runs in a row */
+        int baseline_passed;       /* tests passing at the start; -1 unknown */
+        bool baseline_done;
+        char *last_tests;          /* "pass", "fail" or NULL (not run) */
+        int last_test_exit;
+        char *breaker;             /* the breaker that paused the task; NULL none */
+        char *breaker_commit;      /* the checkpoint before the step that tripped it */
+        bool finished;             /* finish accepted: deliver */
+        char *summary;             /* the model's own summary at finish */
+} TaskProgress;
 
 /* A task record and its state machine. No D-Bus here: task-dbus.c exposes
  * it, task-store.c persists it. */
@@ -27,6 +55,8 @@ typedef struct Task {
         uint64_t updated_usec;
         TaskSpec spec;
         char *branch;
+        TaskProgress progress;
+        AgentRun *run;             /* the agent at work, while the task is active */
 
         /* The state file could not be read: the record is shown as failed and
          * kept read-only so that nothing overwrites what an administrator may
@@ -36,6 +66,7 @@ typedef struct Task {
 
 int task_new(Task **ret, const char *id);
 Task *task_free(Task *t);
+void task_progress_done(TaskProgress *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Task *, task_free);
 
 bool task_id_is_valid(const char *id);
