@@ -502,3 +502,31 @@ void stream_server_task_event(StreamServer *s, Task *t, json_object *event) {
                         client_free(c);
         }
 }
+
+void stream_server_task_output(StreamServer *s, Task *t, const char *data, size_t size) {
+        _cleanup_json_ json_object *j = NULL;
+        _cleanup_free_ char *text = NULL;
+        StreamClient *next;
+
+        if (!s || size == 0)
+                return;
+
+        /* Output comes from inside the sandbox: any bytes at all. */
+        text = malloc(size + 1);
+        if (!text)
+                return;
+        memcpy(text, data, size);
+        text[size] = '\0';
+        utf8_sanitize(text, size);   /* NUL bytes too */
+        j = json_object_new_object();
+        if (!j || json_add_string(j, "type", "output") < 0 || json_add_string(j, "data", text) < 0)
+                return;
+
+        for (StreamClient *c = s->clients; c; c = next) {
+                next = c->next;
+                if (!c->watching || c->kind != STREAM_OUTPUT || !streq(c->task_id, t->id))
+                        continue;
+                if (client_queue_json(c, j) < 0 || client_flush(c) < 0)
+                        client_free(c);
+        }
+}

@@ -31,3 +31,5 @@ unsigned stream_server_clients(StreamServer *s);
 
 /* Sends an event of task t to everyone following its events. */
 void stream_server_task_event(StreamServer *s, Task *t, json_object *event);
+/* Sends command output of task t to everyone following its output. */
+void stream_server_task_output(StreamServer *s, Task *t, const char *data, size_t size);

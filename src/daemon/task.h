@@ -18,6 +18,7 @@ typedef struct AgentRun AgentRun;
  * counts only once this record names it (see agent-loop.c). */
 typedef struct TaskProgress {
         unsigned step;             /* steps done and acknowledged */
+        unsigned messages;         /* conversation messages acknowledged */
         char *checkpoint;          /* commit of the last acknowledged step; NULL: the base */
         char *head;                /* the branch's tip, for HeadCommit */
         char *plan;                /* the model's plan, once it made one */
@@ -28,6 +29,8 @@ typedef struct TaskProgress {
         uint64_t extra_tokens;
         uint64_t extra_commands;
         uint64_t extra_wall_usec;
+        uint64_t extra_files;      /* allowances added by approvals of size breakers */
+        uint64_t extra_lines;
         unsigned rejections;
         unsigned malformed;        /* malformed model replies in a row */
         unsigned test_failures;    /* failing test runs in a row */

@@ -104,3 +104,19 @@ static inline void *mfree_ptr(void *p) {
 
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+#define _fallthrough_ __attribute__((fallthrough))
+
+/* IN_SET(x, A, B, C): x is one of the listed integer constants. */
+#define IN_SET(x, first, ...)                                           \
+        ({                                                              \
+                const __typeof__(first) _set_[] = { first, __VA_ARGS__ }; \
+                __typeof__(first) _x_ = (x);                            \
+                bool _found_ = false;                                   \
+                for (size_t _i_ = 0; _i_ < ELEMENTSOF(_set_); _i_++)    \
+                        if (_set_[_i_] == _x_) {                        \
+                                _found_ = true;                         \
+                                break;                                  \
+                        }                                               \
+                _found_;                                                \
+        })
