@@ -528,21 +528,27 @@ int main(void) {
          * the cancel comes from another call's handler. */
         {
                 _cleanup_json_ json_object *m = messages_new();
-                char endpoint[128];
-                ModelProfile p;
+                char endpoint[128], endpoint2[128];
+                ModelProfile p, p2;
                 unsigned n_cancelled = 0;
                 ModelCall *a = NULL;
                 CancelOther co = { .res = { .event = e } };
+                Server s2 = {};
 
-                CHECK(server_start("[{\"delay\":0.2,\"reply\":{\"content\":\"first\"}},{\"delay\":1,\"reply\":{\"content\":\"slow\"}}]", &s) >= 0,
-                      "server for cancellation");
+                /* Two servers, so that which call finishes first is certain. */
+                CHECK(server_start("[{\"delay\":0.2,\"reply\":{\"content\":\"first\"}}]", &s) >= 0 &&
+                      server_start("[{\"delay\":1.5,\"reply\":{\"content\":\"slow\"}}]", &s2) >= 0,
+                      "servers for cancellation");
                 profile_init(&p, &s, endpoint, sizeof(endpoint));
+                profile_init(&p2, &s2, endpoint2, sizeof(endpoint2));
                 CHECK(model_client_chat(c, &p, NULL, m, NULL, on_cancelled, &n_cancelled, &a) >= 0, "call to cancel started");
                 model_call_cancel(a);
                 CHECK(model_client_chat(c, &p, NULL, m, NULL, on_reply_cancel_other, &co, NULL) >= 0 &&
-                      model_client_chat(c, &p, NULL, m, NULL, on_cancelled, &n_cancelled, &co.other) >= 0, "two more calls");
-                CHECK(run_loop(e) >= 0 && co.res.calls == 1 && co.res.error == 0, "first call answered");
+                      model_client_chat(c, &p2, NULL, m, NULL, on_cancelled, &n_cancelled, &co.other) >= 0, "two more calls");
+                CHECK(run_loop(e) >= 0 && co.res.calls == 1 && co.res.error == 0 && streq_ptr(co.res.content, "first"),
+                      "first call answered");
                 CHECK(n_cancelled == 0, "cancelled handlers not called");
+                server_stop(&s2);
                 server_stop(&s);
                 result_done(&co.res);
         }
