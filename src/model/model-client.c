@@ -41,6 +41,7 @@ struct ModelClient {
         sd_event_source *timer;
         ModelCall *calls;
         ReplayCursor *cursors;
+        bool curl_initialized;
 };
 
 struct ModelCall {
@@ -358,8 +359,11 @@ int model_client_new(sd_event *e, ModelClient **ret) {
                 return -EIO;
 
         c = calloc(1, sizeof(ModelClient));
-        if (!c)
+        if (!c) {
+                curl_global_cleanup();
                 return -ENOMEM;
+        }
+        c->curl_initialized = true;
         c->event = sd_event_ref(e);
         c->multi = curl_multi_init();
         if (!c->multi) {
@@ -393,6 +397,8 @@ ModelClient *model_client_free(ModelClient *c) {
                 curl_multi_cleanup(c->multi);
         sd_event_source_disable_unref(c->timer);
         sd_event_unref(c->event);
+        if (c->curl_initialized)
+                curl_global_cleanup();
         free(c);
         return NULL;
 }
@@ -437,7 +443,7 @@ static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
 
 /* Returns true if a retry was scheduled. */
 static bool model_call_retry(ModelCall *call) {
-        uint64_t delay;
+        uint64_t delay, now;
         int r;
 
         if (call->attempts > call->max_retries)
@@ -452,8 +458,10 @@ static bool model_call_retry(ModelCall *call) {
         }
         delay = MIN(delay, MODEL_RETRY_MAX_USEC);
 
-        r = sd_event_add_time_relative(call->client->event, &call->retry_timer, CLOCK_MONOTONIC, delay, 1,
-                                       on_retry, call);
+        r = sd_event_now(call->client->event, CLOCK_MONOTONIC, &now);
+        if (r < 0)
+                return false;
+        r = sd_event_add_time(call->client->event, &call->retry_timer, CLOCK_MONOTONIC, now + delay, 1, on_retry, call);
         if (r < 0)
                 return false;
         (void) sd_event_source_set_description(call->retry_timer, "model-retry");
@@ -594,6 +602,19 @@ static int append_header(struct curl_slist **l, const char *h) {
         return 0;
 }
 
+static int set_protocols(CURL *e) {
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the _STR options, the others deprecated */
+        if (curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK)
+                return -EIO;
+#else
+        if (curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) != CURLE_OK)
+                return -EIO;
+#endif
+        return 0;
+}
+
 static int model_call_setup_http(ModelCall *call, const ModelProfile *p, const char *api_key) {
         size_t l = strlen(p->endpoint);
         CURL *e;
@@ -631,8 +652,7 @@ static int model_call_setup_http(ModelCall *call, const ModelProfile *p, const c
          * conversation (and key) elsewhere. NOSIGNAL: we are a daemon with
          * our own signal handling, and libcurl must not touch SIGALRM. */
         if (curl_easy_setopt(e, CURLOPT_URL, call->url) != CURLE_OK ||
-            curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
-            curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+            set_protocols(e) < 0 ||
             curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_PRIVATE, call) != CURLE_OK ||
