@@ -678,21 +678,26 @@ static int model_call_setup_http(ModelCall *call, const ModelProfile *p, const c
 }
 
 static int on_replay_defer(sd_event_source *s, void *userdata) {
-        ModelCall *call = userdata;
         _cleanup_(model_reply_freep) ModelReply *reply = NULL;
+        ModelCall *call = userdata;
         int r;
 
         call->defer = sd_event_source_disable_unref(call->defer);
-        if (!call->replay)
-                return model_call_completef(call, -ECANCELED, "Transcript cursor was reset."), 0;
+
+        if (!call->replay) {
+                model_call_completef(call, -ECANCELED, "Transcript cursor was reset.");
+                return 0;
+        }
+
         r = model_replay_next(call->replay, &reply, NULL);
         if (r == -ENODATA)
-                return model_call_completef(call, r, "Transcript exhausted after %zu exchanges.",
-                                            model_replay_position(call->replay)), 0;
-        if (r < 0)
-                return model_call_completef(call, r, "Exchange %zu of the transcript is invalid.",
-                                            model_replay_position(call->replay)), 0;
-        model_call_complete(call, 0, NULL, reply);
+                model_call_completef(call, r, "Transcript exhausted after %zu exchanges.",
+                                     model_replay_position(call->replay));
+        else if (r < 0)
+                model_call_completef(call, r, "Exchange %zu of the transcript is invalid.",
+                                     model_replay_position(call->replay));
+        else
+                model_call_complete(call, 0, NULL, reply);
         return 0;
 }
 

@@ -59,8 +59,11 @@ int model_reply_parse(const char *raw, size_t size, bool stream, ModelReply **re
 typedef void (*model_reply_handler_t)(ModelCall *call, int error, const char *error_message,
                                       const ModelReply *reply, void *userdata);
 
+/* The client takes a reference on e. Create it once, after the event loop
+ * and before the first task; free it before the loop. */
 int model_client_new(sd_event *e, ModelClient **ret);
-/* Cancels every call still running, without calling handlers. */
+/* Cancels every call still running, without calling handlers. Not from
+ * within a handler: the call being handled is freed after its handler. */
 ModelClient *model_client_free(ModelClient *c);
 static inline void model_client_freep(ModelClient **c) {
         model_client_free(*c);
@@ -94,8 +97,10 @@ ModelReplay *model_replay_free(ModelReplay *r);
 static inline void model_replay_freep(ModelReplay **r) {
         model_replay_free(*r);
 }
-/* -ENODATA when the transcript is exhausted. ret_request (optional) gets a
- * reference to the recorded request. */
+/* -ENODATA when the transcript is exhausted; -EBADMSG for an exchange that
+ * cannot be parsed (the cursor still moves past it). ret_request (optional)
+ * gets a reference to the recorded request. model_replay_position() is the
+ * number of exchanges read so far (1 after the first). */
 int model_replay_next(ModelReplay *r, ModelReply **ret, json_object **ret_request);
 size_t model_replay_position(const ModelReplay *r);
 

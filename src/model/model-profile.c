@@ -62,6 +62,10 @@ bool model_endpoint_is_valid(const char *endpoint) {
          * libcurl would otherwise have to make sense of. */
         if (host[0] == '\0' || host[0] == '/')
                 return false;
+        /* SECURITY: no "user:password@" in the URL; keys come from
+         * credentials only, and URLs end up in log messages. */
+        if (memchr(host, '@', strcspn(host, "/?#")))
+                return false;
         if (strlen(endpoint) > 2048)
                 return false;
         for (const unsigned char *c = (const unsigned char *) endpoint; *c; c++)

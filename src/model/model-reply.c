@@ -618,12 +618,13 @@ int model_replay_next(ModelReplay *r, ModelReply **ret, json_object **ret_reques
                 r->offset += l + (nl ? 1 : 0);
                 if (l == 0)
                         continue;
+                /* A broken exchange counts too: the next call moves on. */
+                r->position++;
                 k = json_parse_strict(line, l, &o);
                 if (k < 0)
                         return k;
                 break;
         }
-        r->position++;
 
         rep = get(o, "reply");
         raw = get(rep, "raw");

@@ -60,7 +60,8 @@ int main(void) {
         model_profiles_parse(&ps, "[Model]\nEndpoint=http://10.0.0.1/v1\n[Model]\nName=bad/name\nModel=x\n[Model]\nName=\n", "test");
         CHECK(ps.n_profiles == 3, "sections without a valid Name= ignored (%zu profiles)", ps.n_profiles);
         CHECK(!model_endpoint_is_valid("http://") && !model_endpoint_is_valid("ftp://x") &&
-              !model_endpoint_is_valid("http://a b") && model_endpoint_is_valid("http://[::1]:8080/v1"), "endpoint validation");
+              !model_endpoint_is_valid("http://a b") &&
+              !model_endpoint_is_valid("https://user:pw@host/v1") && model_endpoint_is_valid("http://host/v1?x=a@b") && model_endpoint_is_valid("http://[::1]:8080/v1"), "endpoint validation");
         CHECK(model_name_is_valid("a-b_c.d") && !model_name_is_valid("..") && !model_name_is_valid("") &&
               !model_name_is_valid("a/b"), "name validation");
         model_profiles_done(&ps);
