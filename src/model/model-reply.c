@@ -444,6 +444,9 @@ int model_reply_parse(const char *raw, size_t size, bool stream, ModelReply **re
          * object; then the object is the reply. */
         if (stream && !looks_like_sse(raw, size))
                 stream = false;
+        /* And one that streams although not asked to (some proxies do). */
+        else if (!stream && size >= 5 && memcmp(raw, "data:", 5) == 0)
+                stream = true;
 
         if (memchr(raw, '\0', size))
                 r = acc_fail(&a, -EBADMSG, "Reply contains a NUL byte.");

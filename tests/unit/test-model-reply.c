@@ -38,6 +38,10 @@ int main(void) {
               streq_ptr(r->finish_reason, "length"), "finish reason without [DONE]");
         r = model_reply_free(r);
 
+        CHECK(parse("data: {\"choices\":[{\"delta\":{\"content\":\"s\"},\"finish_reason\":\"stop\"}]}\n\n", false, &r, NULL) == 0 &&
+              r->stream && streq_ptr(r->content, "s"), "a stream where none was asked for");
+        r = model_reply_free(r);
+
         CHECK(parse("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n", true, &r, &err) == -EPIPE && !r && err,
               "stream without end: -EPIPE ('%s')", strempty(err));
         err = mfree_ptr(err);
