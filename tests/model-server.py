@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A scripted OpenAI-compatible chat-completions server for tests.
+
+    model-server.py --script SCRIPT.json [--log REQUESTS.jsonl] [--port N]
+
+Binds 127.0.0.1 (port 0 = any free one) and prints the port on its first
+line of stdout. Every POST to a path ending in /chat/completions takes the
+next entry of the script, in order of arrival; when the script has run out,
+the answer is a plain "stop" message with the content "done". Every request
+is appended to the log as one JSON line:
+    {"n": N, "path": "...", "headers": {lower-case name: value},
+     "body": <parsed JSON or null>, "raw": "<body if not JSON>"}
+
+The script is a JSON list of entries (or {"responses": [...]}). An entry:
+    "reply": {"content": "text" | null,
+              "tool_calls": [{"id": "call_1" (optional), "name": "read_file",
+                              "arguments": "{...}" | {...}}],
+              "finish_reason": "stop" (default: "tool_calls" if there are
+                                       tool calls, else "stop"),
+              "usage": {"prompt_tokens": N, "completion_tokens": M},
+              "omit_ids": true (send tool calls without ids),
+              "omit_index": true (stream deltas without "index")}
+    "stream": true | false      default: what the request asked for
+    "chunk": N                  stream content/arguments in pieces of N chars (default 4)
+    "status": 500               an HTTP error; the body is "body" or an
+                                OpenAI-style error object
+    "retry_after": S            sends "Retry-After: S"
+    "body": "text"              sends this body verbatim (status 200 unless given)
+    "garbage": true             a 200 body that is not JSON
+    "cut_stream_after": N       stream N events, then close without [DONE]
+    "delay": S                  wait S seconds (float) before answering
+    "huge": BYTES               a 200 reply whose content is BYTES long
+    "headers": {"Name": "value"} further response headers
+Only the Python standard library is used.
+"""
+
+import argparse
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+lock = threading.Lock()
+state = {"script": [], "next": 0, "count": 0, "log": None}
+
+
+def take_entry():
+    with lock:
+        n = state["count"]
+        state["count"] += 1
+        if state["next"] < len(state["script"]):
+            e = state["script"][state["next"]]
+            state["next"] += 1
+            return n, e
+        return n, {}
+
+
+def log_request(entry):
+    if not state["log"]:
+        return
+    with lock:
+        with open(state["log"], "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def message_of(reply):
+    msg = {"role": "assistant", "content": reply.get("content")}
+    calls = []
+    for i, tc in enumerate(reply.get("tool_calls", [])):
+        c = {"type": "function",
+             "function": {"name": tc["name"], "arguments": tc.get("arguments", "{}")}}
+        if not reply.get("omit_ids"):
+            c["id"] = tc.get("id", "call_%d" % i)
+        calls.append(c)
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+def finish_of(reply):
+    if "finish_reason" in reply:
+        return reply["finish_reason"]
+    return "tool_calls" if reply.get("tool_calls") else "stop"
+
+
+def pieces(s, n):
+    return [s[i:i + n] for i in range(0, len(s), n)] or [""]
+
+
+def stream_events(reply, model, chunk):
+    """The chunks of a streamed reply, as JSON objects."""
+    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model}
+
+    def ev(delta, finish=None):
+        d = dict(base)
+        d["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return d
+
+    out = [ev({"role": "assistant", "content": None if reply.get("content") is None else ""})]
+    if reply.get("content"):
+        for p in pieces(reply["content"], chunk):
+            out.append(ev({"content": p}))
+    for i, tc in enumerate(reply.get("tool_calls", [])):
+        args = tc.get("arguments", "{}")
+        first = {"type": "function", "function": {"name": tc["name"], "arguments": ""}}
+        if not reply.get("omit_index"):
+            first["index"] = i
+        if not reply.get("omit_ids"):
+            first["id"] = tc.get("id", "call_%d" % i)
+        if not isinstance(args, str):
+            first["function"]["arguments"] = args
+            out.append(ev({"tool_calls": [first]}))
+            continue
+        out.append(ev({"tool_calls": [first]}))
+        for p in pieces(args, chunk):
+            d = {"function": {"arguments": p}}
+            if not reply.get("omit_index"):
+                d["index"] = i
+            out.append(ev({"tool_calls": [d]}))
+    out.append(ev({}, finish_of(reply)))
+    if "usage" in reply:
+        u = dict(base)
+        u["choices"] = []
+        u["usage"] = reply["usage"]
+        out.append(u)
+    return out
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def send(self, status, body, ctype="application/json", extra=None):
+        data = body.encode() if isinstance(body, str) else body
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, str(v))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.endswith("/models"):
+            self.send(200, json.dumps({"object": "list", "data": [{"id": "test-model", "object": "model"}]}))
+        else:
+            self.send(404, json.dumps({"error": {"message": "not found"}}))
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        raw = self.rfile.read(length).decode("utf-8", "replace")
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        n, e = take_entry()
+        rec = {"n": n, "path": self.path,
+               "headers": {k.lower(): v for k, v in self.headers.items()},
+               "body": body}
+        if body is None:
+            rec["raw"] = raw
+        log_request(rec)
+
+        if not self.path.endswith("/chat/completions"):
+            self.send(404, json.dumps({"error": {"message": "no such endpoint"}}))
+            return
+
+        if e.get("delay"):
+            time.sleep(float(e["delay"]))
+
+        extra = dict(e.get("headers", {}))
+        if "retry_after" in e:
+            extra["Retry-After"] = e["retry_after"]
+        model = (body or {}).get("model", "test-model")
+
+        if "status" in e and e["status"] != 200:
+            err = e.get("body", json.dumps({"error": {"message": "scripted error %d" % e["status"],
+                                                      "type": "server_error"}}))
+            self.send(e["status"], err, extra=extra)
+            return
+        if "body" in e:
+            self.send(200, e["body"], ctype=e.get("content_type", "application/json"), extra=extra)
+            return
+        if e.get("garbage"):
+            self.send(200, "<html>this is not JSON</html>\n", ctype="text/html", extra=extra)
+            return
+
+        reply = dict(e.get("reply", {"content": "done"}))
+        if "huge" in e:
+            reply = {"content": "x" * int(e["huge"])}
+        stream = e.get("stream", bool((body or {}).get("stream")))
+
+        if not stream:
+            out = {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+                   "model": model, "system_fingerprint": "test",
+                   "choices": [{"index": 0, "message": message_of(reply), "logprobs": None,
+                                "finish_reason": finish_of(reply)}]}
+            if "usage" in reply:
+                out["usage"] = reply["usage"]
+            self.send(200, json.dumps(out), extra=extra)
+            return
+
+        # HTTP/1.0 without Content-Length: the body ends when we close, so a
+        # cut stream looks complete to HTTP and only the events tell.
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        for k, v in extra.items():
+            self.send_header(k, str(v))
+        self.end_headers()
+        events = stream_events(reply, model, int(e.get("chunk", 4)))
+        cut = e.get("cut_stream_after")
+        for i, ev in enumerate(events):
+            if cut is not None and i >= cut:
+                self.wfile.flush()
+                return
+            self.wfile.write(("data: " + json.dumps(ev) + "\n\n").encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client that gave up (timeout, reply too large) is a normal case
+        # in these tests, not something to print a traceback for.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Scripted OpenAI-compatible test server")
+    ap.add_argument("--script", help="JSON file with the responses")
+    ap.add_argument("--log", help="JSON-lines file to append each request to")
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args()
+
+    if args.script:
+        with open(args.script, encoding="utf-8") as f:
+            script = json.load(f)
+        if isinstance(script, dict):
+            script = script.get("responses", [])
+        state["script"] = script
+    state["log"] = args.log
+
+    srv = Server(("127.0.0.1", args.port), Handler)
+    print(srv.server_address[1], flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
