@@ -1143,6 +1143,16 @@ static int walk_open_start(int ws_fd, ToolKind k, const char *path, bool allow_f
         if (fstat(fd, ret_st) < 0)
                 return tool_path_error(k, path, -errno, ret_output);
 
+        /* SECURITY: the walks skip .git by name; a symlink to it given as
+         * the start must not list or search it either. */
+        if (S_ISDIR(ret_st->st_mode)) {
+                r = workspace_dir_in_git(ws_fd, fd);
+                if (r < 0)
+                        return tool_path_error(k, path, r, ret_output);
+                if (r > 0)
+                        return tool_path_error(k, path, -EPERM, ret_output);
+        }
+
         *ret_fd = TAKE_FD(fd);
         *ret_prefix = TAKE_PTR(prefix);
         return 0;

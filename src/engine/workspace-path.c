@@ -125,6 +125,47 @@ static bool flags_write(int flags) {
         return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC));
 }
 
+int workspace_dir_in_git(int ws_fd, int dir_fd) {
+        struct stat ws, git, st;
+        _cleanup_close_ int cur = -EBADF;
+
+        if (fstat(ws_fd, &ws) < 0)
+                return -errno;
+        if (fstatat(ws_fd, ".git", &git, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        /* A ".git" file (worktrees, submodules) points elsewhere, outside. */
+        if (!S_ISDIR(git.st_mode))
+                return 0;
+
+        cur = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (cur < 0)
+                return -errno;
+
+        /* Walk up until the workspace top: any ancestor that is .git counts. */
+        for (unsigned i = 0; i < PATH_MAX / 2; i++) {
+                struct stat up_st;
+
+                if (fstat(cur, &st) < 0)
+                        return -errno;
+                if (st.st_dev == git.st_dev && st.st_ino == git.st_ino)
+                        return 1;
+                if (st.st_dev == ws.st_dev && st.st_ino == ws.st_ino)
+                        return 0;
+
+                int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (up < 0)
+                        return -errno;
+                if (fstat(up, &up_st) < 0 || (up_st.st_dev == st.st_dev && up_st.st_ino == st.st_ino)) {
+                        /* The root: not below the workspace at all. */
+                        safe_close(up);
+                        return 0;
+                }
+                safe_close(cur);
+                cur = up;
+        }
+        return 0;
+}
+
 int workspace_open_parent(int ws_fd, const char *path, bool create, int *ret_dir_fd, char **ret_name) {
         _cleanup_free_ char *norm = NULL, *name = NULL;
         _cleanup_close_ int dir_fd = -EBADF;
@@ -165,6 +206,12 @@ int workspace_open_parent(int ws_fd, const char *path, bool create, int *ret_dir
 
                                 int fd = openat2_beneath(ws_fd, norm, O_RDONLY | O_DIRECTORY, 0);
                                 if (fd == -ENOENT) {
+                                        /* SECURITY: nothing is created in .git either. */
+                                        r = workspace_dir_in_git(ws_fd, cur);
+                                        if (r < 0)
+                                                return r;
+                                        if (r > 0)
+                                                return -EPERM;
                                         if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST)
                                                 return -errno;
                                         fd = openat2_beneath(ws_fd, norm, O_RDONLY | O_DIRECTORY, 0);
@@ -184,6 +231,14 @@ int workspace_open_parent(int ws_fd, const char *path, bool create, int *ret_dir
                 if (dir_fd < 0)
                         return dir_fd;
         }
+
+        /* SECURITY: a symlink planted by a command ("g -> .git") must not
+         * open the way into .git for writes either. */
+        r = workspace_dir_in_git(ws_fd, dir_fd);
+        if (r < 0)
+                return r;
+        if (r > 0)
+                return -EPERM;
 
         *ret_dir_fd = TAKE_FD(dir_fd);
         *ret_name = TAKE_PTR(name);
@@ -253,7 +308,8 @@ int workspace_path_error(const char *path, int error, char **ret_message) {
                 if (workspace_path_check(path) == -EPERM)
                         k = asprintf(&m, "path '%s' is inside .git/, which the tools may not touch", shown);
                 else
-                        k = asprintf(&m, "operation not permitted on '%s'", shown);
+                        k = asprintf(&m, "path '%s' is not permitted: it leads into .git/ (which the tools may "
+                                     "not touch), or the file system refuses it", shown);
                 break;
         case -EACCES:
                 k = asprintf(&m, "permission denied on '%s'", shown);

@@ -14,7 +14,8 @@
  *   -ENAMETOOLONG  longer than PATH_MAX, or a component longer than NAME_MAX
  *   -EXDEV         absolute, contains "..", or resolution would leave the
  *                  workspace (a symlink pointing out, a mount point)
- *   -EPERM         inside .git/ at the top (the factory owns the repository)
+ *   -EPERM         inside .git/ at the top (the factory owns the repository);
+ *                  for writes also when a symlink leads there
  *   -ELOOP         the final component is a symlink and we write, or a loop
  *   anything else  from the file system (-ENOENT, -ENOTDIR, -EISDIR, ...) */
 
@@ -37,6 +38,10 @@ int workspace_open(int ws_fd, const char *path, int flags, mode_t mode, int *ret
  * work with *at() calls on the entry itself (atomic replace, lstat). Paths
  * naming the workspace top itself give -EISDIR. */
 int workspace_open_parent(int ws_fd, const char *path, bool create, int *ret_dir_fd, char **ret_name);
+
+/* Returns 1 if dir_fd is the workspace's top .git directory or below it
+ * (reached through a symlink, say), 0 if not. */
+int workspace_dir_in_git(int ws_fd, int dir_fd);
 
 /* Turns an error of the functions above into one sentence for the model, such
  * as "path '../x' escapes the workspace" or "no such file 'x'". Returns error
