@@ -202,9 +202,36 @@ static int bracket_match(const char **g, char c, bool casefold) {
         return match != negate;
 }
 
-static bool glob_match(const char *start, const char *g, const char *p, bool casefold, unsigned depth) {
-        /* Globs come from the configuration, paths from git; still, bound
-         * the backtracking. */
+typedef struct GlobContext {
+        const char *glob, *path;
+        size_t path_len;
+        bool casefold;
+        uint8_t *failed;        /* one bit per (glob offset, path offset) known not to match */
+} GlobContext;
+
+static bool glob_match_inner(GlobContext *c, const char *g, const char *p, unsigned depth);
+
+/* Memoizes failures, so that "*a*a*a*b" against "aaaa...a" stays polynomial:
+ * each (glob position, path position) pair is tried once. */
+static bool glob_match(GlobContext *c, const char *g, const char *p, unsigned depth) {
+        size_t bit = 0;
+
+        if (c->failed) {
+                bit = (size_t) (g - c->glob) * (c->path_len + 1) + (size_t) (p - c->path);
+                if (c->failed[bit / 8] & (1U << (bit % 8)))
+                        return false;
+        }
+        if (glob_match_inner(c, g, p, depth))
+                return true;
+        if (c->failed)
+                c->failed[bit / 8] |= (uint8_t) (1U << (bit % 8));
+        return false;
+}
+
+static bool glob_match_inner(GlobContext *c, const char *g, const char *p, unsigned depth) {
+        bool casefold = c->casefold;
+
+        /* Recursion happens once per star of the glob; bound it anyway. */
         if (depth > 64)
                 return false;
 
@@ -212,12 +239,12 @@ static bool glob_match(const char *start, const char *g, const char *p, bool cas
                 if (*g == '\0')
                         return *p == '\0';
 
-                if (g[0] == '*' && g[1] == '*' && (g == start || g[-1] == '/') && (g[2] == '/' || g[2] == '\0')) {
+                if (g[0] == '*' && g[1] == '*' && (g == c->glob || g[-1] == '/') && (g[2] == '/' || g[2] == '\0')) {
                         if (g[2] == '\0')
                                 return true;
                         /* "**" "/": none or more whole directories. */
                         for (const char *q = p;;) {
-                                if (glob_match(start, g + 3, q, casefold, depth + 1))
+                                if (glob_match(c, g + 3, q, depth + 1))
                                         return true;
                                 q = strchr(q, '/');
                                 if (!q)
@@ -230,7 +257,7 @@ static bool glob_match(const char *start, const char *g, const char *p, bool cas
                         while (*g == '*')
                                 g++;
                         for (const char *q = p;; q++) {
-                                if (glob_match(start, g, q, casefold, depth + 1))
+                                if (glob_match(c, g, q, depth + 1))
                                         return true;
                                 if (*q == '\0' || *q == '/')
                                         return false;
@@ -269,9 +296,22 @@ static bool glob_match(const char *start, const char *g, const char *p, bool cas
 }
 
 bool path_glob_match_full(const char *glob, const char *path, bool casefold) {
+        GlobContext c = { .glob = glob, .path = path, .casefold = casefold };
+        size_t bits;
+        bool m;
+
         if (!glob || !path)
                 return false;
-        return glob_match(glob, glob, path, casefold, 0);
+
+        c.path_len = strlen(path);
+        bits = (strlen(glob) + 1) * (c.path_len + 1);
+        /* Without memory for the memo the match is still right, only slower. */
+        if (bits <= 64U * 1024U * 1024U)
+                c.failed = calloc(bits / 8 + 1, 1);
+
+        m = glob_match(&c, glob, path, 0);
+        free(c.failed);
+        return m;
 }
 
 bool path_glob_match(const char *glob, const char *path) {
