@@ -153,6 +153,12 @@ static int trip(BreakerTrip *ret, Breaker b, const char *fmt, ...) {
         va_end(ap);
         if (k < 0)
                 return -ENOMEM;
+        /* Paths come from the model: no control characters in a reason that
+         * goes to the journal and over the bus. */
+        for (char *c = m; *c; c++)
+                if ((unsigned char) *c < ' ' || *c == 127)
+                        *c = '?';
+        utf8_sanitize(m, (size_t) k);
         *ret = (BreakerTrip) { .breaker = b, .reason = m };
         return 1;
 }
@@ -407,6 +413,9 @@ int breakers_check_changes(const BreakerConfig *c, const BreakerChange *changes,
                         const BreakerChange *ch = changes + i;
                         const char *g;
 
+                        if (!ch->path)
+                                continue;
+
                         if ((g = protected_match(c, ch->path)))
                                 return trip(ret, BREAKER_PROTECTED_PATH, "protected path %s: %s (matches %s)",
                                             change_verb(ch->status), ch->path, g);
@@ -419,6 +428,9 @@ int breakers_check_changes(const BreakerConfig *c, const BreakerChange *changes,
                 for (size_t i = 0; i < n; i++) {
                         const BreakerChange *ch = changes + i;
 
+                        if (!ch->path)
+                                continue;
+
                         if (ch->status == 'D' && path_is_test_file(ch->path))
                                 return trip(ret, BREAKER_TESTS_DELETED, "test file deleted: %s", ch->path);
                         if (ch->status == 'R' && ch->old_path && path_is_test_file(ch->old_path) &&
@@ -430,6 +442,9 @@ int breakers_check_changes(const BreakerConfig *c, const BreakerChange *changes,
         if (c->enabled[BREAKER_DEPENDENCY_MANIFEST])
                 for (size_t i = 0; i < n; i++) {
                         const BreakerChange *ch = changes + i;
+
+                        if (!ch->path)
+                                continue;
 
                         if (path_is_dependency_manifest(c, ch->path) ||
                             (ch->status == 'R' && ch->old_path && path_is_dependency_manifest(c, ch->old_path)))
@@ -911,13 +926,14 @@ bool command_output_needs_network(const char *command, const char *output) {
                 "failed to establish a new connection", "newconnectionerror", "max retries exceeded with url",
                 "(from versions: none)", "unable to resolve host", "unknownhostexception",
                 "could not transfer artifact", "dial tcp: lookup", "spurious network error",
-                "failed to download from", "unable to access 'http", "failed to connect to",
+                "failed to download from", "unable to access 'http",
                 "network request to", "err_socket_timeout", "connecttimeouterror", "readtimeouterror",
         };
         /* Said by local services too: only with a remote peer in sight. */
         static const char *const weak[] = {
                 "connection refused", "econnrefused", "connection timed out", "etimedout", "i/o timeout",
                 "connection reset", "econnreset", "operation timed out", "tls handshake timeout",
+                "failed to connect to",
         };
         static const char *const loopback[] = {
                 "localhost", "127.0.0.1", "127.0.", "[::1]", "::1", "0.0.0.0", "/run/", "/var/run/", "unix:",

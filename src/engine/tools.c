@@ -119,7 +119,7 @@ static int buf_steal(Buf *b, char **ret) {
 }
 
 _printf_(3, 4)
-static int tool_error(char **ret_output, int error, const char *fmt, ...) {
+static int tool_message(char **ret_output, int error, const char *fmt, ...) {
         va_list ap;
         char *m = NULL;
         int k;
@@ -142,7 +142,7 @@ static int tool_path_error(ToolKind k, const char *path, int error, char **ret_o
         r = workspace_path_error(path, error, &m);
         if (r == -ENOMEM && error != -ENOMEM)
                 return r;
-        return tool_error(ret_output, error, "%s: %s", tool_kind_to_string(k), m);
+        return tool_message(ret_output, error, "%s: %s", tool_kind_to_string(k), m);
 }
 
 static char *quote_short(const char *s) {
@@ -739,27 +739,27 @@ int tool_read_file(int ws_fd, const ToolCallArgs *a, size_t max_output, char **r
                 return -ENOMEM;
 
         if (S_ISDIR(st.st_mode))
-                return tool_error(ret_output, -EISDIR, "read_file: '%s' is a directory; use list_files to see "
+                return tool_message(ret_output, -EISDIR, "read_file: '%s' is a directory; use list_files to see "
                                   "what it contains", shown);
         if (!S_ISREG(st.st_mode))
-                return tool_error(ret_output, -EBADFD, "read_file: '%s' is not a regular file", shown);
+                return tool_message(ret_output, -EBADFD, "read_file: '%s' is not a regular file", shown);
 
         r = read_fd_bounded(fd, READ_FILE_MAX_BYTES, &data, &size, &truncated);
         if (r < 0)
                 return tool_path_error(TOOL_READ_FILE, a->path, r, ret_output);
 
         if (looks_binary(data, size))
-                return tool_error(ret_output, -EMEDIUMTYPE, "read_file: '%s' is a binary file (it contains NUL "
+                return tool_message(ret_output, -EMEDIUMTYPE, "read_file: '%s' is a binary file (it contains NUL "
                                   "bytes, %jd bytes in all); it is not shown", shown, (intmax_t) st.st_size);
 
         unsigned total = count_lines(data, size);
         if (total == 0)
-                return tool_error(ret_output, 0, "'%s' is empty", shown);
+                return tool_message(ret_output, 0, "'%s' is empty", shown);
 
         unsigned first = a->start_line > 0 ? a->start_line : 1;
         unsigned last = a->end_line > 0 ? MIN(a->end_line, total) : total;
         if (first > total)
-                return tool_error(ret_output, -ERANGE, "read_file: start_line %u is past the end of '%s', "
+                return tool_message(ret_output, -ERANGE, "read_file: start_line %u is past the end of '%s', "
                                   "which has %u lines%s", first, shown, total,
                                   truncated ? " in the part that is read" : "");
 
@@ -837,13 +837,13 @@ static int check_write_target(int dir_fd, const char *name, ToolKind k, const ch
         /* SECURITY: the rename would replace a symlink rather than write
          * through it, which is safe, but surprising: refuse it clearly. */
         if (S_ISLNK(st.st_mode))
-                return tool_error(ret_output, -ELOOP, "%s: '%s' is a symlink; the tools do not write through "
+                return tool_message(ret_output, -ELOOP, "%s: '%s' is a symlink; the tools do not write through "
                                   "symlinks (write to the file it points to, if that is in the workspace)",
                                   tool_kind_to_string(k), shown);
         if (S_ISDIR(st.st_mode))
-                return tool_error(ret_output, -EISDIR, "%s: '%s' is a directory", tool_kind_to_string(k), shown);
+                return tool_message(ret_output, -EISDIR, "%s: '%s' is a directory", tool_kind_to_string(k), shown);
         if (!S_ISREG(st.st_mode))
-                return tool_error(ret_output, -EBADFD, "%s: '%s' is not a regular file", tool_kind_to_string(k), shown);
+                return tool_message(ret_output, -EBADFD, "%s: '%s' is not a regular file", tool_kind_to_string(k), shown);
 
         /* Keep the permission bits (an executable script stays one), but
          * never set-id bits. */
@@ -881,7 +881,7 @@ int tool_write_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **re
 
         size = strlen(strempty(a->content));
         if (size > max_file)
-                return tool_error(ret_output, -EFBIG, "write_file: the content for '%s' is %zu bytes, more than "
+                return tool_message(ret_output, -EFBIG, "write_file: the content for '%s' is %zu bytes, more than "
                                   "the limit of %zu", shown, size, max_file);
 
         r = workspace_open_parent(ws_fd, a->path, true, &dir_fd, &name);
@@ -896,7 +896,7 @@ int tool_write_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **re
         if (r < 0)
                 return r;
 
-        return tool_error(ret_output, 0, "wrote '%s' (%zu bytes, %u lines, %s)", shown, size,
+        return tool_message(ret_output, 0, "wrote '%s' (%zu bytes, %u lines, %s)", shown, size,
                           count_lines(strempty(a->content), size), existed ? "replaced" : "new file");
 }
 
@@ -914,7 +914,7 @@ int tool_edit_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **ret
         if (!shown)
                 return -ENOMEM;
         if (isempty(a->old_text))
-                return tool_error(ret_output, -EINVAL, "edit_file: 'old_text' must not be empty");
+                return tool_message(ret_output, -EINVAL, "edit_file: 'old_text' must not be empty");
 
         r = workspace_open_parent(ws_fd, a->path, false, &dir_fd, &name);
         if (r < 0)
@@ -926,11 +926,11 @@ int tool_edit_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **ret
 
         r = read_file_at(dir_fd, name, max_file, &data, &size);
         if (r == -EFBIG)
-                return tool_error(ret_output, r, "edit_file: '%s' is bigger than the limit of %zu bytes", shown, max_file);
+                return tool_message(ret_output, r, "edit_file: '%s' is bigger than the limit of %zu bytes", shown, max_file);
         if (r < 0)
                 return tool_path_error(TOOL_EDIT_FILE, a->path, r, ret_output);
         if (looks_binary(data, size))
-                return tool_error(ret_output, -EMEDIUMTYPE, "edit_file: '%s' is a binary file", shown);
+                return tool_message(ret_output, -EMEDIUMTYPE, "edit_file: '%s' is a binary file", shown);
 
         /* Count every occurrence, overlapping ones too: "aa" in "aaa" is
          * ambiguous. Remember the lines of the first few for the message. */
@@ -947,7 +947,7 @@ int tool_edit_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **ret
         }
 
         if (count == 0)
-                return tool_error(ret_output, -ENODATA, "edit_file: old_text was not found in '%s'. It must match "
+                return tool_message(ret_output, -ENODATA, "edit_file: old_text was not found in '%s'. It must match "
                                   "the file exactly, including whitespace, indentation and line breaks, and must "
                                   "not include the line numbers read_file shows; read the file again and copy the "
                                   "text", shown);
@@ -956,14 +956,14 @@ int tool_edit_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **ret
                 for (unsigned i = 0; i < MIN(count, (unsigned) ELEMENTSOF(lines)); i++)
                         if (buf_printf(&where, "%s%u", i > 0 ? ", " : "", lines[i]) < 0)
                                 return -ENOMEM;
-                return tool_error(ret_output, -ENOTUNIQ, "edit_file: old_text occurs %u times in '%s' (at lines "
+                return tool_message(ret_output, -ENOTUNIQ, "edit_file: old_text occurs %u times in '%s' (at lines "
                                   "%s%s); it must occur exactly once: include more of the surrounding lines",
                                   count, shown, where.s, count > ELEMENTSOF(lines) ? ", ..." : "");
         }
 
         size_t offset = (size_t) (first - data), new_size = size - ol + nl;
         if (new_size > max_file)
-                return tool_error(ret_output, -EFBIG, "edit_file: '%s' would become %zu bytes, more than the "
+                return tool_message(ret_output, -EFBIG, "edit_file: '%s' would become %zu bytes, more than the "
                                   "limit of %zu", shown, new_size, max_file);
 
         out = malloc(new_size + 1);
@@ -979,7 +979,7 @@ int tool_edit_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **ret
                 return r;
 
         unsigned at = line_of_offset(data, offset);
-        return tool_error(ret_output, 0, "edited '%s': replaced %u line%s at line %u with %u line%s", shown,
+        return tool_message(ret_output, 0, "edited '%s': replaced %u line%s at line %u with %u line%s", shown,
                           count_lines(a->old_text, ol), count_lines(a->old_text, ol) == 1 ? "" : "s", at,
                           count_lines(strempty(a->new_text), nl), count_lines(strempty(a->new_text), nl) == 1 ? "" : "s");
 }
@@ -1105,6 +1105,14 @@ static int walk_dir(Walk *w, int fd, const char *prefix, unsigned depth) {
                         r = 0;
                         continue;
                 }
+                /* The entry may have been swapped since fstatat(): check
+                 * what was opened, not what was looked at. */
+                struct stat cst;
+                if (fstat(child, &cst) < 0 || cst.st_dev != w->dev) {
+                        safe_close(child);
+                        r = 0;
+                        continue;
+                }
                 r = walk_dir(w, child, rel, depth + 1);
                 if (r < 0 || r == WALK_STOP)
                         break;
@@ -1134,7 +1142,7 @@ static int walk_open_start(int ws_fd, ToolKind k, const char *path, bool allow_f
                 _cleanup_free_ char *shown = quote_short(path);
                 if (!shown)
                         return -ENOMEM;
-                return tool_error(ret_output, r, "%s: '%s' is not a directory; use read_file for files",
+                return tool_message(ret_output, r, "%s: '%s' is not a directory; use read_file for files",
                                   tool_kind_to_string(k), shown);
         }
         if (r < 0)
@@ -1340,7 +1348,7 @@ int tool_search(int ws_fd, const ToolCallArgs *a, unsigned max_matches, size_t m
         assert(ret_output);
 
         if (isempty(a->pattern))
-                return tool_error(ret_output, -EINVAL, "search: 'pattern' must not be empty");
+                return tool_message(ret_output, -EINVAL, "search: 'pattern' must not be empty");
         shown = quote_short(a->pattern);
         if (!shown)
                 return -ENOMEM;
@@ -1351,7 +1359,7 @@ int tool_search(int ws_fd, const ToolCallArgs *a, unsigned max_matches, size_t m
                 if (r != 0) {
                         char e[256];
                         regerror(r, &c.regex, e, sizeof(e));
-                        return tool_error(ret_output, -EINVAL, "search: '%s' is not a valid extended regular "
+                        return tool_message(ret_output, -EINVAL, "search: '%s' is not a valid extended regular "
                                           "expression: %s", shown, e);
                 }
                 compiled = true;
@@ -1367,7 +1375,7 @@ int tool_search(int ws_fd, const ToolCallArgs *a, unsigned max_matches, size_t m
                 } else if (S_ISREG(st.st_mode))
                         r = search_fd(&c, fd, prefix);
                 else
-                        r = tool_error(ret_output, -EBADFD, "search: '%s' is not a regular file or directory", prefix);
+                        r = tool_message(ret_output, -EBADFD, "search: '%s' is not a regular file or directory", prefix);
         }
         if (compiled)
                 regfree(&c.regex);

@@ -157,6 +157,14 @@ static void test_changes(void) {
               streq(t.reason, "1001 lines changed (+601 -400), more than the limit of 1000"), "1001 lines: %s", t.reason);
         breaker_trip_done(&t);
 
+        /* File names are the model's choice: no newlines into the journal. */
+        BreakerChange evil[] = { { "src/auth/x\nAGENTFAB_EVENT=fake.c", 'A', 1, 0, NULL } };
+        CHECK(changes(evil, 1, &t) == 1 && !strchr(t.reason, '\n') && strstr(t.reason, "x?AGENTFAB_EVENT"),
+              "control characters replaced: %s", t.reason);
+        breaker_trip_done(&t);
+        BreakerChange none[] = { { NULL, 'M', 1, 1, NULL } };
+        CHECK(changes(none, 1, &t) == 0, "an entry without a path is skipped");
+
         /* Order: the most specific reason first. */
         BreakerChange both[] = { { "src/auth/a.c", 'M', 5000, 0, NULL } };
         CHECK(changes(both, 1, &t) == 1 && t.breaker == BREAKER_PROTECTED_PATH, "protected path before size");
@@ -335,6 +343,12 @@ static void test_network(void) {
         CHECK(!command_output_needs_network("python app.py", "ConnectionRefusedError: [Errno 111] Connection refused\n"),
               "bare refusal from a non-fetcher");
         CHECK(!command_output_needs_network("make", "src/a.c:3:1: error: expected ';'\n"), "compiler error");
+        CHECK(!command_output_needs_network("curl http://localhost:8080/health",
+                                            "curl: (7) Failed to connect to localhost port 8080: Connection refused\n"),
+              "curl to a local server");
+        CHECK(command_output_needs_network("curl https://example.com",
+                                           "curl: (7) Failed to connect to example.com port 443: Connection timed out\n"),
+              "curl to a remote server");
         CHECK(!command_output_needs_network("ls", NULL), "no output");
 
         CHECK(breakers_check_network(&config, "npm ci", 1, "npm ERR! code ENOTFOUND\n", &t) == 1 &&
