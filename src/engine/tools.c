@@ -500,6 +500,8 @@ int tool_call_parse(const char *name, const char *arguments, ToolCallArgs *ret, 
 
         assert(ret);
 
+        /* Safe to _done() whatever happens. */
+        *ret = (ToolCallArgs) { .kind = _TOOL_KIND_INVALID };
         if (ret_error)
                 *ret_error = NULL;
 

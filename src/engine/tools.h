@@ -70,7 +70,8 @@ typedef struct ToolCallArgs {
  *     key ("startLine") would otherwise silently change what the tool does;
  *     the message lists the known keys. JSON null counts as absent;
  *   - strings with a NUL byte ("\u0000") or longer than the TOOL_*_MAX bounds.
- * Paths are checked later by the tools themselves. */
+ * Paths are checked later by the tools themselves. On failure *ret is left
+ * empty (kind _TOOL_KIND_INVALID), safe to pass to tool_call_args_done(). */
 int tool_call_parse(const char *name, const char *arguments, ToolCallArgs *ret, char **ret_error);
 void tool_call_args_done(ToolCallArgs *a);
 
@@ -105,14 +106,19 @@ int tool_edit_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **ret
 /* Lists path (default: the workspace top) recursively, sorted per directory,
  * depth first, one workspace-relative path a line: directories end in "/",
  * symlinks show "-> target" and are never descended, .git is skipped, and so
- * are other file systems. At most max_entries lines, then a note. */
+ * are other file systems; bulky directories (see workspace_tree()) are shown
+ * but not descended unless named as the path. At most max_entries lines and
+ * 24 levels, then a note. Empty or omitted path: the top. */
 int tool_list_files(int ws_fd, const ToolCallArgs *a, unsigned max_entries, size_t max_output, char **ret_output);
 
 /* Searches regular files below path (default: the top; may also name one
  * file) for a fixed string or, with regex, a POSIX extended regex matched per
  * line. Output "path:line: text", lines shortened to 240 bytes. Skips .git,
- * symlinks, binary files (NUL bytes) and files over 1 MiB; stops after
- * max_matches with a note. No match is not an error. */
+ * symlinks, binary files (NUL bytes), files over 1 MiB, other file systems
+ * and the bulky directories workspace_tree() names (unless path is inside
+ * one); reads at most 256 MiB in all; stops after max_matches with a note.
+ * No match is not an error. glibc's regexec() has no time limit: patterns
+ * are bounded in length only. */
 int tool_search(int ws_fd, const ToolCallArgs *a, unsigned max_matches, size_t max_output, char **ret_output);
 
 /* A tree of the workspace for the system prompt: indented two spaces a level,
