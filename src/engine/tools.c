@@ -952,7 +952,9 @@ int tool_edit_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **ret
                 return tool_message(ret_output, -ENODATA, "edit_file: old_text was not found in '%s'. It must match "
                                   "the file exactly, including whitespace, indentation and line breaks, and must "
                                   "not include the line numbers read_file shows; read the file again and copy the "
-                                  "text", shown);
+                                  "text%s", shown,
+                                  strstr(data, "\r\n") && !strchr(a->old_text, '\r') ?
+                                  " (note: the file has CRLF line endings, \\r\\n)" : "");
         if (count > 1) {
                 _cleanup_(buf_done) Buf where = {};
                 for (unsigned i = 0; i < MIN(count, (unsigned) ELEMENTSOF(lines)); i++)

@@ -263,6 +263,8 @@ static void test_parse(void) {
         /* Oversized strings. */
         size_t big = TOOL_CONTENT_MAX + 64;
         char *json = malloc(big + 64);
+        if (!json)
+                exit(2);
         int k = sprintf(json, "{\"path\":\"a\",\"content\":\"");
         memset(json + k, 'x', TOOL_CONTENT_MAX + 1);
         strcpy(json + k + TOOL_CONTENT_MAX + 1, "\"}");
@@ -478,6 +480,10 @@ static void test_write_edit(void) {
         free(o);
         r = run(tool_edit_file, "edit_file", "{\"path\": \"e.txt\", \"old_text\": \"  alpha\", \"new_text\": \"B\"}", 1024, &o);
         CHECK(r == -ENODATA && contains(o, "not found") && contains(o, "whitespace"), "no match: %s", L(o));
+        free(o);
+        put("dos.txt", "one\r\ntwo\r\n");
+        r = run(tool_edit_file, "edit_file", "{\"path\": \"dos.txt\", \"old_text\": \"one\\ntwo\", \"new_text\": \"x\"}", 1024, &o);
+        CHECK(r == -ENODATA && contains(o, "CRLF"), "CRLF files said so: %s", L(o));
         free(o);
         put("aaa.txt", "aaa\n");
         r = run(tool_edit_file, "edit_file", "{\"path\": \"aaa.txt\", \"old_text\": \"aa\", \"new_text\": \"b\"}", 1024, &o);
