@@ -233,8 +233,8 @@ static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int *ret
                 for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
                         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
                                 continue;
-                        size_t nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                         int fds[8];
+                        size_t nfds = MIN((c->cmsg_len - CMSG_LEN(0)) / sizeof(int), ELEMENTSOF(fds));
                         memcpy(fds, CMSG_DATA(c), nfds * sizeof(int));
                         for (size_t i = 0; i < nfds; i++) {
                                 if (passed < 0 && !extra_fds)
@@ -347,6 +347,7 @@ static const char *wait_setup(int error_fd, pid_t pid, char *msg, size_t size) {
         return NULL;
 }
 
+/* Takes fd over once the sandbox is ready. */
 static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, const struct stat *st) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
@@ -481,7 +482,10 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
                  req->clamped ? ", clamped to the maxima" : "");
 
         /* From here the connection is the sandbox's alone: once the peer
-         * closes it, the sandbox ends, its scope empties and goes, and so do we. */
+         * closes it, the sandbox ends, its scope empties and goes, and so do
+         * we; and once the sandbox ends (its scope was stopped, say), the
+         * peer sees the connection close, as we hold no copy of it. */
+        (void) close(fd);
         bus = sd_bus_flush_close_unref(bus);
 
         int status;

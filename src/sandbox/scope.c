@@ -122,13 +122,15 @@ int scope_stop(sd_bus *bus, const char *unit, uint64_t timeout_usec, sd_bus_erro
                                "org.freedesktop.systemd1.Manager", "KillUnit", &e, NULL, "ssi", unit, "all", SIGKILL);
         if (r < 0 && error_is_no_such_unit(&e))
                 return 0;
+        /* Killed it: then it may be gone before the stop, and still counts. */
+        bool existed = r >= 0;
         sd_bus_error_free(&e);
 
         r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                "org.freedesktop.systemd1.Manager", "StopUnit", &e, &reply, "ss", unit, "replace");
         if (r < 0) {
                 if (error_is_no_such_unit(&e))
-                        return 0;
+                        return existed;
                 return sd_bus_error_move(error, &e), r;
         }
         r = sd_bus_message_read(reply, "o", &job);
@@ -225,11 +227,16 @@ int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pi
         r = sd_bus_message_open_container(m, 'a', "(sv)");
         if (r < 0)
                 return r;
-        r = sd_bus_message_append(m, "(sv)(sv)(sv)(sv)",
+        /* A sandbox's PID 1 ignores SIGTERM from outside (the kernel drops
+         * signals to a namespace's init that has no handler), so a stop
+         * (RuntimeMaxSec=, systemctl stop) ends it with the SIGKILL after
+         * TimeoutStopSec=: keep that short. */
+        r = sd_bus_message_append(m, "(sv)(sv)(sv)(sv)(sv)",
                                   "Description", "s", description,
                                   "Slice", "s", AGENTFAB_SLICE,
                                   "PIDs", "au", 1, (uint32_t) pid,
-                                  "CollectMode", "s", "inactive-or-failed");
+                                  "CollectMode", "s", "inactive-or-failed",
+                                  "TimeoutStopUSec", "t", (uint64_t) (5 * USEC_PER_SEC));
         if (r >= 0)
                 r = append_limit(m, "MemoryMax", limits->memory_max);
         if (r >= 0)
