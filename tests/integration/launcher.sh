@@ -39,6 +39,21 @@ harness_prepare_root() {
         chown "$(awk -F: '$1 == "alice" {print $3 ":" $4}' "$R/etc/passwd")" "$R/srv/agentfab-launcher/alice"
         chmod 0700 "$R/srv/agentfab-launcher/alice"
         install -m 0644 "$HERE/launcher-client.py" "$R$CLIENT"
+        # The daemon's own state directory, as its unit makes it (0700), with a workspace.
+        local ids
+        ids=$(awk -F: '$1 == "agentfab" {print $3 ":" $4}' "$R/etc/passwd")
+        mkdir -p "$R/var/lib/agentfab/tasks/0f0f0f0f0f01/workspace"
+        chown -R "$ids" "$R/var/lib/agentfab"
+        chmod 0700 "$R/var/lib/agentfab"
+        # A sanitizer build: no leak checks in the launcher (its unit's filter
+        # refuses the ptrace they need), reports to the journal.
+        if meson introspect --buildoptions "$BUILDDIR" | python3 -c '
+import json, sys
+sys.exit(0 if any(o["name"] == "b_sanitize" and o["value"] not in ("none", "") for o in json.load(sys.stdin)) else 1)'; then
+                mkdir -p "$R/etc/systemd/system/agentfab-launcher@.service.d"
+                printf '[Service]\nEnvironment=ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1\n' \
+                        > "$R/etc/systemd/system/agentfab-launcher@.service.d/sanitizer.conf"
+        fi
         if [ -x "$BUILDDIR/tests/integration/session-probe" ]; then
                 install -m 0755 "$BUILDDIR/tests/integration/session-probe" "$R/usr/local/bin/agentfab-session-probe"
         fi
@@ -134,6 +149,23 @@ main() {
         if hx test -x /usr/local/bin/agentfab-session-probe; then
                 hx_as agentfab timeout 120 agentfab-session-probe "$WS" > "$tmp" 2>&1
                 collect session "$tmp"
+        fi
+
+        # --- the same client inside a unit hardened like agentfab.service (its
+        # mount namespace, no capabilities, RestrictNamespaces=, the syscall
+        # filter), on a workspace below its 0700 state directory
+        if hx test -x /usr/local/bin/agentfab-session-probe; then
+                hx timeout 120 systemd-run --quiet --wait --pipe --collect --unit=agentfab-probe-hardened \
+                        -p User=agentfab -p Group=agentfab -p StateDirectory=agentfab -p StateDirectoryMode=0700 \
+                        -p NoNewPrivileges=yes -p CapabilityBoundingSet= -p PrivateTmp=yes -p PrivateDevices=yes \
+                        -p ProtectSystem=strict -p ProtectHome=read-only -p ProtectKernelTunables=yes \
+                        -p ProtectKernelModules=yes -p ProtectControlGroups=yes -p RestrictNamespaces=yes \
+                        -p MemoryDenyWriteExecute=yes -p RestrictSUIDSGID=yes -p LockPersonality=yes \
+                        -p "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6" -p SystemCallArchitectures=native \
+                        -p SystemCallFilter=@system-service -p "SystemCallFilter=~@privileged @resources" \
+                        -p SystemCallErrorNumber=EPERM \
+                        /usr/local/bin/agentfab-session-probe /var/lib/agentfab/tasks/0f0f0f0f0f01/workspace < /dev/null > "$tmp" 2>&1
+                collect hardened "$tmp"
         fi
 
         # --- nothing left behind
