@@ -163,7 +163,7 @@ main() {
                         -p MemoryDenyWriteExecute=yes -p RestrictSUIDSGID=yes -p LockPersonality=yes \
                         -p "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6" -p SystemCallArchitectures=native \
                         -p SystemCallFilter=@system-service -p "SystemCallFilter=~@privileged @resources" \
-                        -p SystemCallErrorNumber=EPERM \
+                        -p SystemCallErrorNumber=EPERM -p Environment=ASAN_OPTIONS=detect_leaks=0 \
                         /usr/local/bin/agentfab-session-probe /var/lib/agentfab/tasks/0f0f0f0f0f01/workspace < /dev/null > "$tmp" 2>&1
                 collect hardened "$tmp"
         fi
@@ -171,6 +171,8 @@ main() {
         # --- nothing left behind
         out=$(hx systemctl list-units --all --no-legend --plain 'agentfab-task-*' 'agentfab-launcher@*' 2>&1)
         check clean "$([ -z "$out" ] && echo 1)" "no task scope or launcher instance left: ${out:-none}"
+        out=$(hx journalctl -q -o cat --no-pager 2>&1 | grep -E 'AddressSanitizer|LeakSanitizer|runtime error:' | head -5)
+        check no-sanitizer-reports "$([ -z "$out" ] && echo 1)" "${out:-none in the journal}"
         out=$(hx journalctl -q -o cat -u 'agentfab-launcher@*' --no-pager -p warning 2>&1 | grep -v 'Refus' | head -20)
         [ -n "$out" ] && echo "  info: launcher warnings: $out"
 
