@@ -595,10 +595,14 @@ int main(int argc, char *argv[]) {
                 return log_oom(), EXIT_FAILURE;
         r = read_request(fd, buf, LAUNCHER_REQUEST_MAX, &len, &workspace_fd);
         if (r < 0) {
-                log_warning_errno(r, "Failed to read a request from pid %i: %m", (int) peer.pid);
-                (void) reply_error(fd, r == -E2BIG ? "request too long" :
-                                       r == -ETOOMANYREFS ? "at most one fd may come with a request" :
-                                       r == -ETIMEDOUT ? "timed out waiting for the request" : "cannot read the request");
+                error = r == -E2BIG ? "request too long" :
+                        r == -ETOOMANYREFS ? "at most one fd may come with a request" :
+                        r == -ETIMEDOUT ? "timed out waiting for the request" : NULL;
+                if (error)
+                        log_warning("Refused request from pid %i: %s", (int) peer.pid, error);
+                else
+                        log_warning_errno(r, "Failed to read a request from pid %i: %m", (int) peer.pid);
+                (void) reply_error(fd, error ?: "cannot read the request");
                 return EXIT_FAILURE;
         }
 

@@ -52,7 +52,7 @@ typedef void (*exec_done_handler_t)(SandboxSession *s, int error, const ExecResu
  * arrives on the event loop, written to log_fd (if >= 0) in full, passed
  * to on_output (if set) chunk by chunk, and kept bounded (keep bytes,
  * head and tail) for the result; done runs once, unless the session is
- * freed first. One command at a time: -EBUSY otherwise; -ENOTCONN once
+ * freed first. on_output must not free the session (done may). One command at a time: -EBUSY otherwise; -ENOTCONN once
  * the sandbox is gone. */
 int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, size_t keep,
                          exec_output_handler_t on_output, exec_done_handler_t done, void *userdata);
