@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
@@ -28,6 +30,10 @@
  * sandbox and its scope, says "ready", and from then on the connection is
  * the sandbox's exec service (exec-service.h): when it closes, the sandbox
  * and its scope end, and so does this instance. */
+
+#ifndef MQUEUE_MAGIC
+#define MQUEUE_MAGIC 0x19800202 /* not in every linux/magic.h */
+#endif
 
 #define AGENTFAB_USER "agentfab"
 #define REQUEST_TIMEOUT_USEC (10 * USEC_PER_SEC)
@@ -277,6 +283,20 @@ static const char *check_workspace(int fd, uid_t agentfab_uid, struct stat *ret)
                 return "the workspace is not owned by the agentfab user";
         if (st.st_gid == 0)
                 return "the workspace's group is root";
+
+        /* SECURITY: kernel interfaces are owned by the agentfab user too
+         * (/proc/PID of the daemon, its cgroup): never a workspace. */
+        static const long pseudo[] = {
+                PROC_SUPER_MAGIC, SYSFS_MAGIC, CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, DEVPTS_SUPER_MAGIC,
+                DEBUGFS_MAGIC, TRACEFS_MAGIC, SECURITYFS_MAGIC, BPF_FS_MAGIC, NSFS_MAGIC, MQUEUE_MAGIC,
+                PSTOREFS_MAGIC, EFIVARFS_MAGIC,
+        };
+        struct statfs sf;
+        if (fstatfs(fd, &sf) < 0)
+                return "cannot stat the workspace's file system";
+        for (size_t i = 0; i < ELEMENTSOF(pseudo); i++)
+                if ((long) sf.f_type == pseudo[i])
+                        return "the workspace is on a kernel file system";
         *ret = st;
         return NULL;
 }
@@ -435,9 +455,10 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
         ScopeLimits limits = {
                 .memory_max = req->limits.memory_max,
                 .tasks_max = req->limits.tasks_max,
-                .cpu_quota_per_sec_usec = req->limits.cpu_quota_percent == UINT64_MAX ? UINT64_MAX :
+                .cpu_quota_per_sec_usec = req->limits.cpu_quota_percent >= UINT64_MAX / USEC_PER_SEC ? UINT64_MAX :
                                           req->limits.cpu_quota_percent * USEC_PER_SEC / 100,
-                .runtime_max_usec = req->limits.runtime_max_sec == UINT64_MAX ? UINT64_MAX :
+                /* Beyond what microseconds can hold is no limit at all. */
+                .runtime_max_usec = req->limits.runtime_max_sec >= UINT64_MAX / USEC_PER_SEC ? UINT64_MAX :
                                     req->limits.runtime_max_sec * USEC_PER_SEC,
         };
         r = scope_start(bus, unit, description, pid, &limits, &error);

@@ -164,6 +164,9 @@ def main(ws):
         check(m and m.get("type") == "error" and want in m.get("message", ""), "%s refused: %s" % (what, m))
     root_fd = os.open("/usr", os.O_RDONLY | os.O_DIRECTORY)
     refused("root-owned workspace", {"type": "sandbox", "task": "0a0a0a0a0a03"}, [root_fd], "not owned")
+    proc_fd = os.open("/proc/self", os.O_RDONLY | os.O_DIRECTORY)
+    refused("the daemon's own /proc/PID (owned by agentfab)", {"type": "sandbox", "task": "0a0a0a0a0a03"}, [proc_fd],
+            "kernel file system")
     file_fd = os.open(os.path.join(ws, "file"), os.O_RDONLY)
     refused("a file as workspace", {"type": "sandbox", "task": "0a0a0a0a0a03"}, [file_fd], "not a directory")
     refused("no workspace fd", {"type": "sandbox", "task": "0a0a0a0a0a03"}, [], "fd")
