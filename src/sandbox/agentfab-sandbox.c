@@ -259,15 +259,7 @@ static int create_scope(pid_t pid) {
         /* systemd's private socket reaches PID 1 directly, without the bus
          * daemon's extra hop (root only, as systemctl does it); the system
          * bus is the fallback. */
-        r = sd_bus_new(&bus);
-        if (r >= 0)
-                r = sd_bus_set_address(bus, "unix:path=/run/systemd/private");
-        if (r >= 0)
-                r = sd_bus_start(bus);
-        if (r < 0) {
-                bus = sd_bus_flush_close_unref(bus);
-                r = sd_bus_open_system(&bus);
-        }
+        r = scope_bus_open(&bus);
         if (r < 0) {
                 log_warning_errno(r, "No system manager reachable, running without a scope: %m");
                 return 0;

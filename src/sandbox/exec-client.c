@@ -12,8 +12,6 @@
 #include "json-util.h"
 #include "macro.h"
 
-/* A reply line is at most one output chunk, JSON-escaped (6x), plus framing. */
-#define REPLY_LINE_MAX (EXEC_OUTPUT_CHUNK * 6 + 4096)
 
 int head_tail_init(HeadTail *h, size_t keep) {
         *h = (HeadTail) { .keep = keep };
@@ -130,9 +128,8 @@ static uint64_t read_number(const char *dir, const char *file, const char *key) 
         return strtoull(p, NULL, 10);
 }
 
-static int send_request(int fd, const ExecRequest *req, int64_t id) {
+int exec_request_format(const ExecRequest *req, int64_t id, char **ret_line) {
         _cleanup_json_ json_object *j = json_object_new_object(), *argv = json_object_new_array(), *env = json_object_new_object();
-        _cleanup_free_ char *line = NULL;
 
         if (!j || !argv || !env)
                 return -ENOMEM;
@@ -154,8 +151,107 @@ static int send_request(int fd, const ExecRequest *req, int64_t id) {
         if (req->timeout_usec != UINT64_MAX)
                 json_object_object_add(j, "timeout_ms", json_object_new_int64((int64_t) MAX(req->timeout_usec / 1000, 1u)));
 
-        if (asprintf(&line, "%s\n", json_to_line(j)) < 0)
+        if (asprintf(ret_line, "%s\n", json_to_line(j)) < 0)
                 return -ENOMEM;
+        return 0;
+}
+
+int exec_collector_begin(ExecCollector *c, int64_t id, int log_fd, size_t keep_bytes, const char *memory_cgroup,
+                         exec_output_handler_t on_output, void *userdata) {
+        *c = (ExecCollector) {
+                .id = id,
+                .log_fd = log_fd,
+                .result = { .status = -1, .peak_memory = UINT64_MAX },
+                .memory_cgroup = memory_cgroup,
+                .on_output = on_output,
+                .userdata = userdata,
+        };
+        if (head_tail_init(&c->ht, keep_bytes) < 0)
+                return -ENOMEM;
+
+        /* Per-command figures of the scope: reset the peak (v1, best effort),
+         * remember the OOM kill count. */
+        if (memory_cgroup) {
+                char path[4096];
+                snprintf(path, sizeof(path), "%s/memory.max_usage_in_bytes", memory_cgroup);
+                _cleanup_close_ int f = open(path, O_WRONLY | O_CLOEXEC);
+                if (f >= 0)
+                        (void) !write(f, "0", 1);
+        }
+        c->oom_before = read_number(memory_cgroup, "memory.oom_control", "oom_kill ");
+        return 0;
+}
+
+int exec_collector_feed(ExecCollector *c, char *line, size_t n) {
+        _cleanup_json_ json_object *m = NULL;
+        const char *type = NULL;
+        uint64_t got_id;
+
+        if (json_parse_strict(line, n, &m) < 0 || !json_object_is_type(m, json_type_object) ||
+            json_get_string(m, "type", &type) < 0 || json_get_uint64(m, "id", &got_id) < 0)
+                return -EBADMSG;
+        if (streq(type, "error"))
+                return -EINVAL;
+        if ((int64_t) got_id != c->id)
+                return 0; /* not ours: ignore */
+
+        if (streq(type, "output")) {
+                json_object *d;
+                const char *stream = NULL;
+                if (!json_object_object_get_ex(m, "data", &d) || !json_object_is_type(d, json_type_string))
+                        return -EBADMSG;
+                size_t k = (size_t) json_object_get_string_len(d);
+                const char *data = json_object_get_string(d);
+                head_tail_add(&c->ht, data, k);
+                c->result.output_bytes += k;
+                if (c->log_fd >= 0 && write(c->log_fd, data, k) < 0)
+                        c->log_fd = -EBADF; /* a full log disk must not stop the command's accounting */
+                if (c->on_output) {
+                        /* Only the two names the service uses reach the handler. */
+                        (void) json_get_string(m, "stream", &stream);
+                        c->on_output(streq_ptr(stream, "stderr") ? "stderr" : "stdout", data, k, c->userdata);
+                }
+        } else if (streq(type, "exit")) {
+                json_object *v;
+                uint64_t d;
+                if (json_object_object_get_ex(m, "status", &v) && json_object_is_type(v, json_type_int))
+                        c->result.status = json_object_get_int(v);
+                if (json_object_object_get_ex(m, "signal", &v) && json_object_is_type(v, json_type_int))
+                        c->result.signal = json_object_get_int(v);
+                if (json_object_object_get_ex(m, "timed_out", &v) && json_object_is_type(v, json_type_boolean))
+                        c->result.timed_out = json_object_get_boolean(v);
+                if (json_get_uint64(m, "duration_usec", &d) >= 0)
+                        c->result.duration_usec = d;
+                return 1;
+        }
+        /* "started" and anything unknown: nothing to do */
+        return 0;
+}
+
+int exec_collector_end(ExecCollector *c, ExecResult *ret) {
+        c->result.peak_memory = read_number(c->memory_cgroup, "memory.max_usage_in_bytes", NULL);
+        uint64_t oom_after = read_number(c->memory_cgroup, "memory.oom_control", "oom_kill ");
+        c->result.limit_killed = c->oom_before != UINT64_MAX && oom_after != UINT64_MAX && oom_after > c->oom_before;
+        free(c->result.output);
+        c->result.output = head_tail_render(&c->ht);
+        *ret = c->result;
+        c->result = (ExecResult) {};
+        head_tail_done(&c->ht);
+        return ret->output ? 0 : -ENOMEM;
+}
+
+void exec_collector_done(ExecCollector *c) {
+        head_tail_done(&c->ht);
+        exec_result_done(&c->result);
+}
+
+static int send_request(int fd, const ExecRequest *req, int64_t id) {
+        _cleanup_free_ char *line = NULL;
+        int r;
+
+        r = exec_request_format(req, id, &line);
+        if (r < 0)
+                return r;
         for (size_t n = strlen(line), done = 0; done < n;) {
                 ssize_t k = write(fd, line + done, n - done);
                 if (k < 0) {
@@ -168,11 +264,12 @@ static int send_request(int fd, const ExecRequest *req, int64_t id) {
         return 0;
 }
 
-/* Reads replies to request id until its "exit" (0), a refusal (-EINVAL),
+/* Reads replies until the command's "exit" (0), a refusal (-EINVAL),
  * or a broken or lying sandbox (-EBADMSG, -ECONNRESET). */
-static int read_replies(int fd, int64_t id, int log_fd, HeadTail *ht, ExecResult *ret) {
-        _cleanup_free_ char *buf = malloc(REPLY_LINE_MAX + 1);
+static int read_replies(int fd, ExecCollector *c) {
+        _cleanup_free_ char *buf = malloc(EXEC_REPLY_LINE_MAX + 1);
         size_t len = 0;
+        int r;
 
         if (!buf)
                 return -ENOMEM;
@@ -180,9 +277,9 @@ static int read_replies(int fd, int64_t id, int log_fd, HeadTail *ht, ExecResult
         for (;;) {
                 char *nl = memchr(buf, '\n', len);
                 if (!nl) {
-                        if (len >= REPLY_LINE_MAX)
+                        if (len >= EXEC_REPLY_LINE_MAX)
                                 return -EBADMSG; /* the sandbox sends nonsense: stop listening to it */
-                        ssize_t k = read(fd, buf + len, REPLY_LINE_MAX - len);
+                        ssize_t k = read(fd, buf + len, EXEC_REPLY_LINE_MAX - len);
                         if (k < 0 && errno == EINTR)
                                 continue;
                         if (k <= 0)
@@ -191,81 +288,31 @@ static int read_replies(int fd, int64_t id, int log_fd, HeadTail *ht, ExecResult
                         continue;
                 }
 
-                _cleanup_json_ json_object *m = NULL;
-                const char *type = NULL;
-                uint64_t got_id;
                 *nl = '\0';
-                if (json_parse_strict(buf, (size_t) (nl - buf), &m) < 0 || json_get_string(m, "type", &type) < 0 ||
-                    json_get_uint64(m, "id", &got_id) < 0)
-                        return -EBADMSG;
+                r = exec_collector_feed(c, buf, (size_t) (nl - buf));
+                if (r != 0)
+                        return r < 0 ? r : 0;
                 size_t used = (size_t) (nl + 1 - buf);
                 len -= used;
                 memmove(buf, buf + used, len);
-
-                if (streq(type, "error"))
-                        return -EINVAL;
-                if ((int64_t) got_id != id)
-                        continue; /* not ours: ignore */
-
-                if (streq(type, "output")) {
-                        json_object *d;
-                        if (!json_object_object_get_ex(m, "data", &d) || !json_object_is_type(d, json_type_string))
-                                return -EBADMSG;
-                        size_t n = (size_t) json_object_get_string_len(d);
-                        const char *data = json_object_get_string(d);
-                        head_tail_add(ht, data, n);
-                        ret->output_bytes += n;
-                        if (log_fd >= 0 && write(log_fd, data, n) < 0)
-                                log_fd = -1; /* a full log disk must not stop the command's accounting */
-                } else if (streq(type, "exit")) {
-                        json_object *v;
-                        uint64_t d;
-                        if (json_object_object_get_ex(m, "status", &v) && json_object_is_type(v, json_type_int))
-                                ret->status = json_object_get_int(v);
-                        if (json_object_object_get_ex(m, "signal", &v) && json_object_is_type(v, json_type_int))
-                                ret->signal = json_object_get_int(v);
-                        if (json_object_object_get_ex(m, "timed_out", &v) && json_object_is_type(v, json_type_boolean))
-                                ret->timed_out = json_object_get_boolean(v);
-                        if (json_get_uint64(m, "duration_usec", &d) >= 0)
-                                ret->duration_usec = d;
-                        return 0;
-                }
-                /* "started" and anything unknown: nothing to do */
         }
 }
 
 int exec_client_run(int fd, const ExecRequest *req, int log_fd, size_t keep_bytes, const char *memory_cgroup,
                     ExecResult *ret) {
         static int64_t next_id = 1;
-        int64_t id = next_id++;
-        HeadTail ht;
-        int r;
+        ExecCollector c;
+        int r, k;
 
-        if (head_tail_init(&ht, keep_bytes) < 0)
-                return -ENOMEM;
-        *ret = (ExecResult) { .status = -1, .peak_memory = UINT64_MAX };
-
-        /* Per-command figures of the scope: reset the peak (v1, best effort),
-         * remember the OOM kill count. */
-        if (memory_cgroup) {
-                char path[4096];
-                snprintf(path, sizeof(path), "%s/memory.max_usage_in_bytes", memory_cgroup);
-                _cleanup_close_ int f = open(path, O_WRONLY | O_CLOEXEC);
-                if (f >= 0)
-                        (void) !write(f, "0", 1);
+        r = exec_collector_begin(&c, next_id++, log_fd, keep_bytes, memory_cgroup, NULL, NULL);
+        if (r < 0) {
+                exec_collector_done(&c);
+                return r;
         }
-        uint64_t oom_before = read_number(memory_cgroup, "memory.oom_control", "oom_kill ");
-
-        r = send_request(fd, req, id);
+        r = send_request(fd, req, c.id);
         if (r >= 0)
-                r = read_replies(fd, id, log_fd, &ht, ret);
-
-        ret->peak_memory = read_number(memory_cgroup, "memory.max_usage_in_bytes", NULL);
-        uint64_t oom_after = read_number(memory_cgroup, "memory.oom_control", "oom_kill ");
-        ret->limit_killed = oom_before != UINT64_MAX && oom_after != UINT64_MAX && oom_after > oom_before;
-        ret->output = head_tail_render(&ht);
-        head_tail_done(&ht);
-        if (!ret->output && r >= 0)
-                r = -ENOMEM;
-        return r;
+                r = read_replies(fd, &c);
+        k = exec_collector_end(&c, ret);
+        exec_collector_done(&c);
+        return r < 0 ? r : k;
 }

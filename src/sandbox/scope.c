@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "macro.h"
 #include "scope.h"
+#include "string-util.h"
 
 typedef struct JobWait {
         const char *job;        /* object path of the job to wait for; NULL until known */
@@ -32,6 +36,169 @@ static int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *error
         return 0;
 }
 
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+/* Takes the job path from a method reply and processes the bus until its
+ * JobRemoved came, at most timeout_usec. */
+static int job_wait(sd_bus *bus, JobWait *w, uint64_t timeout_usec, sd_bus_error *error) {
+        uint64_t deadline = now_usec() + timeout_usec;
+        int r;
+
+        if (streq(w->early_job, w->job))
+                snprintf(w->result, sizeof(w->result), "%s", w->early_result);
+        while (w->result[0] == '\0') {
+                uint64_t now = now_usec();
+                if (now >= deadline)
+                        return sd_bus_error_set(error, SD_BUS_ERROR_TIMEOUT, "Timed out waiting for a job of the system manager.");
+                r = sd_bus_process(bus, NULL);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        continue;
+                r = sd_bus_wait(bus, MIN(deadline - now, USEC_PER_SEC));
+                if (r < 0 && r != -EINTR)
+                        return r;
+        }
+        return 0;
+}
+
+static int subscribe(sd_bus *bus, sd_bus_slot **ret_slot, JobWait *w, sd_bus_error *error) {
+        int r;
+
+        /* Subscribe first, then ask: JobRemoved must not be missed. */
+        r = sd_bus_match_signal(bus, ret_slot, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed, w);
+        if (r < 0)
+                return r;
+        return sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                  "org.freedesktop.systemd1.Manager", "Subscribe", error, NULL, NULL);
+}
+
+int scope_bus_open(sd_bus **ret) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        int r = -EPERM;
+
+        if (geteuid() == 0) {
+                r = sd_bus_new(&bus);
+                if (r >= 0)
+                        r = sd_bus_set_address(bus, "unix:path=/run/systemd/private");
+                if (r >= 0)
+                        r = sd_bus_start(bus);
+                if (r < 0)
+                        bus = sd_bus_flush_close_unref(bus);
+        }
+        if (r < 0)
+                r = sd_bus_open_system(&bus);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(bus);
+        return 0;
+}
+
+static bool error_is_no_such_unit(const sd_bus_error *e) {
+        return sd_bus_error_has_names(e, "org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed");
+}
+
+int scope_stop(sd_bus *bus, const char *unit, uint64_t timeout_usec, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        uint64_t deadline = now_usec() + timeout_usec;
+        JobWait w = {};
+        const char *job;
+        int r;
+
+        r = subscribe(bus, &slot, &w, error);
+        if (r < 0)
+                return r;
+
+        /* What a crashed owner left behind gets no grace period: it is
+         * sandboxed code, nothing that needs a clean shutdown. */
+        r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "KillUnit", &e, NULL, "ssi", unit, "all", SIGKILL);
+        if (r < 0 && error_is_no_such_unit(&e))
+                return 0;
+        /* Killed it: then it may be gone before the stop, and still counts. */
+        bool existed = r >= 0;
+        sd_bus_error_free(&e);
+
+        r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "StopUnit", &e, &reply, "ss", unit, "replace");
+        if (r < 0) {
+                if (error_is_no_such_unit(&e))
+                        return existed;
+                return sd_bus_error_move(error, &e), r;
+        }
+        r = sd_bus_message_read(reply, "o", &job);
+        if (r < 0)
+                return r;
+        w.job = job;
+        r = job_wait(bus, &w, timeout_usec, error);
+        if (r < 0)
+                return r;
+
+        /* A failed unit stays loaded and its name taken: reset it, then wait
+         * until the manager has let go of the name, so that a new scope of
+         * the same name can be made at once. */
+        (void) sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                  "org.freedesktop.systemd1.Manager", "ResetFailedUnit", NULL, NULL, "s", unit);
+        for (;;) {
+                _cleanup_(sd_bus_error_free) sd_bus_error g = SD_BUS_ERROR_NULL;
+                r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                       "org.freedesktop.systemd1.Manager", "GetUnit", &g, NULL, "s", unit);
+                if (r < 0 && error_is_no_such_unit(&g))
+                        return 1;
+                if (now_usec() >= deadline)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_TIMEOUT, "Unit '%s' was stopped but is still loaded.", unit);
+                (void) usleep(10 * 1000);
+        }
+}
+
+int scope_list(sd_bus *bus, const char *pattern, char ***ret, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_strv_free_ char **units = NULL;
+        const char *name;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                           "org.freedesktop.systemd1.Manager", "ListUnitsByPatterns");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "as", 0);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "as", 1, pattern);
+        if (r < 0)
+                return r;
+        r = sd_bus_call(bus, m, 0, error, &reply);
+        if (r < 0)
+                return r;
+
+        r = sd_bus_message_enter_container(reply, 'a', "(ssssssouso)");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(reply, "(ssssssouso)", &name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)) > 0) {
+                r = strv_extend(&units, name);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return r;
+        if (!units) {
+                units = calloc(1, sizeof(char *));
+                if (!units)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(units);
+        return 0;
+}
+
 static int append_limit(sd_bus_message *m, const char *name, uint64_t value) {
         if (value == UINT64_MAX)
                 return 0;
@@ -46,13 +213,7 @@ int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pi
         const char *job;
         int r;
 
-        /* Subscribe first, then ask: JobRemoved must not be missed. */
-        r = sd_bus_match_signal(bus, &slot, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed, &w);
-        if (r < 0)
-                return r;
-        r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.freedesktop.systemd1.Manager", "Subscribe", error, NULL, NULL);
+        r = subscribe(bus, &slot, &w, error);
         if (r < 0)
                 return r;
 
@@ -66,11 +227,16 @@ int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pi
         r = sd_bus_message_open_container(m, 'a', "(sv)");
         if (r < 0)
                 return r;
-        r = sd_bus_message_append(m, "(sv)(sv)(sv)(sv)",
+        /* A sandbox's PID 1 ignores SIGTERM from outside (the kernel drops
+         * signals to a namespace's init that has no handler), so a stop
+         * (RuntimeMaxSec=, systemctl stop) ends it with the SIGKILL after
+         * TimeoutStopSec=: keep that short. */
+        r = sd_bus_message_append(m, "(sv)(sv)(sv)(sv)(sv)",
                                   "Description", "s", description,
                                   "Slice", "s", AGENTFAB_SLICE,
                                   "PIDs", "au", 1, (uint32_t) pid,
-                                  "CollectMode", "s", "inactive-or-failed");
+                                  "CollectMode", "s", "inactive-or-failed",
+                                  "TimeoutStopUSec", "t", (uint64_t) (5 * USEC_PER_SEC));
         if (r >= 0)
                 r = append_limit(m, "MemoryMax", limits->memory_max);
         if (r >= 0)
@@ -93,25 +259,10 @@ int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pi
         if (r < 0)
                 return r;
         w.job = job;
-        if (streq(w.early_job, job))
-                snprintf(w.result, sizeof(w.result), "%s", w.early_result);
 
-        struct timespec start;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        while (w.result[0] == '\0') {
-                struct timespec now;
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                if (now.tv_sec - start.tv_sec > 30)
-                        return sd_bus_error_set(error, SD_BUS_ERROR_TIMEOUT, "Timed out waiting for the scope job.");
-                r = sd_bus_process(bus, NULL);
-                if (r < 0)
-                        return r;
-                if (r > 0)
-                        continue;
-                r = sd_bus_wait(bus, USEC_PER_SEC);
-                if (r < 0)
-                        return r;
-        }
+        r = job_wait(bus, &w, 30 * USEC_PER_SEC, error);
+        if (r < 0)
+                return r;
 
         if (!streq(w.result, "done"))
                 return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED, "Starting scope '%s' ended with '%s'.", unit, w.result);

@@ -19,3 +19,16 @@ typedef struct ScopeLimits {
  * that, the process could run outside its limits. */
 int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pid,
                 const ScopeLimits *limits, sd_bus_error *error);
+
+/* Connects to the system manager: its private socket when we are root (one
+ * hop less, as systemctl does), else the system bus. */
+int scope_bus_open(sd_bus **ret);
+
+/* Stops unit (SIGKILL to everything in it first: what is left of a crashed
+ * owner needs no grace) and waits for the stop job, at most timeout_usec.
+ * Returns 1 if the unit existed and was stopped, 0 if there was no such
+ * unit, negative on failure. */
+int scope_stop(sd_bus *bus, const char *unit, uint64_t timeout_usec, sd_bus_error *error);
+
+/* Names of the loaded units matching a glob pattern ("agentfab-task-*.scope"). */
+int scope_list(sd_bus *bus, const char *pattern, char ***ret, sd_bus_error *error);

@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentfab-bus.h"
+#include "exec-session.h"
+#include "json-util.h"
+#include "macro.h"
+#include "string-util.h"
+
+/* The launcher's own replies ("ready", "error", "reaped") are short. */
+#define LAUNCHER_REPLY_MAX (64 * 1024)
+#define LAUNCHER_ERROR_MAX 256
+
+struct SandboxSession {
+        sd_event *event;
+        sd_event_source *io;
+        sd_event_source *timer;
+        int fd;
+        char *unit;
+        pid_t pid;
+        char *memory_cgroup;
+
+        /* Replies read but not yet parsed, at most one line. */
+        char *rbuf;
+        size_t rlen;
+        /* The request not yet written. */
+        char *wbuf;
+        size_t wlen, wpos;
+
+        bool busy;
+        int64_t next_id;
+        ExecCollector collector;
+        exec_done_handler_t done;
+        void *userdata;
+};
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+static int connect_launcher(const char *path, int *ret) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct timeval tv = { .tv_sec = SANDBOX_SESSION_OPEN_TIMEOUT_USEC / USEC_PER_SEC };
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -EINVAL;
+        strcpy(sa.sun_path, path);
+
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        /* Bounds the connect() (a full backlog) and the request's send. */
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return -errno;
+        *ret = TAKE_FD(fd);
+        return 0;
+}
+
+/* The request line, with pass_fd (if >= 0) attached to its first byte. */
+static int send_request(int fd, const char *line, int pass_fd) {
+        size_t n = strlen(line), done = 0;
+
+        while (done < n) {
+                union {
+                        struct cmsghdr h;
+                        char buf[CMSG_SPACE(sizeof(int))];
+                } control = {};
+                struct iovec iov = { .iov_base = (char *) line + done, .iov_len = n - done };
+                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+                if (done == 0 && pass_fd >= 0) {
+                        mh.msg_control = &control;
+                        mh.msg_controllen = sizeof(control);
+                        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                        c->cmsg_level = SOL_SOCKET;
+                        c->cmsg_type = SCM_RIGHTS;
+                        c->cmsg_len = CMSG_LEN(sizeof(int));
+                        memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+                }
+                ssize_t k = sendmsg(fd, &mh, MSG_NOSIGNAL);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
+                }
+                done += (size_t) k;
+        }
+        return 0;
+}
+
+/* Reads until buf holds a whole line, at most until deadline. Returns the
+ * line's length (without the newline, which becomes NUL); what follows it
+ * stays in buf, *len counts all. */
+static int read_line(int fd, char *buf, size_t max, size_t *len, uint64_t deadline) {
+        for (;;) {
+                char *nl = memchr(buf, '\n', *len);
+                if (nl) {
+                        *nl = '\0';
+                        return (int) (nl - buf);
+                }
+                if (*len >= max)
+                        return -EBADMSG;
+                uint64_t now = now_usec();
+                if (now >= deadline)
+                        return -ETIMEDOUT;
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                int n = poll(&p, 1, (int) ((deadline - now + 999) / 1000));
+                if (n < 0 && errno != EINTR)
+                        return -errno;
+                if (n <= 0)
+                        continue;
+                ssize_t k = recv(fd, buf + *len, max - *len, MSG_DONTWAIT);
+                if (k < 0) {
+                        if (errno == EINTR || errno == EAGAIN)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        return -ECONNRESET;
+                *len += (size_t) k;
+        }
+}
+
+static int reply_error_message(json_object *j, char **ret_error) {
+        const char *message = NULL;
+
+        /* The launcher is trusted, but its words go into logs: one safe line, bounded. */
+        if (ret_error && json_get_string(j, "message", &message) >= 0) {
+                _cleanup_free_ char *m = strshorten_line(message, LAUNCHER_ERROR_MAX);
+                if (m && !string_is_safe(m, false))
+                        m = mfree_ptr(m);
+                *ret_error = m ? TAKE_PTR(m) : strdup("the launcher refused the request");
+        }
+        return -EREMOTEIO;
+}
+
+SandboxSession *sandbox_session_free(SandboxSession *s) {
+        if (!s)
+                return NULL;
+        sd_event_source_disable_unref(s->io);
+        sd_event_source_disable_unref(s->timer);
+        safe_close(s->fd);
+        if (s->busy)
+                exec_collector_done(&s->collector);
+        free(s->unit);
+        free(s->memory_cgroup);
+        free(s->rbuf);
+        free(s->wbuf);
+        sd_event_unref(s->event);
+        free(s);
+        return NULL;
+}
+
+/* The sandbox is gone or lied: stop talking to it. Closing our end is what
+ * ends the sandbox, if it still lives. */
+static void session_disconnect(SandboxSession *s) {
+        s->io = sd_event_source_disable_unref(s->io);
+        s->fd = safe_close(s->fd);
+}
+
+/* Hands the result to the handler, last: the handler may free s or start
+ * the next command, so nothing here touches s after the call. */
+static void session_finish(SandboxSession *s, int error) {
+        exec_done_handler_t done = s->done;
+        void *userdata = s->userdata;
+        ExecResult result = {};
+        int r;
+
+        r = exec_collector_end(&s->collector, &result);
+        exec_collector_done(&s->collector);
+        if (error == 0 && r < 0)
+                error = r;
+        s->busy = false;
+        s->done = NULL;
+        s->userdata = NULL;
+        s->timer = sd_event_source_disable_unref(s->timer);
+        s->wbuf = mfree_ptr(s->wbuf);
+        s->wlen = s->wpos = 0;
+
+        if (done)
+                done(s, error, &result, userdata);
+        exec_result_done(&result);
+}
+
+static void session_fail(SandboxSession *s, int error) {
+        session_disconnect(s);
+        if (s->busy)
+                session_finish(s, error);
+}
+
+static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
+        SandboxSession *s = userdata;
+
+        /* The sandbox enforces each command's timeout itself; a sandbox
+         * that does not is broken or subverted, and ends here. */
+        session_fail(s, -ETIMEDOUT);
+        return 0;
+}
+
+static int flush_request(SandboxSession *s) {
+        while (s->wpos < s->wlen) {
+                ssize_t k = send(s->fd, s->wbuf + s->wpos, s->wlen - s->wpos, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return sd_event_source_set_io_events(s->io, EPOLLIN | EPOLLOUT);
+                        return -errno;
+                }
+                s->wpos += (size_t) k;
+        }
+        s->wbuf = mfree_ptr(s->wbuf);
+        s->wlen = s->wpos = 0;
+        return sd_event_source_set_io_events(s->io, EPOLLIN);
+}
+
+static int on_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        SandboxSession *s = userdata;
+        int r;
+
+        if ((revents & EPOLLOUT) && s->wbuf) {
+                r = flush_request(s);
+                if (r < 0) {
+                        session_fail(s, r == -EPIPE ? -ECONNRESET : r);
+                        return 0;
+                }
+        }
+        if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                return 0;
+
+        ssize_t k = recv(s->fd, s->rbuf + s->rlen, EXEC_REPLY_LINE_MAX - s->rlen, MSG_DONTWAIT);
+        if (k < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                        return 0;
+                session_fail(s, -errno);
+                return 0;
+        }
+        if (k == 0) {
+                session_fail(s, -ECONNRESET);
+                return 0;
+        }
+        if (!s->busy) {
+                /* Between commands the sandbox has nothing to say. */
+                s->rlen = 0;
+                return 0;
+        }
+        s->rlen += (size_t) k;
+
+        for (;;) {
+                char *nl = memchr(s->rbuf, '\n', s->rlen);
+                if (!nl) {
+                        if (s->rlen >= EXEC_REPLY_LINE_MAX)
+                                session_fail(s, -EBADMSG);
+                        return 0;
+                }
+                *nl = '\0';
+                r = exec_collector_feed(&s->collector, s->rbuf, (size_t) (nl - s->rbuf));
+                size_t used = (size_t) (nl + 1 - s->rbuf);
+                s->rlen -= used;
+                memmove(s->rbuf, s->rbuf + used, s->rlen);
+
+                if (r == -EINVAL) {
+                        /* Refused (a bad request): the sandbox lives on. */
+                        session_finish(s, r);
+                        return 0;
+                }
+                if (r < 0) {
+                        session_fail(s, r);
+                        return 0;
+                }
+                if (r > 0) {
+                        session_finish(s, 0);
+                        return 0;
+                }
+        }
+}
+
+int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                         const SandboxLimits *limits, char **env, char **ret_error, SandboxSession **ret) {
+        _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
+        _cleanup_json_ json_object *j = NULL, *l = NULL, *en = NULL, *reply = NULL;
+        _cleanup_free_ char *line = NULL;
+        const char *type, *unit;
+        uint64_t pid;
+        size_t len = 0;
+        int r;
+
+        if (!e || !task_id || strlen(task_id) != AGENTFAB_TASK_ID_LEN || workspace_fd < 0 || !ret)
+                return -EINVAL;
+
+        j = json_object_new_object();
+        l = json_object_new_object();
+        en = json_object_new_object();
+        if (!j || !l || !en || json_add_string(j, "type", "sandbox") < 0 || json_add_string(j, "task", task_id) < 0)
+                return -ENOMEM;
+        if (limits) {
+                const struct { const char *name; uint64_t value; } fields[] = {
+                        { "memory_max", limits->memory_max },
+                        { "tasks_max", limits->tasks_max },
+                        { "cpu_quota_percent", limits->cpu_quota_percent },
+                        { "runtime_max_sec", limits->runtime_max_sec },
+                };
+                for (size_t i = 0; i < ELEMENTSOF(fields); i++)
+                        if (fields[i].value > 0 && json_add_uint64(l, fields[i].name, fields[i].value) < 0)
+                                return -ENOMEM;
+        }
+        for (char **v = env; v && *v; v++) {
+                _cleanup_free_ char *name = strndup(*v, strcspn(*v, "="));
+                const char *eq = strchr(*v, '=');
+                if (!name || !eq)
+                        return -EINVAL;
+                if (json_add_string(en, name, eq + 1) < 0)
+                        return -ENOMEM;
+        }
+        if (json_object_object_add(j, "limits", json_object_get(l)) < 0 ||
+            json_object_object_add(j, "env", json_object_get(en)) < 0 ||
+            asprintf(&line, "%s\n", json_to_line(j)) < 0)
+                return -ENOMEM;
+
+        s = calloc(1, sizeof(SandboxSession));
+        if (!s)
+                return -ENOMEM;
+        s->fd = -EBADF;
+        s->next_id = 1;
+        s->event = sd_event_ref(e);
+        s->rbuf = malloc(EXEC_REPLY_LINE_MAX + 1);
+        if (!s->rbuf || asprintf(&s->unit, "agentfab-task-%s.scope", task_id) < 0)
+                return -ENOMEM;
+
+        uint64_t deadline = now_usec() + SANDBOX_SESSION_OPEN_TIMEOUT_USEC;
+        r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &s->fd);
+        if (r < 0)
+                return r;
+        r = send_request(s->fd, line, workspace_fd);
+        if (r < 0)
+                return r;
+        r = read_line(s->fd, s->rbuf, LAUNCHER_REPLY_MAX, &len, deadline);
+        if (r < 0)
+                return r;
+        if (json_parse_strict(s->rbuf, (size_t) r, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
+            json_get_string(reply, "type", &type) < 0)
+                return -EBADMSG;
+        if (streq(type, "error"))
+                return reply_error_message(reply, ret_error);
+        if (!streq(type, "ready") || json_get_string(reply, "unit", &unit) < 0 || !streq(unit, s->unit) ||
+            json_get_uint64(reply, "pid", &pid) < 0 || pid <= 1 || pid > INT32_MAX)
+                return -EBADMSG;
+        s->pid = (pid_t) pid;
+        /* Anything after "ready" came from the sandbox before it was asked: dropped. */
+        s->rlen = 0;
+
+        /* Figures of the scope's memory cgroup, where there is a v1 one. */
+        (void) exec_client_memory_cgroup(s->pid, &s->memory_cgroup);
+
+        if (fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) | O_NONBLOCK) < 0)
+                return -errno;
+        r = sd_event_add_io(e, &s->io, s->fd, EPOLLIN, on_io, s);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(s->io, "sandbox-session");
+
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, size_t keep,
+                         exec_output_handler_t on_output, exec_done_handler_t done, void *userdata) {
+        _cleanup_free_ char *line = NULL;
+        int r;
+
+        if (!s || !req || !req->argv || !req->argv[0] || !done)
+                return -EINVAL;
+        if (s->fd < 0)
+                return -ENOTCONN;
+        if (s->busy)
+                return -EBUSY;
+
+        int64_t id = s->next_id++;
+        r = exec_request_format(req, id, &line);
+        if (r < 0)
+                return r;
+        if (strlen(line) > EXEC_REQUEST_MAX)
+                return -E2BIG;
+        r = exec_collector_begin(&s->collector, id, log_fd, keep, s->memory_cgroup, on_output, userdata);
+        if (r < 0) {
+                exec_collector_done(&s->collector);
+                return r;
+        }
+
+        if (req->timeout_usec != UINT64_MAX) {
+                uint64_t now;
+                r = sd_event_now(s->event, CLOCK_MONOTONIC, &now);
+                if (r >= 0)
+                        r = sd_event_add_time(s->event, &s->timer, CLOCK_MONOTONIC,
+                                              now + req->timeout_usec + SANDBOX_SESSION_EXEC_GRACE_USEC, 0, on_timer, s);
+                if (r < 0) {
+                        exec_collector_done(&s->collector);
+                        return r;
+                }
+        }
+
+        s->rlen = 0;
+        s->wlen = strlen(line);
+        s->wpos = 0;
+        s->wbuf = TAKE_PTR(line);
+        s->busy = true;
+        s->done = done;
+        s->userdata = userdata;
+
+        r = flush_request(s);
+        if (r < 0) {
+                /* Not called back: the caller learns it from the return value. */
+                s->done = NULL;
+                session_fail(s, r);
+                return r == -EPIPE ? -ECONNRESET : r;
+        }
+        return 0;
+}
+
+const char *sandbox_session_get_unit(const SandboxSession *s) {
+        return s ? s->unit : NULL;
+}
+
+pid_t sandbox_session_get_pid(const SandboxSession *s) {
+        return s ? s->pid : 0;
+}
+
+bool sandbox_session_is_busy(const SandboxSession *s) {
+        return s && s->busy;
+}
+
+int sandbox_session_reap(const char *launcher_socket, char **keep_ids) {
+        _cleanup_json_ json_object *j = json_object_new_object(), *keep = json_object_new_array(), *reply = NULL;
+        _cleanup_free_ char *line = NULL, *buf = malloc(LAUNCHER_REPLY_MAX + 1);
+        _cleanup_close_ int fd = -EBADF;
+        json_object *units;
+        const char *type;
+        size_t len = 0;
+        int r;
+
+        if (!j || !keep || !buf)
+                return -ENOMEM;
+        for (char **k = keep_ids; k && *k; k++)
+                if (json_object_array_add(keep, json_object_new_string(*k)) < 0)
+                        return -ENOMEM;
+        if (json_add_string(j, "type", "reap") < 0 || json_object_object_add(j, "keep", json_object_get(keep)) < 0 ||
+            asprintf(&line, "%s\n", json_to_line(j)) < 0)
+                return -ENOMEM;
+
+        r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &fd);
+        if (r < 0)
+                return r;
+        r = send_request(fd, line, -EBADF);
+        if (r < 0)
+                return r;
+        r = read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, now_usec() + SANDBOX_SESSION_REAP_TIMEOUT_USEC);
+        if (r < 0)
+                return r;
+        if (json_parse_strict(buf, (size_t) r, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
+            json_get_string(reply, "type", &type) < 0)
+                return -EBADMSG;
+        if (streq(type, "error"))
+                return reply_error_message(reply, NULL);
+        if (!streq(type, "reaped") || !json_object_object_get_ex(reply, "units", &units) ||
+            !json_object_is_type(units, json_type_array))
+                return -EBADMSG;
+        return (int) MIN(json_object_array_length(units), (size_t) INT32_MAX);
+}

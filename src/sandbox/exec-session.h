@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include "exec-client.h"
+#include "macro.h"
+
+/* The daemon's end of a task sandbox: asks agentfab-launcher(8) for a
+ * sandbox in agentfab-task-ID.scope, then runs its commands through the
+ * sandbox's exec service on the same connection, without blocking the
+ * event loop. Everything read from the sandbox is untrusted and bounded.
+ * Closing the session (sandbox_session_free()) ends the sandbox and its scope. */
+
+#define SANDBOX_LAUNCHER_SOCKET "/run/agentfab/launcher.sock"
+#define SANDBOX_SESSION_OPEN_TIMEOUT_USEC (10 * USEC_PER_SEC)
+#define SANDBOX_SESSION_REAP_TIMEOUT_USEC (60 * USEC_PER_SEC)
+/* A command with a timeout that the sandbox does not end in time plus this
+ * is given up on, and the sandbox with it. */
+#define SANDBOX_SESSION_EXEC_GRACE_USEC (30 * USEC_PER_SEC)
+
+/* What the scope may use; 0: the launcher's default (also its maximum:
+ * more than the maximum is clamped by the launcher). */
+typedef struct SandboxLimits {
+        uint64_t memory_max;            /* bytes */
+        uint64_t tasks_max;
+        uint64_t cpu_quota_percent;     /* 100: one CPU */
+        uint64_t runtime_max_sec;       /* 0: none (unless the launcher has a maximum) */
+} SandboxLimits;
+
+typedef struct SandboxSession SandboxSession;
+
+/* Connects to the launcher socket, sends the request with the workspace fd
+ * (the caller keeps its own), and waits for "ready": this part blocks, at
+ * most SANDBOX_SESSION_OPEN_TIMEOUT_USEC. env: NAME=VALUE entries for every
+ * command, may be NULL. On refusal returns -EREMOTEIO and, if ret_error is
+ * given, the launcher's reason. */
+int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                         const SandboxLimits *limits, char **env, char **ret_error, SandboxSession **ret);
+
+/* error: 0, or -EINVAL (the sandbox refused the request), -ECONNRESET (the
+ * sandbox ended), -EBADMSG (it sent nonsense), -ETIMEDOUT (it did not end
+ * a timed-out command); after any but -EINVAL the session is dead. result
+ * is the session's and valid during the call only; with an error it holds
+ * what came so far. The handler may start the next command or free the session. */
+typedef void (*exec_done_handler_t)(SandboxSession *s, int error, const ExecResult *result, void *userdata);
+
+/* Sends one exec request and returns at once; output is parsed as it
+ * arrives on the event loop, written to log_fd (if >= 0) in full, passed
+ * to on_output (if set) chunk by chunk, and kept bounded (keep bytes,
+ * head and tail) for the result; done runs once, unless the session is
+ * freed first. on_output must not free the session (done may). One command at a time: -EBUSY otherwise; -ENOTCONN once
+ * the sandbox is gone. */
+int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, size_t keep,
+                         exec_output_handler_t on_output, exec_done_handler_t done, void *userdata);
+
+const char *sandbox_session_get_unit(const SandboxSession *s);
+pid_t sandbox_session_get_pid(const SandboxSession *s);
+bool sandbox_session_is_busy(const SandboxSession *s);
+
+/* Asks the launcher to stop every agentfab-task-*.scope whose id is not in
+ * keep_ids (may be NULL: all). Blocking, at most
+ * SANDBOX_SESSION_REAP_TIMEOUT_USEC. Returns how many were stopped. */
+int sandbox_session_reap(const char *launcher_socket, char **keep_ids);
+
+/* Closes the connection: the sandbox and its scope end. A pending
+ * command's handler is not called. */
+SandboxSession *sandbox_session_free(SandboxSession *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxSession *, sandbox_session_free);
