@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fs-util.h"
@@ -313,11 +315,53 @@ static bool ref_name_safe(const char *name) {
         return strneq(name, "refs/", 5) && git_reference_name_is_valid(&valid, name) >= 0 && valid;
 }
 
+/* Reads a small regular file below dir_fd. SECURITY: symlinks anywhere on
+ * the way and ".." out of dir_fd are refused by the kernel, so a source
+ * cannot make the daemon read files its owner could not. */
+static int read_beneath(int dir_fd, const char *path, size_t max, char **ret) {
+        struct open_how how = {
+                .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        struct stat st;
+        size_t n = 0;
+
+        _cleanup_close_ int fd = (int) syscall(SYS_openat2, dir_fd, path, &how, sizeof(how));
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if ((uint64_t) st.st_size > max)
+                return -EFBIG;
+
+        _cleanup_free_ char *buf = malloc((size_t) st.st_size + 1);
+        if (!buf)
+                return -ENOMEM;
+        while (n < (size_t) st.st_size) {
+                ssize_t k = read(fd, buf + n, (size_t) st.st_size - n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+        }
+        buf[n] = '\0';
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
 static int packed_ref_lookup(int common_fd, const char *name, git_oid *ret) {
         _cleanup_free_ char *data = NULL;
         int r;
 
-        r = read_file_at(common_fd, "packed-refs", PACKED_REFS_MAX, &data, NULL);
+        r = read_beneath(common_fd, "packed-refs", PACKED_REFS_MAX, &data);
         if (r < 0)
                 return r == -ENOENT ? -ENOENT : r;
 
@@ -345,7 +389,7 @@ static int source_ref_lookup(int git_fd, int common_fd, const char *name, unsign
         if (depth > SYMREF_DEPTH_MAX || !ref_name_safe(name))
                 return -ENOENT;
 
-        r = read_file_at(streq(name, "HEAD") ? git_fd : common_fd, name, REF_FILE_MAX, &data, NULL);
+        r = read_beneath(streq(name, "HEAD") ? git_fd : common_fd, name, REF_FILE_MAX, &data);
         if (r == -ENOENT || r == -ENOTDIR || r == -EISDIR || r == -EBADFD)
                 return streq(name, "HEAD") ? -ENOENT : packed_ref_lookup(common_fd, name, ret);
         if (r < 0)
@@ -391,28 +435,88 @@ static int source_resolve(git_repository *repo, int git_fd, int common_fd, const
         return -ENOENT;
 }
 
-static int open_gitdir_file(int dir_fd, int *ret_git_fd) {
+static int same_owner(int a, int b) {
+        struct stat sa, sb;
+
+        if (fstat(a, &sa) < 0 || fstat(b, &sb) < 0)
+                return -errno;
+        return sa.st_uid == sb.st_uid ? 0 : -EPERM;
+}
+
+/* Follows a pointer file (".git" of a linked worktree: "gitdir: X";
+ * "commondir" of its git directory: "X") relative to dir_fd. SECURITY: the
+ * target must belong to the owner of the directory that points to it, so a
+ * repository cannot borrow somebody else's history that only the daemon can
+ * read. */
+static int open_pointer(int dir_fd, const char *name, const char *prefix, int *ret) {
         _cleanup_free_ char *data = NULL;
         int r;
 
-        /* A linked worktree (or a submodule's checkout): ".git" is a file
-         * naming the real git directory, absolute or relative to dir_fd. */
-        r = read_file_at(dir_fd, ".git", REF_FILE_MAX, &data, NULL);
+        r = read_beneath(dir_fd, name, REF_FILE_MAX, &data);
         if (r < 0)
                 return r;
         data[strcspn(data, "\r\n")] = '\0';
-        if (!strneq(data, "gitdir: ", 8))
+        if (!strneq(data, prefix, strlen(prefix)) || isempty(data + strlen(prefix)))
                 return -ENOTDIR;
 
-        int fd = openat(dir_fd, data + 8, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int fd = openat(dir_fd, data + strlen(prefix), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        *ret_git_fd = fd;
+        r = same_owner(dir_fd, fd);
+        if (r < 0)
+                return r;
+        *ret = TAKE_FD(fd);
         return 0;
 }
 
-static int open_source(const char *source, int source_fd, int *ret_git_fd, int *ret_common_fd) {
-        _cleanup_close_ int dir_fd = -EBADF, git_fd = -EBADF, common_fd = -EBADF;
+/* SECURITY: libgit2 reads objects by path, following symlinks, so none may
+ * be in the object directory: a link to another repository's objects would
+ * hand over whatever of it the caller can name. (The owner can still race
+ * us; the integrator may run the import with the submitter's fsuid.) */
+static int check_objects(int objects_fd, char **ret_error) {
+        DIR *d = xopendirat(objects_fd, ".", 0);
+        if (!d)
+                return -errno;
+
+        int r = 0;
+        for (struct dirent *de; r >= 0 && (de = readdir(d));) {
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (S_ISLNK(st.st_mode)) {
+                        r = ledger_set_error(ret_error, -ELOOP, "The object directory contains a symlink 'objects/%s'.", de->d_name);
+                        break;
+                }
+                if (!S_ISDIR(st.st_mode))
+                        continue;
+
+                DIR *sub = xopendirat(dirfd(d), de->d_name, O_NOFOLLOW);
+                if (!sub) {
+                        r = -errno;
+                        break;
+                }
+                for (struct dirent *e; (e = readdir(sub));) {
+                        struct stat est;
+
+                        if (fstatat(dirfd(sub), e->d_name, &est, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISLNK(est.st_mode)) {
+                                r = ledger_set_error(ret_error, -ELOOP, "The object directory contains a symlink 'objects/%s/%s'.",
+                                                     de->d_name, e->d_name);
+                                break;
+                        }
+                }
+                closedir(sub);
+        }
+        closedir(d);
+        return r;
+}
+
+static int open_source(const char *source, int source_fd, int *ret_git_fd, int *ret_common_fd, int *ret_objects_fd) {
+        _cleanup_close_ int dir_fd = -EBADF, git_fd = -EBADF, common_fd = -EBADF, objects_fd = -EBADF;
         struct stat st;
         int r;
 
@@ -424,43 +528,41 @@ static int open_source(const char *source, int source_fd, int *ret_git_fd, int *
                 return -errno;
 
         if (fstatat(dir_fd, ".git", &st, AT_SYMLINK_NOFOLLOW) >= 0) {
-                if (S_ISDIR(st.st_mode))
+                if (S_ISDIR(st.st_mode)) {
                         git_fd = openat(dir_fd, ".git", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                else if (S_ISREG(st.st_mode)) {
-                        r = open_gitdir_file(dir_fd, &git_fd);
+                        if (git_fd < 0)
+                                return -errno;
+                } else if (S_ISREG(st.st_mode)) {
+                        /* A linked worktree (or a submodule's checkout). */
+                        r = open_pointer(dir_fd, ".git", "gitdir: ", &git_fd);
                         if (r < 0)
                                 return r;
                 } else
                         return -ENOTDIR;
-                if (git_fd < 0)
-                        return -errno;
         } else if (errno != ENOENT)
                 return -errno;
-        else if (faccessat(dir_fd, "objects", F_OK, 0) >= 0 && faccessat(dir_fd, "HEAD", F_OK, 0) >= 0)
+        else if (faccessat(dir_fd, "objects", F_OK, AT_SYMLINK_NOFOLLOW) >= 0 &&
+                 faccessat(dir_fd, "HEAD", F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
                 git_fd = TAKE_FD(dir_fd);       /* A bare repository. */
         else
                 return -ENOTDIR;
 
         /* A linked worktree keeps its objects and refs in the common directory. */
-        _cleanup_free_ char *common = NULL;
-        r = read_file_at(git_fd, "commondir", REF_FILE_MAX, &common, NULL);
-        if (r >= 0) {
-                common[strcspn(common, "\r\n")] = '\0';
-                common_fd = openat(git_fd, common, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (common_fd < 0)
-                        return -errno;
-        } else if (r == -ENOENT) {
+        r = open_pointer(git_fd, "commondir", "", &common_fd);
+        if (r == -ENOENT) {
                 common_fd = fcntl(git_fd, F_DUPFD_CLOEXEC, 3);
                 if (common_fd < 0)
                         return -errno;
-        } else
+        } else if (r < 0)
                 return r;
 
-        if (faccessat(common_fd, "objects", F_OK, 0) < 0)
-                return -ENOTDIR;
+        objects_fd = openat(common_fd, "objects", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (objects_fd < 0)
+                return errno == ENOENT ? -ENOTDIR : -errno;
 
         *ret_git_fd = TAKE_FD(git_fd);
         *ret_common_fd = TAKE_FD(common_fd);
+        *ret_objects_fd = TAKE_FD(objects_fd);
         return 0;
 }
 
@@ -505,7 +607,7 @@ static int check_checkout_size(git_repository *repo, const git_oid *base, uint64
  * directories its owner cannot read but the daemon can. */
 static int import_local(const char *ledger_path, const char *source, int source_fd, const char *base,
                         uint64_t max, git_oid *ret_base, char **ret_error) {
-        _cleanup_close_ int git_fd = -EBADF, common_fd = -EBADF;
+        _cleanup_close_ int git_fd = -EBADF, common_fd = -EBADF, objects_fd = -EBADF;
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_odb_freep) git_odb *odb = NULL;
         git_odb_backend *loose = NULL, *pack = NULL;
@@ -514,9 +616,12 @@ static int import_local(const char *ledger_path, const char *source, int source_
         git_oid id;
         int r;
 
-        r = open_source(source, source_fd, &git_fd, &common_fd);
+        r = open_source(source, source_fd, &git_fd, &common_fd, &objects_fd);
         if (r < 0)
                 return ledger_set_error(ret_error, r, "'%s' is not a readable git repository: %s", what, strerror(-r));
+        r = check_objects(objects_fd, ret_error);
+        if (r < 0)
+                return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot read the objects of '%s': %s", what, strerror(-r));
 
         if (git_repository_open_ext(&repo, ledger_path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0 ||
             git_repository_odb(&odb, repo) < 0)
@@ -524,7 +629,7 @@ static int import_local(const char *ledger_path, const char *source, int source_
 
         /* Reached through the fd, so that a directory the daemon cannot reach
          * by path (a private home) works when the submitter handed it over. */
-        (void) snprintf(objects, sizeof(objects), "/proc/self/fd/%d/objects", common_fd);
+        (void) snprintf(objects, sizeof(objects), "/proc/self/fd/%d", objects_fd);
         if (git_odb_backend_pack(&pack, objects) < 0)
                 return ledger_set_error(ret_error, -EIO, "Cannot read the packs of '%s': %s", what, ledger_git_message());
         if (git_odb_add_alternate(odb, pack, 2) < 0) {
@@ -813,7 +918,7 @@ int ledger_create(int task_dir_fd, const char *source, int source_fd, const char
         if (o && o->submodules)
                 return ledger_set_error(ret_error, -EOPNOTSUPP, "Fetching submodules is not supported.");
         if (max == 0)
-                max = UINT64_MAX;
+                return ledger_set_error(ret_error, -EINVAL, "A size bound of 0 bytes admits nothing; UINT64_MAX means none.");
         if (faccessat(task_dir_fd, "ledger.git", F_OK, AT_SYMLINK_NOFOLLOW) >= 0 ||
             faccessat(task_dir_fd, "workspace", F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
                 return ledger_set_error(ret_error, -EEXIST, "The task directory already has a ledger.");

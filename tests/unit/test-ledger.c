@@ -476,6 +476,31 @@ int main(void) {
         CHECK(ledger_parse_trailers("S\n\nbody\n\nA-B: 1\nA-B: 2\nC: x\n", &p) == 0 && json_object_object_length(p) == 2 &&
               json_get_string(p, "C", &v) == 0 && streq(v, "x"), "last paragraph parsed");
 
+        /* A linked worktree as the source: objects and refs come from the
+         * common git directory, HEAD from the worktree's own. */
+        CHECK(run("git -C src worktree add -q ../wt -b wtb && cd wt && echo wt > w.txt && git add w.txt && " GIT "commit -q -m wt") == 0,
+              "linked worktree made");
+        _cleanup_close_ int task6 = open_dir("task6");
+        (void) snprintf(path, sizeof(path), "%s/wt", root);
+        free(error);
+        error = NULL;
+        r = ledger_create(task6, path, -EBADF, NULL, "agentfab/t6", &o, &error, &l);
+        CHECK(r == 0 && exists("task6/workspace/w.txt"), "created from a linked worktree: %d %s", r, strempty(error));
+        l = ledger_free(l);
+
+        /* Symlinks in the source's git directory are never followed: they
+         * could reach history the submitter cannot read. */
+        CHECK(run(GIT "clone -q --no-local src links && ln -s /etc/hostname links/.git/refs/heads/evil") == 0, "symlinked ref made");
+        _cleanup_close_ int task7 = open_dir("task7");
+        (void) snprintf(path, sizeof(path), "%s/links", root);
+        CHECK(ledger_create(task7, path, -EBADF, "evil", "agentfab/t7", &o, &error, &l) < 0 && !exists("task7/ledger.git"),
+              "symlinked ref not followed: %s", strempty(error));
+        CHECK(run("ln -s /tmp links/.git/objects/evil") == 0, "symlink in the object directory made");
+        free(error);
+        error = NULL;
+        r = ledger_create(task7, path, -EBADF, NULL, "agentfab/t7", &o, &error, &l);
+        CHECK(r == -ELOOP && error && strstr(error, "symlink"), "symlink in the object directory refused: %s", strempty(error));
+
         /* The fixture is live: git itself does run the filter and the hooks. */
         CHECK(run("cd src && rm a.txt && git checkout -- a.txt") == 0 && exists("marker-smudge"),
               "(control) git checkout in the source runs the evil filter");
