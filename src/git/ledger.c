@@ -655,6 +655,15 @@ static int import_local(const char *ledger_path, const char *source, int source_
         if (r < 0)
                 return r;
 
+        /* Delta search is what makes copying slow (seconds for a few
+         * thousand files) and buys little on a local disk: a window memory
+         * of one byte keeps libgit2's delta window at a single object. The
+         * setting is dropped again after the copy, so that delivery packs
+         * (bundles, pushes) are compressed as usual. */
+        _cleanup_(git_config_freep) git_config *cfg = NULL;
+        if (git_repository_config(&cfg, repo) < 0 || git_config_set_int64(cfg, "pack.windowMemory", 1) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot configure the ledger: %s", ledger_git_message());
+
         _cleanup_(git_packbuilder_freep) git_packbuilder *pb = NULL;
         _cleanup_(git_revwalk_freep) git_revwalk *walk = NULL;
         if (git_packbuilder_new(&pb, repo) < 0 || git_revwalk_new(&walk, repo) < 0 ||
@@ -677,6 +686,7 @@ static int import_local(const char *ledger_path, const char *source, int source_
         if (r >= 0 && git_indexer_commit(sink.indexer, &sink.stats) < 0)
                 r = -EIO;
         git_indexer_free(sink.indexer);
+        (void) git_config_delete_entry(cfg, "pack.windowMemory");
         if (size.too_big)
                 return ledger_set_error(ret_error, -EFBIG,
                                         "Repository '%s' is too big: its history and checkout exceed the limit of %" PRIu64 " bytes.",

@@ -3,6 +3,8 @@
 #include <git2.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -391,6 +393,24 @@ int main(void) {
         _cleanup_(ledger_freep) Ledger *missing = NULL;
         CHECK(ledger_open(task, "agentfab/other", &missing) < 0, "unknown branch refused on open");
 
+        /* A tracked directory swapped for a symlink out of the tree: the
+         * checkpoint records the link and reads nothing through it, and a
+         * reset replaces the link without writing through it. */
+        CHECK(run("mkdir outside && echo SECRET > outside/b.txt && rm -rf task1/workspace/dir && ln -s %s/outside task1/workspace/dir",
+                  root) == 0, "directory replaced by a symlink out of the tree");
+        cp = checkpoint_of(5, "Symlinked directory", NULL);
+        free(error);
+        error = NULL;
+        CHECK(ledger_checkpoint(l, &cp, c2, &error) == 1, "checkpoint with a symlinked directory: %s", strempty(error));
+        s = capture("git --git-dir=task1/ledger.git ls-tree %s dir | cut -c1-6; "
+                    "git --git-dir=task1/ledger.git cat-file --batch-all-objects --batch | grep -c SECRET", c2);
+        CHECK(streq(s, "120000\n0"), "stored as a link, nothing read through it");
+        free(s);
+        CHECK(ledger_reset(l, base) == 0, "reset over the symlinked directory");
+        s = capture("cat outside/b.txt; test -L task1/workspace/dir || cat task1/workspace/dir/b.txt");
+        CHECK(streq(s, "SECRET\ntwo"), "reset wrote nothing through the link");
+        free(s);
+
         /* Refusals on checkpoint: special files and files over the bound. */
         CHECK(mkfifoat(ws, "fifo", 0644) == 0, "FIFO made");
         cp = checkpoint_of(5, "FIFO", NULL);
@@ -435,14 +455,26 @@ int main(void) {
         (void) snprintf(path, sizeof(path), "%s/priv/repo", root);
         _cleanup_close_ int src_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         (void) snprintf(path, sizeof(path), "%s/priv", root);
-        CHECK(src_fd >= 0 && chmod(path, 0) == 0, "path made unreachable");
+        /* chmod does not stop root: then hide the directory under an empty
+         * tmpfs in a mount namespace of our own. */
+        bool hidden = false;
+        if (getuid() != 0)
+                hidden = chmod(path, 0) == 0;
+        else if (unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+                hidden = mount("tmpfs", path, "tmpfs", 0, "size=1M") == 0;
+        CHECK(src_fd >= 0 && hidden && !exists("priv/repo/.git/HEAD"), "path made unreachable (control)");
         _cleanup_close_ int task3 = open_dir("task3");
+        free(error);
+        error = NULL;
         r = ledger_create(task3, NULL, src_fd, "main", "agentfab/t3", &o, &error, &l);
-        CHECK(r == 0 || getuid() == 0, "created through the fd alone: %d %s", r, strempty(error));
+        CHECK(r == 0, "created through the fd alone: %d %s", r, strempty(error));
         s = capture("cat task3/workspace/a.txt");
         CHECK(streq(s, "one"), "workspace checked out from the fd");
         free(s);
-        (void) chmod(path, 0755);
+        if (getuid() != 0)
+                (void) chmod(path, 0755);
+        else
+                (void) umount2(path, MNT_DETACH);
         l = ledger_free(l);
 
         /* A URL: fetched by libgit2, base defaults to the remote's HEAD. */
