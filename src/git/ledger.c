@@ -698,10 +698,13 @@ static int import_local(const char *ledger_path, const char *source, int source_
 
 typedef struct FetchPayload {
         ImportSize size;
+        uint64_t received;
 } FetchPayload;
 
 static int fetch_progress_cb(const git_indexer_progress *stats, void *payload) {
         FetchPayload *p = payload;
+
+        p->received = stats->received_bytes;
         return pack_progress_cb(stats, &p->size);
 }
 
@@ -793,16 +796,21 @@ static int import_url(git_repository *repo, const char *url, const char *base, u
         r = check_checkout_size(repo, ret_base, max, url, &checkout, ret_error);
         if (r < 0)
                 return r;
-        /* The fetched pack has been counted by the progress callback alone. */
-        if (max != UINT64_MAX && checkout > max - MIN(max, p.size.checkout))
+        /* While fetching, the checkout size was not known yet. */
+        if (max != UINT64_MAX && checkout > max - MIN(max, p.received))
                 return ledger_set_error(ret_error, -EFBIG, "Repository '%s' is too big: it exceeds the limit of %" PRIu64 " bytes.",
                                         url, max);
         return 0;
 }
 
 static bool source_is_url(const char *source) {
-        return source && (strneq(source, "https://", 8) || strneq(source, "http://", 7) ||
-                          strneq(source, "file://", 7) || strneq(source, "ssh://", 6) || strneq(source, "git://", 6));
+        return source && strstr(source, "://");
+}
+
+/* SECURITY: https only on the network (no plain http, no ssh with the
+ * daemon's keys, no git://); file:// is for tests and local mirrors. */
+static bool url_allowed(const char *url) {
+        return strneq(url, "https://", 8) || strneq(url, "file://", 7);
 }
 
 static int ledger_attach(int task_dir_fd, git_repository *repo, const char *branch, Ledger **ret) {
@@ -925,6 +933,8 @@ int ledger_create(int task_dir_fd, const char *source, int source_fd, const char
 
         if (!source && source_fd < 0)
                 return ledger_set_error(ret_error, -EINVAL, "No source repository given.");
+        if (source_fd < 0 && source_is_url(source) && !url_allowed(source))
+                return ledger_set_error(ret_error, -EPROTONOSUPPORT, "Only https:// and file:// URLs are supported, not '%s'.", source);
         if (o && o->submodules)
                 return ledger_set_error(ret_error, -EOPNOTSUPP, "Fetching submodules is not supported.");
         if (max == 0)

@@ -489,6 +489,18 @@ int main(void) {
         CHECK(no_markers(), "no hook or filter ran on fetch");
         l = ledger_free(l);
 
+        /* The bound holds for fetches too, and only https and file URLs go. */
+        (void) snprintf(path, sizeof(path), "file://%s/big", root);
+        free(error);
+        error = NULL;
+        _cleanup_close_ int task8 = open_dir("task8");
+        r = ledger_create(task8, path, -EBADF, NULL, "agentfab/t8", &small, &error, &l);
+        CHECK(r == -EFBIG && error && strstr(error, "too big") && !exists("task8/ledger.git") && !exists("task8/workspace"),
+              "over-size URL refused, nothing left: %d %s", r, strempty(error));
+        CHECK(ledger_create(task8, "ssh://example.invalid/x.git", -EBADF, NULL, "agentfab/t8", &o, &error, &l) == -EPROTONOSUPPORT &&
+              ledger_create(task8, "http://example.invalid/x.git", -EBADF, NULL, "agentfab/t8", &o, &error, &l) == -EPROTONOSUPPORT,
+              "ssh:// and http:// refused");
+
         /* Pushing a branch that reads like a shared one is refused. */
         _cleanup_close_ int task5 = open_dir("task5");
         (void) snprintf(path, sizeof(path), "%s/src", root);
