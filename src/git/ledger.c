@@ -822,7 +822,6 @@ static int ledger_attach(int task_dir_fd, git_repository *repo, const char *bran
                 return -ENOMEM;
         l->workspace_fd = -EBADF;
         l->max_bytes = UINT64_MAX;
-        l->repo = repo;
 
         l->branch = strdup(branch);
         if (!l->branch || branch_to_ref(branch, &l->ref) < 0)
@@ -844,6 +843,8 @@ static int ledger_attach(int task_dir_fd, git_repository *repo, const char *bran
         if (git_repository_config(&cfg, repo) >= 0 && git_config_get_int64(&v, cfg, "agentfab.maxbytes") >= 0 && v >= 0)
                 l->max_bytes = (uint64_t) v;
 
+        /* The repository is the caller's until here, also on failure. */
+        l->repo = repo;
         *ret = TAKE_PTR(l);
         return 0;
 }

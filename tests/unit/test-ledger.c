@@ -193,6 +193,8 @@ int main(void) {
         s = capture("git --git-dir=task1/ledger.git rev-parse refs/heads/agentfab/t1");
         CHECK(streq(s, base), "branch agentfab/t1 exists in the ledger");
         free(s);
+        Checkpoint none = { .task_id = "t1", .subject = "Nothing yet" };
+        CHECK(ledger_checkpoint(l, &none, c1, &error) == 0, "fresh workspace has nothing to commit: %s", strempty(error));
         CHECK(ledger_create(task, path, -EBADF, NULL, "agentfab/t1", &o, &error, &(Ledger *) { NULL }) == -EEXIST,
               "a second create in the same task directory refused");
 
