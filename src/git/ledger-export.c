@@ -158,7 +158,7 @@ int ledger_diffstat(Ledger *l, char **ret) {
         if (r < 0)
                 return r;
         if (git_diff_get_stats(&stats, diff) < 0 ||
-            git_diff_stats_to_buf(&buf, stats, GIT_DIFF_STATS_FULL | GIT_DIFF_STATS_INCLUDE_SUMMARY, 80) < 0)
+            git_diff_stats_to_buf(&buf, stats, GIT_DIFF_STATS_FULL, 80) < 0)
                 return -EIO;
 
         char *s = strdup(buf.ptr ?: "");

@@ -114,7 +114,7 @@ typedef struct FileChange {
  * uncommitted and untracked files included, renames detected. */
 int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n);
 void file_changes_free(FileChange *c, size_t n);
-/* Like git diff --stat --summary base..tip. */
+/* Like git diff --stat base..tip. */
 int ledger_diffstat(Ledger *l, char **ret);
 
 /* Unified patch base..tip (binary files as git binary patches). */

@@ -376,6 +376,13 @@ int main(void) {
         CHECK(streq(s, ""), "workspace matches the checkpoint exactly: '%s'", s);
         free(s);
         CHECK(ledger_reset(l, c2) == -ENXIO, "a commit no longer on the branch refused");
+        (void) snprintf(path, sizeof(path), "file://%s/pushed.git", root);
+        free(error);
+        error = NULL;
+        r = ledger_push(l, path, NULL, &error);
+        s = capture("git --git-dir=pushed.git rev-parse refs/heads/agentfab/t1");
+        CHECK(r < 0 && streq(s, c2), "push that would rewind the remote branch refused, remote kept: %d %s", r, strempty(error));
+        free(s);
         CHECK(ledger_reset(l, "0123456789012345678901234567890123456789") == -ENXIO, "an unknown commit refused");
         CHECK(ledger_reset(l, base) == 0 && exists("task1/workspace/dir/b.txt") && !exists("task1/workspace/c.txt"),
               "reset to base restores deletions");
