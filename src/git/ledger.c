@@ -991,23 +991,75 @@ typedef struct Scan {
         git_index *index;
         uint64_t max;
         unsigned entries;
+        int64_t racy;           /* files changed in or after this second are hashed again */
+        char **seen;            /* paths that are in the index after the scan */
+        size_t n_seen, n_allocated;
         char **error;
 } Scan;
 
-static int scan_dir(Scan *s, int dir_fd, const char *prefix, unsigned depth) {
+static void scan_done(Scan *s) {
+        for (size_t i = 0; i < s->n_seen; i++)
+                free(s->seen[i]);
+        free(s->seen);
+}
+
+/* The index entry still describes the file: same size, mode, inode, mtime
+ * and ctime (which no one can set back). What git calls "stat clean". */
+static bool entry_unchanged(const git_index_entry *e, const struct stat *st) {
+        uint32_t mode = S_ISLNK(st->st_mode) ? GIT_FILEMODE_LINK :
+                        (st->st_mode & 0100) ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
+
+        return e->mode == mode && e->file_size == (uint32_t) st->st_size && e->ino == (uint32_t) st->st_ino &&
+               e->mtime.seconds == (int32_t) st->st_mtim.tv_sec && e->mtime.nanoseconds == (uint32_t) st->st_mtim.tv_nsec &&
+               e->ctime.seconds == (int32_t) st->st_ctim.tv_sec && e->ctime.nanoseconds == (uint32_t) st->st_ctim.tv_nsec;
+}
+
+static int scan_see(Scan *s, const char *path) {
+        if (s->n_seen >= s->n_allocated) {
+                size_t n = MAX(s->n_allocated * 2, (size_t) 64);
+                char **t = realloc(s->seen, n * sizeof(char *));
+                if (!t)
+                        return -ENOMEM;
+                s->seen = t;
+                s->n_allocated = n;
+        }
+        s->seen[s->n_seen] = strdup(path);
+        if (!s->seen[s->n_seen])
+                return -ENOMEM;
+        s->n_seen++;
+        return 0;
+}
+
+static int scan_stage(Scan *s, const char *path, const struct stat *st, const git_index_entry *e) {
+        if (!e || !entry_unchanged(e, st) || (int64_t) st->st_mtim.tv_sec >= s->racy)
+                if (git_index_add_bypath(s->index, path) < 0)
+                        return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
+        return scan_see(s, path);
+}
+
+static bool index_has_prefix(git_index *index, const char *prefix) {
+        size_t pos;
+        return git_index_find_prefix(&pos, index, prefix) == 0;
+}
+
+/* Walks the workspace without following symlinks and stages what a
+ * checkpoint records. This is done here rather than with
+ * git_index_add_all(): libgit2 stops at directories holding a .git (an
+ * agent's "git init" or "cargo new") and refuses them, while their files
+ * belong to the work like any other. Anything named .git is skipped. With
+ * only_tracked, only files the index has already are looked at (inside an
+ * ignored directory). */
+static int scan_dir(Scan *s, int dir_fd, const char *prefix, unsigned depth, bool only_tracked) {
         int r;
 
         if (depth > SCAN_DEPTH_MAX)
                 return ledger_set_error(s->error, -ELOOP, "Directory '%s' is nested too deeply.", prefix);
 
-        _cleanup_close_ int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-                return -errno;
-        DIR *d = fdopendir(fd);
+        /* A new open file description: reading must not move the offset of
+         * the workspace fd we hand out. */
+        DIR *d = xopendirat(dir_fd, ".", 0);
         if (!d)
                 return -errno;
-        fd = -EBADF;
-        rewinddir(d);
 
         r = 0;
         for (struct dirent *de; r >= 0 && (de = readdir(d));) {
@@ -1015,10 +1067,7 @@ static int scan_dir(Scan *s, int dir_fd, const char *prefix, unsigned depth) {
                 struct stat st;
                 int ignored = 0;
 
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                /* libgit2 never adds anything named .git. */
-                if (streq(de->d_name, ".git"))
+                if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
                         continue;
                 if (++s->entries > SCAN_ENTRIES_MAX) {
                         r = ledger_set_error(s->error, -E2BIG, "The workspace has more than %u files.", SCAN_ENTRIES_MAX);
@@ -1034,42 +1083,74 @@ static int scan_dir(Scan *s, int dir_fd, const char *prefix, unsigned depth) {
                         r = ledger_set_error(s->error, -errno, "Cannot look at '%s': %m", path);
                         break;
                 }
+                const git_index_entry *e = git_index_get_bypath(s->index, path, 0);
 
                 if (S_ISDIR(st.st_mode)) {
                         _cleanup_free_ char *dir = NULL;
+
+                        /* A gitlink (a submodule of base) stays as it is. */
+                        if (e && e->mode == GIT_FILEMODE_COMMIT) {
+                                r = scan_see(s, path);
+                                continue;
+                        }
                         if (asprintf(&dir, "%s/", path) < 0) {
                                 r = -ENOMEM;
                                 break;
                         }
-                        /* Ignored directories are never committed. */
-                        if (git_ignore_path_is_ignored(&ignored, s->repo, dir) >= 0 && ignored)
+                        bool sub_only_tracked = only_tracked ||
+                                (git_ignore_path_is_ignored(&ignored, s->repo, dir) >= 0 && ignored);
+                        if (sub_only_tracked && !index_has_prefix(s->index, dir))
                                 continue;
                         _cleanup_close_ int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
                         if (sub < 0) {
                                 r = ledger_set_error(s->error, -errno, "Cannot open '%s': %m", path);
                                 break;
                         }
-                        r = scan_dir(s, sub, dir, depth + 1);
+                        r = scan_dir(s, sub, dir, depth + 1, sub_only_tracked);
                         continue;
                 }
 
-                /* An ignored file is committed only if it is tracked already. */
-                if (git_ignore_path_is_ignored(&ignored, s->repo, path) >= 0 && ignored &&
-                    !git_index_get_bypath(s->index, path, 0))
+                /* An ignored file is recorded only if it is tracked already. */
+                if (!e && (only_tracked || (git_ignore_path_is_ignored(&ignored, s->repo, path) >= 0 && ignored)))
                         continue;
 
                 if (S_ISLNK(st.st_mode))
-                        continue;       /* Stored as a link, never followed. */
-                if (!S_ISREG(st.st_mode))
+                        r = scan_stage(s, path, &st, e);        /* Stored as a link, never followed. */
+                else if (!S_ISREG(st.st_mode))
                         r = ledger_set_error(s->error, -EPERM,
                                              "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
                 else if (s->max != UINT64_MAX && (uint64_t) st.st_size > s->max)
                         r = ledger_set_error(s->error, -EFBIG,
                                              "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
                                              path, s->max);
+                else
+                        r = scan_stage(s, path, &st, e);
         }
         closedir(d);
         return r;
+}
+
+static int strcmp_ptr(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* Drops every index entry the scan did not see: deleted files. */
+static int scan_remove_unseen(Scan *s) {
+        qsort(s->seen, s->n_seen, sizeof(char *), strcmp_ptr);
+
+        for (size_t i = git_index_entrycount(s->index); i-- > 0;) {
+                const git_index_entry *e = git_index_get_byindex(s->index, i);
+                const char *p = e->path;
+
+                if (s->n_seen > 0 && bsearch(&p, s->seen, s->n_seen, sizeof(char *), strcmp_ptr))
+                        continue;
+                _cleanup_free_ char *path = strdup(e->path);
+                if (!path)
+                        return -ENOMEM;
+                if (git_index_remove(s->index, path, git_index_entry_stage(e)) < 0)
+                        return ledger_set_error(s->error, -EIO, "Cannot drop '%s': %s", path, ledger_git_message());
+        }
+        return 0;
 }
 
 static int append(char **s, size_t *n, const char *fmt, ...) _printf_(3, 4);
@@ -1191,17 +1272,27 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
         if (git_repository_index(&index, l->repo) < 0 || git_index_read(index, 1) < 0)
                 return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
 
-        /* Refuse before libgit2 reads anything: it would block on a FIFO and
-         * read a device, and a huge file would be copied into the history. */
-        Scan s = { .repo = l->repo, .index = index, .max = l->max_bytes, .error = ret_error };
-        r = scan_dir(&s, l->workspace_fd, "", 0);
-        if (r < 0)
-                return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot scan the workspace: %s", strerror(-r));
+        /* What changed within the second the index was last written may
+         * look unchanged by its stat data: such files are hashed again. */
+        struct stat ist;
+        int64_t racy = INT64_MIN;
+        const char *index_path = git_index_path(index);
+        racy = index_path && stat(index_path, &ist) >= 0 ? (int64_t) ist.st_mtim.tv_sec : INT64_MIN;
 
-        /* add_all picks up new and modified files, update_all drops deleted ones. */
-        if (git_index_add_all(index, NULL, GIT_INDEX_ADD_DEFAULT, NULL, NULL) < 0 ||
-            git_index_update_all(index, NULL, NULL, NULL) < 0 ||
-            git_index_write_tree(&tree_id, index) < 0)
+        /* Special files and files over the bound are refused before libgit2
+         * reads them: it would block on a FIFO and read a device, and a huge
+         * file would be copied into the history. */
+        Scan s = { .repo = l->repo, .index = index, .max = l->max_bytes, .racy = racy, .error = ret_error };
+        r = scan_dir(&s, l->workspace_fd, "", 0, false);
+        if (r >= 0)
+                r = scan_remove_unseen(&s);
+        scan_done(&s);
+        if (r < 0) {
+                (void) git_index_read(index, 1);        /* Forget the half-staged state. */
+                return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot scan the workspace: %s", strerror(-r));
+        }
+
+        if (git_index_write_tree(&tree_id, index) < 0)
                 return ledger_set_error(ret_error, -EIO, "Cannot record the workspace: %s", ledger_git_message());
         if (git_index_write(index) < 0)
                 return ledger_set_error(ret_error, -EIO, "Cannot write the index: %s", ledger_git_message());

@@ -213,11 +213,11 @@ int main(void) {
         s = capture("git --git-dir=task1/ledger.git log -1 --format=%%B %s", c1);
         _cleanup_json_ json_object *tr = NULL;
         CHECK(ledger_parse_trailers(s, &tr) == 0, "trailers parsed");
-        const char *v;
+        const char *v = "";
         CHECK(json_get_string(tr, "Agentfab-Task", &v) == 0 && streq(v, "t1"), "Agentfab-Task");
         CHECK(json_get_string(tr, "Agentfab-Step", &v) == 0 && streq(v, "1"), "Agentfab-Step");
         CHECK(json_get_string(tr, "Agentfab-Model", &v) == 0 && streq(v, "default/test-model"), "Agentfab-Model");
-        CHECK(json_get_string(tr, "Agentfab-Tests", &v) == 0 && streq(v, "pass (make check, exit 0)"), "Agentfab-Tests: '%s'", v);
+        CHECK(json_get_string(tr, "Agentfab-Tests", &v) == 0 && streq(v, "pass (make check, exit 0)"), "Agentfab-Tests: '%s'", strempty(v));
         CHECK(json_get_string(tr, "Agentfab-Submitter", &v) == 0 && streq(v, "alice (uid 1000)"), "Agentfab-Submitter");
         json_object *cmds = NULL;
         CHECK(json_object_object_get_ex(tr, "Agentfab-Command", &cmds) && json_object_is_type(cmds, json_type_array) &&
@@ -419,6 +419,27 @@ int main(void) {
         s = capture("cat outside/b.txt; test -L task1/workspace/dir || cat task1/workspace/dir/b.txt");
         CHECK(streq(s, "SECRET\ntwo"), "reset wrote nothing through the link");
         free(s);
+
+        /* Agents run git init (cargo new, npm init): the files of a nested
+         * repository are work like any other, its .git (and a .git of the
+         * sandbox's own at the top) never enters the history. */
+        CHECK(run("cd task1/workspace && " GIT "init -q nested && echo n > nested/n.txt && mkdir .git && echo x > .git/config && "
+                  "echo top > top.txt") == 0, "nested repository and a fake .git made");
+        cp = checkpoint_of(6, "Nested", NULL);
+        free(error);
+        error = NULL;
+        r = ledger_checkpoint(l, &cp, c2, &error);
+        CHECK(r == 1, "checkpoint with a nested repository: %d %s", r, strempty(error));
+        s = capture("git --git-dir=task1/ledger.git ls-tree -r --name-only %s | grep -c -e '^.git/' -e '/.git/' -e '^.git$'", c2);
+        CHECK(streq(s, "0"), "nothing of any .git recorded (%s)", s);
+        free(s);
+        s = capture("git --git-dir=task1/ledger.git ls-tree -r --name-only %s | grep -e '^nested' -e '^top'| tr '\n' ' '", c2);
+        CHECK(streq(s, "nested/n.txt top.txt "), "the nested repository's files recorded: %s", s);
+        free(s);
+        s = capture("git --git-dir=task1/ledger.git ls-tree %s sub | cut -c1-13", c2);
+        CHECK(streq(s, "160000 commit"), "the submodule's gitlink kept across checkpoints: '%s'", s);
+        free(s);
+        CHECK(run("rm -rf task1/workspace/nested task1/workspace/.git") == 0, "removed again");
 
         /* Refusals on checkpoint: special files and files over the bound. */
         CHECK(mkfifoat(ws, "fifo", 0644) == 0, "FIFO made");
