@@ -441,6 +441,15 @@ int main(void) {
         free(s);
         CHECK(run("rm -rf task1/workspace/nested task1/workspace/.git") == 0, "removed again");
 
+        /* The executable bit and a file turned into a directory are recorded. */
+        CHECK(run("cd task1/workspace && chmod +x top.txt && rm a.txt && mkdir a.txt && echo in > a.txt/inner") == 0,
+              "mode change and file-to-directory change made");
+        cp = checkpoint_of(7, "Modes", NULL);
+        r = ledger_checkpoint(l, &cp, c2, &error);
+        s = capture("git --git-dir=task1/ledger.git ls-tree -r %s top.txt a.txt | cut -c1-6,53- | tr '\t\n' ' |'", c2);
+        CHECK(r == 1 && streq(s, "100644 a.txt/inner|100755 top.txt|"), "recorded: %s", s);
+        free(s);
+
         /* Refusals on checkpoint: special files and files over the bound. */
         CHECK(mkfifoat(ws, "fifo", 0644) == 0, "FIFO made");
         cp = checkpoint_of(5, "FIFO", NULL);
