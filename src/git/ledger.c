@@ -1136,7 +1136,8 @@ static int strcmp_ptr(const void *a, const void *b) {
 
 /* Drops every index entry the scan did not see: deleted files. */
 static int scan_remove_unseen(Scan *s) {
-        qsort(s->seen, s->n_seen, sizeof(char *), strcmp_ptr);
+        if (s->n_seen > 0)
+                qsort(s->seen, s->n_seen, sizeof(char *), strcmp_ptr);
 
         for (size_t i = git_index_entrycount(s->index); i-- > 0;) {
                 const git_index_entry *e = git_index_get_byindex(s->index, i);
