@@ -953,6 +953,28 @@ int ledger_create(int task_dir_fd, const char *source, int source_fd, const char
         return r;
 }
 
+int ledger_destroy(int task_dir_fd) {
+        int r, k;
+
+        assert(task_dir_fd >= 0);
+
+        r = rm_rf_at(task_dir_fd, "workspace");
+        k = rm_rf_at(task_dir_fd, "ledger.git");
+        return r < 0 ? r : k;
+}
+
+/* Only the daemon ever opens a ledger, one Ledger per task: a lock file
+ * found on open is what a crash in the middle of a write left. */
+static void remove_stale_locks(int task_dir_fd, const char *ref) {
+        _cleanup_free_ char *ref_lock = NULL;
+
+        (void) unlinkat(task_dir_fd, "ledger.git/index.lock", 0);
+        (void) unlinkat(task_dir_fd, "ledger.git/HEAD.lock", 0);
+        (void) unlinkat(task_dir_fd, "ledger.git/packed-refs.lock", 0);
+        if (asprintf(&ref_lock, "ledger.git/%s.lock", ref) >= 0)
+                (void) unlinkat(task_dir_fd, ref_lock, 0);
+}
+
 int ledger_open(int task_dir_fd, const char *branch, Ledger **ret) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(ledger_freep) Ledger *l = NULL;
@@ -963,6 +985,11 @@ int ledger_open(int task_dir_fd, const char *branch, Ledger **ret) {
         assert(ret);
 
         ledger_library_init();
+
+        _cleanup_free_ char *ref = NULL;
+        if (branch_to_ref(branch, &ref) < 0)
+                return -EINVAL;
+        remove_stale_locks(task_dir_fd, ref);
 
         (void) snprintf(path, sizeof(path), "/proc/self/fd/%d/ledger.git", task_dir_fd);
         if (git_repository_open_ext(&repo, path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)

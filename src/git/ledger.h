@@ -50,8 +50,15 @@ void ledger_library_init(void);
  * task directory has a ledger already. */
 int ledger_create(int task_dir_fd, const char *source, int source_fd, const char *base, const char *branch,
                   const LedgerOptions *o, char **ret_error, Ledger **ret);
-/* Opens the ledger of a task directory again, e.g. after a daemon restart. */
+/* Opens the ledger of a task directory again, e.g. after a daemon restart.
+ * Lock files a crash left behind are removed: only one Ledger per task
+ * directory may be open at a time, in one process. -EBADMSG or -ENOENT for
+ * a ledger whose creation was cut short: ledger_destroy() and create again. */
 int ledger_open(int task_dir_fd, const char *branch, Ledger **ret);
+
+/* Removes <task_dir>/workspace and <task_dir>/ledger.git, without following
+ * symlinks. The Ledger, if open, must be freed first. */
+int ledger_destroy(int task_dir_fd);
 Ledger *ledger_free(Ledger *l);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Ledger *, ledger_free);
 

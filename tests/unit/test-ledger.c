@@ -392,7 +392,10 @@ int main(void) {
         cp = checkpoint_of(3, "After restart", NULL);
         CHECK(write_at(ws, "f.txt", "f\n") == 0 && ledger_checkpoint(l, &cp, c1, &error) == 1, "checkpoint before restart");
         l = ledger_free(l);
+        CHECK(run("touch task1/ledger.git/index.lock task1/ledger.git/refs/heads/agentfab/t1.lock") == 0, "crash leftovers made");
         CHECK(ledger_open(task, "agentfab/t1", &l) == 0, "ledger reopened");
+        CHECK(!exists("task1/ledger.git/index.lock") && !exists("task1/ledger.git/refs/heads/agentfab/t1.lock"),
+              "stale lock files removed on open");
         CHECK(l && ledger_base(l, head) == 0 && streq(head, base), "base remembered");
         CHECK(l && ledger_head(l, head) == 0 && streq(head, c1), "tip remembered");
         ws = l ? ledger_workspace_fd(l) : -EBADF;
@@ -539,6 +542,12 @@ int main(void) {
         CHECK(ledger_create(task8, "ssh://example.invalid/x.git", -EBADF, NULL, "agentfab/t8", &o, &error, &l) == -EPROTONOSUPPORT &&
               ledger_create(task8, "http://example.invalid/x.git", -EBADF, NULL, "agentfab/t8", &o, &error, &l) == -EPROTONOSUPPORT,
               "ssh:// and http:// refused");
+
+        /* A creation cut short is cleaned up by ledger_destroy(). */
+        CHECK(run("mkdir task8/ledger.git task8/workspace && ln -s /etc task8/workspace/etc") == 0, "half-made ledger");
+        CHECK(ledger_open(task8, "agentfab/t8", &l) < 0, "a half-made ledger does not open");
+        CHECK(ledger_destroy(task8) == 0 && !exists("task8/ledger.git") && !exists("task8/workspace") && access("/etc/passwd", F_OK) == 0,
+              "ledger_destroy removes it without following symlinks");
 
         /* Pushing a branch that reads like a shared one is refused. */
         _cleanup_close_ int task5 = open_dir("task5");
