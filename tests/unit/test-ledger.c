@@ -580,6 +580,34 @@ int main(void) {
         CHECK(r == 0 && exists("task6/workspace/w.txt"), "created from a linked worktree: %d %s", r, strempty(error));
         l = ledger_free(l);
 
+        /* Refs are read by hand: packed refs, annotated tags, abbreviated
+         * ids, a bare repository. */
+        CHECK(run(GIT "clone -q --bare src tagged.git && cd tagged.git && " GIT "tag -a v1 -m v1 main && git pack-refs --all") == 0 &&
+              !exists("tagged.git/refs/tags/v1"), "bare repository with packed refs and an annotated tag");
+        static const char *const bases[] = { "v1", "refs/tags/v1", "main", "heads/main", NULL };
+        (void) snprintf(path, sizeof(path), "%s/tagged.git", root);
+        for (size_t i = 0; bases[i]; i++) {
+                _cleanup_close_ int tt = open_dir("task9");
+                free(error);
+                error = NULL;
+                r = ledger_create(tt, path, -EBADF, bases[i], "agentfab/t9", &o, &error, &l);
+                CHECK(r == 0 && ledger_base(l, head) == 0 && streq(head, base), "base '%s' resolved: %s", bases[i], strempty(error));
+                l = ledger_free(l);
+                (void) ledger_destroy(tt);
+        }
+        char abbrev[9];
+        memcpy(abbrev, base, 8);
+        abbrev[8] = '\0';
+        _cleanup_close_ int task9 = open_dir("task9");
+        CHECK(ledger_create(task9, path, -EBADF, abbrev, "agentfab/t9", &o, &error, &l) == 0 && ledger_base(l, head) == 0 &&
+              streq(head, base), "abbreviated id resolved");
+        l = ledger_free(l);
+        (void) ledger_destroy(task9);
+        CHECK(ledger_create(task9, path, -EBADF, "no-such-ref", "agentfab/t9", &o, &error, &l) == -ENOENT && error &&
+              strstr(error, "does not name a commit"), "unknown base refused: %s", strempty(error));
+        CHECK(ledger_create(task9, path, -EBADF, "../../../etc/passwd", "agentfab/t9", &o, &error, &l) < 0, "base escaping refs/ refused");
+        CHECK(ledger_create(task9, path, -EBADF, NULL, "bad..branch", &o, &error, &l) == -EINVAL, "invalid branch name refused");
+
         /* Symlinks in the source's git directory are never followed: they
          * could reach history the submitter cannot read. */
         CHECK(run(GIT "clone -q --no-local src links && ln -s /etc/hostname links/.git/refs/heads/evil") == 0, "symlinked ref made");
