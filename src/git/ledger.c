@@ -1015,6 +1015,7 @@ int ledger_open(int task_dir_fd, const char *branch, Ledger **ret) {
 
 typedef struct Scan {
         git_repository *repo;
+        git_odb *odb;
         git_index *index;
         uint64_t max;
         unsigned entries;
@@ -1057,10 +1058,97 @@ static int scan_see(Scan *s, const char *path) {
         return 0;
 }
 
-static int scan_stage(Scan *s, const char *path, const struct stat *st, const git_index_entry *e) {
-        if (!e || !entry_unchanged(e, st) || (int64_t) st->st_mtim.tv_sec >= s->racy)
-                if (git_index_add_bypath(s->index, path) < 0)
+/* Streams size bytes of fd into a blob. */
+static int hash_fd(git_odb *odb, int fd, uint64_t size, git_oid *ret) {
+        git_odb_stream *stream = NULL;
+        char buf[64 * 1024];
+        uint64_t left = size;
+        int r = 0;
+
+        if (git_odb_open_wstream(&stream, odb, (git_object_size_t) size, GIT_OBJECT_BLOB) < 0)
+                return -EIO;
+        while (left > 0) {
+                ssize_t k = read(fd, buf, (size_t) MIN((uint64_t) sizeof(buf), left));
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                if (k == 0) {
+                        r = -EBUSY;     /* Shrank while we read it. */
+                        break;
+                }
+                if (git_odb_stream_write(stream, buf, (size_t) k) < 0) {
+                        r = -EIO;
+                        break;
+                }
+                left -= (uint64_t) k;
+        }
+        if (r >= 0 && git_odb_stream_finalize_write(ret, stream) < 0)
+                r = -EIO;
+        git_odb_stream_free(stream);
+        return r;
+}
+
+/* Records one file of the workspace in the index, unless its stat data
+ * says it is unchanged. SECURITY: the content is read through dir_fd (a
+ * directory opened without following symlinks, all the way down from the
+ * workspace fd) with O_NOFOLLOW, never by path: libgit2's own
+ * git_index_add_bypath() opens "workdir/path", and a directory swapped for
+ * a symlink meanwhile would let it read any file the daemon can (and put
+ * it into the history, where a reset hands it to the sandbox). O_NONBLOCK
+ * keeps a FIFO swapped in from blocking us. No filters apply: content is
+ * stored as it is, as checkout writes it back. */
+static int scan_stage(Scan *s, int dir_fd, const char *name, const char *path, const struct stat *st, const git_index_entry *e) {
+        git_index_entry entry = { .path = path };
+        struct stat fst = *st;
+        int r;
+
+        if (e && entry_unchanged(e, st) && (int64_t) st->st_mtim.tv_sec < s->racy)
+                return scan_see(s, path);
+
+        if (S_ISLNK(st->st_mode)) {
+                char target[PATH_MAX + 1];
+
+                ssize_t n = readlinkat(dir_fd, name, target, sizeof(target) - 1);
+                if (n < 0)
+                        return ledger_set_error(s->error, -errno, "Cannot read the symlink '%s': %m", path);
+                if (git_blob_create_from_buffer(&entry.id, s->repo, target, (size_t) n) < 0)
                         return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
+                entry.mode = GIT_FILEMODE_LINK;
+                fst.st_size = n;
+        } else {
+                _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+                if (fd < 0)
+                        return ledger_set_error(s->error, -errno, "Cannot open '%s' (did it change meanwhile?): %m", path);
+                if (fstat(fd, &fst) < 0)
+                        return -errno;
+                if (!S_ISREG(fst.st_mode))
+                        return ledger_set_error(s->error, -EPERM,
+                                                "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
+                if (s->max != UINT64_MAX && (uint64_t) fst.st_size > s->max)
+                        return ledger_set_error(s->error, -EFBIG,
+                                                "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
+                                                path, s->max);
+                r = hash_fd(s->odb, fd, (uint64_t) fst.st_size, &entry.id);
+                if (r < 0)
+                        return ledger_set_error(s->error, r, "Cannot read '%s': %s", path,
+                                                r == -EIO ? ledger_git_message() : strerror(-r));
+                entry.mode = (fst.st_mode & 0100) ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
+        }
+
+        entry.ctime.seconds = (int32_t) fst.st_ctim.tv_sec;
+        entry.ctime.nanoseconds = (uint32_t) fst.st_ctim.tv_nsec;
+        entry.mtime.seconds = (int32_t) fst.st_mtim.tv_sec;
+        entry.mtime.nanoseconds = (uint32_t) fst.st_mtim.tv_nsec;
+        entry.dev = (uint32_t) fst.st_dev;
+        entry.ino = (uint32_t) fst.st_ino;
+        entry.uid = (uint32_t) fst.st_uid;
+        entry.gid = (uint32_t) fst.st_gid;
+        entry.file_size = (uint32_t) fst.st_size;
+        if (git_index_add(s->index, &entry) < 0)
+                return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
         return scan_see(s, path);
 }
 
@@ -1142,7 +1230,7 @@ static int scan_dir(Scan *s, int dir_fd, const char *prefix, unsigned depth, boo
                         continue;
 
                 if (S_ISLNK(st.st_mode))
-                        r = scan_stage(s, path, &st, e);        /* Stored as a link, never followed. */
+                        r = scan_stage(s, dirfd(d), de->d_name, path, &st, e);        /* Stored as a link, never followed. */
                 else if (!S_ISREG(st.st_mode))
                         r = ledger_set_error(s->error, -EPERM,
                                              "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
@@ -1151,7 +1239,7 @@ static int scan_dir(Scan *s, int dir_fd, const char *prefix, unsigned depth, boo
                                              "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
                                              path, s->max);
                 else
-                        r = scan_stage(s, path, &st, e);
+                        r = scan_stage(s, dirfd(d), de->d_name, path, &st, e);
         }
         closedir(d);
         return r;
@@ -1310,7 +1398,10 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
         /* Special files and files over the bound are refused before libgit2
          * reads them: it would block on a FIFO and read a device, and a huge
          * file would be copied into the history. */
-        Scan s = { .repo = l->repo, .index = index, .max = l->max_bytes, .racy = racy, .error = ret_error };
+        _cleanup_(git_odb_freep) git_odb *odb = NULL;
+        if (git_repository_odb(&odb, l->repo) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot open the ledger's objects: %s", ledger_git_message());
+        Scan s = { .repo = l->repo, .odb = odb, .index = index, .max = l->max_bytes, .racy = racy, .error = ret_error };
         r = scan_dir(&s, l->workspace_fd, "", 0, false);
         if (r >= 0)
                 r = scan_remove_unseen(&s);

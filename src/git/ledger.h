@@ -97,8 +97,10 @@ typedef struct Checkpoint {
  * when it committed, 0 when nothing changed. Special files (-EPERM) and
  * files over the size bound (-EFBIG) are refused with a message.
  *
- * The sandbox must not be running in the workspace meanwhile: a file
- * swapped for a FIFO between the scan and the read would block us. */
+ * Files are read through directory fds opened without following symlinks,
+ * never by path, with O_NONBLOCK: a sandbox still running can make the
+ * checkpoint fail or record a mix of before and after, but cannot make us
+ * read outside the workspace or block. Content is stored unfiltered. */
 int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41], char **ret_error);
 /* Resets the workspace and the branch to commit (full hex), which must be
  * base or between base and the tip (-ENXIO otherwise). Untracked and
