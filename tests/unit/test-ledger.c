@@ -386,6 +386,9 @@ int main(void) {
         CHECK(ledger_reset(l, "0123456789012345678901234567890123456789") == -ENXIO, "an unknown commit refused");
         CHECK(ledger_reset(l, base) == 0 && exists("task1/workspace/dir/b.txt") && !exists("task1/workspace/c.txt"),
               "reset to base restores deletions");
+        s = capture("readlink task1/workspace/evil; test -e task1/workspace/evil2 || echo gone");
+        CHECK(streq(s, "/etc/passwd\ngone"), "tracked symlinks recreated, later ones gone");
+        free(s);
         CHECK(no_markers(), "no hook ran on reset");
 
         /* After a daemon restart the ledger is found again. */
@@ -418,7 +421,8 @@ int main(void) {
                     "git --git-dir=task1/ledger.git cat-file --batch-all-objects --batch | grep -c SECRET", c2);
         CHECK(streq(s, "120000\n0"), "stored as a link, nothing read through it");
         free(s);
-        CHECK(ledger_reset(l, base) == 0, "reset over the symlinked directory");
+        r = ledger_reset(l, base);
+        CHECK(r == 0, "reset over the symlinked directory: %d", r);
         s = capture("cat outside/b.txt; test -L task1/workspace/dir || cat task1/workspace/dir/b.txt");
         CHECK(streq(s, "SECRET\ntwo"), "reset wrote nothing through the link");
         free(s);
@@ -451,6 +455,17 @@ int main(void) {
         r = ledger_checkpoint(l, &cp, c2, &error);
         s = capture("git --git-dir=task1/ledger.git ls-tree -r %s top.txt a.txt | cut -c1-6,53- | tr '\t\n' ' |'", c2);
         CHECK(r == 1 && streq(s, "100644 a.txt/inner|100755 top.txt|"), "recorded: %s", s);
+        free(s);
+
+        /* The same one level down, resetting to the commit itself. */
+        CHECK(run("mkdir -p task1/workspace/deep/er && echo mine > task1/workspace/deep/er/f.txt && mkdir outside2") == 0, "deep file");
+        cp = checkpoint_of(8, "Deep", NULL);
+        char deep[41];
+        CHECK(ledger_checkpoint(l, &cp, deep, &error) == 1, "deep file committed");
+        CHECK(run("rm -rf task1/workspace/deep/er && ln -s %s/outside2 task1/workspace/deep/er", root) == 0, "deep/er now a symlink out");
+        CHECK(ledger_reset(l, deep) == 0, "reset over it");
+        s = capture("ls -A outside2 | wc -l; test -L task1/workspace/deep/er && echo link; cat task1/workspace/deep/er/f.txt");
+        CHECK(streq(s, "0\nmine"), "nothing written through the link, the directory restored");
         free(s);
 
         /* Refusals on checkpoint: special files and files over the bound. */
@@ -628,7 +643,8 @@ int main(void) {
         free(before);
         free(after);
         free(error);
-        (void) rm_rf_at(AT_FDCWD, root);
+        if (!getenv("TEST_KEEP"))
+                (void) rm_rf_at(AT_FDCWD, root);
         git_libgit2_shutdown();
         return tap_done();
 }
