@@ -467,6 +467,12 @@ int main(void) {
         s = capture("ls -A outside2 | wc -l; test -L task1/workspace/deep/er && echo link; cat task1/workspace/deep/er/f.txt");
         CHECK(streq(s, "0\nmine"), "nothing written through the link, the directory restored");
         free(s);
+        CHECK(run("echo precious > outside2/victim && rm task1/workspace/deep/er/f.txt && "
+                  "ln -s %s/outside2/victim task1/workspace/deep/er/f.txt", root) == 0, "tracked file replaced by a symlink out");
+        CHECK(ledger_reset(l, deep) == 0, "reset over it");
+        s = capture("cat outside2/victim; test -L task1/workspace/deep/er/f.txt && echo link; cat task1/workspace/deep/er/f.txt");
+        CHECK(streq(s, "precious\nmine"), "the file the link pointed to is untouched, the file restored");
+        free(s);
 
         /* Refusals on checkpoint: special files and files over the bound. */
         CHECK(mkfifoat(ws, "fifo", 0644) == 0, "FIFO made");
