@@ -476,6 +476,11 @@ int main(void) {
 
         /* Refusals on checkpoint: special files and files over the bound. */
         CHECK(mkfifoat(ws, "fifo", 0644) == 0, "FIFO made");
+        /* Listing changes while the sandbox runs must not hang on it. */
+        alarm(30);
+        CHECK(ledger_changes(l, NULL, &changes, &n_changes) == 0, "changes listed next to a FIFO");
+        alarm(0);
+        file_changes_free(changes, n_changes);
         cp = checkpoint_of(5, "FIFO", NULL);
         free(error);
         error = NULL;
