@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <assert.h>
+#include <ctype.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ledger-internal.h"
+#include "log.h"
+#include "string-util.h"
+
+#define CHANGES_MAX 100000U
+#define BUNDLE_HEADER_MAX (64U * 1024U)
+#define BUNDLE_PREREQS_MAX 256U
+
+static int commit_tree(git_repository *repo, const git_oid *id, git_tree **ret) {
+        _cleanup_(git_commit_freep) git_commit *c = NULL;
+
+        if (git_commit_lookup(&c, repo, id) < 0 || git_commit_tree(ret, c) < 0)
+                return -EBADMSG;
+        return 0;
+}
+
+/* ---- changes and diffs ---- */
+
+static char delta_status(git_delta_t t) {
+        switch (t) {
+        case GIT_DELTA_ADDED:
+        case GIT_DELTA_UNTRACKED:
+        case GIT_DELTA_COPIED:
+                return 'A';
+        case GIT_DELTA_MODIFIED:
+                return 'M';
+        case GIT_DELTA_DELETED:
+                return 'D';
+        case GIT_DELTA_RENAMED:
+                return 'R';
+        case GIT_DELTA_TYPECHANGE:
+                return 'T';
+        default:
+                return 0;
+        }
+}
+
+void file_changes_free(FileChange *c, size_t n) {
+        for (size_t i = 0; c && i < n; i++)
+                free(c[i].path);
+        free(c);
+}
+
+int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n) {
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        _cleanup_(git_diff_freep) git_diff *diff = NULL;
+        git_diff_options o;
+        (void) git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
+        git_diff_find_options fo;
+        (void) git_diff_find_options_init(&fo, GIT_DIFF_FIND_OPTIONS_VERSION);
+        git_oid id = l->base;
+        int r;
+
+        assert(l);
+        assert(ret);
+        assert(ret_n);
+
+        if (from && git_oid_fromstr(&id, from) < 0)
+                return -EINVAL;
+        r = commit_tree(l->repo, &id, &tree);
+        if (r < 0)
+                return r;
+
+        /* The workspace as it is, untracked files included: what the step did. */
+        o.flags = GIT_DIFF_INCLUDE_UNTRACKED | GIT_DIFF_RECURSE_UNTRACKED_DIRS | GIT_DIFF_SHOW_UNTRACKED_CONTENT |
+                  GIT_DIFF_INCLUDE_TYPECHANGE;
+        if (git_diff_tree_to_workdir(&diff, l->repo, tree, &o) < 0)
+                return log_debug_errno(-EIO, "Cannot diff the workspace: %s", ledger_git_message());
+        fo.flags = GIT_DIFF_FIND_RENAMES | GIT_DIFF_FIND_FOR_UNTRACKED;
+        if (git_diff_find_similar(diff, &fo) < 0)
+                return -EIO;
+
+        size_t n = git_diff_num_deltas(diff), k = 0;
+        if (n > CHANGES_MAX)
+                return -E2BIG;
+        FileChange *c = calloc(MAX(n, (size_t) 1), sizeof(FileChange));
+        if (!c)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < n; i++) {
+                const git_diff_delta *d = git_diff_get_delta(diff, i);
+                _cleanup_(git_patch_freep) git_patch *p = NULL;
+                size_t added = 0, removed = 0;
+                char s = delta_status(d->status);
+
+                if (s == 0)
+                        continue;
+                if (git_patch_from_diff(&p, diff, i) >= 0 && p)
+                        (void) git_patch_line_stats(NULL, &added, &removed, p);
+                c[k].path = strdup(s == 'D' ? d->old_file.path : d->new_file.path);
+                if (!c[k].path) {
+                        file_changes_free(c, k);
+                        return -ENOMEM;
+                }
+                c[k].status = s;
+                c[k].added = (unsigned) MIN(added, (size_t) UINT_MAX);
+                c[k].removed = (unsigned) MIN(removed, (size_t) UINT_MAX);
+                k++;
+        }
+
+        *ret = c;
+        *ret_n = k;
+        return 0;
+}
+
+static int diff_base_head(Ledger *l, bool binary, git_diff **ret) {
+        _cleanup_(git_tree_freep) git_tree *from = NULL, *to = NULL;
+        git_diff_options o;
+        (void) git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
+        git_diff_find_options fo;
+        (void) git_diff_find_options_init(&fo, GIT_DIFF_FIND_OPTIONS_VERSION);
+        git_oid tip;
+        int r;
+
+        r = ledger_tip(l, &tip);
+        if (r < 0)
+                return r;
+        r = commit_tree(l->repo, &l->base, &from);
+        if (r < 0)
+                return r;
+        r = commit_tree(l->repo, &tip, &to);
+        if (r < 0)
+                return r;
+
+        if (binary)
+                o.flags |= GIT_DIFF_SHOW_BINARY;
+        if (git_diff_tree_to_tree(ret, l->repo, from, to, &o) < 0)
+                return -EIO;
+        fo.flags = GIT_DIFF_FIND_RENAMES;
+        if (git_diff_find_similar(*ret, &fo) < 0) {
+                git_diff_free(*ret);
+                *ret = NULL;
+                return -EIO;
+        }
+        return 0;
+}
+
+int ledger_diffstat(Ledger *l, char **ret) {
+        _cleanup_(git_diff_freep) git_diff *diff = NULL;
+        _cleanup_(git_diff_stats_freep) git_diff_stats *stats = NULL;
+        _cleanup_git_buf_ git_buf buf = { 0 };
+        int r;
+
+        assert(l);
+        assert(ret);
+
+        r = diff_base_head(l, false, &diff);
+        if (r < 0)
+                return r;
+        if (git_diff_get_stats(&stats, diff) < 0 ||
+            git_diff_stats_to_buf(&buf, stats, GIT_DIFF_STATS_FULL, 80) < 0)
+                return -EIO;
+
+        char *s = strdup(buf.ptr ?: "");
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+int ledger_export_diff(Ledger *l, int out_fd) {
+        _cleanup_(git_diff_freep) git_diff *diff = NULL;
+        _cleanup_git_buf_ git_buf buf = { 0 };
+        int r;
+
+        assert(l);
+        assert(out_fd >= 0);
+
+        r = diff_base_head(l, true, &diff);
+        if (r < 0)
+                return r;
+        if (git_diff_to_buf(&buf, diff, GIT_DIFF_FORMAT_PATCH) < 0)
+                return -EIO;
+        return ledger_write_all(out_fd, buf.ptr, buf.size);
+}
+
+int ledger_export_mbox(Ledger *l, int out_fd) {
+        _cleanup_(git_revwalk_freep) git_revwalk *w = NULL;
+        git_oid ids[1024], id;
+        size_t n = 0;
+        int r;
+
+        assert(l);
+        assert(out_fd >= 0);
+
+        /* Counted first: each mail says "[PATCH i/n]". */
+        r = ledger_walk_new(l, &w);
+        if (r < 0)
+                return r;
+        while ((r = git_revwalk_next(&id, w)) == 0) {
+                if (n >= ELEMENTSOF(ids))
+                        return -E2BIG;
+                ids[n++] = id;
+        }
+        if (r != GIT_ITEROVER)
+                return -EIO;
+
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_(git_commit_freep) git_commit *c = NULL, *parent = NULL;
+                _cleanup_(git_tree_freep) git_tree *tree = NULL, *ptree = NULL;
+                _cleanup_(git_diff_freep) git_diff *diff = NULL;
+                _cleanup_git_buf_ git_buf buf = { 0 };
+                git_diff_options o;
+                (void) git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
+
+                o.flags = GIT_DIFF_SHOW_BINARY;
+                if (git_commit_lookup(&c, l->repo, &ids[i]) < 0 || git_commit_tree(&tree, c) < 0 ||
+                    git_commit_parent(&parent, c, 0) < 0 || git_commit_tree(&ptree, parent) < 0)
+                        return -EBADMSG;
+                if (git_diff_tree_to_tree(&diff, l->repo, ptree, tree, &o) < 0)
+                        return -EIO;
+                if (git_email_create_from_diff(&buf, diff, i + 1, n, &ids[i], git_commit_summary(c), git_commit_body(c),
+                                               git_commit_author(c), NULL) < 0)
+                        return log_debug_errno(-EIO, "Cannot format mail: %s", ledger_git_message());
+                r = ledger_write_all(out_fd, buf.ptr, buf.size);
+                if (r < 0)
+                        return r;
+                /* Mails of an mbox are separated by a blank line. */
+                r = ledger_write_all(out_fd, "\n", 1);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- bundles ---- */
+
+static int pack_write_cb(void *buf, size_t size, void *payload) {
+        int *fd = payload;
+        return ledger_write_all(*fd, buf, size) < 0 ? -1 : 0;
+}
+
+int ledger_export_bundle(Ledger *l, int out_fd) {
+        _cleanup_(git_packbuilder_freep) git_packbuilder *pb = NULL;
+        _cleanup_(git_revwalk_freep) git_revwalk *w = NULL;
+        _cleanup_(git_commit_freep) git_commit *bc = NULL;
+        _cleanup_free_ char *header = NULL, *comment = NULL;
+        char base[GIT_OID_HEXSZ + 1], tip_hex[GIT_OID_HEXSZ + 1];
+        git_oid tip;
+        int r;
+
+        assert(l);
+        assert(out_fd >= 0);
+
+        r = ledger_tip(l, &tip);
+        if (r < 0)
+                return r;
+        if (git_oid_equal(&tip, &l->base))
+                return -ENODATA;        /* Like git bundle: nothing to deliver. */
+
+        if (git_commit_lookup(&bc, l->repo, &l->base) < 0)
+                return -EBADMSG;
+        comment = ledger_one_line(git_commit_summary(bc), LEDGER_SUBJECT_MAX);
+        if (!comment)
+                return -ENOMEM;
+        git_oid_tostr(base, sizeof(base), &l->base);
+        git_oid_tostr(tip_hex, sizeof(tip_hex), &tip);
+        if (asprintf(&header, "# v2 git bundle\n-%s %s\n%s %s\n\n", base, comment, tip_hex, l->ref) < 0)
+                return -ENOMEM;
+
+        /* The pack holds base..tip only, without deltas against objects
+         * outside it (libgit2 makes no thin packs): the receiver needs
+         * nothing but the prerequisite's history. */
+        r = ledger_walk_new(l, &w);
+        if (r < 0)
+                return r;
+        if (git_packbuilder_new(&pb, l->repo) < 0)
+                return -EIO;
+        (void) git_packbuilder_set_threads(pb, 1);
+        if (git_packbuilder_insert_walk(pb, w) < 0)
+                return log_debug_errno(-EIO, "Cannot pack: %s", ledger_git_message());
+
+        r = ledger_write_all(out_fd, header, strlen(header));
+        if (r < 0)
+                return r;
+        if (git_packbuilder_foreach(pb, pack_write_cb, &out_fd) < 0)
+                return -EIO;
+        return 0;
+}
+
+typedef struct BundleHeader {
+        git_oid prereqs[BUNDLE_PREREQS_MAX];
+        size_t n_prereqs;
+        git_oid tip;
+        bool have_tip;
+} BundleHeader;
+
+/* Parses "# v2 git bundle\n", prerequisites "-<id> [comment]", refs
+ * "<id> <refname>", up to the blank line. Takes the first branch ref. */
+static int bundle_parse_header(char *text, BundleHeader *h, char **ret_error) {
+        char *line = text, *next;
+
+        next = strchr(line, '\n');
+        if (!next)
+                return ledger_set_error(ret_error, -EBADMSG, "Not a git bundle.");
+        *next++ = '\0';
+        if (!streq(line, "# v2 git bundle"))
+                return ledger_set_error(ret_error, -EBADMSG, "Not a version 2 git bundle.");
+
+        for (line = next; line && *line; line = next) {
+                bool prereq = line[0] == '-';
+                char hex[GIT_OID_HEXSZ + 1];
+                git_oid id;
+
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                if (prereq)
+                        line++;
+                if (strlen(line) < GIT_OID_HEXSZ || (line[GIT_OID_HEXSZ] != '\0' && line[GIT_OID_HEXSZ] != ' '))
+                        return ledger_set_error(ret_error, -EBADMSG, "Malformed bundle header.");
+                memcpy(hex, line, GIT_OID_HEXSZ);
+                hex[GIT_OID_HEXSZ] = '\0';
+                if (strspn(hex, "0123456789abcdef") != GIT_OID_HEXSZ || git_oid_fromstr(&id, hex) < 0)
+                        return ledger_set_error(ret_error, -EBADMSG, "Malformed object id in bundle header.");
+
+                if (prereq) {
+                        if (h->n_prereqs >= BUNDLE_PREREQS_MAX)
+                                return ledger_set_error(ret_error, -E2BIG, "Bundle has too many prerequisites.");
+                        h->prereqs[h->n_prereqs++] = id;
+                } else if (!h->have_tip && line[GIT_OID_HEXSZ] == ' ' && strneq(line + GIT_OID_HEXSZ + 1, "refs/heads/", 11)) {
+                        h->tip = id;
+                        h->have_tip = true;
+                }
+        }
+        if (!h->have_tip)
+                return ledger_set_error(ret_error, -EBADMSG, "Bundle carries no branch.");
+        return 0;
+}
+
+typedef struct ImportLimit {
+        uint64_t max, seen;
+} ImportLimit;
+
+int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branch, uint64_t max_bytes, char **ret_error) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_reference_freep) git_reference *existing = NULL, *ref = NULL;
+        _cleanup_(git_odb_freep) git_odb *odb = NULL;
+        _cleanup_free_ char *buf = NULL, *name = NULL;
+        _cleanup_free_ BundleHeader *h = NULL;
+        size_t n = 0;
+        char *end = NULL;
+        int valid = 0, r;
+
+        assert(repo_path);
+        assert(bundle_fd >= 0);
+
+        ledger_library_init();
+        if (max_bytes == 0)
+                max_bytes = UINT64_MAX;
+
+        if (isempty(branch) || asprintf(&name, "refs/heads/%s", branch) < 0 ||
+            git_reference_name_is_valid(&valid, name) < 0 || !valid)
+                return ledger_set_error(ret_error, -EINVAL, "Invalid branch name '%s'.", strempty(branch));
+
+        if (git_repository_open_ext(&repo, repo_path, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
+                return ledger_set_error(ret_error, -ENOTDIR, "'%s' is not a git repository: %s", repo_path, ledger_git_message());
+
+        /* Checked up front for a clear message; the final create is
+         * exclusive too, so a branch made meanwhile is not overwritten. */
+        if (git_reference_lookup(&existing, repo, name) == 0)
+                return ledger_set_error(ret_error, -EEXIST, "Branch '%s' exists already in '%s', not overwriting it.", branch, repo_path);
+
+        /* Read the header, keeping whatever of the pack came along with it. */
+        buf = malloc(BUNDLE_HEADER_MAX + 1);
+        h = calloc(1, sizeof(BundleHeader));
+        if (!buf || !h)
+                return -ENOMEM;
+        while (!end) {
+                if (n >= BUNDLE_HEADER_MAX)
+                        return ledger_set_error(ret_error, -EBADMSG, "Bundle header too long.");
+                ssize_t k = read(bundle_fd, buf + n, BUNDLE_HEADER_MAX - n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return ledger_set_error(ret_error, -errno, "Cannot read the bundle: %m");
+                }
+                if (k == 0)
+                        return ledger_set_error(ret_error, -EBADMSG, "Bundle truncated in its header.");
+                n += (size_t) k;
+                buf[n] = '\0';
+                end = memmem(buf, n, "\n\n", 2);
+                if (memchr(buf, '\0', end ? (size_t) (end - buf) : n))
+                        return ledger_set_error(ret_error, -EBADMSG, "Not a git bundle.");
+        }
+        end[1] = '\0';
+        char *pack = end + 2;
+        size_t pack_n = n - (size_t) (pack - buf);
+
+        r = bundle_parse_header(buf, h, ret_error);
+        if (r < 0)
+                return r;
+
+        if (git_repository_odb(&odb, repo) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot open the objects of '%s': %s", repo_path, ledger_git_message());
+        for (size_t i = 0; i < h->n_prereqs; i++)
+                if (!git_odb_exists(odb, &h->prereqs[i])) {
+                        char hex[GIT_OID_HEXSZ + 1];
+                        git_oid_tostr(hex, sizeof(hex), &h->prereqs[i]);
+                        return ledger_set_error(ret_error, -ENOENT,
+                                                "'%s' lacks commit %s that the bundle builds on: fetch the task's base first.",
+                                                repo_path, hex);
+                }
+
+        /* The pack goes through libgit2's indexer, which verifies every
+         * object's checksum before anything becomes visible. */
+        git_odb_writepack *wp = NULL;
+        git_indexer_progress stats = { 0 };
+        uint64_t seen = 0;
+        if (git_odb_write_pack(&wp, odb, NULL, NULL) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot write into '%s': %s", repo_path, ledger_git_message());
+        r = 0;
+        for (;;) {
+                if (pack_n > 0) {
+                        seen += pack_n;
+                        if (seen > max_bytes) {
+                                r = ledger_set_error(ret_error, -EFBIG, "Bundle is bigger than the limit of %" PRIu64 " bytes.", max_bytes);
+                                break;
+                        }
+                        if (wp->append(wp, pack, pack_n, &stats) < 0) {
+                                r = ledger_set_error(ret_error, -EBADMSG, "Bundle's pack is corrupt: %s", ledger_git_message());
+                                break;
+                        }
+                }
+                ssize_t k = read(bundle_fd, buf, BUNDLE_HEADER_MAX);
+                if (k < 0) {
+                        if (errno == EINTR) {
+                                pack_n = 0;
+                                continue;
+                        }
+                        r = ledger_set_error(ret_error, -errno, "Cannot read the bundle: %m");
+                        break;
+                }
+                if (k == 0)
+                        break;
+                pack = buf;
+                pack_n = (size_t) k;
+        }
+        if (r >= 0 && wp->commit(wp, &stats) < 0)
+                r = ledger_set_error(ret_error, -EBADMSG, "Bundle's pack is incomplete: %s", ledger_git_message());
+        wp->free(wp);
+        if (r < 0)
+                return r;
+
+        /* The new history must connect to what the repository has. */
+        _cleanup_(git_revwalk_freep) git_revwalk *w = NULL;
+        _cleanup_(git_commit_freep) git_commit *tip = NULL;
+        git_oid id;
+        if (git_commit_lookup(&tip, repo, &h->tip) < 0 || git_revwalk_new(&w, repo) < 0 || git_revwalk_push(w, &h->tip) < 0)
+                return ledger_set_error(ret_error, -EBADMSG, "Bundle does not contain its branch's commit.");
+        for (size_t i = 0; i < h->n_prereqs; i++)
+                if (git_revwalk_hide(w, &h->prereqs[i]) < 0)
+                        return ledger_set_error(ret_error, -EBADMSG, "Cannot walk the bundle's history: %s", ledger_git_message());
+        while ((r = git_revwalk_next(&id, w)) == 0)
+                ;
+        if (r != GIT_ITEROVER)
+                return ledger_set_error(ret_error, -EBADMSG, "Bundle's history is incomplete: %s", ledger_git_message());
+
+        r = git_reference_create(&ref, repo, name, &h->tip, 0, "agentfab: fetch");
+        if (r == GIT_EEXISTS)
+                return ledger_set_error(ret_error, -EEXIST, "Branch '%s' exists already in '%s', not overwriting it.", branch, repo_path);
+        if (r < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot create branch '%s': %s", branch, ledger_git_message());
+        return 0;
+}
+
+/* ---- push ---- */
+
+typedef struct PushState {
+        const char *token;
+        unsigned attempts;
+        char *rejected;
+} PushState;
+
+static int push_credentials_cb(git_credential **out, const char *url, const char *username_from_url,
+                               unsigned int allowed_types, void *payload) {
+        PushState *s = payload;
+
+        /* One try: a wrong token must not loop. */
+        if (!s->token || s->attempts++ > 0 || !(allowed_types & GIT_CREDENTIAL_USERPASS_PLAINTEXT))
+                return GIT_PASSTHROUGH;
+        return git_credential_userpass_plaintext_new(out, username_from_url ?: "x-access-token", s->token);
+}
+
+static int push_update_cb(const char *refname, const char *status, void *data) {
+        PushState *s = data;
+
+        if (status && !s->rejected)
+                s->rejected = strdup(status);
+        return 0;
+}
+
+static bool branch_pushable(const char *branch) {
+        static const char *const refused[] = { "main", "master", "head", "default", "trunk", "develop", "release", "production" };
+
+        if (!strneq(branch, "agentfab/", 9) || isempty(branch + 9))
+                return false;
+        /* Even below agentfab/, nothing that reads like a shared branch. */
+        const char *last = strrchr(branch, '/') + 1;
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++)
+                if (strcasecmp(last, refused[i]) == 0)
+                        return false;
+        return true;
+}
+
+int ledger_push(Ledger *l, const char *url, const char *credential_token, char **ret_error) {
+        _cleanup_(git_remote_freep) git_remote *remote = NULL;
+        git_push_options po;
+        (void) git_push_options_init(&po, GIT_PUSH_OPTIONS_VERSION);
+        _cleanup_free_ char *spec = NULL;
+        PushState s = { .token = credential_token };
+        int r;
+
+        assert(l);
+        assert(url);
+
+        if (!branch_pushable(l->branch))
+                return ledger_set_error(ret_error, -EPERM, "Refusing to push branch '%s': only branches under agentfab/ are pushed.",
+                                        l->branch);
+        /* No "+": never a forced update. */
+        if (asprintf(&spec, "%s:%s", l->ref, l->ref) < 0)
+                return -ENOMEM;
+
+        po.callbacks.credentials = push_credentials_cb;
+        po.callbacks.push_update_reference = push_update_cb;
+        po.callbacks.payload = &s;
+        po.pb_parallelism = 1;
+
+        if (git_remote_create_anonymous(&remote, l->repo, url) < 0)
+                return ledger_set_error(ret_error, -EINVAL, "Invalid URL '%s': %s", url, ledger_git_message());
+
+        char *specs[] = { spec };
+        git_strarray refspecs = { specs, 1 };
+        r = git_remote_push(remote, &refspecs, &po);
+        if (r < 0) {
+                free(s.rejected);
+                return ledger_set_error(ret_error, ledger_git_errno(r), "Cannot push to '%s': %s", url, ledger_git_message());
+        }
+        if (s.rejected) {
+                r = ledger_set_error(ret_error, -ESTALE, "'%s' refused branch '%s': %s", url, l->branch, s.rejected);
+                free(s.rejected);
+                return r;
+        }
+        return 0;
+}

@@ -1,0 +1,1669 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <assert.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fs-util.h"
+#include "json-util.h"
+#include "ledger-internal.h"
+#include "log.h"
+#include "string-util.h"
+
+/* Bounds on the source's refs we read by hand, and on a workspace scan. */
+#define REF_FILE_MAX (64U * 1024U)
+#define PACKED_REFS_MAX (64U * 1024U * 1024U)
+#define SYMREF_DEPTH_MAX 5
+#define SCAN_DEPTH_MAX 128
+#define SCAN_ENTRIES_MAX 1000000U
+
+void ledger_library_init(void) {
+        static bool initialized = false;
+
+        if (initialized)
+                return;
+        initialized = true;
+
+        (void) git_libgit2_init();
+
+        /* The daemon's own ~/.gitconfig and /etc/gitconfig must not change what
+         * a ledger does (e.g. a credential helper or a url.insteadOf rewrite). */
+        (void) git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_GLOBAL, "");
+        (void) git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_XDG, "");
+        (void) git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_SYSTEM, "");
+
+        /* SECURITY: owner validation (safe.directory) is left as it is. A local
+         * source is never opened as a repository: its objects are read through
+         * plain odb backends and its refs by hand (see import_local()), so none
+         * of its configuration is ever read and nothing of it can run. The
+         * ledger itself belongs to the daemon and passes the check. Only a
+         * file:// URL goes through libgit2's local transport, which does open
+         * the source as a repository and is therefore subject to the check. */
+}
+
+const char *ledger_git_message(void) {
+        const git_error *e = git_error_last();
+        return e && e->message ? e->message : "unknown error";
+}
+
+int ledger_git_errno(int error) {
+        switch (error) {
+        case 0:
+                return 0;
+        case GIT_ENOTFOUND:
+                return -ENOENT;
+        case GIT_EEXISTS:
+                return -EEXIST;
+        case GIT_EAMBIGUOUS:
+        case GIT_EINVALIDSPEC:
+                return -EINVAL;
+        case GIT_EBAREREPO:
+                return -ENOTDIR;
+        case GIT_EUNBORNBRANCH:
+                return -ENOENT;
+        case GIT_ELOCKED:
+                return -EBUSY;
+        case GIT_EUSER:
+                return -ECANCELED;
+        case GIT_EAUTH:
+                return -EACCES;
+        case GIT_ECERTIFICATE:
+                return -EPERM;
+        case GIT_ENONFASTFORWARD:
+        case GIT_EMODIFIED:
+        case GIT_ECONFLICT:
+                return -ESTALE;
+        default:
+                return -EIO;
+        }
+}
+
+int ledger_set_error(char **ret_error, int r, const char *fmt, ...) {
+        va_list ap;
+
+        if (ret_error) {
+                char *m = NULL;
+
+                va_start(ap, fmt);
+                if (vasprintf(&m, fmt, ap) < 0)
+                        m = NULL;
+                va_end(ap);
+                free(*ret_error);
+                *ret_error = m;
+        }
+        return r;
+}
+
+int ledger_write_all(int fd, const void *data, size_t size) {
+        const char *p = data;
+
+        while (size > 0) {
+                ssize_t k = write(fd, p, size);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        return -EIO;
+                p += k;
+                size -= (size_t) k;
+        }
+        return 0;
+}
+
+char *ledger_one_line(const char *s, size_t max) {
+        _cleanup_free_ char *t = strdup(strempty(s));
+        if (!t)
+                return NULL;
+
+        for (char *c = t; *c; c++)
+                if ((unsigned char) *c < ' ' || *c == 127)
+                        *c = ' ';
+        utf8_sanitize(t, strlen(t));
+
+        /* Trim, so that "subject\n" and "subject" give the same line. */
+        char *start = t;
+        while (*start == ' ')
+                start++;
+        size_t n = strlen(start);
+        while (n > 0 && start[n - 1] == ' ')
+                start[--n] = '\0';
+
+        return strshorten_line(start, max);
+}
+
+static int oid_from_hex(const char *hex, git_oid *ret) {
+        if (!hex || strlen(hex) != GIT_OID_HEXSZ)
+                return -EINVAL;
+        for (const char *c = hex; *c; c++)
+                if (!isxdigit((unsigned char) *c))
+                        return -EINVAL;
+        return git_oid_fromstr(ret, hex) < 0 ? -EINVAL : 0;
+}
+
+static int branch_to_ref(const char *branch, char **ret) {
+        int valid = 0;
+
+        if (isempty(branch) || strlen(branch) > 200)
+                return -EINVAL;
+
+        _cleanup_free_ char *ref = NULL;
+        if (asprintf(&ref, "refs/heads/%s", branch) < 0)
+                return -ENOMEM;
+        if (git_reference_name_is_valid(&valid, ref) < 0 || !valid)
+                return -EINVAL;
+        *ret = TAKE_PTR(ref);
+        return 0;
+}
+
+Ledger *ledger_free(Ledger *l) {
+        if (!l)
+                return NULL;
+        git_repository_free(l->repo);
+        free(l->branch);
+        free(l->ref);
+        safe_close(l->workspace_fd);
+        free(l);
+        return NULL;
+}
+
+int ledger_workspace_fd(Ledger *l) {
+        assert(l);
+        return l->workspace_fd;
+}
+
+const char *ledger_branch(Ledger *l) {
+        assert(l);
+        return l->branch;
+}
+
+int ledger_base(Ledger *l, char ret[static 41]) {
+        assert(l);
+        git_oid_tostr(ret, GIT_OID_HEXSZ + 1, &l->base);
+        return 0;
+}
+
+int ledger_tip(Ledger *l, git_oid *ret) {
+        int r = git_reference_name_to_id(ret, l->repo, l->ref);
+        return r < 0 ? ledger_git_errno(r) : 0;
+}
+
+int ledger_head(Ledger *l, char ret[static 41]) {
+        git_oid id;
+        int r;
+
+        assert(l);
+
+        r = ledger_tip(l, &id);
+        if (r < 0)
+                return r;
+        git_oid_tostr(ret, GIT_OID_HEXSZ + 1, &id);
+        return 0;
+}
+
+int ledger_walk_new(Ledger *l, git_revwalk **ret) {
+        _cleanup_(git_revwalk_freep) git_revwalk *w = NULL;
+        git_oid tip;
+        int r;
+
+        r = ledger_tip(l, &tip);
+        if (r < 0)
+                return r;
+        if (git_revwalk_new(&w, l->repo) < 0 ||
+            git_revwalk_sorting(w, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE) < 0 ||
+            git_revwalk_push(w, &tip) < 0 ||
+            git_revwalk_hide(w, &l->base) < 0)
+                return -EIO;
+        *ret = TAKE_PTR(w);
+        return 0;
+}
+
+/* ---- import of the source ---- */
+
+typedef struct ImportSize {
+        uint64_t checkout;      /* bytes the checkout of base writes */
+        uint64_t max;
+        bool too_big;
+} ImportSize;
+
+typedef struct TreeSum {
+        git_odb *odb;
+        uint64_t total, max;
+        int error;
+} TreeSum;
+
+static int tree_sum_cb(const char *root, const git_tree_entry *e, void *userdata) {
+        TreeSum *s = userdata;
+        size_t size;
+        git_object_t type;
+
+        if (git_tree_entry_type(e) != GIT_OBJECT_BLOB)
+                return 0;       /* Trees are walked into; gitlinks are never fetched. */
+        if (git_odb_read_header(&size, &type, s->odb, git_tree_entry_id(e)) < 0) {
+                s->error = -EBADMSG;
+                return -1;
+        }
+        s->total += size;
+        if (s->total > s->max) {
+                s->error = -EFBIG;
+                return -1;
+        }
+        return 0;
+}
+
+/* Sums what checking out tree writes, stopping as soon as it exceeds max. */
+static int tree_size(git_repository *repo, git_tree *tree, uint64_t max, uint64_t *ret) {
+        _cleanup_(git_odb_freep) git_odb *odb = NULL;
+        TreeSum s = { .max = max };
+
+        if (git_repository_odb(&odb, repo) < 0)
+                return -EIO;
+        s.odb = odb;
+        if (git_tree_walk(tree, GIT_TREEWALK_PRE, tree_sum_cb, &s) < 0 && s.error == 0)
+                s.error = -EIO;
+        *ret = s.total;
+        return s.error;
+}
+
+/* Counts the pack as it is made; libgit2 1.5's git_packbuilder_write()
+ * reports garbage byte counts, so the pack is fed to an indexer by hand. */
+typedef struct PackSink {
+        git_indexer *indexer;
+        git_indexer_progress stats;
+        uint64_t written;
+        ImportSize *size;
+} PackSink;
+
+static bool import_too_big(ImportSize *s, uint64_t bytes) {
+        return s->max != UINT64_MAX && bytes > s->max - MIN(s->checkout, s->max);
+}
+
+static int pack_sink_cb(void *buf, size_t size, void *payload) {
+        PackSink *p = payload;
+
+        p->written += size;
+        if (import_too_big(p->size, p->written)) {
+                p->size->too_big = true;
+                return -1;
+        }
+        return git_indexer_append(p->indexer, buf, size, &p->stats) < 0 ? -1 : 0;
+}
+
+static int pack_progress_cb(const git_indexer_progress *stats, void *payload) {
+        ImportSize *s = payload;
+
+        if (import_too_big(s, stats->received_bytes)) {
+                s->too_big = true;
+                return -1;
+        }
+        return 0;
+}
+
+static bool ref_name_safe(const char *name) {
+        int valid = 0;
+
+        if (streq(name, "HEAD"))
+                return true;
+        return strneq(name, "refs/", 5) && git_reference_name_is_valid(&valid, name) >= 0 && valid;
+}
+
+/* Reads a small regular file below dir_fd. SECURITY: symlinks anywhere on
+ * the way and ".." out of dir_fd are refused by the kernel, so a source
+ * cannot make the daemon read files its owner could not. */
+static int read_beneath(int dir_fd, const char *path, size_t max, char **ret) {
+        struct open_how how = {
+                .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        struct stat st;
+        size_t n = 0;
+
+        _cleanup_close_ int fd = (int) syscall(SYS_openat2, dir_fd, path, &how, sizeof(how));
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if ((uint64_t) st.st_size > max)
+                return -EFBIG;
+
+        _cleanup_free_ char *buf = malloc((size_t) st.st_size + 1);
+        if (!buf)
+                return -ENOMEM;
+        while (n < (size_t) st.st_size) {
+                ssize_t k = read(fd, buf + n, (size_t) st.st_size - n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+        }
+        buf[n] = '\0';
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+static int packed_ref_lookup(int common_fd, const char *name, git_oid *ret) {
+        _cleanup_free_ char *data = NULL;
+        int r;
+
+        r = read_beneath(common_fd, "packed-refs", PACKED_REFS_MAX, &data);
+        if (r < 0)
+                return r == -ENOENT ? -ENOENT : r;
+
+        for (char *line = data, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                if (line[0] == '#' || line[0] == '^' || strlen(line) < GIT_OID_HEXSZ + 2 || line[GIT_OID_HEXSZ] != ' ')
+                        continue;
+                if (!streq(line + GIT_OID_HEXSZ + 1, name))
+                        continue;
+                line[GIT_OID_HEXSZ] = '\0';
+                return oid_from_hex(line, ret) < 0 ? -EBADMSG : 0;
+        }
+        return -ENOENT;
+}
+
+/* Resolves one ref of the source by reading its files: loose ref (symbolic
+ * or not), then packed-refs. HEAD of a linked worktree lives in its own git
+ * directory, everything else in the common one. */
+static int source_ref_lookup(int git_fd, int common_fd, const char *name, unsigned depth, git_oid *ret) {
+        _cleanup_free_ char *data = NULL;
+        int r;
+
+        if (depth > SYMREF_DEPTH_MAX || !ref_name_safe(name))
+                return -ENOENT;
+
+        r = read_beneath(streq(name, "HEAD") ? git_fd : common_fd, name, REF_FILE_MAX, &data);
+        if (r == -ENOENT || r == -ENOTDIR || r == -EISDIR || r == -EBADFD)
+                return streq(name, "HEAD") ? -ENOENT : packed_ref_lookup(common_fd, name, ret);
+        if (r < 0)
+                return r;
+
+        data[strcspn(data, "\r\n")] = '\0';
+        if (strneq(data, "ref: ", 5))
+                return source_ref_lookup(git_fd, common_fd, data + 5, depth + 1, ret);
+        return oid_from_hex(data, ret) < 0 ? -EBADMSG : 0;
+}
+
+static int source_resolve(git_repository *repo, int git_fd, int common_fd, const char *base, git_oid *ret) {
+        static const char *const patterns[] = { "%s", "refs/%s", "refs/tags/%s", "refs/heads/%s", "refs/remotes/%s" };
+        git_oid id;
+        int r;
+
+        if (oid_from_hex(base, &id) >= 0) {
+                *ret = id;
+                return 0;
+        }
+
+        /* An abbreviated commit id, as people copy them from git log. */
+        size_t n = strlen(base);
+        if (n >= 7 && n < GIT_OID_HEXSZ && strspn(base, "0123456789abcdef") == n) {
+                _cleanup_(git_odb_freep) git_odb *odb = NULL;
+                git_oid prefix;
+
+                if (git_repository_odb(&odb, repo) < 0 || git_oid_fromstrn(&prefix, base, n) < 0)
+                        return -EIO;
+                if (git_odb_exists_prefix(ret, odb, &prefix, n) == 0)
+                        return 0;
+        }
+
+        for (size_t i = 0; i < ELEMENTSOF(patterns); i++) {
+                _cleanup_free_ char *name = NULL;
+
+                if (asprintf(&name, patterns[i], base) < 0)
+                        return -ENOMEM;
+                r = source_ref_lookup(git_fd, common_fd, name, 0, ret);
+                if (r != -ENOENT)
+                        return r;
+        }
+        return -ENOENT;
+}
+
+static int same_owner(int a, int b) {
+        struct stat sa, sb;
+
+        if (fstat(a, &sa) < 0 || fstat(b, &sb) < 0)
+                return -errno;
+        return sa.st_uid == sb.st_uid ? 0 : -EPERM;
+}
+
+/* Follows a pointer file (".git" of a linked worktree: "gitdir: X";
+ * "commondir" of its git directory: "X") relative to dir_fd. SECURITY: the
+ * target must belong to the owner of the directory that points to it, so a
+ * repository cannot borrow somebody else's history that only the daemon can
+ * read. */
+static int open_pointer(int dir_fd, const char *name, const char *prefix, int *ret) {
+        _cleanup_free_ char *data = NULL;
+        int r;
+
+        r = read_beneath(dir_fd, name, REF_FILE_MAX, &data);
+        if (r < 0)
+                return r;
+        data[strcspn(data, "\r\n")] = '\0';
+        if (!strneq(data, prefix, strlen(prefix)) || isempty(data + strlen(prefix)))
+                return -ENOTDIR;
+
+        _cleanup_close_ int fd = openat(dir_fd, data + strlen(prefix), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        r = same_owner(dir_fd, fd);
+        if (r < 0)
+                return r;
+        *ret = TAKE_FD(fd);
+        return 0;
+}
+
+/* SECURITY: libgit2 reads objects by path, following symlinks, so none may
+ * be in the object directory: a link to another repository's objects would
+ * hand over whatever of it the caller can name. (The owner can still race
+ * us; the integrator may run the import with the submitter's fsuid.) */
+static int check_objects(int objects_fd, char **ret_error) {
+        DIR *d = xopendirat(objects_fd, ".", 0);
+        if (!d)
+                return -errno;
+
+        int r = 0;
+        for (struct dirent *de; r >= 0 && (de = readdir(d));) {
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (S_ISLNK(st.st_mode)) {
+                        r = ledger_set_error(ret_error, -ELOOP, "The object directory contains a symlink 'objects/%s'.", de->d_name);
+                        break;
+                }
+                if (!S_ISDIR(st.st_mode))
+                        continue;
+
+                DIR *sub = xopendirat(dirfd(d), de->d_name, O_NOFOLLOW);
+                if (!sub) {
+                        r = -errno;
+                        break;
+                }
+                for (struct dirent *e; (e = readdir(sub));) {
+                        struct stat est;
+
+                        if (fstatat(dirfd(sub), e->d_name, &est, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISLNK(est.st_mode)) {
+                                r = ledger_set_error(ret_error, -ELOOP, "The object directory contains a symlink 'objects/%s/%s'.",
+                                                     de->d_name, e->d_name);
+                                break;
+                        }
+                }
+                closedir(sub);
+        }
+        closedir(d);
+        return r;
+}
+
+static int open_source(const char *source, int source_fd, int *ret_git_fd, int *ret_common_fd, int *ret_objects_fd) {
+        _cleanup_close_ int dir_fd = -EBADF, git_fd = -EBADF, common_fd = -EBADF, objects_fd = -EBADF;
+        struct stat st;
+        int r;
+
+        if (source_fd >= 0)
+                dir_fd = fcntl(source_fd, F_DUPFD_CLOEXEC, 3);
+        else
+                dir_fd = open(source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir_fd < 0)
+                return -errno;
+
+        if (fstatat(dir_fd, ".git", &st, AT_SYMLINK_NOFOLLOW) >= 0) {
+                if (S_ISDIR(st.st_mode)) {
+                        git_fd = openat(dir_fd, ".git", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                        if (git_fd < 0)
+                                return -errno;
+                } else if (S_ISREG(st.st_mode)) {
+                        /* A linked worktree (or a submodule's checkout). */
+                        r = open_pointer(dir_fd, ".git", "gitdir: ", &git_fd);
+                        if (r < 0)
+                                return r;
+                } else
+                        return -ENOTDIR;
+        } else if (errno != ENOENT)
+                return -errno;
+        else if (faccessat(dir_fd, "objects", F_OK, AT_SYMLINK_NOFOLLOW) >= 0 &&
+                 faccessat(dir_fd, "HEAD", F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
+                git_fd = TAKE_FD(dir_fd);       /* A bare repository. */
+        else
+                return -ENOTDIR;
+
+        /* A linked worktree keeps its objects and refs in the common directory. */
+        r = open_pointer(git_fd, "commondir", "", &common_fd);
+        if (r == -ENOENT) {
+                common_fd = fcntl(git_fd, F_DUPFD_CLOEXEC, 3);
+                if (common_fd < 0)
+                        return -errno;
+        } else if (r < 0)
+                return r;
+
+        objects_fd = openat(common_fd, "objects", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (objects_fd < 0)
+                return errno == ENOENT ? -ENOTDIR : -errno;
+
+        *ret_git_fd = TAKE_FD(git_fd);
+        *ret_common_fd = TAKE_FD(common_fd);
+        *ret_objects_fd = TAKE_FD(objects_fd);
+        return 0;
+}
+
+static int peel_commit(git_repository *repo, const git_oid *id, git_oid *ret) {
+        _cleanup_(git_object_freep) git_object *o = NULL, *peeled = NULL;
+
+        if (git_object_lookup(&o, repo, id, GIT_OBJECT_ANY) < 0)
+                return -ENOENT;
+        if (git_object_peel(&peeled, o, GIT_OBJECT_COMMIT) < 0)
+                return -EMEDIUMTYPE;
+        git_oid_cpy(ret, git_object_id(peeled));
+        return 0;
+}
+
+static int check_checkout_size(git_repository *repo, const git_oid *base, uint64_t max, const char *source,
+                               uint64_t *ret, char **ret_error) {
+        _cleanup_(git_commit_freep) git_commit *commit = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        int r;
+
+        if (git_commit_lookup(&commit, repo, base) < 0 || git_commit_tree(&tree, commit) < 0)
+                return ledger_set_error(ret_error, -EBADMSG, "Base commit of '%s' cannot be read: %s",
+                                        source, ledger_git_message());
+        r = tree_size(repo, tree, max, ret);
+        if (r == -EFBIG)
+                return ledger_set_error(ret_error, r,
+                                        "Repository '%s' is too big: checking it out needs more than the limit of %" PRIu64 " bytes.",
+                                        source, max);
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "Base commit of '%s' is incomplete: %s", source, ledger_git_message());
+        return 0;
+}
+
+/* Copies every object reachable from base out of a local repository into the
+ * ledger. SECURITY: the source is never opened as a repository: its object
+ * directory is attached to the ledger's object database as a read-only
+ * alternate (never written to: libgit2 writes only to non-alternate
+ * backends), its refs are read as files. So none of its config (filters,
+ * hooks path, fsmonitor, alternates of its own), index or work tree is ever
+ * looked at, and the only thing written is a new pack in the ledger. The
+ * source's own info/alternates are not followed: it could name object
+ * directories its owner cannot read but the daemon can. */
+static int import_local(const char *ledger_path, const char *source, int source_fd, const char *base,
+                        uint64_t max, git_oid *ret_base, char **ret_error) {
+        _cleanup_close_ int git_fd = -EBADF, common_fd = -EBADF, objects_fd = -EBADF;
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_odb_freep) git_odb *odb = NULL;
+        git_odb_backend *loose = NULL, *pack = NULL;
+        char objects[PATH_MAX];
+        const char *what = source ?: "(file descriptor)";
+        git_oid id;
+        int r;
+
+        r = open_source(source, source_fd, &git_fd, &common_fd, &objects_fd);
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "'%s' is not a readable git repository: %s", what, strerror(-r));
+        r = check_objects(objects_fd, ret_error);
+        if (r < 0)
+                return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot read the objects of '%s': %s", what, strerror(-r));
+
+        if (git_repository_open_ext(&repo, ledger_path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0 ||
+            git_repository_odb(&odb, repo) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot open the new ledger: %s", ledger_git_message());
+
+        /* Reached through the fd, so that a directory the daemon cannot reach
+         * by path (a private home) works when the submitter handed it over. */
+        (void) snprintf(objects, sizeof(objects), "/proc/self/fd/%d", objects_fd);
+        if (git_odb_backend_pack(&pack, objects) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot read the packs of '%s': %s", what, ledger_git_message());
+        if (git_odb_add_alternate(odb, pack, 2) < 0) {
+                pack->free(pack);
+                return ledger_set_error(ret_error, -EIO, "Cannot attach '%s': %s", what, ledger_git_message());
+        }
+        if (git_odb_backend_loose(&loose, objects, -1, 0, 0, 0) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot read the objects of '%s': %s", what, ledger_git_message());
+        if (git_odb_add_alternate(odb, loose, 1) < 0) {
+                loose->free(loose);
+                return ledger_set_error(ret_error, -EIO, "Cannot attach '%s': %s", what, ledger_git_message());
+        }
+
+        r = source_resolve(repo, git_fd, common_fd, base ?: "HEAD", &id);
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
+        r = peel_commit(repo, &id, ret_base);
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
+
+        ImportSize size = { .max = max };
+        r = check_checkout_size(repo, ret_base, max, what, &size.checkout, ret_error);
+        if (r < 0)
+                return r;
+
+        /* Delta search is what makes copying slow (seconds for a few
+         * thousand files) and buys little on a local disk: a window memory
+         * of one byte keeps libgit2's delta window at a single object. The
+         * setting is dropped again after the copy, so that delivery packs
+         * (bundles, pushes) are compressed as usual. */
+        _cleanup_(git_config_freep) git_config *cfg = NULL;
+        if (git_repository_config(&cfg, repo) < 0 || git_config_set_int64(cfg, "pack.windowMemory", 1) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot configure the ledger: %s", ledger_git_message());
+
+        _cleanup_(git_packbuilder_freep) git_packbuilder *pb = NULL;
+        _cleanup_(git_revwalk_freep) git_revwalk *walk = NULL;
+        if (git_packbuilder_new(&pb, repo) < 0 || git_revwalk_new(&walk, repo) < 0 ||
+            git_revwalk_push(walk, ret_base) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot walk the history of '%s': %s", what, ledger_git_message());
+        /* One thread: the machine is shared with the sandboxes. */
+        (void) git_packbuilder_set_threads(pb, 1);
+        if (git_packbuilder_insert_walk(pb, walk) < 0)
+                return ledger_set_error(ret_error, -EBADMSG, "History of '%s' is incomplete: %s", what, ledger_git_message());
+
+        _cleanup_free_ char *pack_dir = NULL;
+        if (asprintf(&pack_dir, "%s/objects/pack", ledger_path) < 0)
+                return -ENOMEM;
+        git_indexer_options xo;
+        (void) git_indexer_options_init(&xo, GIT_INDEXER_OPTIONS_VERSION);
+        PackSink sink = { .size = &size };
+        if (git_indexer_new(&sink.indexer, pack_dir, 0, NULL, &xo) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot write into the ledger: %s", ledger_git_message());
+        r = git_packbuilder_foreach(pb, pack_sink_cb, &sink) < 0 ? -EIO : 0;
+        if (r >= 0 && git_indexer_commit(sink.indexer, &sink.stats) < 0)
+                r = -EIO;
+        git_indexer_free(sink.indexer);
+        (void) git_config_delete_entry(cfg, "pack.windowMemory");
+        if (size.too_big)
+                return ledger_set_error(ret_error, -EFBIG,
+                                        "Repository '%s' is too big: its history and checkout exceed the limit of %" PRIu64 " bytes.",
+                                        what, max);
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "Cannot copy the history of '%s': %s", what, ledger_git_message());
+        return 0;
+}
+
+typedef struct FetchPayload {
+        ImportSize size;
+        uint64_t received;
+} FetchPayload;
+
+static int fetch_progress_cb(const git_indexer_progress *stats, void *payload) {
+        FetchPayload *p = payload;
+
+        p->received = stats->received_bytes;
+        return pack_progress_cb(stats, &p->size);
+}
+
+#define FETCH_PREFIX "refs/agentfab/source/"
+
+static int delete_fetch_refs(git_repository *repo) {
+        git_reference_iterator *it = NULL;
+        git_reference *ref;
+        int r = 0;
+
+        if (git_reference_iterator_glob_new(&it, repo, FETCH_PREFIX "*") < 0)
+                return -EIO;
+        while (git_reference_next(&ref, it) == 0) {
+                if (git_reference_delete(ref) < 0 && r == 0)
+                        r = -EIO;
+                git_reference_free(ref);
+        }
+        git_reference_iterator_free(it);
+        return r;
+}
+
+/* Fetches from a URL into the ledger. Only libgit2's transports run: no
+ * helper program, no hooks; the daemon's git config is cut off (see
+ * ledger_library_init()), so no credential helper or URL rewrite applies. */
+static int import_url(git_repository *repo, const char *url, const char *base, uint64_t max,
+                      git_oid *ret_base, char **ret_error) {
+        _cleanup_(git_remote_freep) git_remote *remote = NULL;
+        git_remote_callbacks cbs;
+        (void) git_remote_init_callbacks(&cbs, GIT_REMOTE_CALLBACKS_VERSION);
+        git_fetch_options fo;
+        (void) git_fetch_options_init(&fo, GIT_FETCH_OPTIONS_VERSION);
+        _cleanup_git_buf_ git_buf head = { 0 };
+        FetchPayload p = { .size = { .max = max } };
+        char *specs[] = { (char *) "+refs/heads/*:" FETCH_PREFIX "heads/*", (char *) "+refs/tags/*:" FETCH_PREFIX "tags/*" };
+        git_strarray refspecs = { specs, ELEMENTSOF(specs) };
+        git_oid id;
+        int r;
+
+        cbs.transfer_progress = fetch_progress_cb;
+        cbs.payload = &p;
+        fo.callbacks = cbs;
+        fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+        fo.update_fetchhead = 0;
+
+        if (git_remote_create_anonymous(&remote, repo, url) < 0)
+                return ledger_set_error(ret_error, -EINVAL, "Invalid repository URL '%s': %s", url, ledger_git_message());
+        if (git_remote_connect(remote, GIT_DIRECTION_FETCH, &cbs, NULL, NULL) < 0)
+                return ledger_set_error(ret_error, -ECONNREFUSED, "Cannot connect to '%s': %s", url, ledger_git_message());
+        if (!base && git_remote_default_branch(&head, remote) < 0)
+                return ledger_set_error(ret_error, -ENOENT, "'%s' has no default branch: %s", url, ledger_git_message());
+        if (git_remote_download(remote, &refspecs, &fo) < 0) {
+                if (p.size.too_big)
+                        return ledger_set_error(ret_error, -EFBIG, "Repository '%s' is too big: it exceeds the limit of %" PRIu64 " bytes.",
+                                                url, max);
+                return ledger_set_error(ret_error, -EIO, "Cannot fetch '%s': %s", url, ledger_git_message());
+        }
+        if (git_remote_update_tips(remote, &cbs, 0, GIT_REMOTE_DOWNLOAD_TAGS_NONE, NULL) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot record what was fetched from '%s': %s", url, ledger_git_message());
+        (void) git_remote_disconnect(remote);
+
+        r = -ENOENT;
+        if (!base) {
+                _cleanup_free_ char *name = NULL;
+                if (!strneq(head.ptr, "refs/heads/", 11) || asprintf(&name, FETCH_PREFIX "heads/%s", head.ptr + 11) < 0)
+                        return ledger_set_error(ret_error, -ENOENT, "'%s' has no usable default branch.", url);
+                r = git_reference_name_to_id(&id, repo, name) < 0 ? -ENOENT : 0;
+        } else if (oid_from_hex(base, &id) >= 0)
+                r = 0;
+        else {
+                static const char *const patterns[] = { FETCH_PREFIX "heads/%s", FETCH_PREFIX "tags/%s" };
+                for (size_t i = 0; i < ELEMENTSOF(patterns) && r < 0; i++) {
+                        _cleanup_free_ char *name = NULL;
+                        int valid = 0;
+
+                        if (asprintf(&name, patterns[i], base) < 0)
+                                return -ENOMEM;
+                        if (git_reference_name_is_valid(&valid, name) < 0 || !valid)
+                                continue;
+                        r = git_reference_name_to_id(&id, repo, name) < 0 ? -ENOENT : 0;
+                }
+        }
+        (void) delete_fetch_refs(repo);
+        if (r >= 0)
+                r = peel_commit(repo, &id, ret_base);
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", url);
+
+        uint64_t checkout;
+        r = check_checkout_size(repo, ret_base, max, url, &checkout, ret_error);
+        if (r < 0)
+                return r;
+        /* While fetching, the checkout size was not known yet. */
+        if (max != UINT64_MAX && checkout > max - MIN(max, p.received))
+                return ledger_set_error(ret_error, -EFBIG, "Repository '%s' is too big: it exceeds the limit of %" PRIu64 " bytes.",
+                                        url, max);
+        return 0;
+}
+
+static bool source_is_url(const char *source) {
+        return source && strstr(source, "://");
+}
+
+/* SECURITY: https only on the network (no plain http, no ssh with the
+ * daemon's keys, no git://); file:// is for tests and local mirrors. */
+static bool url_allowed(const char *url) {
+        return strneq(url, "https://", 8) || strneq(url, "file://", 7);
+}
+
+static int ledger_attach(int task_dir_fd, git_repository *repo, const char *branch, Ledger **ret) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        char path[64];
+
+        l = calloc(1, sizeof(Ledger));
+        if (!l)
+                return -ENOMEM;
+        l->workspace_fd = -EBADF;
+        l->max_bytes = UINT64_MAX;
+
+        l->branch = strdup(branch);
+        if (!l->branch || branch_to_ref(branch, &l->ref) < 0)
+                return l->branch ? -EINVAL : -ENOMEM;
+
+        l->workspace_fd = openat(task_dir_fd, "workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (l->workspace_fd < 0)
+                return -errno;
+
+        /* The workspace has no .git: the link from work tree to repository
+         * exists only in this process, so the sandbox cannot reach the
+         * history through it. */
+        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", l->workspace_fd);
+        if (git_repository_set_workdir(repo, path, 0) < 0)
+                return -EIO;
+
+        _cleanup_(git_config_freep) git_config *cfg = NULL;
+        int64_t v;
+        if (git_repository_config(&cfg, repo) >= 0 && git_config_get_int64(&v, cfg, "agentfab.maxbytes") >= 0 && v >= 0)
+                l->max_bytes = (uint64_t) v;
+
+        /* The repository is the caller's until here, also on failure. */
+        l->repo = repo;
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+static int create_internal(int task_dir_fd, const char *source, int source_fd, const char *base, const char *branch,
+                           uint64_t max, char **ret_error, Ledger **ret) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        git_repository_init_options io;
+        (void) git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+        _cleanup_free_ char *ref = NULL;
+        char ledger_path[64];
+        git_oid base_id;
+        int r;
+
+        if (branch_to_ref(branch, &ref) < 0)
+                return ledger_set_error(ret_error, -EINVAL, "Invalid branch name '%s'.", strempty(branch));
+
+        if (mkdirat(task_dir_fd, "ledger.git", 0700) < 0 || mkdirat(task_dir_fd, "workspace", 0755) < 0)
+                return ledger_set_error(ret_error, -errno, "Cannot make the ledger directories: %m");
+
+        (void) snprintf(ledger_path, sizeof(ledger_path), "/proc/self/fd/%d/ledger.git", task_dir_fd);
+        io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT;
+        io.mode = GIT_REPOSITORY_INIT_SHARED_UMASK;
+        if (git_repository_init_ext(&repo, ledger_path, &io) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot initialize the ledger: %s", ledger_git_message());
+
+        _cleanup_(git_config_freep) git_config *cfg = NULL;
+        if (git_repository_config(&cfg, repo) < 0 ||
+            (max != UINT64_MAX && git_config_set_int64(cfg, "agentfab.maxbytes", (int64_t) MIN(max, (uint64_t) INT64_MAX)) < 0))
+                return ledger_set_error(ret_error, -EIO, "Cannot configure the ledger: %s", ledger_git_message());
+
+        if (source_is_url(source) && source_fd < 0)
+                r = import_url(repo, source, base, max, &base_id, ret_error);
+        else {
+                git_repository_free(TAKE_PTR(repo));
+                r = import_local(ledger_path, source, source_fd, base, max, &base_id, ret_error);
+                if (r >= 0 && git_repository_open_ext(&repo, ledger_path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)
+                        r = ledger_set_error(ret_error, -EIO, "Cannot open the ledger: %s", ledger_git_message());
+        }
+        if (r < 0)
+                return r;
+
+        /* Reopened without the source attached: this proves the copy is complete. */
+        _cleanup_(git_commit_freep) git_commit *commit = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        if (git_commit_lookup(&commit, repo, &base_id) < 0 || git_commit_tree(&tree, commit) < 0)
+                return ledger_set_error(ret_error, -EBADMSG, "The copied history is incomplete: %s", ledger_git_message());
+
+        _cleanup_(git_reference_freep) git_reference *base_ref = NULL, *branch_ref = NULL;
+        if (git_reference_create(&base_ref, repo, LEDGER_BASE_REF, &base_id, 0, "agentfab: base") < 0 ||
+            git_reference_create(&branch_ref, repo, ref, &base_id, 0, "agentfab: create") < 0 ||
+            git_repository_set_head(repo, ref) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot create branch '%s': %s", branch, ledger_git_message());
+
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        r = ledger_attach(task_dir_fd, repo, branch, &l);
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "Cannot attach the workspace: %s", strerror(-r));
+        repo = NULL;    /* Owned by l now. */
+        l->base = base_id;
+        l->max_bytes = max;
+
+        /* SECURITY: filters are off, so not even the built-in ones (ident,
+         * eol) look at .gitattributes; libgit2 has no external filter or
+         * hook support at all. Gitlinks become empty directories. */
+        git_checkout_options co;
+        (void) git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+        co.checkout_strategy = GIT_CHECKOUT_FORCE;
+        co.disable_filters = 1;
+        co.dir_mode = 0755;
+        if (git_checkout_tree(l->repo, (git_object *) tree, &co) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot check out the workspace: %s", ledger_git_message());
+
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+int ledger_create(int task_dir_fd, const char *source, int source_fd, const char *base, const char *branch,
+                  const LedgerOptions *o, char **ret_error, Ledger **ret) {
+        uint64_t max = o ? o->max_bytes : UINT64_MAX;
+        int r;
+
+        assert(task_dir_fd >= 0);
+        assert(ret);
+
+        ledger_library_init();
+
+        if (!source && source_fd < 0)
+                return ledger_set_error(ret_error, -EINVAL, "No source repository given.");
+        if (source_fd < 0 && source_is_url(source) && !url_allowed(source))
+                return ledger_set_error(ret_error, -EPROTONOSUPPORT, "Only https:// and file:// URLs are supported, not '%s'.", source);
+        if (o && o->submodules)
+                return ledger_set_error(ret_error, -EOPNOTSUPP, "Fetching submodules is not supported.");
+        if (max == 0)
+                return ledger_set_error(ret_error, -EINVAL, "A size bound of 0 bytes admits nothing; UINT64_MAX means none.");
+        if (faccessat(task_dir_fd, "ledger.git", F_OK, AT_SYMLINK_NOFOLLOW) >= 0 ||
+            faccessat(task_dir_fd, "workspace", F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
+                return ledger_set_error(ret_error, -EEXIST, "The task directory already has a ledger.");
+
+        r = create_internal(task_dir_fd, source, source_fd, base, branch, max, ret_error, ret);
+        if (r < 0) {
+                /* Nothing half-made stays behind. */
+                (void) rm_rf_at(task_dir_fd, "ledger.git");
+                (void) rm_rf_at(task_dir_fd, "workspace");
+        }
+        return r;
+}
+
+int ledger_destroy(int task_dir_fd) {
+        int r, k;
+
+        assert(task_dir_fd >= 0);
+
+        r = rm_rf_at(task_dir_fd, "workspace");
+        k = rm_rf_at(task_dir_fd, "ledger.git");
+        return r < 0 ? r : k;
+}
+
+/* Only the daemon ever opens a ledger, one Ledger per task: a lock file
+ * found on open is what a crash in the middle of a write left. */
+static void remove_stale_locks(int task_dir_fd, const char *ref) {
+        _cleanup_free_ char *ref_lock = NULL;
+
+        (void) unlinkat(task_dir_fd, "ledger.git/index.lock", 0);
+        (void) unlinkat(task_dir_fd, "ledger.git/HEAD.lock", 0);
+        (void) unlinkat(task_dir_fd, "ledger.git/packed-refs.lock", 0);
+        if (asprintf(&ref_lock, "ledger.git/%s.lock", ref) >= 0)
+                (void) unlinkat(task_dir_fd, ref_lock, 0);
+}
+
+int ledger_open(int task_dir_fd, const char *branch, Ledger **ret) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        char path[64];
+        int r;
+
+        assert(task_dir_fd >= 0);
+        assert(ret);
+
+        ledger_library_init();
+
+        _cleanup_free_ char *ref = NULL;
+        if (branch_to_ref(branch, &ref) < 0)
+                return -EINVAL;
+        remove_stale_locks(task_dir_fd, ref);
+
+        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d/ledger.git", task_dir_fd);
+        if (git_repository_open_ext(&repo, path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)
+                return log_debug_errno(-ENOENT, "Cannot open ledger: %s", ledger_git_message());
+
+        r = ledger_attach(task_dir_fd, repo, branch, &l);
+        if (r < 0)
+                return r;
+        repo = NULL;
+
+        if (git_reference_name_to_id(&l->base, l->repo, LEDGER_BASE_REF) < 0)
+                return -EBADMSG;
+        git_oid tip;
+        r = ledger_tip(l, &tip);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+/* ---- checkpoints ---- */
+
+typedef struct Scan {
+        git_repository *repo;
+        git_odb *odb;
+        git_index *index;
+        uint64_t max;
+        unsigned entries;
+        int64_t racy;           /* files changed in or after this second are hashed again */
+        char **seen;            /* paths that are in the index after the scan */
+        size_t n_seen, n_allocated;
+        char **error;
+} Scan;
+
+static void scan_done(Scan *s) {
+        for (size_t i = 0; i < s->n_seen; i++)
+                free(s->seen[i]);
+        free(s->seen);
+}
+
+/* The index entry still describes the file: same size, mode, inode, mtime
+ * and ctime (which no one can set back). What git calls "stat clean". */
+static bool entry_unchanged(const git_index_entry *e, const struct stat *st) {
+        uint32_t mode = S_ISLNK(st->st_mode) ? GIT_FILEMODE_LINK :
+                        (st->st_mode & 0100) ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
+
+        return e->mode == mode && e->file_size == (uint32_t) st->st_size && e->ino == (uint32_t) st->st_ino &&
+               e->mtime.seconds == (int32_t) st->st_mtim.tv_sec && e->mtime.nanoseconds == (uint32_t) st->st_mtim.tv_nsec &&
+               e->ctime.seconds == (int32_t) st->st_ctim.tv_sec && e->ctime.nanoseconds == (uint32_t) st->st_ctim.tv_nsec;
+}
+
+static int scan_see(Scan *s, const char *path) {
+        if (s->n_seen >= s->n_allocated) {
+                size_t n = MAX(s->n_allocated * 2, (size_t) 64);
+                char **t = realloc(s->seen, n * sizeof(char *));
+                if (!t)
+                        return -ENOMEM;
+                s->seen = t;
+                s->n_allocated = n;
+        }
+        s->seen[s->n_seen] = strdup(path);
+        if (!s->seen[s->n_seen])
+                return -ENOMEM;
+        s->n_seen++;
+        return 0;
+}
+
+/* Streams size bytes of fd into a blob. */
+static int hash_fd(git_odb *odb, int fd, uint64_t size, git_oid *ret) {
+        git_odb_stream *stream = NULL;
+        char buf[64 * 1024];
+        uint64_t left = size;
+        int r = 0;
+
+        if (git_odb_open_wstream(&stream, odb, (git_object_size_t) size, GIT_OBJECT_BLOB) < 0)
+                return -EIO;
+        while (left > 0) {
+                ssize_t k = read(fd, buf, (size_t) MIN((uint64_t) sizeof(buf), left));
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                if (k == 0) {
+                        r = -EBUSY;     /* Shrank while we read it. */
+                        break;
+                }
+                if (git_odb_stream_write(stream, buf, (size_t) k) < 0) {
+                        r = -EIO;
+                        break;
+                }
+                left -= (uint64_t) k;
+        }
+        if (r >= 0 && git_odb_stream_finalize_write(ret, stream) < 0)
+                r = -EIO;
+        git_odb_stream_free(stream);
+        return r;
+}
+
+/* Records one file of the workspace in the index, unless its stat data
+ * says it is unchanged. SECURITY: the content is read through dir_fd (a
+ * directory opened without following symlinks, all the way down from the
+ * workspace fd) with O_NOFOLLOW, never by path: libgit2's own
+ * git_index_add_bypath() opens "workdir/path", and a directory swapped for
+ * a symlink meanwhile would let it read any file the daemon can (and put
+ * it into the history, where a reset hands it to the sandbox). O_NONBLOCK
+ * keeps a FIFO swapped in from blocking us. No filters apply: content is
+ * stored as it is, as checkout writes it back. */
+static int scan_stage(Scan *s, int dir_fd, const char *name, const char *path, const struct stat *st, const git_index_entry *e) {
+        git_index_entry entry = { .path = path };
+        struct stat fst = *st;
+        int r;
+
+        if (e && entry_unchanged(e, st) && (int64_t) st->st_mtim.tv_sec < s->racy)
+                return scan_see(s, path);
+
+        if (S_ISLNK(st->st_mode)) {
+                char target[PATH_MAX + 1];
+
+                ssize_t n = readlinkat(dir_fd, name, target, sizeof(target) - 1);
+                if (n < 0)
+                        return ledger_set_error(s->error, -errno, "Cannot read the symlink '%s': %m", path);
+                if (git_blob_create_from_buffer(&entry.id, s->repo, target, (size_t) n) < 0)
+                        return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
+                entry.mode = GIT_FILEMODE_LINK;
+                fst.st_size = n;
+        } else {
+                _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+                if (fd < 0)
+                        return ledger_set_error(s->error, -errno, "Cannot open '%s' (did it change meanwhile?): %m", path);
+                if (fstat(fd, &fst) < 0)
+                        return -errno;
+                if (!S_ISREG(fst.st_mode))
+                        return ledger_set_error(s->error, -EPERM,
+                                                "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
+                if (s->max != UINT64_MAX && (uint64_t) fst.st_size > s->max)
+                        return ledger_set_error(s->error, -EFBIG,
+                                                "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
+                                                path, s->max);
+                r = hash_fd(s->odb, fd, (uint64_t) fst.st_size, &entry.id);
+                if (r < 0)
+                        return ledger_set_error(s->error, r, "Cannot read '%s': %s", path,
+                                                r == -EIO ? ledger_git_message() : strerror(-r));
+                entry.mode = (fst.st_mode & 0100) ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
+        }
+
+        entry.ctime.seconds = (int32_t) fst.st_ctim.tv_sec;
+        entry.ctime.nanoseconds = (uint32_t) fst.st_ctim.tv_nsec;
+        entry.mtime.seconds = (int32_t) fst.st_mtim.tv_sec;
+        entry.mtime.nanoseconds = (uint32_t) fst.st_mtim.tv_nsec;
+        entry.dev = (uint32_t) fst.st_dev;
+        entry.ino = (uint32_t) fst.st_ino;
+        entry.uid = (uint32_t) fst.st_uid;
+        entry.gid = (uint32_t) fst.st_gid;
+        entry.file_size = (uint32_t) fst.st_size;
+        if (git_index_add(s->index, &entry) < 0)
+                return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
+        return scan_see(s, path);
+}
+
+static bool index_has_prefix(git_index *index, const char *prefix) {
+        size_t pos;
+        return git_index_find_prefix(&pos, index, prefix) == 0;
+}
+
+/* Walks the workspace without following symlinks and stages what a
+ * checkpoint records. This is done here rather than with
+ * git_index_add_all(): libgit2 stops at directories holding a .git (an
+ * agent's "git init" or "cargo new") and refuses them, while their files
+ * belong to the work like any other. Anything named .git is skipped. With
+ * only_tracked, only files the index has already are looked at (inside an
+ * ignored directory). */
+static int scan_dir(Scan *s, int dir_fd, const char *prefix, unsigned depth, bool only_tracked) {
+        int r;
+
+        if (depth > SCAN_DEPTH_MAX)
+                return ledger_set_error(s->error, -ELOOP, "Directory '%s' is nested too deeply.", prefix);
+
+        /* A new open file description: reading must not move the offset of
+         * the workspace fd we hand out. */
+        DIR *d = xopendirat(dir_fd, ".", 0);
+        if (!d)
+                return -errno;
+
+        r = 0;
+        for (struct dirent *de; r >= 0 && (de = readdir(d));) {
+                _cleanup_free_ char *path = NULL;
+                struct stat st;
+                int ignored = 0;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
+                        continue;
+                if (++s->entries > SCAN_ENTRIES_MAX) {
+                        r = ledger_set_error(s->error, -E2BIG, "The workspace has more than %u files.", SCAN_ENTRIES_MAX);
+                        break;
+                }
+                if (asprintf(&path, "%s%s", prefix, de->d_name) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        r = ledger_set_error(s->error, -errno, "Cannot look at '%s': %m", path);
+                        break;
+                }
+                const git_index_entry *e = git_index_get_bypath(s->index, path, 0);
+
+                if (S_ISDIR(st.st_mode)) {
+                        _cleanup_free_ char *dir = NULL;
+
+                        /* A gitlink (a submodule of base) stays as it is. */
+                        if (e && e->mode == GIT_FILEMODE_COMMIT) {
+                                r = scan_see(s, path);
+                                continue;
+                        }
+                        if (asprintf(&dir, "%s/", path) < 0) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        bool sub_only_tracked = only_tracked ||
+                                (git_ignore_path_is_ignored(&ignored, s->repo, dir) >= 0 && ignored);
+                        if (sub_only_tracked && !index_has_prefix(s->index, dir))
+                                continue;
+                        _cleanup_close_ int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                        if (sub < 0) {
+                                r = ledger_set_error(s->error, -errno, "Cannot open '%s': %m", path);
+                                break;
+                        }
+                        r = scan_dir(s, sub, dir, depth + 1, sub_only_tracked);
+                        continue;
+                }
+
+                /* An ignored file is recorded only if it is tracked already. */
+                if (!e && (only_tracked || (git_ignore_path_is_ignored(&ignored, s->repo, path) >= 0 && ignored)))
+                        continue;
+
+                if (S_ISLNK(st.st_mode))
+                        r = scan_stage(s, dirfd(d), de->d_name, path, &st, e);        /* Stored as a link, never followed. */
+                else if (!S_ISREG(st.st_mode))
+                        r = ledger_set_error(s->error, -EPERM,
+                                             "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
+                else if (s->max != UINT64_MAX && (uint64_t) st.st_size > s->max)
+                        r = ledger_set_error(s->error, -EFBIG,
+                                             "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
+                                             path, s->max);
+                else
+                        r = scan_stage(s, dirfd(d), de->d_name, path, &st, e);
+        }
+        closedir(d);
+        return r;
+}
+
+static int strcmp_ptr(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* Drops every index entry the scan did not see: deleted files. */
+static int scan_remove_unseen(Scan *s) {
+        if (s->n_seen > 0)
+                qsort(s->seen, s->n_seen, sizeof(char *), strcmp_ptr);
+
+        for (size_t i = git_index_entrycount(s->index); i-- > 0;) {
+                const git_index_entry *e = git_index_get_byindex(s->index, i);
+                const char *p = e->path;
+
+                if (s->n_seen > 0 && bsearch(&p, s->seen, s->n_seen, sizeof(char *), strcmp_ptr))
+                        continue;
+                _cleanup_free_ char *path = strdup(e->path);
+                if (!path)
+                        return -ENOMEM;
+                if (git_index_remove(s->index, path, git_index_entry_stage(e)) < 0)
+                        return ledger_set_error(s->error, -EIO, "Cannot drop '%s': %s", path, ledger_git_message());
+        }
+        return 0;
+}
+
+static int append(char **s, size_t *n, const char *fmt, ...) _printf_(3, 4);
+static int append(char **s, size_t *n, const char *fmt, ...) {
+        _cleanup_free_ char *piece = NULL;
+        va_list ap;
+        int k;
+
+        va_start(ap, fmt);
+        k = vasprintf(&piece, fmt, ap);
+        va_end(ap);
+        if (k < 0)
+                return -ENOMEM;
+        char *t = realloc(*s, *n + (size_t) k + 1);
+        if (!t)
+                return -ENOMEM;
+        memcpy(t + *n, piece, (size_t) k + 1);
+        *s = t;
+        *n += (size_t) k;
+        return 0;
+}
+
+static char *body_sanitize(const char *body) {
+        size_t n = strlen(body);
+
+        if (n > LEDGER_BODY_MAX)
+                n = LEDGER_BODY_MAX;
+        char *t = strndup(body, n);
+        if (!t)
+                return NULL;
+        for (char *c = t; *c; c++)
+                if (((unsigned char) *c < ' ' && *c != '\n' && *c != '\t') || *c == 127)
+                        *c = ' ';
+        utf8_sanitize(t, strlen(t));
+        while (n > 0 && strchr(" \t\n", t[n - 1]))
+                t[--n] = '\0';
+        return t;
+}
+
+static int build_message(const Checkpoint *c, char **ret) {
+        _cleanup_free_ char *msg = NULL, *subject = NULL, *body = NULL, *task = NULL, *model = NULL,
+                *test_command = NULL, *user = NULL;
+        const char *tests = c->tests ?: "not-run";
+        size_t n = 0;
+        int r;
+
+        subject = ledger_one_line(c->subject, LEDGER_SUBJECT_MAX);
+        task = ledger_one_line(c->task_id, LEDGER_TRAILER_VALUE_MAX);
+        model = ledger_one_line(c->model ?: "unknown", LEDGER_TRAILER_VALUE_MAX);
+        test_command = ledger_one_line(c->test_command, LEDGER_TRAILER_VALUE_MAX);
+        user = ledger_one_line(c->user_name ?: "unknown", LEDGER_TRAILER_VALUE_MAX);
+        body = c->body ? body_sanitize(c->body) : strdup("");
+        if (!subject || !task || !model || !test_command || !user || !body)
+                return -ENOMEM;
+        if (isempty(subject) && free_and_strdup(&subject, "Checkpoint") < 0)
+                return -ENOMEM;
+
+        r = append(&msg, &n, "%s\n\n", subject);
+        if (r >= 0 && !isempty(body))
+                r = append(&msg, &n, "%s\n\n", body);
+        if (r >= 0)
+                r = append(&msg, &n, "Agentfab-Task: %s\nAgentfab-Step: %u\nAgentfab-Model: %s\n", task, c->step, model);
+        size_t k = 0;
+        for (char **i = c->commands; r >= 0 && i && *i && k < LEDGER_COMMANDS_MAX; i++, k++) {
+                _cleanup_free_ char *cmd = ledger_one_line(*i, LEDGER_TRAILER_VALUE_MAX);
+                r = cmd ? append(&msg, &n, "Agentfab-Command: %s\n", cmd) : -ENOMEM;
+        }
+        if (r >= 0) {
+                if (streq(tests, "not-run"))
+                        r = append(&msg, &n, "Agentfab-Tests: not-run\n");
+                else
+                        r = append(&msg, &n, "Agentfab-Tests: %s (%s, exit %i)\n", tests, test_command, c->test_exit);
+        }
+        if (r >= 0)
+                r = append(&msg, &n, "Agentfab-Submitter: %s (uid %u)\n", user, (unsigned) c->uid);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(msg);
+        return 0;
+}
+
+static int make_signature(git_signature **ret) {
+        char host[HOST_NAME_MAX + 1] = "localhost";
+        char email[HOST_NAME_MAX + 32];
+
+        if (gethostname(host, sizeof(host)) < 0 || isempty(host))
+                strcpy(host, "localhost");
+        host[sizeof(host) - 1] = '\0';
+        for (char *c = host; *c; c++)
+                if (!isalnum((unsigned char) *c) && *c != '-' && *c != '.')
+                        *c = '-';
+        (void) snprintf(email, sizeof(email), "agentfab@%s", host);
+        return git_signature_now(ret, "agentfab", email) < 0 ? -EIO : 0;
+}
+
+int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41], char **ret_error) {
+        _cleanup_(git_index_freep) git_index *index = NULL;
+        _cleanup_(git_commit_freep) git_commit *parent = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        _cleanup_(git_signature_freep) git_signature *sig = NULL;
+        _cleanup_free_ char *msg = NULL;
+        git_oid tip, tree_id, id;
+        int r;
+
+        assert(l);
+        assert(c);
+
+        if (isempty(c->task_id))
+                return ledger_set_error(ret_error, -EINVAL, "Checkpoint without a task id.");
+        if (c->tests && !streq(c->tests, "pass") && !streq(c->tests, "fail") && !streq(c->tests, "not-run"))
+                return ledger_set_error(ret_error, -EINVAL, "Invalid test result '%s'.", c->tests);
+
+        r = ledger_tip(l, &tip);
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "Branch '%s' is gone.", l->branch);
+        if (git_commit_lookup(&parent, l->repo, &tip) < 0)
+                return ledger_set_error(ret_error, -EBADMSG, "Cannot read the tip of '%s': %s", l->branch, ledger_git_message());
+
+        if (git_repository_index(&index, l->repo) < 0 || git_index_read(index, 1) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
+
+        /* What changed within the second the index was last written may
+         * look unchanged by its stat data: such files are hashed again. */
+        struct stat ist;
+        int64_t racy = INT64_MIN;
+        const char *index_path = git_index_path(index);
+        racy = index_path && stat(index_path, &ist) >= 0 ? (int64_t) ist.st_mtim.tv_sec : INT64_MIN;
+
+        /* Special files and files over the bound are refused before libgit2
+         * reads them: it would block on a FIFO and read a device, and a huge
+         * file would be copied into the history. */
+        _cleanup_(git_odb_freep) git_odb *odb = NULL;
+        if (git_repository_odb(&odb, l->repo) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot open the ledger's objects: %s", ledger_git_message());
+        Scan s = { .repo = l->repo, .odb = odb, .index = index, .max = l->max_bytes, .racy = racy, .error = ret_error };
+        r = scan_dir(&s, l->workspace_fd, "", 0, false);
+        if (r >= 0)
+                r = scan_remove_unseen(&s);
+        scan_done(&s);
+        if (r < 0) {
+                (void) git_index_read(index, 1);        /* Forget the half-staged state. */
+                return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot scan the workspace: %s", strerror(-r));
+        }
+
+        if (git_index_write_tree(&tree_id, index) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot record the workspace: %s", ledger_git_message());
+        if (git_index_write(index) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot write the index: %s", ledger_git_message());
+
+        if (git_oid_equal(&tree_id, git_commit_tree_id(parent)))
+                return 0;
+
+        r = build_message(c, &msg);
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "Cannot build the commit message: %s", strerror(-r));
+        r = make_signature(&sig);
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "Cannot make a signature: %s", ledger_git_message());
+        if (git_tree_lookup(&tree, l->repo, &tree_id) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot read the new tree: %s", ledger_git_message());
+
+        const git_commit *parents[] = { parent };
+        /* Passing the ref makes libgit2 check that its tip is still parent. */
+        if (git_commit_create(&id, l->repo, l->ref, sig, sig, NULL, msg, tree, 1, parents) < 0)
+                return ledger_set_error(ret_error, -ESTALE, "Cannot commit on '%s': %s", l->branch, ledger_git_message());
+
+        git_oid_tostr(ret_commit, GIT_OID_HEXSZ + 1, &id);
+        return 1;
+}
+
+/* Removes every symlink below dir_fd that target does not have as a symlink
+ * at the same place, without following any. */
+static int remove_foreign_symlinks(int dir_fd, git_tree *target, git_index *index, const char *prefix, unsigned depth) {
+        if (depth > SCAN_DEPTH_MAX)
+                return -ELOOP;
+
+        DIR *d = xopendirat(dir_fd, ".", 0);
+        if (!d)
+                return -errno;
+
+        int r = 0;
+        for (struct dirent *de; r >= 0 && (de = readdir(d));) {
+                _cleanup_free_ char *path = NULL;
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if (asprintf(&path, "%s%s", prefix, de->d_name) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                if (S_ISLNK(st.st_mode)) {
+                        git_tree_entry *e = NULL;
+                        bool keep = git_tree_entry_bypath(&e, target, path) == 0 &&
+                                    git_tree_entry_filemode(e) == GIT_FILEMODE_LINK;
+                        git_tree_entry_free(e);
+                        if (keep)
+                                continue;
+                        if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT)
+                                r = -errno;
+                        /* Gone from the baseline too: libgit2 trips over a
+                         * baseline link that is missing from the work tree. */
+                        (void) git_index_remove(index, path, 0);
+                        continue;
+                }
+                if (!S_ISDIR(st.st_mode))
+                        continue;
+                _cleanup_free_ char *dir = NULL;
+                if (asprintf(&dir, "%s/", path) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                _cleanup_close_ int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (sub >= 0)
+                        r = remove_foreign_symlinks(sub, target, index, dir, depth + 1);
+        }
+        closedir(d);
+        return r;
+}
+
+int ledger_reset(Ledger *l, const char *commit) {
+        _cleanup_(git_commit_freep) git_commit *c = NULL, *tip_commit = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL, *tip_tree = NULL;
+        _cleanup_(git_index_freep) git_index *index = NULL;
+        _cleanup_(git_reference_freep) git_reference *ref = NULL;
+        git_oid id, tip;
+        int r;
+
+        assert(l);
+
+        if (oid_from_hex(commit, &id) < 0)
+                return -EINVAL;
+        r = ledger_tip(l, &tip);
+        if (r < 0)
+                return r;
+
+        /* Only the branch's own history since base: never anything the
+         * sandbox could not have produced. */
+        if (!git_oid_equal(&id, &l->base) && !git_oid_equal(&id, &tip) &&
+            !(git_graph_descendant_of(l->repo, &tip, &id) == 1 && git_graph_descendant_of(l->repo, &id, &l->base) == 1))
+                return -ENXIO;
+
+        if (git_commit_lookup(&c, l->repo, &id) < 0 || git_commit_tree(&tree, c) < 0 ||
+            git_commit_lookup(&tip_commit, l->repo, &tip) < 0 || git_commit_tree(&tip_tree, tip_commit) < 0)
+                return -EBADMSG;
+
+        /* Start from the index of the tip, so that whatever a failed
+         * checkpoint staged counts as untracked and goes too. */
+        if (git_repository_index(&index, l->repo) < 0 || git_index_read_tree(index, tip_tree) < 0 || git_index_write(index) < 0)
+                return log_debug_errno(-EIO, "Cannot reset the index: %s", ledger_git_message());
+
+        /* SECURITY: libgit2's checkout writes through a symlink that stands
+         * where the target has a directory (it wrote deep/er/f.txt into the
+         * link's target in our test). So every symlink the target does not
+         * have goes first: they would go anyway, and a symlink the target
+         * has cannot stand where the target has a directory. The sandbox
+         * must not run during a reset: it could plant a new link meanwhile. */
+        r = remove_foreign_symlinks(l->workspace_fd, tree, index, "", 0);
+        if (r < 0)
+                return log_debug_errno(r, "Cannot clear symlinks from the workspace: %m");
+        if (git_index_write(index) < 0)
+                return log_debug_errno(-EIO, "Cannot write the index: %s", ledger_git_message());
+
+        git_checkout_options co;
+        (void) git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+        co.checkout_strategy = GIT_CHECKOUT_FORCE | GIT_CHECKOUT_REMOVE_UNTRACKED | GIT_CHECKOUT_REMOVE_IGNORED;
+        co.disable_filters = 1;
+        co.dir_mode = 0755;
+        co.baseline_index = index;
+        if (git_checkout_tree(l->repo, (git_object *) tree, &co) < 0)
+                return log_debug_errno(-EIO, "Checkout failed: %s", ledger_git_message());
+
+        if (git_index_read_tree(index, tree) < 0 || git_index_write(index) < 0)
+                return log_debug_errno(-EIO, "Cannot write the index: %s", ledger_git_message());
+
+        if (!git_oid_equal(&id, &tip) &&
+            git_reference_create_matching(&ref, l->repo, l->ref, &id, 1, &tip, "agentfab: reset") < 0)
+                return -ESTALE;
+        return 0;
+}
+
+int ledger_parse_trailers(const char *message, json_object **ret) {
+        _cleanup_json_ json_object *o = NULL;
+        _cleanup_free_ char *m = NULL;
+
+        assert(ret);
+
+        o = json_object_new_object();
+        m = strdup(strempty(message));
+        if (!o || !m)
+                return -ENOMEM;
+
+        /* The trailers are the last paragraph, and never the first (that is the subject). */
+        size_t n = strlen(m);
+        while (n > 0 && strchr(" \t\n\r", m[n - 1]))
+                m[--n] = '\0';
+        char *last = NULL;
+        for (char *p = strstr(m, "\n\n"); p; p = strstr(p + 1, "\n\n"))
+                last = p;
+        if (!last) {
+                *ret = TAKE_PTR(o);
+                return 0;
+        }
+
+        for (char *line = last + 2, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+
+                size_t k = strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-");
+                if (k == 0 || line[k] != ':')
+                        continue;
+                line[k] = '\0';
+                char *value = line + k + 1;
+                value += strspn(value, " \t");
+                size_t vl = strlen(value);
+                while (vl > 0 && strchr(" \t\r", value[vl - 1]))
+                        value[--vl] = '\0';
+
+                json_object *v = json_object_new_string(value), *existing;
+                if (!v)
+                        return -ENOMEM;
+                if (!json_object_object_get_ex(o, line, &existing)) {
+                        if (json_object_object_add(o, line, v) < 0) {
+                                json_object_put(v);
+                                return -ENOMEM;
+                        }
+                        continue;
+                }
+                if (!json_object_is_type(existing, json_type_array)) {
+                        json_object *a = json_object_new_array();
+                        if (!a || json_object_array_add(a, json_object_get(existing)) < 0) {
+                                json_object_put(a);
+                                json_object_put(v);
+                                return -ENOMEM;
+                        }
+                        json_object_object_add(o, line, a);
+                        existing = a;
+                }
+                if (json_object_array_add(existing, v) < 0) {
+                        json_object_put(v);
+                        return -ENOMEM;
+                }
+        }
+
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+int ledger_checkpoints(Ledger *l, json_object **ret) {
+        _cleanup_(git_revwalk_freep) git_revwalk *w = NULL;
+        _cleanup_json_ json_object *a = NULL;
+        git_oid id;
+        int r;
+
+        assert(l);
+        assert(ret);
+
+        r = ledger_walk_new(l, &w);
+        if (r < 0)
+                return r;
+        a = json_object_new_array();
+        if (!a)
+                return -ENOMEM;
+
+        while ((r = git_revwalk_next(&id, w)) == 0) {
+                _cleanup_(git_commit_freep) git_commit *c = NULL;
+                _cleanup_json_ json_object *t = NULL, *e = NULL;
+                json_object *step;
+                uint64_t n;
+                char hex[GIT_OID_HEXSZ + 1];
+
+                if (git_commit_lookup(&c, l->repo, &id) < 0)
+                        return -EBADMSG;
+                r = ledger_parse_trailers(git_commit_message(c), &t);
+                if (r < 0)
+                        return r;
+                if (!json_object_object_get_ex(t, "Agentfab-Step", &step))
+                        continue;
+                if (json_object_is_type(step, json_type_array))
+                        step = json_object_array_get_idx(step, 0);
+                if (safe_atou64(json_object_get_string(step), &n) < 0)
+                        continue;
+
+                git_oid_tostr(hex, sizeof(hex), &id);
+                e = json_object_new_object();
+                if (!e || json_add_uint64(e, "step", n) < 0 || json_add_string(e, "commit", hex) < 0 ||
+                    json_add_string(e, "subject", strempty(git_commit_summary(c))) < 0 ||
+                    json_object_array_add(a, e) < 0)
+                        return -ENOMEM;
+                e = NULL;
+        }
+        if (r != GIT_ITEROVER)
+                return -EIO;
+
+        *ret = TAKE_PTR(a);
+        return 0;
+}

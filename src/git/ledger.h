@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The ledger: a task's own git history. Each task gets a bare repository
+ * (<task_dir>/ledger.git) that only the daemon sees, and a workspace
+ * (<task_dir>/workspace) that is the repository's work tree but has no .git
+ * inside, so nothing the sandbox does can reach the history. Checkpoints are
+ * commits on one branch with machine-readable trailers; delivery is a diff,
+ * an mbox, a bundle or a push of that branch.
+ *
+ * All calls block (they do file and object I/O); none of them runs a
+ * program, a hook or a filter. */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "macro.h"
+
+typedef struct Ledger Ledger;
+
+typedef struct LedgerOptions {
+        uint64_t max_bytes;      /* bound on what is imported (objects + checkout); UINT64_MAX none */
+        bool submodules;         /* false: submodules are not fetched (gitlinks stay as they are) */
+} LedgerOptions;
+
+/* Initializes libgit2 once for the process and cuts it off from the daemon's
+ * own git configuration. Called by every entry point; safe to call again. */
+void ledger_library_init(void);
+
+/* Creates <task_dir>/ledger.git (bare: the task's own history, never seen by
+ * the sandbox) and <task_dir>/workspace (its work tree, checked out at base,
+ * no .git inside), with branch refs/heads/<branch> at base.
+ *
+ * The source is a local repository (work tree, bare or linked worktree)
+ * given by path, or by an open directory fd (source_fd >= 0: read only
+ * through the fd), or an https:// or file:// URL fetched by libgit2. base is
+ * a full or abbreviated commit id, a branch, a tag or a ref name; NULL means
+ * HEAD (the remote's default branch for a URL).
+ *
+ * The whole history reachable from base is copied, nothing else (for a URL:
+ * all branches and tags are fetched, only base is kept). The source is
+ * never written to, never opened as a repository (for local sources), and
+ * nothing of it runs. max_bytes bounds the checkout (uncompressed blob
+ * sizes of base) plus the copied pack (compressed); over it: -EFBIG and a
+ * message, and nothing stays behind. max_bytes 0 is -EINVAL; submodules
+ * true is -EOPNOTSUPP (gitlinks become empty directories). -EEXIST if the
+ * task directory has a ledger already. */
+int ledger_create(int task_dir_fd, const char *source, int source_fd, const char *base, const char *branch,
+                  const LedgerOptions *o, char **ret_error, Ledger **ret);
+/* Opens the ledger of a task directory again, e.g. after a daemon restart.
+ * Lock files a crash left behind are removed: only one Ledger per task
+ * directory may be open at a time, in one process. -EBADMSG or -ENOENT for
+ * a ledger whose creation was cut short: ledger_destroy() and create again. */
+int ledger_open(int task_dir_fd, const char *branch, Ledger **ret);
+
+/* Removes <task_dir>/workspace and <task_dir>/ledger.git, without following
+ * symlinks. The Ledger, if open, must be freed first. */
+int ledger_destroy(int task_dir_fd);
+Ledger *ledger_free(Ledger *l);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Ledger *, ledger_free);
+
+/* O_DIRECTORY fd of the workspace, owned by the ledger. */
+int ledger_workspace_fd(Ledger *l);
+int ledger_base(Ledger *l, char ret[static 41]);
+int ledger_head(Ledger *l, char ret[static 41]);
+const char *ledger_branch(Ledger *l);
+
+typedef struct Checkpoint {
+        const char *task_id;
+        unsigned step;
+        const char *subject;
+        const char *body;
+        const char *model;
+        char **commands;
+        const char *tests;          /* "pass" | "fail" | "not-run" */
+        const char *test_command;
+        int test_exit;
+        uid_t uid;
+        const char *user_name;
+} Checkpoint;
+
+/* Bounds on what goes into a commit message. */
+#define LEDGER_SUBJECT_MAX 72U
+#define LEDGER_BODY_MAX (64U * 1024U)
+#define LEDGER_TRAILER_VALUE_MAX 256U
+#define LEDGER_COMMANDS_MAX 64U
+
+/* Commits the whole workspace on the branch (additions, modifications,
+ * deletions; symlinks as symlinks, never followed; .gitignore'd files that
+ * are not tracked stay out; anything named .git is never added). The
+ * message is the sanitized subject, the body, then the Agentfab-Task,
+ * -Step, -Model, -Command (one each), -Tests and -Submitter trailers; author
+ * and committer "agentfab <agentfab@HOSTNAME>". Returns 1 and the commit id
+ * when it committed, 0 when nothing changed. Special files (-EPERM) and
+ * files over the size bound (-EFBIG) are refused with a message.
+ *
+ * Files are read through directory fds opened without following symlinks,
+ * never by path, with O_NONBLOCK: a sandbox still running can make the
+ * checkpoint fail or record a mix of before and after, but cannot make us
+ * read outside the workspace or block. Content is stored unfiltered. */
+int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41], char **ret_error);
+/* Resets the workspace and the branch to commit (full hex), which must be
+ * base or between base and the tip (-ENXIO otherwise). Untracked and
+ * ignored files go too. */
+int ledger_reset(Ledger *l, const char *commit);
+/* [{"step":N,"commit":"hex","subject":"..."}] for base..tip, oldest first;
+ * commits without an Agentfab-Step trailer are skipped. */
+int ledger_checkpoints(Ledger *l, json_object **ret);
+/* Trailers of the last paragraph of a message (never the subject):
+ * {"Key":"value", ...}, a repeated key gives an array. */
+int ledger_parse_trailers(const char *message, json_object **ret);
+
+typedef struct FileChange {
+        char *path;
+        char status; /* 'A','M','D','R','T' */
+        unsigned added, removed;
+} FileChange;
+
+/* Changes from `from` (full hex; NULL: base) to the workspace as it is,
+ * uncommitted and untracked files included, renames detected. */
+int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n);
+void file_changes_free(FileChange *c, size_t n);
+/* Like git diff --stat base..tip. */
+int ledger_diffstat(Ledger *l, char **ret);
+
+/* Unified patch base..tip (binary files as git binary patches). */
+int ledger_export_diff(Ledger *l, int out_fd);
+/* One mail per commit of base..tip, as git format-patch writes them. */
+int ledger_export_mbox(Ledger *l, int out_fd);
+/* A "# v2 git bundle": refs/heads/<branch>, prerequisite base, a pack of
+ * base..tip. -ENODATA when the branch is still at base (as git bundle
+ * create refuses an empty bundle). */
+int ledger_export_bundle(Ledger *l, int out_fd);
+
+/* Client side (agentfabctl fetch): indexes the bundle's pack into the
+ * repository at repo_path and creates refs/heads/<branch> at its tip.
+ * Never overwrites a branch (-EEXIST), never touches HEAD, the index, the
+ * work tree or other refs; -ENOENT with a message when a prerequisite is
+ * missing; -EFBIG past max_bytes of pack data. */
+int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branch, uint64_t max_bytes, char **ret_error);
+
+/* Pushes refs/heads/<branch> (only that, never forced) to url. The branch
+ * must be under agentfab/. credential_token, if given, is offered as the
+ * password of user "x-access-token" for https remotes. */
+int ledger_push(Ledger *l, const char *url, const char *credential_token, char **ret_error);
