@@ -2,12 +2,15 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """A scripted OpenAI-compatible chat-completions server for tests.
 
-    model-server.py --script SCRIPT.json [--log REQUESTS.jsonl] [--port N]
+    model-server.py --script SCRIPT.json [--log REQUESTS.jsonl] [--port N] [--by-step]
 
 Binds 127.0.0.1 (port 0 = any free one) and prints the port on its first
 line of stdout. Every POST to a path ending in /chat/completions takes the
 next entry of the script, in order of arrival; when the script has run out,
-the answer is a plain "stop" message with the content "done". Every request
+the answer is a plain "stop" message with the content "done". With
+--by-step, a request that carries K assistant messages gets entry K
+instead, whenever it arrives (for replies that must not depend on retries
+or on a crashed client asking twice). Every request
 is appended to the log as one JSON line:
     {"n": N, "path": "...", "headers": {lower-case name: value},
      "body": <parsed JSON or null>, "raw": "<body if not JSON>"}
@@ -46,10 +49,19 @@ lock = threading.Lock()
 state = {"script": [], "next": 0, "count": 0, "log": None}
 
 
-def take_entry():
+def take_entry(body=None):
     with lock:
         n = state["count"]
         state["count"] += 1
+        if state.get("by_step"):
+            # The entry is chosen by the conversation, not by arrival: a
+            # request with K assistant messages gets entry K, so a step
+            # redone after a crash gets the same answer.
+            msgs = body.get("messages", []) if isinstance(body, dict) else []
+            k = sum(1 for m in msgs if isinstance(m, dict) and m.get("role") == "assistant")
+            if k < len(state["script"]):
+                return n, state["script"][k]
+            return n, {}
         if state["next"] < len(state["script"]):
             e = state["script"][state["next"]]
             state["next"] += 1
@@ -158,7 +170,7 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             body = None
-        n, e = take_entry()
+        n, e = take_entry(body)
         rec = {"n": n, "path": self.path,
                "headers": {k.lower(): v for k, v in self.headers.items()},
                "body": body}
@@ -241,7 +253,10 @@ def main():
     ap.add_argument("--script", help="JSON file with the responses")
     ap.add_argument("--log", help="JSON-lines file to append each request to")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--by-step", action="store_true",
+                    help="choose the entry by the number of assistant messages in the request")
     args = ap.parse_args()
+    state["by_step"] = args.by_step
 
     if args.script:
         with open(args.script, encoding="utf-8") as f:

@@ -90,8 +90,10 @@ run_counted "harness self-test" bash tests/integration/lib/harness-selftest.sh
 run_counted "integration tests" bash tests/integration/run.sh build
 run_counted "sandbox attacks" bash tests/integration/sandbox-attacks.sh build
 run_counted "launcher" bash tests/integration/launcher.sh build
+run_counted "agent end to end" bash tests/integration/agent.sh build
 [ -d build-asan ] && run_counted "integration tests (ASan/UBSan)" bash tests/integration/run.sh build-asan
 [ -d build-asan ] && run_counted "launcher (ASan/UBSan)" bash tests/integration/launcher.sh build-asan
+[ -d build-asan ] && run_counted "agent end to end (ASan/UBSan)" bash tests/integration/agent.sh build-asan
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 
 #include "agentfab-bus.h"
 #include "json-util.h"
+#include "ledger.h"
 #include "log.h"
 #include "string-util.h"
 #include "task-state.h"
@@ -41,6 +43,7 @@ static const char *arg_test = NULL;
 static const char *arg_base = NULL;
 static const char *arg_model = NULL;
 static const char *arg_comment = NULL;
+static const char *arg_format = "mbox";
 static char **arg_limits = NULL;
 
 static pid_t agent_pid = 0;
@@ -60,6 +63,10 @@ static void help(void) {
                "  audit ID                     Show the task's audit entries from the journal\n"
                "  watch ID                     Follow the task's state changes\n"
                "  logs ID [-f]                 Show (and follow) the task's command output\n"
+               "  summary ID                   Show the summary of a delivered task\n"
+               "  diff ID                      Show the task's changes as a patch\n"
+               "  export ID [--format=FORMAT]  Write the task's branch as mbox (default), bundle or diff\n"
+               "  fetch ID [--repo=PATH]       Import branch agentfab/ID into the task's repository\n"
                "\nOptions:\n"
                "  -h --help                    Show this help\n"
                "     --version                 Show package version\n"
@@ -71,6 +78,7 @@ static void help(void) {
                "     --socket=PATH             Stream socket (default: $AGENTFAB_SOCKET or " AGENTFAB_DEFAULT_SOCKET ")\n"
                "  -f --follow                  With logs: keep following\n"
                "     --comment=TEXT            With approve and reject: the approver's words\n"
+               "     --format=FORMAT           With export: mbox, bundle or diff\n"
                "\nSubmit options:\n"
                "     --repo=PATH               Local git repository\n"
                "     --goal=TEXT               What the task should achieve\n"
@@ -222,8 +230,9 @@ static int get_task_path(sd_bus *bus, const char *id, char **ret_path) {
 
 typedef struct TaskInfo {
         const char *id, *state, *reason, *repository, *goal, *acceptance, *test_command, *base, *model, *branch;
-        uint32_t owner;
-        uint64_t created, updated;
+        const char *plan, *head, *breaker;
+        uint32_t owner, step;
+        uint64_t created, updated, tokens, commands;
 } TaskInfo;
 
 static int read_task_properties(sd_bus_message *reply, TaskInfo *info) {
@@ -255,6 +264,9 @@ static int read_task_properties(sd_bus_message *reply, TaskInfo *info) {
                 else if (streq(name, "Base")) s = &info->base;
                 else if (streq(name, "Model")) s = &info->model;
                 else if (streq(name, "Branch")) s = &info->branch;
+                else if (streq(name, "Plan")) s = &info->plan;
+                else if (streq(name, "HeadCommit")) s = &info->head;
+                else if (streq(name, "Breaker")) s = &info->breaker;
 
                 if (s && streq(contents, "s"))
                         r = sd_bus_message_read(reply, "v", "s", s);
@@ -264,6 +276,12 @@ static int read_task_properties(sd_bus_message *reply, TaskInfo *info) {
                         r = sd_bus_message_read(reply, "v", "t", &info->created);
                 else if (streq(name, "UpdatedUSec") && streq(contents, "t"))
                         r = sd_bus_message_read(reply, "v", "t", &info->updated);
+                else if (streq(name, "Step") && streq(contents, "u"))
+                        r = sd_bus_message_read(reply, "v", "u", &info->step);
+                else if (streq(name, "TokensUsed") && streq(contents, "t"))
+                        r = sd_bus_message_read(reply, "v", "t", &info->tokens);
+                else if (streq(name, "CommandsRun") && streq(contents, "t"))
+                        r = sd_bus_message_read(reply, "v", "t", &info->commands);
                 else
                         r = sd_bus_message_skip(reply, "v");
                 if (r < 0)
@@ -317,6 +335,12 @@ static json_object *task_info_to_json(const TaskInfo *i) {
         (void) json_add_string(j, "branch", i->branch);
         (void) json_add_uint64(j, "created_usec", i->created);
         (void) json_add_uint64(j, "updated_usec", i->updated);
+        (void) json_add_uint64(j, "step", i->step);
+        (void) json_add_string(j, "plan", i->plan);
+        (void) json_add_string(j, "head_commit", i->head);
+        (void) json_add_string(j, "breaker", i->breaker);
+        (void) json_add_uint64(j, "tokens_used", i->tokens);
+        (void) json_add_uint64(j, "commands_run", i->commands);
         return j;
 }
 
@@ -521,6 +545,145 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
                "      Updated: %s\n",
                isempty(info.test_command) ? "(none)" : info.test_command,
                isempty(info.model) ? "(default)" : info.model, created, updated);
+        printf("         Step: %u (%" PRIu64 " tokens, %" PRIu64 " commands)\n", info.step, info.tokens, info.commands);
+        if (!isempty(info.head))
+                printf("         Head: %s\n", info.head);
+        if (!isempty(info.breaker))
+                printf("      Breaker: %s\n", info.breaker);
+        if (!isempty(info.plan)) {
+                _cleanup_free_ char *first = strshorten_line(info.plan, 200);
+                printf("         Plan: %s\n", strempty(first));
+        }
+        return EXIT_OK;
+}
+
+static int verb_summary(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *text;
+        int r;
+
+        (void) argc;
+        r = get_task_path(bus, argv[1], &path);
+        if (r < 0)
+                return -r;
+        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "GetSummary", &error, &reply, NULL);
+        if (r < 0)
+                return fail_bus("get summary", &error, r);
+        r = sd_bus_message_read(reply, "s", &text);
+        if (r < 0)
+                return EXIT_FAIL;
+        fputs(text, stdout);
+        return EXIT_OK;
+}
+
+/* Asks for an export of the task's branch; returns an fd to read it from. */
+static int export_fd(sd_bus *bus, const char *id, const char *format, int *ret_fd, char **ret_repository) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *props = NULL;
+        _cleanup_free_ char *path = NULL;
+        int fd, r;
+
+        r = get_task_path(bus, id, &path);
+        if (r < 0)
+                return -r;
+        if (ret_repository) {
+                TaskInfo info;
+                r = get_task_info(bus, path, &props, &info, &error);
+                if (r < 0)
+                        return fail_bus("read task", &error, r);
+                *ret_repository = info.repository ? strdup(info.repository) : NULL;
+        }
+        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "Export", &error, &reply,
+                               "s", format);
+        if (r < 0)
+                return fail_bus("export task", &error, r);
+        r = sd_bus_message_read(reply, "h", &fd);
+        if (r < 0)
+                return EXIT_FAIL;
+        *ret_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        return *ret_fd < 0 ? EXIT_FAIL : EXIT_OK;
+}
+
+static int copy_fd_to_stdout(int fd) {
+        char buf[65536];
+        for (;;) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        fprintf(stderr, "Failed to read the export: %m\n");
+                        return EXIT_FAIL;
+                }
+                if (n == 0)
+                        return EXIT_OK;
+                if (fwrite(buf, 1, (size_t) n, stdout) != (size_t) n) {
+                        fprintf(stderr, "Failed to write the export: %m\n");
+                        return EXIT_FAIL;
+                }
+        }
+}
+
+static int verb_diff(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        (void) argc;
+        r = export_fd(bus, argv[1], "diff", &fd, NULL);
+        if (r != EXIT_OK)
+                return r;
+        return copy_fd_to_stdout(fd);
+}
+
+static int verb_export(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        (void) argc;
+        if (!streq(arg_format, "mbox") && !streq(arg_format, "bundle") && !streq(arg_format, "diff")) {
+                fprintf(stderr, "Unknown format '%s': use mbox, bundle or diff.\n", arg_format);
+                return EXIT_USAGE;
+        }
+        if (streq(arg_format, "bundle") && isatty(STDOUT_FILENO)) {
+                fprintf(stderr, "A bundle is binary: redirect the output to a file.\n");
+                return EXIT_USAGE;
+        }
+        r = export_fd(bus, argv[1], arg_format, &fd, NULL);
+        if (r != EXIT_OK)
+                return r;
+        return copy_fd_to_stdout(fd);
+}
+
+/* The client writes the user's repository, with the user's own rights: the
+ * daemon only hands over a bundle. */
+static int verb_fetch(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *repository = NULL, *error = NULL, *branch = NULL;
+        const char *target;
+        int r;
+
+        (void) argc;
+        r = export_fd(bus, argv[1], "bundle", &fd, &repository);
+        if (r != EXIT_OK)
+                return r;
+        target = arg_repo ?: repository;
+        if (isempty(target)) {
+                fprintf(stderr, "The task names no repository: give one with --repo=PATH.\n");
+                return EXIT_USAGE;
+        }
+        if (asprintf(&branch, "agentfab/%s", argv[1]) < 0)
+                return EXIT_FAIL;
+        r = ledger_import_bundle(target, fd, branch, UINT64_MAX, &error);
+        if (r == -EEXIST) {
+                fprintf(stderr, "Branch '%s' exists already in '%s'; it was left as it is.\n", branch, target);
+                return EXIT_FAIL;
+        }
+        if (r < 0) {
+                fprintf(stderr, "Failed to fetch into '%s': %s\n", target, error ?: strerror(-r));
+                return EXIT_FAIL;
+        }
+        printf("Fetched branch %s into %s.\n", branch, target);
         return EXIT_OK;
 }
 
@@ -825,12 +988,16 @@ static const Verb verbs[] = {
         { "audit",   1, false, verb_audit   },
         { "watch",   1, false, verb_watch   },
         { "logs",    1, false, verb_logs    },
+        { "summary", 1, true,  verb_summary },
+        { "diff",    1, true,  verb_diff    },
+        { "export",  1, true,  verb_export  },
+        { "fetch",   1, true,  verb_fetch   },
 };
 
 static int parse_argv(int argc, char *argv[]) {
         enum {
                 ARG_VERSION = 0x100, ARG_JSON, ARG_NO_ASK_PASSWORD, ARG_SYSTEM, ARG_SESSION, ARG_BUS_ADDRESS,
-                ARG_SOCKET, ARG_REPO, ARG_GOAL, ARG_ACCEPTANCE, ARG_TEST, ARG_BASE, ARG_MODEL, ARG_COMMENT, ARG_LIMIT,
+                ARG_SOCKET, ARG_REPO, ARG_GOAL, ARG_ACCEPTANCE, ARG_TEST, ARG_BASE, ARG_MODEL, ARG_COMMENT, ARG_LIMIT, ARG_FORMAT,
         };
         static const struct option options[] = {
                 { "help",            no_argument,       NULL, 'h'                 },
@@ -851,6 +1018,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "model",           required_argument, NULL, ARG_MODEL           },
                 { "comment",         required_argument, NULL, ARG_COMMENT         },
                 { "limit",           required_argument, NULL, ARG_LIMIT           },
+                { "format",          required_argument, NULL, ARG_FORMAT          },
                 {}
         };
         int c;
@@ -873,6 +1041,7 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_BASE: arg_base = optarg; break;
                 case ARG_MODEL: arg_model = optarg; break;
                 case ARG_COMMENT: arg_comment = optarg; break;
+                case ARG_FORMAT: arg_format = optarg; break;
                 case ARG_LIMIT:
                         if (strv_extend(&arg_limits, optarg) < 0)
                                 return -ENOMEM;

@@ -155,6 +155,12 @@ int main(int argc, char *argv[]) {
         if (r < 0)
                 return 1;
 
+        r = manager_start_agents(m);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up the agents: %m");
+                return 1;
+        }
+
         r = manager_run(m);
         if (r < 0) {
                 log_error_errno(r, "Event loop failed: %m");

@@ -149,7 +149,7 @@ static int config_assign_daemon(Config *c, const char *key, const char *value) {
         if (streq(key, "MaxStreamClients"))
                 return parse_unsigned(value, 1, 65536, &c->max_stream_clients);
         if (streq(key, "MaxActiveTasks"))
-                return parse_unsigned(value, 1, 1024, &c->max_active_tasks);
+                return parse_unsigned(value, 0, 1024, &c->max_active_tasks);   /* 0: hold every task queued */
         if (streq(key, "LauncherSocket")) {
                 if (value[0] != '/' || strlen(value) >= 108)
                         return -EINVAL;

@@ -7,8 +7,10 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
+#include "agent-loop.h"
 #include "agentfab-bus.h"
 #include "audit.h"
+#include "exec-session.h"
 #include "fs-util.h"
 #include "log.h"
 #include "manager.h"
@@ -40,11 +42,18 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         r = config_load(&m->config, m->config_path);
         if (r < 0)
                 return r;
+        r = model_profiles_load(&m->profiles, m->config_path);
+        if (r < 0)
+                return log_error_errno(r, "Failed to load model profiles: %m");
 
         r = sd_event_default(&m->event);
         if (r < 0)
                 return r;
         (void) sd_event_set_watchdog(m->event, true);
+
+        r = model_client_new(m->event, &m->model);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the model client: %m");
 
         m->last_activity_usec = now_monotonic();
         *ret = TAKE_PTR(m);
@@ -60,9 +69,14 @@ Manager *manager_free(Manager *m) {
         m->viewers = sd_bus_track_unref(m->viewers);
         sd_event_source_unref(m->idle_timer);
 
-        for (size_t i = 0; i < m->n_tasks; i++)
+        for (size_t i = 0; i < m->n_tasks; i++) {
+                agent_destroy(m->tasks[i]);
                 task_free(m->tasks[i]);
+        }
         free(m->tasks);
+        sd_event_source_disable_unref(m->schedule);
+        m->model = model_client_free(m->model);
+        model_profiles_done(&m->profiles);
 
         sd_bus_flush_close_unref(m->bus);
         sd_event_unref(m->event);
@@ -96,6 +110,7 @@ int manager_add_task(Manager *m, Task *t) {
         m->tasks[m->n_tasks++] = t;
         t->manager = m;
         t->tasks_fd = m->tasks_fd;
+        manager_schedule(m);
         return 0;
 }
 
@@ -120,6 +135,12 @@ void manager_update_status(Manager *m) {
 }
 
 void manager_task_state_changed(Manager *m, Task *t, TaskState old_state, uid_t caller) {
+        /* A task that stopped being worked on (cancelled, failed, paused)
+         * loses its agent; one that may be worked on gets one. */
+        if (!task_state_is_active(t->state) && t->state != TASK_QUEUED)
+                agent_stop(t);
+        manager_schedule(m);
+
         audit_task_state(t, old_state, caller);
         task_bus_send_changed(t);
         (void) manager_bus_send_state_changed(m, t);
@@ -182,6 +203,77 @@ int manager_load_tasks(Manager *m) {
         closedir(d);
 
         log_info("Loaded %zu tasks from '%s'.", m->n_tasks, m->state_dir);
+        return 0;
+}
+
+static Task *manager_next_to_start(Manager *m) {
+        Task *best = NULL;
+
+        /* Tasks that were at work when the daemon stopped come first, then
+         * the queue, oldest first. */
+        for (size_t i = 0; i < m->n_tasks; i++) {
+                Task *t = m->tasks[i];
+                if (t->run || t->broken)
+                        continue;
+                if (task_state_is_active(t->state))
+                        return t;
+                if (t->state == TASK_QUEUED && (!best || t->created_usec < best->created_usec))
+                        best = t;
+        }
+        return best;
+}
+
+static int on_schedule(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+        unsigned running = 0;
+
+        (void) s;
+        for (size_t i = 0; i < m->n_tasks; i++)
+                if (m->tasks[i]->run)
+                        running++;
+
+        while (running < m->config.max_active_tasks) {
+                Task *t = manager_next_to_start(m);
+                int r;
+
+                if (!t)
+                        break;
+                r = agent_start(t);
+                if (r < 0) {
+                        log_error_errno(r, "Failed to start the agent of task '%s': %m", t->id);
+                        break;
+                }
+                if (!t->run)
+                        break;   /* it failed at once; the next round picks the next one */
+                running++;
+        }
+        return 0;
+}
+
+void manager_schedule(Manager *m) {
+        if (m->schedule)
+                (void) sd_event_source_set_enabled(m->schedule, SD_EVENT_ONESHOT);
+}
+
+int manager_start_agents(Manager *m) {
+        int r;
+
+        /* A sandbox scope that outlived a crashed daemon belongs to no
+         * agent now: the launcher stops every agentfab-task-*.scope before
+         * the first agent asks for a new one. */
+        if (m->config.max_active_tasks > 0) {
+                const char *launcher = m->config.launcher_socket ?: SANDBOX_LAUNCHER_SOCKET;
+                if (access(launcher, F_OK) >= 0) {
+                        r = sandbox_session_reap(launcher, NULL);
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to stop leftover sandbox scopes, ignoring: %m");
+                }
+        }
+
+        r = sd_event_add_defer(m->event, &m->schedule, on_schedule, m);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(m->schedule, "schedule");
         return 0;
 }
 

@@ -7,6 +7,8 @@
 
 #include "bus-polkit.h"
 #include "config.h"
+#include "model-client.h"
+#include "model-profile.h"
 #include "task.h"
 
 typedef struct StreamServer StreamServer;
@@ -38,6 +40,10 @@ typedef struct Manager {
 
         StreamServer *stream;
 
+        ModelClient *model;            /* one libcurl multi handle for every task's model calls */
+        ModelProfiles profiles;        /* [Model] sections of the configuration */
+        sd_event_source *schedule;     /* starts and resumes agents (manager_schedule()) */
+
         sd_event_source *idle_timer;
         uint64_t last_activity_usec;   /* CLOCK_MONOTONIC */
         bool name_released;
@@ -61,6 +67,11 @@ unsigned manager_unfinished_tasks_of(Manager *m, uid_t uid);
 
 void manager_update_status(Manager *m);
 
+/* Starts the agents of queued tasks and resumes those that were at work,
+ * up to MaxActiveTasks=, from the event loop. */
+void manager_schedule(Manager *m);
+int manager_start_agents(Manager *m);
+
 /* Records activity, so that idle exit counts from now. */
 void manager_touch(Manager *m);
 
@@ -71,6 +82,7 @@ void manager_task_state_changed(Manager *m, Task *t, TaskState old_state, uid_t 
 int manager_bus_register(Manager *m);
 int task_bus_register(Manager *m);
 void task_bus_send_changed(Task *t);
+void task_bus_send_progress(Task *t);
 int manager_bus_send_state_changed(Manager *m, Task *t);
 
 /* Whether the sender of m may see task t without asking polkit. */

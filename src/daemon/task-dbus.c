@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <stdio.h>
 
+#include "agent-loop.h"
 #include "agentfab-bus.h"
 #include "audit.h"
+#include "json-util.h"
 #include "log.h"
 #include "manager.h"
 #include "string-util.h"
@@ -83,8 +85,16 @@ static int require_state(Task *t, TaskState state, sd_bus_error *error) {
 /* Every task method: arguments → state precondition → polkit → change →
  * audit → reply. The polkit check may re-run the handler, so nothing before
  * it changes anything. */
+typedef enum TaskDecision {
+        DECISION_NONE,
+        DECISION_APPROVE,
+        DECISION_REJECT,
+        DECISION_RESUME,
+} TaskDecision;
+
 static int task_method(sd_bus_message *message, Task *t, const char *event, const char *action, bool owner_ok,
-                       bool has_comment, TaskState required, TaskState target, sd_bus_error *error) {
+                       bool has_comment, TaskState required, TaskState target, TaskDecision decision,
+                       sd_bus_error *error) {
         const char *comment = NULL;
         uid_t uid;
         int r;
@@ -128,6 +138,17 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
                 return -ENOMEM;
 
         audit_task_request(t, event, uid, comment);
+
+        /* What the agent makes of the decision goes into the task's progress,
+         * which the state change below persists with the new state. */
+        if (decision == DECISION_APPROVE || decision == DECISION_REJECT) {
+                r = agent_decide(t, decision == DECISION_APPROVE, comment, uid, &reason);
+                if (r < 0)
+                        return sd_bus_error_set_errnof(error, r, "Failed to record the decision on task '%s': %m", t->id);
+                if (r > 0)
+                        target = TASK_FAILED;
+        } else if (decision == DECISION_RESUME)
+                agent_prepare_resume(t);
         r = task_set_state(t, target, reason, uid, error);
         if (r < 0)
                 return r;
@@ -142,17 +163,17 @@ static int method_cancel(sd_bus_message *message, void *userdata, sd_bus_error *
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is already %s.",
                                          t->id, task_state_to_string(t->state));
         return task_method(message, t, "cancel", "org.agentfab.manage", true, false,
-                           _TASK_STATE_INVALID, TASK_CANCELLED, error);
+                           _TASK_STATE_INVALID, TASK_CANCELLED, DECISION_NONE, error);
 }
 
 static int method_approve(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         return task_method(message, userdata, "approve", "org.agentfab.approve", false, true,
-                           TASK_AWAITING_APPROVAL, TASK_RUNNING, error);
+                           TASK_AWAITING_APPROVAL, TASK_RUNNING, DECISION_APPROVE, error);
 }
 
 static int method_reject(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         return task_method(message, userdata, "reject", "org.agentfab.approve", false, true,
-                           TASK_AWAITING_APPROVAL, TASK_RUNNING, error);
+                           TASK_AWAITING_APPROVAL, TASK_RUNNING, DECISION_REJECT, error);
 }
 
 static int method_resume(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -162,7 +183,72 @@ static int method_resume(sd_bus_message *message, void *userdata, sd_bus_error *
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
                                          "Task '%s' waits for approval: use Approve() or Reject().", t->id);
         return task_method(message, t, "resume", "org.agentfab.manage", true, false,
-                           TASK_FAILED, TASK_QUEUED, error);
+                           TASK_FAILED, TASK_QUEUED, DECISION_RESUME, error);
+}
+
+static int method_get_summary(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        _cleanup_free_ char *text = NULL;
+        Task *t = userdata;
+        int r;
+
+        /* Reading needs no more than seeing the task: the object lookup has
+         * checked that already. */
+        r = agent_read_summary(t, &text);
+        if (r == -ENOENT)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
+                                         "Task '%s' has no summary: it is %s, and only a delivered task has one.",
+                                         t->id, task_state_to_string(t->state));
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Failed to read the summary of task '%s': %m", t->id);
+        utf8_sanitize(text, strlen(text));
+        return sd_bus_reply_method_return(message, "s", text);
+}
+
+static int method_export(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        _cleanup_close_ int fd = -EBADF;
+        const char *format;
+        Task *t = userdata;
+        int r;
+
+        r = sd_bus_message_read(message, "s", &format);
+        if (r < 0)
+                return r;
+        if (t->broken)
+                return require_state(t, t->state, error);
+        r = agent_export(t, format, &fd, error);
+        if (r < 0)
+                return r;
+        return sd_bus_reply_method_return(message, "h", fd);
+}
+
+static int property_get_checkpoints(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                    sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        _cleanup_json_ json_object *list = NULL;
+        Task *t = userdata;
+        int r;
+
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+
+        if (!t->broken && (t->progress.checkpoint || t->progress.head))
+                (void) agent_checkpoints(t, &list);
+
+        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(uss)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+                json_object *c = json_object_array_get_idx(list, i);
+                const char *commit = NULL, *subject = NULL;
+                uint64_t step = 0;
+
+                if (json_get_uint64(c, "step", &step) < 0 || json_get_string(c, "commit", &commit) < 0)
+                        continue;
+                (void) json_get_string(c, "subject", &subject);
+                r = sd_bus_message_append(reply, "(uss)", (uint32_t) MIN(step, (uint64_t) UINT32_MAX), commit,
+                                          strempty(subject));
+                if (r < 0)
+                        return r;
+        }
+        return sd_bus_message_close_container(reply);
 }
 
 static const sd_bus_vtable task_vtable[] = {
@@ -181,10 +267,19 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("CreatedUSec", "t", NULL, offsetof(Task, created_usec), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("UpdatedUSec", "t", NULL, offsetof(Task, updated_usec), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Branch", "s", property_get_string_ptr, offsetof(Task, branch), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Plan", "s", property_get_string_ptr, offsetof(Task, progress.plan), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Step", "u", NULL, offsetof(Task, progress.step), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("HeadCommit", "s", property_get_string_ptr, offsetof(Task, progress.head), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Checkpoints", "a(uss)", property_get_checkpoints, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
+        SD_BUS_PROPERTY("TokensUsed", "t", NULL, offsetof(Task, progress.tokens), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("CommandsRun", "t", NULL, offsetof(Task, progress.commands), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Breaker", "s", property_get_string_ptr, offsetof(Task, progress.breaker), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_cancel, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Approve", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_approve, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Reject", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_reject, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Resume", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetSummary", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", summary), method_get_summary, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Export", SD_BUS_ARGS("s", format), SD_BUS_RESULT("h", fd), method_export, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END
 };
 
@@ -274,6 +369,21 @@ void task_bus_send_changed(Task *t) {
                 return;
         t->manager->emitting = true;
         (void) sd_bus_emit_properties_changed(t->manager->bus, path, AGENTFAB_TASK_INTERFACE,
-                                              "State", "Reason", "UpdatedUSec", NULL);
+                                              "State", "Reason", "UpdatedUSec", "Breaker", NULL);
+        t->manager->emitting = false;
+}
+
+void task_bus_send_progress(Task *t) {
+        _cleanup_free_ char *path = NULL;
+
+        if (!t->manager || !t->manager->bus)
+                return;
+        path = task_object_path(t);
+        if (!path)
+                return;
+        t->manager->emitting = true;
+        (void) sd_bus_emit_properties_changed(t->manager->bus, path, AGENTFAB_TASK_INTERFACE,
+                                              "Plan", "Step", "HeadCommit", "Checkpoints", "TokensUsed",
+                                              "CommandsRun", NULL);
         t->manager->emitting = false;
 }

@@ -31,6 +31,7 @@ static json_object *progress_to_json(const TaskProgress *p) {
             json_add_uint64(j, "rejections", p->rejections) < 0 ||
             json_add_uint64(j, "malformed", p->malformed) < 0 ||
             json_add_uint64(j, "test_failures", p->test_failures) < 0 ||
+            json_add_uint64(j, "test_signature", p->test_signature) < 0 ||
             (p->baseline_passed >= 0 && json_add_uint64(j, "baseline_passed", (uint64_t) p->baseline_passed) < 0) ||
             json_object_object_add(j, "baseline_done", json_object_new_boolean(p->baseline_done)) < 0 ||
             json_add_string(j, "last_tests", p->last_tests) < 0 ||
@@ -107,6 +108,7 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
         U("rejections", 1000000, p->rejections);
         U("malformed", 1000000, p->malformed);
         U("test_failures", 1000000, p->test_failures);
+        U("test_signature", UINT64_MAX, p->test_signature);
 #undef U
         if (json_object_object_get_ex(j, "baseline_passed", &v)) {
                 if (json_get_uint64(j, "baseline_passed", &u) < 0 || u > INT32_MAX)

@@ -33,7 +33,8 @@ typedef struct TaskProgress {
         uint64_t extra_lines;
         unsigned rejections;
         unsigned malformed;        /* malformed model replies in a row */
-        unsigned test_failures;    /* failing test runs in a row */
+        unsigned test_failures;    /* test runs in a row that failed the same way */
+        uint64_t test_signature;   /* of the last failure (test_run_parse()) */
         int baseline_passed;       /* tests passing at the start; -1 unknown */
         bool baseline_done;
         char *last_tests;          /* "pass", "fail" or NULL (not run) */

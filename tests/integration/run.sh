@@ -68,7 +68,7 @@ sys.exit(0 if any(o["name"] == "b_sanitize" and o["value"] not in ("none", "") f
 
         # Short idle time so idle exit is testable; a small quota for one user's test.
         mkdir -p "$R/etc/agentfab/agentfab.conf.d"
-        printf '[Daemon]\nIdleTimeoutSec=4\nMaxTasksPerUser=3\n' > "$R/etc/agentfab/agentfab.conf.d/50-test.conf"
+        printf '[Daemon]\nIdleTimeoutSec=4\nMaxTasksPerUser=3\n# The control plane alone: tasks stay queued, no agent starts.\nMaxActiveTasks=0\n' > "$R/etc/agentfab/agentfab.conf.d/50-test.conf"
 
         # alice and bob are ordinary users; carol is an administrator (sudo
         # group, Debian's polkit admin rule) who answers auth_admin prompts.

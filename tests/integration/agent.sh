@@ -1,0 +1,400 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# The agent end to end: real tasks through the real agentfabd, launcher,
+# sandbox (agentfab-task-ID.scope under the real systemd of the harness),
+# git ledger and journal, with a scripted OpenAI-compatible model server
+# (tests/model-server.py) that the real libcurl client talks to over
+# loopback. Nothing is mocked but the model's mind.
+#
+#   tests/integration/agent.sh BUILDDIR
+#
+# Needs root. Prints "  ok: ..." / "  FAIL: ..." lines and "N passed, N failed".
+set -u
+
+BUILDDIR=$(realpath "${1:?usage: agent.sh BUILDDIR}")
+HERE=$(dirname "$(realpath "$0")")
+SRC=$(realpath "$HERE/../..")
+. "$HERE/lib/harness.sh"
+
+if [ "$(id -u)" != 0 ]; then
+        echo "agent tests need root; skipping"
+        echo "0 passed, 0 failed, 1 skipped"
+        exit 0
+fi
+
+PASSED=0
+FAILED=0
+ok()   { echo "  ok: $*"; PASSED=$((PASSED + 1)); }
+fail() { echo "  FAIL: $*"; FAILED=$((FAILED + 1)); }
+check() { local what=$1; shift; if "$@" >/dev/null 2>&1; then ok "$what"; else fail "$what"; fi; }
+
+WORK=$(mktemp -d /tmp/agentfab-agent.XXXXXX)
+MODEL_PID=
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+stop_model() {
+        if [ -n "$MODEL_PID" ]; then
+                kill "$MODEL_PID" 2>/dev/null
+                wait "$MODEL_PID" 2>/dev/null
+                MODEL_PID=
+        fi
+}
+
+cleanup() {
+        stop_model
+        rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# model SCRIPT [--by-step]: (re)starts the scripted model server on $PORT.
+# The harness shares the host's network namespace, so agentfabd inside
+# reaches it on 127.0.0.1. With --by-step the reply is chosen by how many
+# assistant messages the request carries, so a step that is redone after
+# a crash gets the same answer.
+model() {
+        local script=$1; shift
+        stop_model
+        : > "$WORK/requests.jsonl"
+        python3 "$SRC/tests/model-server.py" --script "$script" --log "$WORK/requests.jsonl" --port "$PORT" "$@" \
+                > "$WORK/model.out" 2> "$WORK/model.err" &
+        MODEL_PID=$!
+        local i
+        for i in $(seq 100); do
+                [ -s "$WORK/model.out" ] && return 0
+                sleep 0.05
+        done
+        echo "model server did not start: $(cat "$WORK/model.err")"
+        return 1
+}
+
+harness_prepare_root() {
+        local R=$1
+        DESTDIR="$R" meson install -C "$BUILDDIR" --quiet --no-rebuild >/dev/null || return 1
+        systemd-sysusers --root="$R" "$R/usr/lib/sysusers.d/agentfab.conf" || return 1
+        journalctl --root="$R" --update-catalog || return 1
+        systemctl --root="$R" enable agentfab.socket agentfab-launcher.socket >/dev/null 2>&1 || return 1
+
+        # A sanitizer build reports into the journal and must not stop at exit
+        # for leak checks, which need ptrace (refused by the unit's filter).
+        if meson introspect --buildoptions "$BUILDDIR" | python3 -c '
+import json, sys
+sys.exit(0 if any(o["name"] == "b_sanitize" and o["value"] not in ("none", "") for o in json.load(sys.stdin)) else 1)'; then
+                mkdir -p "$R/etc/systemd/system/agentfab.service.d"
+                printf '[Service]\nEnvironment=ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1\n' \
+                        > "$R/etc/systemd/system/agentfab.service.d/sanitizer.conf"
+        fi
+
+        mkdir -p "$R/etc/agentfab/agentfab.conf.d"
+        cat > "$R/etc/agentfab/agentfab.conf.d/50-test.conf" <<EOF
+[Daemon]
+IdleTimeoutSec=30
+
+[Agent]
+CommandTimeoutSec=60
+
+[Breakers]
+MaxConsecutiveTestFailures=3
+MaxMalformedReplies=5
+
+[Model]
+Name=default
+Endpoint=http://127.0.0.1:$PORT/v1
+Model=scripted
+TimeoutSec=20
+MaxRetries=3
+RetryBaseSec=200ms
+EOF
+        local u
+        for u in alice carol; do
+                grep -q "^$u:" "$R/etc/passwd" || useradd --root "$R" -s /bin/bash "$u" || return 1
+                local uid gid
+                uid=$(awk -F: -v u="$u" '$1 == u {print $3}' "$R/etc/passwd")
+                gid=$(awk -F: -v u="$u" '$1 == u {print $4}' "$R/etc/passwd")
+                rm -rf "$R/home/$u"
+                mkdir -p "$R/home/$u"
+                chown "$uid:$gid" "$R/home/$u"
+                chmod 755 "$R/home/$u"
+        done
+        usermod --root "$R" -aG sudo carol || return 1
+        echo 'carol:carol-secret' | chpasswd --root "$R" || return 1
+}
+
+CTL=(agentfabctl --no-ask-password)
+task_prop() { hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$1" org.agentfab.Task1 "$2" 2>/dev/null | sed 's/^[a-z] "\{0,1\}\(.*\)"\{0,1\}$/\1/; s/"$//'; }
+
+# wait_state ID STATE...: until the task is in one of the states (60 s).
+wait_state() {
+        local id=$1 s i; shift
+        for i in $(seq 240); do
+                s=$(task_prop "$id" State)
+                for want in "$@"; do [ "$s" = "$want" ] && return 0; done
+                case $s in succeeded|failed|cancelled) [[ " $* " == *" $s "* ]] || return 1 ;; esac
+                sleep 0.25
+        done
+        return 1
+}
+
+# A small Python project whose test fails: add() subtracts.
+make_repo() {
+        local name=$1
+        hx_as alice bash -c "set -e; cd ~ && rm -rf $name && mkdir $name && cd $name && git init -q &&
+                printf 'def add(a, b):\n    return a - b\n' > calc.py &&
+                printf 'import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n\nif __name__ == \"__main__\":\n    unittest.main()\n' > test_calc.py &&
+                git add . && git -c user.name=alice -c user.email=alice@example.com commit -q -m 'calc with a bug' &&
+                git checkout -q -b work && echo 'local notes' > NOTES && chmod -R a+rX ~/$name"
+}
+
+submit() {
+        local repo=$1; shift
+        hx_as alice "${CTL[@]}" submit --repo "/home/alice/$repo" --goal "Make add() add" \
+                --acceptance "test_calc passes" --test "python3 -m unittest -v" "$@" 2>&1
+}
+
+ledger_log() { hx git --git-dir="/var/lib/agentfab/tasks/$1/ledger.git" log --format=full "agentfab/$1"; }
+
+# ---------------------------------------------------------------- scenarios
+
+t_fix_and_deliver() {
+        echo "=== fix a failing test and deliver the branch"
+        cat > "$WORK/fix.json" <<'EOF'
+[
+ {"reply": {"content": "Plan:\n1. Read calc.py.\n2. Make add() return a + b.\n3. Run the tests and finish.\nRisks: none.", "usage": {"prompt_tokens": 100, "completion_tokens": 20}}},
+ {"reply": {"content": null, "tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_tests", "arguments": {}}]}, "stream": true},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() now adds; both tests pass."}}]}}
+]
+EOF
+        model "$WORK/fix.json" --by-step || { fail "model server"; return; }
+        make_repo proj
+        local before id
+        before=$(hx_as alice bash -c 'cd ~/proj && git rev-parse HEAD && git status --porcelain && git branch --show-current && sha256sum calc.py NOTES')
+        id=$(submit proj) || { fail "submit: $id"; return; }
+        ok "submitted $id"
+        if wait_state "$id" succeeded; then ok "task succeeded"; else
+                fail "task ended $(task_prop "$id" State): $(task_prop "$id" Reason)"
+                hx journalctl -q -u agentfab.service -u 'agentfab-launcher@*' --no-pager | tail -30
+                return
+        fi
+        FIX_ID=$id
+
+        local plan log commit
+        plan=$(task_prop "$id" Plan)
+        [[ $plan == *"Make add() return a + b"* ]] && ok "Plan property holds the plan" || fail "plan: $plan"
+        log=$(ledger_log "$id")
+        echo "$log" | sed -n '1,40p' | sed 's/^/    | /'
+        grep -q "Agentfab-Task: $id" <<<"$log" && ok "commit has Agentfab-Task trailer" || fail "no task trailer"
+        grep -q "Agentfab-Step: 2" <<<"$log" && ok "commit has Agentfab-Step trailer" || fail "no step trailer"
+        grep -q "Agentfab-Model: default/scripted" <<<"$log" && ok "commit names the model" || fail "no model trailer"
+        grep -q "^Author: agentfab" <<<"$log" && ok "agentfab is the author" || fail "author"
+        hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" show "agentfab/$id:calc.py" | grep -q 'return a + b' &&
+                ok "the branch has the fix" || fail "fix not on branch"
+        commit=$(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%H --grep="Agentfab-Step: 2" "agentfab/$id" | head -1)
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=step | grep -q "\"AGENTFAB_COMMIT\":\"$commit\"" &&
+                ok "journal step entry carries the commit id" || fail "no AGENTFAB_COMMIT=$commit"
+        for ev in plan model-call command file-change step delivered; do
+                hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=$ev _SYSTEMD_UNIT=agentfab.service | grep -q . &&
+                        ok "journal has $ev entries" || fail "no $ev entry"
+        done
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep -q 'python3 -m unittest' &&
+                ok "the test command is journaled" || fail "test command not journaled"
+
+        # The sandbox ran the tests: as the unprivileged user, inside its scope.
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep -q '"AGENTFAB_EXIT_STATUS":"0"' &&
+                ok "tests passed inside the sandbox" || fail "no passing command"
+        [ -z "$(hx systemctl list-units --no-legend 'agentfab-task-*.scope' | grep "$id")" ] &&
+                ok "the task's scope is gone after delivery" || fail "scope left behind"
+
+        local summary
+        summary=$(hx_as alice "${CTL[@]}" summary "$id")
+        grep -q "Make add() add" <<<"$summary" && grep -q "calc.py" <<<"$summary" && grep -q "pass" <<<"$summary" &&
+                ok "summary: goal, files, test result" || fail "summary: $summary"
+        grep -q "Needs human confirmation" <<<"$summary" && ok "summary lists what needs confirmation" || fail "no confirmation list"
+
+        hx_as alice "${CTL[@]}" diff "$id" | grep -q '^+    return a + b' && ok "agentfabctl diff" || fail "diff"
+        hx_as alice bash -c "${CTL[*]} export $id --format=bundle > /tmp/b.bundle && cd ~/proj && git bundle verify /tmp/b.bundle" >/dev/null 2>&1 &&
+                ok "exported bundle verifies" || fail "bundle verify"
+        hx_as alice "${CTL[@]}" export "$id" --format=mbox | grep -q '^Subject: \[PATCH' && ok "mbox export" || fail "mbox"
+
+        out=$(hx_as alice "${CTL[@]}" fetch "$id" 2>&1) && ok "fetch into the user's repository" || fail "fetch: $out"
+        hx_as alice git -C /home/alice/proj log --format=%B "agentfab/$id" | grep -q "Agentfab-Task: $id" &&
+                ok "fetched branch has the checkpoints" || fail "fetched branch"
+        local after
+        after=$(hx_as alice bash -c 'cd ~/proj && git rev-parse HEAD && git status --porcelain && git branch --show-current && sha256sum calc.py NOTES')
+        [ "$before" = "$after" ] && ok "user's checkout, branch and files untouched" || fail "user's repo changed: $before / $after"
+        out=$(hx_as alice "${CTL[@]}" fetch "$id" 2>&1) && fail "second fetch overwrote" || ok "existing branch never overwritten"
+}
+
+t_breaker_and_approval() {
+        echo "=== tests keep failing: breaker, denied and authorised approval"
+        cat > "$WORK/stuck.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: run the tests until they pass."}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": "Fix it", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed"}}]}}
+]
+EOF
+        model "$WORK/stuck.json" --by-step || { fail "model server"; return; }
+        make_repo stuck
+        local id out rc
+        id=$(submit stuck) || { fail "submit: $id"; return; }
+        if wait_state "$id" awaiting-approval; then ok "paused in awaiting-approval"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        [ "$(task_prop "$id" Breaker)" = tests-failing ] && ok "Breaker is tests-failing" || fail "breaker $(task_prop "$id" Breaker)"
+        [[ $(task_prop "$id" Reason) == *"3 times"* ]] && ok "Reason says how often" || fail "reason $(task_prop "$id" Reason)"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" MESSAGE_ID=721e187c39954be5bc87afe6ce82154c | grep -q '"AGENTFAB_BREAKER":"tests-failing"' &&
+                ok "breaker journaled with its MESSAGE_ID" || fail "breaker entry"
+
+        rc=0; out=$(hx_as alice "${CTL[@]}" approve "$id" 2>&1) || rc=$?
+        [ "$rc" = 3 ] && ok "owner without authorisation: approve denied" || fail "approve by alice: $rc $out"
+        [ "$(task_prop "$id" State)" = awaiting-approval ] && ok "denied approval changed nothing" || fail "state changed"
+
+        hx "${CTL[@]}" approve "$id" --comment "go on, fix the code" >/dev/null 2>&1 && ok "root approves" || fail "root approve"
+        if wait_state "$id" succeeded; then ok "approved task went on and succeeded"; else
+                fail "after approval: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        grep -q 'approved what stopped you' "$WORK/requests.jsonl" && ok "the model was told of the approval" || fail "approval not in conversation"
+        hx_as alice "${CTL[@]}" summary "$id" | grep -q 'approved by root' && ok "summary names the approver" || fail "approver not in summary"
+}
+
+t_protected_reject() {
+        echo "=== protected path: breaker, rejection undoes the step"
+        cat > "$WORK/protected.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: add a migration, then fix add()."}},
+ {"reply": {"content": "Add a migration", "tool_calls": [{"name": "write_file", "arguments": {"path": "db/migrations/001_init.sql", "content": "CREATE TABLE t (x int);\n"}}]}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed without a migration"}}]}}
+]
+EOF
+        model "$WORK/protected.json" --by-step || { fail "model server"; return; }
+        make_repo prot
+        local id
+        id=$(submit prot) || { fail "submit: $id"; return; }
+        if wait_state "$id" awaiting-approval; then ok "paused"; else fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        [ "$(task_prop "$id" Breaker)" = protected-path ] && ok "Breaker is protected-path" || fail "breaker $(task_prop "$id" Breaker)"
+        [[ $(task_prop "$id" Reason) == *"db/migrations/001_init.sql"* ]] && ok "Reason names the path" || fail "reason $(task_prop "$id" Reason)"
+        hx "${CTL[@]}" reject "$id" --comment "no schema changes" >/dev/null 2>&1 && ok "root rejects" || fail "reject"
+        if wait_state "$id" succeeded; then ok "the model took another way and succeeded"; else
+                fail "after rejection: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        grep -q 'no schema changes' "$WORK/requests.jsonl" && ok "the model was told why" || fail "rejection not in conversation"
+        ! hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" ls-tree -r --name-only "agentfab/$id" | grep -q migrations &&
+                ok "the rejected step left no trace on the branch" || fail "migration still on the branch"
+        ! hx test -e "/var/lib/agentfab/tasks/$id/workspace/db/migrations/001_init.sql" &&
+                ok "nor in the workspace" || fail "migration still in the workspace"
+}
+
+t_budget() {
+        echo "=== step budget"
+        cat > "$WORK/budget.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: look around."}},
+ {"reply": {"content": null, "tool_calls": [{"name": "list_files", "arguments": {}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_command", "arguments": {"command": "echo hi"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "list_files", "arguments": {}}]}}
+]
+EOF
+        model "$WORK/budget.json" --by-step || { fail "model server"; return; }
+        make_repo budget
+        local id
+        id=$(submit budget --limit max_steps=2) || { fail "submit: $id"; return; }
+        if wait_state "$id" awaiting-approval; then ok "paused at the budget"; else fail "state $(task_prop "$id" State)"; return; fi
+        [ "$(task_prop "$id" Breaker)" = budget ] && ok "Breaker is budget" || fail "breaker $(task_prop "$id" Breaker)"
+        [[ $(task_prop "$id" Reason) == *"step budget"* ]] && ok "Reason names the step budget" || fail "reason $(task_prop "$id" Reason)"
+        [ "$(task_prop "$id" Step)" = 2 ] && ok "stopped after 2 steps" || fail "step $(task_prop "$id" Step)"
+        hx "${CTL[@]}" cancel "$id" >/dev/null 2>&1 && wait_state "$id" cancelled && ok "cancelled" || fail "cancel"
+}
+
+t_faults() {
+        echo "=== a model that fails: 500, 429 with Retry-After, garbage, a cut stream"
+        cat > "$WORK/faults.json" <<'EOF'
+[
+ {"status": 500},
+ {"reply": {"content": "Plan: fix add()."}},
+ {"status": 429, "retry_after": 1},
+ {"reply": {"content": "Fix", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"garbage": true},
+ {"reply": {"content": "garbage args", "tool_calls": [{"name": "edit_file", "arguments": "{not json"}]}},
+ {"reply": {"content": "no such tool", "tool_calls": [{"name": "rm_rf", "arguments": "{}"}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "x"}}]}, "stream": true, "cut_stream_after": 2},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed despite the faults"}}]}}
+]
+EOF
+        model "$WORK/faults.json" || { fail "model server"; return; }
+        make_repo faults
+        local id
+        id=$(submit faults) || { fail "submit: $id"; return; }
+        if wait_state "$id" succeeded; then ok "task survived the faults and succeeded"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=model-call | grep -q '"AGENTFAB_ATTEMPTS":"2"' &&
+                ok "retries recorded (attempts 2)" || fail "no retry recorded"
+        grep -q 'unknown tool\|rm_rf' "$WORK/requests.jsonl" && ok "the model was told of the unknown tool" || fail "unknown tool not reported"
+        hx systemctl is-failed agentfab.service >/dev/null && fail "daemon failed" || ok "daemon never crashed"
+}
+
+t_kill9_resume() {
+        echo "=== SIGKILL of the daemon in the middle of a step"
+        cat > "$WORK/kill.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: slow step, then fix."}},
+ {"reply": {"content": "Step one", "tool_calls": [{"name": "write_file", "arguments": {"path": "one.txt", "content": "1\n"}}]}},
+ {"reply": {"content": "Slow step", "tool_calls": [{"name": "write_file", "arguments": {"path": "two.txt", "content": "2\n"}}, {"name": "run_command", "arguments": {"command": "sleep 4"}}]}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "done after a crash"}}]}}
+]
+EOF
+        model "$WORK/kill.json" --by-step || { fail "model server"; return; }
+        make_repo killed
+        local id i
+        id=$(submit killed) || { fail "submit: $id"; return; }
+        for i in $(seq 200); do
+                hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep -q 'sleep 4' && break
+                sleep 0.1
+        done
+        hx systemctl kill -s KILL agentfab.service
+        sleep 1
+        ok "daemon killed during step 2"
+        hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks >/dev/null 2>&1
+        if wait_state "$id" succeeded; then ok "reactivated daemon resumed and finished"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        local steps
+        steps=$(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%B "agentfab/$id" | sed -n 's/^Agentfab-Step: //p' | sort -n | tr '\n' ' ')
+        [ "$steps" = "1 2 3 " ] && ok "git log: steps 1 2 3, none lost or repeated" || fail "steps on branch: $steps"
+        hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" show "agentfab/$id:two.txt" >/dev/null 2>&1 &&
+                ok "the redone step's file is on the branch" || fail "two.txt missing"
+        local n
+        n=$(hx python3 -c "import json,sys; print(sum(1 for l in open('/var/lib/agentfab/tasks/$id/conversation.jsonl') if json.loads(l)['role']=='assistant'))")
+        [ "$n" = 5 ] && ok "conversation: each step once (5 assistant messages)" || fail "assistant messages: $n"
+}
+
+main() {
+        harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+        hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
+
+        t_fix_and_deliver
+        t_breaker_and_approval
+        t_protected_reject
+        t_budget
+        t_faults
+        t_kill9_resume
+
+        echo "=== sanitizers and crashes"
+        ! hx journalctl -q -u agentfab.service --no-pager | grep -q 'AddressSanitizer\|runtime error:\|LeakSanitizer' &&
+                ok "no sanitizer report from agentfabd" || fail "sanitizer report in the journal"
+        ! hx journalctl -q -u agentfab.service --no-pager | grep -q 'code=dumped\|status=6/ABRT\|status=11/SEGV' &&
+                ok "agentfabd never crashed (only the test's SIGKILL)" || fail "agentfabd crashed"
+
+        if [ "$FAILED" != 0 ]; then
+                echo "--- journal (last 60 lines)"
+                hx journalctl -q --no-pager | tail -60
+        fi
+        stop_model
+        harness_teardown
+        echo "$PASSED passed, $FAILED failed"
+        [ "$FAILED" = 0 ]
+}
+
+main "$@"
