@@ -143,7 +143,8 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
                 return r;
         if (!model_profiles_find(&m->profiles, spec.model))
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
-                                         "There is no model profile '%s' (see agentfab.conf(5)).", spec.model);
+                                         "There is no model profile '%s' (see agentfab.conf(5)).",
+                                         spec.model ?: MODEL_PROFILE_DEFAULT_NAME);
 
         /* 2. Authorization. Nothing above had side effects: this handler may run twice. */
         r = manager_verify_access(m, message, NULL, "org.agentfab.submit", false, error);

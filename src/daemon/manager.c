@@ -42,7 +42,9 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         r = config_load(&m->config, m->config_path);
         if (r < 0)
                 return r;
-        r = model_profiles_load(&m->profiles, m->config_path);
+        r = model_profiles_init(&m->profiles);
+        if (r >= 0)
+                r = model_profiles_load(&m->profiles, m->config_path);
         if (r < 0)
                 return log_error_errno(r, "Failed to load model profiles: %m");
 

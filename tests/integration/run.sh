@@ -282,6 +282,7 @@ t_bad_specs() {
         bad "not a valid git ref" 3 repository s /home/alice/repo goal s g base s "bad..ref"
         bad "Limit name" 3 repository s /home/alice/repo goal s g limits 'a{sv}' 1 "bad name" u 1
         bad "must be an integer" 3 repository s /home/alice/repo goal s g limits 'a{sv}' 1 max_steps s many
+        bad "no model profile 'gpt-none'" 3 repository s /home/alice/repo goal s g model s gpt-none
         bad "permission denied to agentfabd" 2 repository s /home/bob/secret goal s g
         # The daemon can read this one (group agentfab), alice cannot: the
         # daemon's rights must never let one user read another's code.
