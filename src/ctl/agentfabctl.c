@@ -44,6 +44,7 @@ static const char *arg_base = NULL;
 static const char *arg_model = NULL;
 static const char *arg_comment = NULL;
 static const char *arg_format = "mbox";
+static const char *arg_replay = NULL;
 static char **arg_limits = NULL;
 
 static pid_t agent_pid = 0;
@@ -64,6 +65,7 @@ static void help(void) {
                "  watch ID                     Follow the task's state changes\n"
                "  logs ID [-f]                 Show (and follow) the task's command output\n"
                "  summary ID                   Show the summary of a delivered task\n"
+               "  replay ID [--repo=PATH]      Run a finished task again on its recorded model answers\n"
                "  diff ID                      Show the task's changes as a patch\n"
                "  export ID [--format=FORMAT]  Write the task's branch as mbox (default), bundle or diff\n"
                "  fetch ID [--repo=PATH]       Import branch agentfab/ID into the task's repository\n"
@@ -355,6 +357,7 @@ static int append_string_entry(sd_bus_message *m, const char *key, const char *v
 static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_close_ int repo_fd = -EBADF;
         char repo[PATH_MAX];
         const char *id, *path;
         int r;
@@ -373,6 +376,14 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 fprintf(stderr, "Repository '%s': %s\n", arg_repo, strerror(errno));
                 return EXIT_USAGE;
         }
+        /* The repository goes to the daemon as an open directory too: it is
+         * read through that, with our right to read it, so a private one
+         * works without giving the daemon access of its own. */
+        repo_fd = open(repo, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (repo_fd < 0) {
+                fprintf(stderr, "Repository '%s': %s\n", repo, strerror(errno));
+                return EXIT_USAGE;
+        }
 
         r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH,
                                            AGENTFAB_FACTORY_INTERFACE, "SubmitTask");
@@ -380,6 +391,8 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
         if (r >= 0)
                 r = append_string_entry(m, "repository", repo);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "{sv}", "repository_fd", "h", repo_fd);
         if (r >= 0)
                 r = append_string_entry(m, "goal", arg_goal);
         if (r >= 0)
@@ -390,6 +403,8 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 r = append_string_entry(m, "base", arg_base);
         if (r >= 0)
                 r = append_string_entry(m, "model", arg_model);
+        if (r >= 0)
+                r = append_string_entry(m, "replay", arg_replay);
         if (r >= 0 && arg_limits) {
                 r = sd_bus_message_open_container(m, SD_BUS_TYPE_DICT_ENTRY, "sv");
                 if (r >= 0)
@@ -555,6 +570,33 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
                 printf("         Plan: %s\n", strempty(first));
         }
         return EXIT_OK;
+}
+
+/* Submits the task again, with its model's recorded answers instead of the
+ * model: for an audit of what the agent did with them. */
+static int verb_replay(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ char *path = NULL;
+        TaskInfo info;
+        int r;
+
+        (void) argc;
+        r = get_task_path(bus, argv[1], &path);
+        if (r < 0)
+                return -r;
+        r = get_task_info(bus, path, &reply, &info, &error);
+        if (r < 0)
+                return fail_bus("read task", &error, r);
+
+        arg_repo = arg_repo ?: info.repository;
+        arg_goal = info.goal;
+        arg_acceptance = isempty(info.acceptance) ? NULL : info.acceptance;
+        arg_test = isempty(info.test_command) ? NULL : info.test_command;
+        arg_base = isempty(info.base) ? NULL : info.base;
+        arg_model = isempty(info.model) ? NULL : info.model;
+        arg_replay = argv[1];
+        return verb_submit(bus, 1, NULL);
 }
 
 static int verb_summary(sd_bus *bus, int argc, char *argv[]) {
@@ -989,6 +1031,7 @@ static const Verb verbs[] = {
         { "watch",   1, false, verb_watch   },
         { "logs",    1, false, verb_logs    },
         { "summary", 1, true,  verb_summary },
+        { "replay",  1, true,  verb_replay  },
         { "diff",    1, true,  verb_diff    },
         { "export",  1, true,  verb_export  },
         { "fetch",   1, true,  verb_fetch   },

@@ -55,6 +55,7 @@ struct AgentRun {
         char *api_key;
         char *model_name;          /* "<profile>/<model>" for trailers and the journal */
         ModelCall *call;
+        ModelReplay *replay;       /* with spec.replay: the recorded exchanges instead of the endpoint */
         json_object *messages;     /* the conversation: acknowledged messages, then the step in flight */
         json_object *tools;
         uint64_t clock_usec;       /* CLOCK_MONOTONIC when wall-clock use was last counted */
@@ -117,6 +118,7 @@ static AgentRun *agent_run_free(AgentRun *run) {
         sd_event_source_disable_unref(run->dispose);
         sandbox_session_free(run->session);
         ledger_free(run->ledger);
+        model_replay_free(run->replay);
         agent_step_done_reset(run);
         json_object_put(run->messages);
         json_object_put(run->tools);
@@ -1059,8 +1061,11 @@ static void agent_call_model(AgentRun *run) {
                 return agent_fail(run, "Out of memory.");
 
         run->phase = PHASE_MODEL;
-        r = model_client_chat(run->manager->model, run->profile, run->api_key, messages,
-                              planning ? NULL : run->tools, on_model_reply, run, &run->call);
+        if (run->replay)
+                r = model_client_chat_replay(run->manager->model, run->replay, on_model_reply, run, &run->call);
+        else
+                r = model_client_chat(run->manager->model, run->profile, run->api_key, messages,
+                                      planning ? NULL : run->tools, on_model_reply, run, &run->call);
         if (r < 0) {
                 run->phase = PHASE_IDLE;
                 return agent_fail(run, "Cannot call the model: %s", strerror(-r));
@@ -1387,6 +1392,36 @@ static void agent_schedule(AgentRun *run) {
                 (void) sd_event_source_set_enabled(run->defer, SD_EVENT_ONESHOT);
 }
 
+/* The recorded exchanges of the task to replay, from where this task got
+ * to: every exchange it completed is in its own transcript, so after a
+ * restart the cursor skips as many as that holds. */
+static int agent_open_replay(AgentRun *run) {
+        _cleanup_free_ char *path = NULL, *own = NULL;
+        Task *t = run->task;
+        size_t size = 0, done = 0;
+        int r;
+
+        if (asprintf(&path, "%s/tasks/%s/" TASK_TRANSCRIPT_FILE, run->manager->state_dir, t->spec.replay) < 0)
+                return -ENOMEM;
+        r = model_replay_open(path, &run->replay);
+        if (r < 0)
+                return r;
+
+        r = read_file_at(run->dir_fd, TASK_TRANSCRIPT_FILE, 256u * 1024u * 1024u, &own, &size);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        for (size_t i = 0; own && i < size; i++)
+                if (own[i] == '\n')
+                        done++;
+        for (size_t i = 0; i < done; i++) {
+                _cleanup_(model_reply_freep) ModelReply *skip = NULL;
+                r = model_replay_next(run->replay, &skip, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int agent_start(Task *t) {
         _cleanup_(agent_run_freep) AgentRun *run = NULL;
         Manager *m = t->manager;
@@ -1414,12 +1449,21 @@ int agent_start(Task *t) {
 
         run->profile = model_profiles_find(&m->profiles, t->spec.model);
         run->task = t;
+        if (t->spec.replay) {
+                r = agent_open_replay(run);
+                if (r < 0) {
+                        t->run = TAKE_PTR(run);
+                        agent_fail(t->run, "Cannot replay task '%s': %s", t->spec.replay, strerror(-r));
+                        return 0;
+                }
+        }
         if (!run->profile) {
                 t->run = TAKE_PTR(run);
                 agent_fail(t->run, "There is no model profile '%s'.", strempty(t->spec.model));
                 return 0;
         }
-        if (asprintf(&run->model_name, "%s/%s", run->profile->name, strempty(run->profile->model)) < 0)
+        if (run->replay ? asprintf(&run->model_name, "replay/%s", t->spec.replay) < 0 :
+            asprintf(&run->model_name, "%s/%s", run->profile->name, strempty(run->profile->model)) < 0)
                 return -ENOMEM;
         r = model_profile_read_api_key(run->profile, &run->api_key);
         if (r < 0) {
@@ -1537,6 +1581,27 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
         return 0;
 }
 
+int agent_import_repository(Task *t, uint64_t max_bytes, sd_bus_error *error) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        _cleanup_free_ char *message = NULL;
+        _cleanup_close_ int dir_fd = -EBADF;
+        int r;
+
+        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (dir_fd < 0)
+                return sd_bus_error_set_errnof(error, errno, "Failed to open the directory of task '%s': %m", t->id);
+
+        LedgerOptions o = { .max_bytes = max_bytes };
+        r = ledger_create(dir_fd, t->spec.repository, t->spec.repository_fd, t->spec.base ?: "HEAD", t->branch, &o,
+                          &message, &l);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC, "%s",
+                                         message ?: "The repository passed as 'repository_fd' cannot be read.");
+        return 0;
+}
+
 void agent_prepare_resume(Task *t) {
         /* Back to queued: it is prepared again (workspace and sandbox kept or
          * made) and goes on from its acknowledged checkpoint. */
@@ -1587,6 +1652,16 @@ int agent_export(Task *t, const char *format, int *ret_fd, sd_bus_error *error) 
                 return -errno;
         *ret_fd = TAKE_FD(fd);
         return 0;
+}
+
+int agent_base_commit(Task *t, char ret[static 41]) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        int r;
+
+        r = task_ledger_open(t, &l);
+        if (r < 0)
+                return r;
+        return ledger_base(l, ret);
 }
 
 int agent_checkpoints(Task *t, json_object **ret) {

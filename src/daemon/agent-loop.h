@@ -32,6 +32,11 @@ int agent_start(Task *t);
  * its model call, end its sandbox. Safe from any callback. */
 void agent_stop(Task *t);
 
+/* Makes the task's own repository and workspace from the directory fd the
+ * submitter handed over (t->spec.repository_fd), at submission: the fd is
+ * read only here. Errors are org.agentfab.Error.InvalidSpec. */
+int agent_import_repository(Task *t, uint64_t max_bytes, sd_bus_error *error);
+
 /* At shutdown: frees the task's agent at once. */
 void agent_destroy(Task *t);
 
@@ -49,6 +54,9 @@ int agent_read_summary(Task *t, char **ret);
 
 /* An export of the task's branch as a readable fd: "bundle", "mbox" or "diff". */
 int agent_export(Task *t, const char *format, int *ret_fd, sd_bus_error *error);
+
+/* The commit the task's branch started from. */
+int agent_base_commit(Task *t, char ret[static 41]);
 
 /* Checkpoints as JSON [{step, commit, subject}], read from the ledger. */
 int agent_checkpoints(Task *t, json_object **ret);

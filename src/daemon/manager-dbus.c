@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <stdio.h>
 
+#include "agent-loop.h"
 #include "agentfab-bus.h"
 #include "audit.h"
+#include "fs-util.h"
 #include "log.h"
 #include "manager.h"
 #include "repository.h"
@@ -146,6 +148,32 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
                                          "There is no model profile '%s' (see agentfab.conf(5)).",
                                          spec.model ?: MODEL_PROFILE_DEFAULT_NAME);
 
+        if (spec.replay) {
+                Task *original = manager_find_task(m, spec.replay);
+                uid_t uid;
+
+                r = bus_message_get_caller(message, &uid);
+                if (r < 0)
+                        return r;
+                /* A task one may not see does not exist, here as on the bus. */
+                if (!original || !manager_uid_may_view(m, uid, sd_bus_message_get_sender(message), original))
+                        return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                 "There is no task '%s' to replay.", spec.replay);
+                if (!task_state_is_final(original->state) || original->progress.step == 0)
+                        return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                 "Task '%s' is %s after %u steps: only a finished task that worked can be replayed.",
+                                                 spec.replay, task_state_to_string(original->state), original->progress.step);
+                /* The same answers only make sense on the same code: start
+                 * from the commit the original started from. */
+                char base[41];
+                r = agent_base_commit(original, base);
+                if (r < 0)
+                        return sd_bus_error_set_errnof(error, r, "Cannot read the base commit of task '%s': %m", spec.replay);
+                r = free_and_strdup(&spec.base, base);
+                if (r < 0)
+                        return r;
+        }
+
         /* 2. Authorization. Nothing above had side effects: this handler may run twice. */
         r = manager_verify_access(m, message, NULL, "org.agentfab.submit", false, error);
         if (r <= 0)
@@ -165,11 +193,16 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
                                          "The factory already has %u unfinished tasks (MaxTasks=%u).",
                                          m->config.max_tasks, m->config.max_tasks);
 
-        r = repository_check(spec.repository, spec.base, &caller, &canonical, error);
-        if (r < 0)
-                return r;
-        free(spec.repository);
-        spec.repository = TAKE_PTR(canonical);
+        /* A repository handed over as an open directory is read through it
+         * only, with no check of the path: whoever could open it may use it,
+         * and the daemon needs no right of its own to read it. */
+        if (spec.repository_fd < 0) {
+                r = repository_check(spec.repository, spec.base, &caller, &canonical, error);
+                if (r < 0)
+                        return r;
+                free(spec.repository);
+                spec.repository = TAKE_PTR(canonical);
+        }
 
         /* 4. The record, durable before anybody hears of it. */
         do {
@@ -190,6 +223,17 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
         r = task_create(t);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Failed to store task: %m");
+
+        /* The fd does not outlive this call (nor a restart of the daemon):
+         * the task's own repository is made from it now. */
+        if (t->spec.repository_fd >= 0) {
+                r = agent_import_repository(t, m->config.max_repository_size, error);
+                t->spec.repository_fd = safe_close(t->spec.repository_fd);
+                if (r < 0) {
+                        (void) rm_rf_at(m->tasks_fd, t->id);
+                        return r;
+                }
+        }
 
         r = manager_add_task(m, t);
         if (r < 0)

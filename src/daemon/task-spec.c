@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <ctype.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "agentfab-bus.h"
@@ -31,7 +33,7 @@ TaskLimit task_limit_from_string(const char *s) {
 }
 
 void task_spec_init(TaskSpec *spec) {
-        *spec = (TaskSpec) {};
+        *spec = (TaskSpec) { .repository_fd = -EBADF };
         for (int i = 0; i < _TASK_LIMIT_MAX; i++)
                 spec->limits[i] = TASK_LIMIT_UNSET;
 }
@@ -45,6 +47,8 @@ void task_spec_done(TaskSpec *spec) {
         free(spec->test_command);
         free(spec->base);
         free(spec->model);
+        free(spec->replay);
+        safe_close(spec->repository_fd);
         task_spec_init(spec);
 }
 
@@ -107,6 +111,10 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
                 field = &spec->model, max = TASK_MODEL_MAX, multiline = false;
                 if (!task_model_is_valid(value))
                         return invalid(error, "Key 'model' must be a profile name: letters, digits, '_', '.', '-', at most 64.", NULL);
+        } else if (streq(key, "replay")) {
+                field = &spec->replay, max = AGENTFAB_TASK_ID_LEN, multiline = false;
+                if (strlen(value) != AGENTFAB_TASK_ID_LEN || strspn(value, "0123456789abcdef") != AGENTFAB_TASK_ID_LEN)
+                        return invalid(error, "Key 'replay' must be a task id (12 hexadecimal digits).", NULL);
         } else if (streq(key, "limits"))
                 return invalid(error, "Key '%s' must be of type a{sv}.", key);
         else
@@ -269,7 +277,7 @@ static int read_limits(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error) {
 }
 
 static bool key_is_string(const char *key) {
-        static const char *const keys[] = { "repository", "goal", "acceptance", "test_command", "base", "model" };
+        static const char *const keys[] = { "repository", "goal", "acceptance", "test_command", "base", "model", "replay" };
 
         for (size_t i = 0; i < ELEMENTSOF(keys); i++)
                 if (streq(keys[i], key))
@@ -304,6 +312,26 @@ int task_spec_from_message(TaskSpec *spec, sd_bus_message *m, sd_bus_error *erro
                                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
                                                          "Key 'limits' must be of type a{sv}, not '%s'.", contents);
                         r = read_limits(spec, m, error);
+                } else if (streq(key, "repository_fd")) {
+                        struct stat st;
+                        int fd;
+
+                        if (!streq(contents, "h"))
+                                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                         "Key 'repository_fd' must be of type h, not '%s'.", contents);
+                        if (spec->repository_fd >= 0)
+                                return invalid(error, "Key '%s' is given twice.", key);
+                        r = sd_bus_message_read(m, "v", "h", &fd);
+                        if (r < 0)
+                                return r;
+                        if (fstat(fd, &st) < 0)
+                                return sd_bus_error_set_errnof(error, errno, "Cannot look at 'repository_fd': %m");
+                        if (!S_ISDIR(st.st_mode))
+                                return invalid(error, "'%s' is not an open directory.", key);
+                        spec->repository_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+                        if (spec->repository_fd < 0)
+                                return -errno;
+                        r = 0;
                 } else if (streq(contents, "s")) {
                         const char *value;
 

@@ -40,6 +40,11 @@ typedef struct TaskSpec {
         char *test_command;
         char *base;
         char *model;
+        char *replay;        /* id of a finished task whose model exchanges are played back */
+        /* The repository as an open directory the submitter handed over
+         * (SubmitTask()'s repository_fd): read through it only, at
+         * submission. Never stored. */
+        int repository_fd;
         uint64_t limits[_TASK_LIMIT_MAX];
 
         /* Limits this release does not know yet: stored as given, for the

@@ -158,6 +158,7 @@ json_object *task_to_json(const Task *t) {
             json_add_string(spec, "test_command", t->spec.test_command) < 0 ||
             json_add_string(spec, "base", t->spec.base) < 0 ||
             json_add_string(spec, "model", t->spec.model) < 0 ||
+            json_add_string(spec, "replay", t->spec.replay) < 0 ||
             json_object_object_add(spec, "limits", TAKE_PTR(limits)) < 0)
                 return NULL;
 

@@ -80,9 +80,12 @@ harness_prepare_root() {
         if meson introspect --buildoptions "$BUILDDIR" | python3 -c '
 import json, sys
 sys.exit(0 if any(o["name"] == "b_sanitize" and o["value"] not in ("none", "") for o in json.load(sys.stdin)) else 1)'; then
-                mkdir -p "$R/etc/systemd/system/agentfab.service.d"
-                printf '[Service]\nEnvironment=ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1\n' \
-                        > "$R/etc/systemd/system/agentfab.service.d/sanitizer.conf"
+                local unit
+                for unit in agentfab.service agentfab-launcher@.service; do
+                        mkdir -p "$R/etc/systemd/system/$unit.d"
+                        printf '[Service]\nEnvironment=ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1\n' \
+                                > "$R/etc/systemd/system/$unit.d/sanitizer.conf"
+                done
         fi
 
         mkdir -p "$R/etc/agentfab/agentfab.conf.d"
@@ -213,6 +216,7 @@ EOF
         grep -q "Needs human confirmation" <<<"$summary" && ok "summary lists what needs confirmation" || fail "no confirmation list"
 
         hx_as alice "${CTL[@]}" diff "$id" | grep -q '^+    return a + b' && ok "agentfabctl diff" || fail "diff"
+        hx_as alice "${CTL[@]}" logs "$id" | grep -q 'python3 -m unittest' && ok "agentfabctl logs shows the commands' output" || fail "logs"
         hx_as alice bash -c "${CTL[*]} export $id --format=bundle > /tmp/b.bundle && cd ~/proj && git bundle verify /tmp/b.bundle" >/dev/null 2>&1 &&
                 ok "exported bundle verifies" || fail "bundle verify"
         hx_as alice "${CTL[@]}" export "$id" --format=mbox | grep -q '^Subject: \[PATCH' && ok "mbox export" || fail "mbox"
@@ -224,6 +228,25 @@ EOF
         after=$(hx_as alice bash -c 'cd ~/proj && git rev-parse HEAD && git status --porcelain && git branch --show-current && sha256sum calc.py NOTES')
         [ "$before" = "$after" ] && ok "user's checkout, branch and files untouched" || fail "user's repo changed: $before / $after"
         out=$(hx_as alice "${CTL[@]}" fetch "$id" 2>&1) && fail "second fetch overwrote" || ok "existing branch never overwritten"
+}
+
+t_replay() {
+        echo "=== replay of a finished task: same commits, no model"
+        [ -n "${FIX_ID:-}" ] || { fail "no finished task to replay"; return; }
+        stop_model   # the replay must not need the endpoint
+        local id out a b
+        id=$(hx_as alice "${CTL[@]}" replay "$FIX_ID" 2>&1) || { fail "replay: $id"; return; }
+        ok "replay submitted as $id"
+        if wait_state "$id" succeeded; then ok "replayed task succeeded without a model server"; else
+                fail "replay ended $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        a=$(hx git --git-dir="/var/lib/agentfab/tasks/$FIX_ID/ledger.git" log --format=%T "agentfab/$FIX_ID" | tr '\n' ' ')
+        b=$(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%T "agentfab/$id" | tr '\n' ' ')
+        [ -n "$a" ] && [ "$a" = "$b" ] && ok "the replay made the same trees, commit by commit" || fail "trees differ: $a / $b"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=model-call | grep -q "\"AGENTFAB_MODEL\":\"replay/$FIX_ID\"" &&
+                ok "the journal says the answers were replayed" || fail "model-call entries do not name the replay"
+        out=$(hx_as alice busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 SubmitTask 'a{sv}' 3 \
+                repository s /home/alice/proj goal s g replay s 000000000000 2>&1)
+        grep -q "no task '000000000000' to replay" <<<"$out" && ok "replay of an unknown task refused" || fail "unknown replay: $out"
 }
 
 t_breaker_and_approval() {
@@ -375,6 +398,7 @@ main() {
         hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
 
         t_fix_and_deliver
+        t_replay
         t_breaker_and_approval
         t_protected_reject
         t_budget
@@ -382,8 +406,8 @@ main() {
         t_kill9_resume
 
         echo "=== sanitizers and crashes"
-        ! hx journalctl -q -u agentfab.service --no-pager | grep -q 'AddressSanitizer\|runtime error:\|LeakSanitizer' &&
-                ok "no sanitizer report from agentfabd" || fail "sanitizer report in the journal"
+        ! hx journalctl -q -u agentfab.service -u 'agentfab-launcher@*' --no-pager | grep -q 'AddressSanitizer\|runtime error:\|LeakSanitizer' &&
+                ok "no sanitizer report from agentfabd or the launcher" || fail "sanitizer report in the journal"
         ! hx journalctl -q -u agentfab.service --no-pager | grep -q 'code=dumped\|status=6/ABRT\|status=11/SEGV' &&
                 ok "agentfabd never crashed (only the test's SIGKILL)" || fail "agentfabd crashed"
 

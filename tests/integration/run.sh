@@ -325,6 +325,23 @@ t_visibility() {
         hx agentfabctl list | grep -q "$id" && ok "root sees everything" || fail "root does not see alice's task"
 }
 
+# A repository the daemon cannot read, handed over as an open directory by
+# agentfabctl: it works, and the daemon read it through the fd only.
+t_private_repo_by_fd() {
+        local id msg rc=0
+        id=$(out_as bob "${CTL[@]}" submit --repo /home/bob/secret --goal "Private work")
+        if [[ "$id" =~ ^[0-9a-f]{12}$ ]]; then ok "private repository accepted through its fd"; else fail "submit: $id"; return; fi
+        hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%an "agentfab/$id" | grep -q bob &&
+                ok "the task's ledger holds bob's history" || fail "no ledger for $id"
+        [ "$(hx stat -c %a /home/bob/secret)" = 700 ] && ok "the repository stayed private" || fail "mode changed"
+        msg=$(hx_as alice "${CTL[@]}" submit --repo /home/bob/secret --goal "Not mine" 2>&1) || rc=$?
+        [ "$rc" = 2 ] && grep -qi 'permission denied' <<<"$msg" && ok "another user cannot open it to pass it" || fail "alice: $rc $msg"
+        msg=$(hx_as bob busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 SubmitTask 'a{sv}' 3 \
+                repository s /home/bob/secret goal s g repository_fd s notanfd 2>&1)
+        grep -q "must be of type h" <<<"$msg" && ok "repository_fd of the wrong type refused" || fail "wrong type: $msg"
+        hx_as bob "${CTL[@]}" cancel "$id" >/dev/null 2>&1
+}
+
 t_approve_polkit() {
         local id=$SUBMITTED rc=0 out
         set_state_on_disk "$id" awaiting-approval
@@ -519,7 +536,7 @@ main() {
 
         SUBMITTED=
         for t in t_install_layout t_socket_activation t_dbus_activation t_cli t_introspect t_submit_list_status_cancel \
-                 t_signals t_submit_denied_by_rule t_bad_specs t_quota t_visibility t_journal t_watch t_idle_exit t_kill9 t_corrupt_state t_approve_polkit; do
+                 t_signals t_submit_denied_by_rule t_bad_specs t_quota t_visibility t_journal t_watch t_idle_exit t_kill9 t_corrupt_state t_private_repo_by_fd t_approve_polkit; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 run_test "$t"
         done

@@ -65,6 +65,8 @@ static void test_round_trip(void) {
         CHECK(u->spec.n_extra_limits == 1 && streq(u->spec.extra_limit_names[0], "IOWeight") &&
               u->spec.extra_limit_values[0] == 50, "limits of later releases survive");
         CHECK(u->created_usec == t->created_usec && streq(u->branch, "agentfab/0123456789ab"), "timestamps and branch survive");
+        CHECK(u->progress.step == 0 && !u->progress.checkpoint && u->progress.baseline_passed == -1,
+              "a new task has done nothing yet");
         task_free(u);
 
         /* A state change is on disk when task_set_state() returns. */
@@ -93,6 +95,37 @@ static void test_round_trip(void) {
         task_free(t);
 }
 
+/* Where the agent got must come back exactly after a restart: the step, the
+ * checkpoint, the conversation's length and the budget decide what a
+ * resumed task does next. */
+static void test_progress_round_trip(void) {
+        Task *t = make_task("0123456789ac"), *u = NULL;
+        TaskProgress *p = &t->progress;
+
+        p->step = 7;
+        p->messages = 23;
+        p->checkpoint = strdup("0123456789abcdef0123456789abcdef01234567");
+        p->plan = strdup("1. read\n2. fix — carefully");
+        p->tokens = 123456;
+        p->commands = 9;
+        p->extra_steps = 50;
+        p->test_failures = 2;
+        p->test_signature = UINT64_MAX - 5;
+        p->baseline_passed = 40;
+        p->baseline_done = true;
+        p->breaker = strdup("tests-failing");
+        p->last_test_exit = -1;
+        CHECK(task_create(t) >= 0 && task_load(tasks_fd, "0123456789ac", &u) >= 0 && u && !u->broken, "saved and loaded");
+        CHECK(u->progress.step == 7 && u->progress.messages == 23, "step and conversation length survive");
+        CHECK(streq_ptr(u->progress.checkpoint, p->checkpoint) && streq_ptr(u->progress.plan, p->plan), "checkpoint and plan survive");
+        CHECK(u->progress.tokens == 123456 && u->progress.commands == 9 && u->progress.extra_steps == 50, "budget survives");
+        CHECK(u->progress.test_failures == 2 && u->progress.test_signature == UINT64_MAX - 5 &&
+              u->progress.baseline_passed == 40 && u->progress.baseline_done, "test history survives");
+        CHECK(streq_ptr(u->progress.breaker, "tests-failing") && u->progress.last_test_exit == -1, "breaker and exit survive");
+        task_free(t);
+        task_free(u);
+}
+
 static void test_corruption(void) {
         static const struct {
                 const char *name, *text, *reason;
@@ -111,6 +144,11 @@ static void test_corruption(void) {
                 { "spec missing goal", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"queued\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\"}}", "goal" },
                 { "spec bad key",  "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"queued\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\",\"evil\":\"x\"}}", "Unknown key" },
                 { "spec bad limit","{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"queued\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\",\"limits\":{\"max_steps\":\"ten\"}}}", "limit" },
+                /* The agent's progress decides where a resumed task starts: a
+                 * checkpoint that is not a commit id must never reach git. */
+                { "progress not object", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":7}", "'progress'" },
+                { "bad checkpoint", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":{\"checkpoint\":\"HEAD~1; rm -rf /\"}}", "'progress'" },
+                { "step not number", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":{\"step\":\"3\"}}", "'progress'" },
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -201,6 +239,7 @@ int main(void) {
         tasks_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
         test_round_trip();
+        test_progress_round_trip();
         test_corruption();
         test_interrupted_create();
         test_ids();
