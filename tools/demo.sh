@@ -62,7 +62,7 @@ as_root() { step "$*"; hx "$@"; }
 
 as_root systemctl status --no-pager agentfab.socket agentfab-launcher.socket | grep -E '●|○|Active:|Listen:'
 hx_as demo bash -c 'cd ~ && git init -q hello && cd hello && printf "int main(void) { return 1; }\n" > main.c &&
-        printf "test:\n\tcc -o main main.c && ./main\n" > Makefile && git add . &&
+        printf "test:\n\tcc -o main main.c && ./main\n" > Makefile && echo main > .gitignore && git add . &&
         git -c user.name=Demo -c user.email=demo@example.com commit -q -m "A program that fails" && chmod -R a+rX ~'
 step "agentfabctl submit --repo ~/hello --goal 'Make main() return success' --test 'make test'   # as user demo"
 ID=$(hx_as demo agentfabctl submit --repo /home/demo/hello --goal "Make main() return success" \
@@ -78,7 +78,7 @@ as_demo git -C /home/demo/hello diff HEAD "agentfab/$ID"
 as_demo agentfabctl summary "$ID"
 as_root journalctl --no-pager -o verbose AGENTFAB_TASK="$ID" AGENTFAB_EVENT=step | grep -E '^[A-Z][a-z]{2} |MESSAGE=|AGENTFAB_STEP|AGENTFAB_COMMIT'
 as_root journalctl --no-pager -x -n 3 AGENTFAB_TASK="$ID" AGENTFAB_EVENT=delivered
-as_demo agentfabctl audit "$ID"
+as_root agentfabctl audit "$ID"
 harness_teardown
 echo
 echo "Demo done: task $ID went through agentfabd, its sandbox and git under a real systemd, D-Bus, polkit and journald."

@@ -566,8 +566,20 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         if (!isempty(info.breaker))
                 printf("      Breaker: %s\n", info.breaker);
         if (!isempty(info.plan)) {
-                _cleanup_free_ char *first = strshorten_line(info.plan, 200);
-                printf("         Plan: %s\n", strempty(first));
+                /* The whole plan, as the model wrote it, each line indented;
+                 * it comes from the model, so control characters are shown
+                 * as '?' rather than reaching the terminal. */
+                _cleanup_free_ char *plan = strdup(info.plan);
+                unsigned n = 0;
+
+                if (!plan)
+                        return EXIT_FAIL;
+                for (char *next = plan, *l; (l = strsep(&next, "\n")) && n < 40; n++) {
+                        for (char *c = l; *c; c++)
+                                if ((unsigned char) *c < ' ' && *c != '\t')
+                                        *c = '?';
+                        printf("%s%s\n", n == 0 ? "         Plan: " : "               ", l);
+                }
         }
         return EXIT_OK;
 }

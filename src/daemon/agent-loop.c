@@ -501,9 +501,28 @@ static int changes_to_breaker(const FileChange *c, size_t n, BreakerChange **ret
         if (!b)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++)
-                b[i] = (BreakerChange) { .path = c[i].path, .status = c[i].status, .added = c[i].added, .removed = c[i].removed };
+                b[i] = (BreakerChange) { .path = c[i].path, .status = c[i].status, .added = c[i].added,
+                                         .removed = c[i].removed, .old_path = c[i].old_path };
         *ret = b;
         return 0;
+}
+
+/* The changes from commit from (NULL: the base) to the workspace, against
+ * the rules of bc: 1 and *trip if one tripped. */
+static int check_changes(AgentRun *run, const char *from, const BreakerConfig *bc, BreakerTrip *trip) {
+        _cleanup_free_ BreakerChange *bch = NULL;
+        FileChange *changes = NULL;
+        size_t n = 0;
+        int r;
+
+        r = ledger_changes(run->ledger, from, &changes, &n);
+        if (r < 0)
+                return r;
+        r = changes_to_breaker(changes, n, &bch);
+        if (r >= 0)
+                r = breakers_check_changes(bc, bch, n, trip);
+        file_changes_free(changes, n);
+        return r;
 }
 
 /* Checks after a step. Path rules look at what this step changed; size
@@ -514,8 +533,6 @@ static int agent_check_breakers(AgentRun *run, const char *commit_before) {
         _cleanup_(breaker_trip_done) BreakerTrip trip = {};
         Task *t = run->task;
         TaskProgress *p = &t->progress;
-        FileChange *changes = NULL;
-        size_t n = 0;
         int r;
 
         r = breaker_config_from(&run->manager->config, &bc);
@@ -562,50 +579,22 @@ static int agent_check_breakers(AgentRun *run, const char *commit_before) {
         }
 
         /* This step's own changes: protected paths, manifests, deleted tests. */
-        r = ledger_changes(run->ledger, commit_before, &changes, &n);
-        if (r < 0)
-                return r;
-        {
-                _cleanup_free_ BreakerChange *bch = NULL;
-                BreakerConfig step_only = bc;
-
-                step_only.max_files_changed = UINT_MAX;
-                step_only.max_lines_changed = UINT_MAX;
-                r = changes_to_breaker(changes, n, &bch);
-                if (r >= 0)
-                        r = breakers_check_changes(&step_only, bch, n, &trip);
-                file_changes_free(changes, n);
-                if (r < 0)
-                        return r;
-                if (r > 0) {
-                        agent_trip(run, trip.breaker, trip.reason, commit_before);
-                        return 1;
-                }
-        }
+        BreakerConfig step_only = bc;
+        step_only.max_files_changed = UINT_MAX;
+        step_only.max_lines_changed = UINT_MAX;
+        r = check_changes(run, commit_before, &step_only, &trip);
+        if (r != 0)
+                return r < 0 ? r : (agent_trip(run, trip.breaker, trip.reason, commit_before), 1);
 
         /* Everything since the base: size. */
-        r = ledger_changes(run->ledger, NULL, &changes, &n);
-        if (r < 0)
-                return r;
-        {
-                _cleanup_free_ BreakerChange *bch = NULL;
-                BreakerConfig size_only = bc;
-
-                for (int i = 0; i < _BREAKER_MAX; i++)
-                        size_only.enabled[i] = i == BREAKER_FILES_CHANGED || i == BREAKER_LINES_CHANGED;
-                size_only.max_files_changed += (unsigned) MIN(p->extra_files, (uint64_t) UINT_MAX / 2);
-                size_only.max_lines_changed += (unsigned) MIN(p->extra_lines, (uint64_t) UINT_MAX / 2);
-                r = changes_to_breaker(changes, n, &bch);
-                if (r >= 0)
-                        r = breakers_check_changes(&size_only, bch, n, &trip);
-                file_changes_free(changes, n);
-                if (r < 0)
-                        return r;
-                if (r > 0) {
-                        agent_trip(run, trip.breaker, trip.reason, commit_before);
-                        return 1;
-                }
-        }
+        BreakerConfig size_only = bc;
+        for (int i = 0; i < _BREAKER_MAX; i++)
+                size_only.enabled[i] = i == BREAKER_FILES_CHANGED || i == BREAKER_LINES_CHANGED;
+        size_only.max_files_changed += (unsigned) MIN(p->extra_files, (uint64_t) UINT_MAX / 2);
+        size_only.max_lines_changed += (unsigned) MIN(p->extra_lines, (uint64_t) UINT_MAX / 2);
+        r = check_changes(run, NULL, &size_only, &trip);
+        if (r != 0)
+                return r < 0 ? r : (agent_trip(run, trip.breaker, trip.reason, commit_before), 1);
         return 0;
 }
 

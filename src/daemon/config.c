@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "conf-files.h"
 #include "config.h"
 #include "fs-util.h"
 #include "log.h"
@@ -282,59 +283,10 @@ int config_parse(Config *c, const char *text, const char *filename) {
         return 0;
 }
 
-static int config_load_file(Config *c, int dir_fd, const char *name, const char *display) {
-        _cleanup_free_ char *text = NULL;
-        int r;
-
-        r = read_file_at(dir_fd, name, 1024 * 1024, &text, NULL);
-        if (r == -ENOENT)
-                return 0;
-        if (r < 0) {
-                log_warning_errno(r, "Failed to read '%s', ignoring: %m", display);
-                return 0;
-        }
-        return config_parse(c, text, display);
-}
-
-static int compare_strings(const void *a, const void *b) {
-        return strcmp(*(char *const *) a, *(char *const *) b);
+static int config_parse_one(const char *text, const char *display, void *userdata) {
+        return config_parse(userdata, text, display);
 }
 
 int config_load(Config *c, const char *path) {
-        _cleanup_free_ char *dropins = NULL;
-        _cleanup_strv_free_ char **names = NULL;
-        int r;
-
-        r = config_load_file(c, AT_FDCWD, path, path);
-        if (r < 0)
-                return r;
-
-        if (asprintf(&dropins, "%s.d", path) < 0)
-                return -ENOMEM;
-
-        DIR *d = opendir(dropins);
-        if (!d)
-                return 0;
-        for (struct dirent *de; (de = readdir(d));) {
-                size_t l = strlen(de->d_name);
-                if (de->d_name[0] == '.' || l < 6 || !streq(de->d_name + l - 5, ".conf"))
-                        continue;
-                if (strv_extend(&names, de->d_name) < 0) {
-                        closedir(d);
-                        return -ENOMEM;
-                }
-        }
-
-        if (names)
-                qsort(names, strv_length(names), sizeof(char *), compare_strings);
-        for (char **n = names; n && *n; n++) {
-                _cleanup_free_ char *display = NULL;
-                if (asprintf(&display, "%s/%s", dropins, *n) < 0) {
-                        closedir(d);
-                        return -ENOMEM;
-                }
-                (void) config_load_file(c, dirfd(d), *n, display);
-        }
-        closedir(d);
-        return 0;
+        return conf_files_foreach(path, config_parse_one, c);
 }

@@ -46,8 +46,10 @@ static char delta_status(git_delta_t t) {
 }
 
 void file_changes_free(FileChange *c, size_t n) {
-        for (size_t i = 0; c && i < n; i++)
+        for (size_t i = 0; c && i < n; i++) {
                 free(c[i].path);
+                free(c[i].old_path);
+        }
         free(c);
 }
 
@@ -98,8 +100,9 @@ int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n)
                 if (git_patch_from_diff(&p, diff, i) >= 0 && p)
                         (void) git_patch_line_stats(NULL, &added, &removed, p);
                 c[k].path = strdup(s == 'D' ? d->old_file.path : d->new_file.path);
-                if (!c[k].path) {
-                        file_changes_free(c, k);
+                c[k].old_path = s == 'R' ? strdup(d->old_file.path) : NULL;
+                if (!c[k].path || (s == 'R' && !c[k].old_path)) {
+                        file_changes_free(c, k + 1);
                         return -ENOMEM;
                 }
                 c[k].status = s;

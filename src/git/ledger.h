@@ -115,6 +115,7 @@ int ledger_parse_trailers(const char *message, json_object **ret);
 
 typedef struct FileChange {
         char *path;
+        char *old_path;      /* 'R': the name it had, else NULL */
         char status; /* 'A','M','D','R','T' */
         unsigned added, removed;
 } FileChange;

@@ -9,6 +9,7 @@
 
 #include "fs-util.h"
 #include "log.h"
+#include "conf-files.h"
 #include "model-profile.h"
 #include "string-util.h"
 
@@ -441,65 +442,12 @@ int model_profiles_parse(ModelProfiles *p, const char *text, const char *filenam
         return r;
 }
 
-static int model_profiles_load_file(ModelProfiles *p, int dir_fd, const char *name, const char *display) {
-        _cleanup_free_ char *text = NULL;
-        int r;
-
-        r = read_file_at(dir_fd, name, 1024 * 1024, &text, NULL);
-        if (r == -ENOENT)
-                return 0;
-        if (r < 0) {
-                log_warning_errno(r, "Failed to read '%s', ignoring: %m", display);
-                return 0;
-        }
-        return model_profiles_parse(p, text, display);
-}
-
-static int compare_strings(const void *a, const void *b) {
-        return strcmp(*(char *const *) a, *(char *const *) b);
+static int model_profiles_parse_one(const char *text, const char *display, void *userdata) {
+        return model_profiles_parse(userdata, text, display);
 }
 
 int model_profiles_load(ModelProfiles *p, const char *path) {
-        _cleanup_free_ char *dropins = NULL;
-        _cleanup_strv_free_ char **names = NULL;
-        int r;
-
-        r = model_profiles_load_file(p, AT_FDCWD, path, path);
-        if (r < 0)
-                return r;
-
-        if (asprintf(&dropins, "%s.d", path) < 0)
-                return -ENOMEM;
-
-        DIR *d = opendir(dropins);
-        if (!d)
-                return 0;
-        for (struct dirent *de; (de = readdir(d));) {
-                size_t l = strlen(de->d_name);
-                if (de->d_name[0] == '.' || l < 6 || !streq(de->d_name + l - 5, ".conf"))
-                        continue;
-                if (strv_extend(&names, de->d_name) < 0) {
-                        closedir(d);
-                        return -ENOMEM;
-                }
-        }
-
-        if (names)
-                qsort(names, strv_length(names), sizeof(char *), compare_strings);
-        for (char **n = names; n && *n; n++) {
-                _cleanup_free_ char *display = NULL;
-                if (asprintf(&display, "%s/%s", dropins, *n) < 0) {
-                        closedir(d);
-                        return -ENOMEM;
-                }
-                r = model_profiles_load_file(p, dirfd(d), *n, display);
-                if (r < 0) {
-                        closedir(d);
-                        return r;
-                }
-        }
-        closedir(d);
-        return 0;
+        return conf_files_foreach(path, model_profiles_parse_one, p);
 }
 
 char *model_api_key_free(char *key) {
