@@ -107,6 +107,12 @@ Model=scripted
 TimeoutSec=20
 MaxRetries=3
 RetryBaseSec=200ms
+
+[Model]
+Name=tight
+Endpoint=http://127.0.0.1:$PORT/v1
+Model=scripted-small
+ContextBudget=3000
 EOF
         local u
         for u in alice carol; do
@@ -358,6 +364,38 @@ EOF
         hx systemctl is-failed agentfab.service >/dev/null && fail "daemon failed" || ok "daemon never crashed"
 }
 
+t_context_budget() {
+        echo "=== context budget: old tool outputs elided, goal and latest kept"
+        cat > "$WORK/context.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: read the big file three times."}},
+ {"reply": {"content": null, "tool_calls": [{"name": "read_file", "arguments": {"path": "big.txt"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "read_file", "arguments": {"path": "big.txt"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "read_file", "arguments": {"path": "big.txt"}}]}},
+ {"reply": {"content": "Fix", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed"}}]}}
+]
+EOF
+        model "$WORK/context.json" --by-step || { fail "model server"; return; }
+        make_repo ctx
+        hx_as alice bash -c 'cd ~/ctx && for i in $(seq 300); do echo "line $i of a big file that fills the context"; done > big.txt &&
+                git add big.txt && git -c user.name=a -c user.email=a@a commit -q -m big'
+        local id
+        id=$(submit ctx --model tight) || { fail "submit: $id"; return; }
+        if wait_state "$id" succeeded; then ok "task with a tight context budget succeeded"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        python3 - "$WORK/requests.jsonl" <<'PY' && ok "later requests elide old tool outputs, keep the goal and the latest output" || fail "no elision seen"
+import json, sys
+reqs = [json.loads(l)["body"] for l in open(sys.argv[1])]
+last = reqs[-1]["messages"]
+text = json.dumps(last)
+assert "elided to fit the context budget" in text, "nothing elided"
+assert "Make add() add" in last[0]["content"], "goal dropped"
+tools = [m for m in last if m.get("role") == "tool"]
+assert "elided" not in tools[-1]["content"], "latest output elided"
+PY
+}
+
 t_kill9_resume() {
         echo "=== SIGKILL of the daemon in the middle of a step"
         cat > "$WORK/kill.json" <<'EOF'
@@ -403,6 +441,7 @@ main() {
         t_protected_reject
         t_budget
         t_faults
+        t_context_budget
         t_kill9_resume
 
         echo "=== sanitizers and crashes"
