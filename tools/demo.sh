@@ -8,9 +8,12 @@
 # PID 1, into the host itself). An ordinary user submits a task (a C program
 # whose test fails); the agent plans, reads, edits and runs the tests in its
 # sandbox, commits each step and delivers a branch, which the user fetches.
-# No model weights can be had here, so a scripted OpenAI-compatible server
-# (tests/model-server.py with tools/demo-model.json) stands in for the LLM:
-# the daemon's real libcurl client talks to it over loopback.
+# No model weights can be had here, and the demo needs no model server: the
+# default model profile is of kind "replay" and plays back
+# tools/demo-transcript.jsonl, a transcript recorded by agentfabd from the
+# scripted OpenAI-compatible server of the tests (tests/model-server.py
+# --by-step --script tools/demo-model.json). Point a [Model] profile at a
+# real endpoint (agentfab.conf(5)) to have a real model do the same.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOP=$PWD
@@ -22,13 +25,12 @@ ninja -C build >/dev/null || exit 1
 BUILDDIR=$TOP/build
 . tests/integration/lib/harness.sh
 
-# The stand-in model, on the loopback the harness shares with the host.
-MODEL_DIR=$(mktemp -d /tmp/agentfab-demo.XXXXXX)
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-python3 tests/model-server.py --script tools/demo-model.json --by-step --port "$PORT" --log "$MODEL_DIR/requests.jsonl" \
-        > "$MODEL_DIR/port" 2> "$MODEL_DIR/err" &
-MODEL_PID=$!
-trap 'kill $MODEL_PID 2>/dev/null; rm -rf "$MODEL_DIR"' EXIT
+demo_config() {
+        mkdir -p "$1/etc/agentfab/agentfab.conf.d" "$1/usr/share/agentfab/demo"
+        cp tools/demo-transcript.jsonl "$1/usr/share/agentfab/demo/transcript.jsonl"
+        printf '[Model]\nName=default\nKind=replay\nReplayPath=/usr/share/agentfab/demo/transcript.jsonl\n' \
+                > "$1/etc/agentfab/agentfab.conf.d/50-demo.conf"
+}
 
 harness_prepare_root() {
         local R=$1
@@ -36,9 +38,7 @@ harness_prepare_root() {
         systemd-sysusers --root="$R" "$R/usr/lib/sysusers.d/agentfab.conf"
         journalctl --root="$R" --update-catalog
         systemctl --root="$R" enable agentfab.socket agentfab-launcher.socket >/dev/null 2>&1
-        mkdir -p "$R/etc/agentfab/agentfab.conf.d"
-        printf '[Model]\nName=default\nEndpoint=http://127.0.0.1:%s/v1\nModel=scripted-demo\n' "$PORT" \
-                > "$R/etc/agentfab/agentfab.conf.d/50-demo.conf"
+        demo_config "$R"
         grep -q '^demo:' "$R/etc/passwd" || useradd --root "$R" -s /bin/bash demo
         rm -rf "$R/home/demo"; mkdir -p "$R/home/demo"
         chown "$(awk -F: '$1 == "demo" {print $3 ":" $4}' "$R/etc/passwd")" "$R/home/demo"
@@ -46,9 +46,7 @@ harness_prepare_root() {
 
 if [ "${HARNESS_HOST_SYSTEMD:-}" = 1 ] && [ -d /run/systemd/system ]; then
         meson install -C build --quiet --no-rebuild
-        mkdir -p /etc/agentfab/agentfab.conf.d
-        printf '[Model]\nName=default\nEndpoint=http://127.0.0.1:%s/v1\nModel=scripted-demo\n' "$PORT" \
-                > /etc/agentfab/agentfab.conf.d/50-demo.conf
+        demo_config /
         systemctl enable --now agentfab.socket agentfab-launcher.socket
         id demo >/dev/null 2>&1 || useradd -m -s /bin/bash demo
 fi

@@ -1381,17 +1381,16 @@ static void agent_schedule(AgentRun *run) {
                 (void) sd_event_source_set_enabled(run->defer, SD_EVENT_ONESHOT);
 }
 
-/* The recorded exchanges of the task to replay, from where this task got
- * to: every exchange it completed is in its own transcript, so after a
- * restart the cursor skips as many as that holds. */
-static int agent_open_replay(AgentRun *run) {
-        _cleanup_free_ char *path = NULL, *own = NULL;
-        Task *t = run->task;
+/* Recorded exchanges instead of the endpoint: those of the task to replay
+ * (spec.replay), or the transcript of a replay profile. The cursor is the
+ * task's own, from where it got to: every exchange it completed is in its
+ * own transcript, so after a restart the cursor skips as many as that
+ * holds. */
+static int agent_open_replay(AgentRun *run, const char *path) {
+        _cleanup_free_ char *own = NULL;
         size_t size = 0, done = 0;
         int r;
 
-        if (asprintf(&path, "%s/tasks/%s/" TASK_TRANSCRIPT_FILE, run->manager->state_dir, t->spec.replay) < 0)
-                return -ENOMEM;
         r = model_replay_open(path, &run->replay);
         if (r < 0)
                 return r;
@@ -1439,10 +1438,21 @@ int agent_start(Task *t) {
         run->profile = model_profiles_find(&m->profiles, t->spec.model);
         run->task = t;
         if (t->spec.replay) {
-                r = agent_open_replay(run);
+                _cleanup_free_ char *path = NULL;
+                if (asprintf(&path, "%s/tasks/%s/" TASK_TRANSCRIPT_FILE, m->state_dir, t->spec.replay) < 0)
+                        return -ENOMEM;
+                r = agent_open_replay(run, path);
                 if (r < 0) {
                         t->run = TAKE_PTR(run);
                         agent_fail(t->run, "Cannot replay task '%s': %s", t->spec.replay, strerror(-r));
+                        return 0;
+                }
+        } else if (run->profile && run->profile->kind == MODEL_KIND_REPLAY) {
+                r = agent_open_replay(run, strempty(run->profile->replay_path));
+                if (r < 0) {
+                        t->run = TAKE_PTR(run);
+                        agent_fail(t->run, "Cannot open the transcript '%s' of replay profile '%s': %s",
+                                   strempty(t->run->profile->replay_path), t->run->profile->name, strerror(-r));
                         return 0;
                 }
         }
@@ -1451,8 +1461,9 @@ int agent_start(Task *t) {
                 agent_fail(t->run, "There is no model profile '%s'.", strempty(t->spec.model));
                 return 0;
         }
-        if (run->replay ? asprintf(&run->model_name, "replay/%s", t->spec.replay) < 0 :
-            asprintf(&run->model_name, "%s/%s", run->profile->name, strempty(run->profile->model)) < 0)
+        if (t->spec.replay ? asprintf(&run->model_name, "replay/%s", t->spec.replay) < 0 :
+            asprintf(&run->model_name, "%s/%s", run->profile->name,
+                     run->profile->kind == MODEL_KIND_REPLAY ? "replay" : strempty(run->profile->model)) < 0)
                 return -ENOMEM;
         r = model_profile_read_api_key(run->profile, &run->api_key);
         if (r < 0) {
