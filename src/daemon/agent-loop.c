@@ -1596,6 +1596,13 @@ int agent_import_repository(Task *t, uint64_t max_bytes, sd_bus_error *error) {
                           &message, &l);
         if (r == -ENOMEM)
                 return r;
+        /* An fd spares the daemon the way to the repository, not the
+         * permission bits of the repository's own directories. */
+        if (r == -EACCES)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                         "Repository '%s' cannot be read by agentfabd even through the file descriptor: "
+                                         "its own directories must be readable by others (a private directory above "
+                                         "it is fine).", t->spec.repository);
         if (r < 0)
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC, "%s",
                                          message ?: "The repository passed as 'repository_fd' cannot be read.");

@@ -325,15 +325,29 @@ t_visibility() {
         hx agentfabctl list | grep -q "$id" && ok "root sees everything" || fail "root does not see alice's task"
 }
 
-# A repository the daemon cannot read, handed over as an open directory by
-# agentfabctl: it works, and the daemon read it through the fd only.
+# A repository the daemon cannot reach by its path (it sits in a private
+# directory, as in a home of mode 0700), handed over as an open directory
+# by agentfabctl: it works, and the daemon read it through the fd only.
 t_private_repo_by_fd() {
         local id msg rc=0
-        id=$(out_as bob "${CTL[@]}" submit --repo /home/bob/secret --goal "Private work")
-        if [[ "$id" =~ ^[0-9a-f]{12}$ ]]; then ok "private repository accepted through its fd"; else fail "submit: $id"; return; fi
+        hx_as bob bash -c 'mkdir -p ~/vault && chmod 700 ~/vault && cp -a ~/secret ~/vault/repo && chmod -R a+rX ~/vault/repo'
+        msg=$(hx_as bob busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 SubmitTask 'a{sv}' 2 \
+                repository s /home/bob/vault/repo goal s g 2>&1)
+        grep -q "permission denied to agentfabd" <<<"$msg" && ok "by path: refused, the daemon cannot reach it" || fail "by path: $msg"
+        id=$(out_as bob "${CTL[@]}" submit --repo /home/bob/vault/repo --goal "Private work")
+        if [[ "$id" =~ ^[0-9a-f]{12}$ ]]; then ok "by fd: the same repository accepted"; else fail "submit: $id"; return; fi
         hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%an "agentfab/$id" | grep -q bob &&
                 ok "the task's ledger holds bob's history" || fail "no ledger for $id"
-        [ "$(hx stat -c %a /home/bob/secret)" = 700 ] && ok "the repository stayed private" || fail "mode changed"
+        [ "$(hx stat -c %a /home/bob/vault)" = 700 ] && ok "the directory stayed private" || fail "mode changed"
+        # A repository directory of mode 0700 cannot be read through an fd
+        # by another user either: a clear error, and nothing created.
+        local before after
+        before=$(hx ls /var/lib/agentfab/tasks | wc -l)
+        rc=0; msg=$(hx_as bob "${CTL[@]}" submit --repo /home/bob/secret --goal "Private work" 2>&1) || rc=$?
+        after=$(hx ls /var/lib/agentfab/tasks | wc -l)
+        [ "$rc" != 0 ] && grep -q "must be readable" <<<"$msg" && [ "$before" = "$after" ] &&
+                ok "a repository of mode 0700: clear error, no record" || fail "0700 repository: $rc $msg ($before -> $after)"
+        rc=0
         msg=$(hx_as alice "${CTL[@]}" submit --repo /home/bob/secret --goal "Not mine" 2>&1) || rc=$?
         [ "$rc" = 2 ] && grep -qi 'permission denied' <<<"$msg" && ok "another user cannot open it to pass it" || fail "alice: $rc $msg"
         msg=$(hx_as bob busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 SubmitTask 'a{sv}' 3 \
