@@ -113,7 +113,18 @@ Name=tight
 Endpoint=http://127.0.0.1:$PORT/v1
 Model=scripted-small
 ContextBudget=3000
+
+[Model]
+Name=keyed
+Endpoint=http://127.0.0.1:$PORT/v1
+Model=scripted-keyed
+APIKeyCredential=model-key
 EOF
+        # The key is a credential of the service, as an administrator would set it up.
+        printf 'sk-test-secret-4711\n' > "$R/etc/agentfab/model-key"
+        chmod 600 "$R/etc/agentfab/model-key"
+        mkdir -p "$R/etc/systemd/system/agentfab.service.d"
+        printf '[Service]\nLoadCredential=model-key:/etc/agentfab/model-key\n' > "$R/etc/systemd/system/agentfab.service.d/50-model-key.conf"
         local u
         for u in alice carol; do
                 grep -q "^$u:" "$R/etc/passwd" || useradd --root "$R" -s /bin/bash "$u" || return 1
@@ -396,6 +407,38 @@ assert "elided" not in tools[-1]["content"], "latest output elided"
 PY
 }
 
+t_api_key() {
+        echo "=== the model's API key: sent to the endpoint, nowhere else"
+        cat > "$WORK/key.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: look for the key, then fix add()."}},
+ {"reply": {"content": "Look around", "tool_calls": [{"name": "run_command", "arguments": {"command": "env; ls -la /run /run/credentials 2>&1; cat /run/credentials/agentfab.service/model-key 2>&1; true"}}]}},
+ {"reply": {"content": "Fix", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed"}}]}}
+]
+EOF
+        model "$WORK/key.json" --by-step || { fail "model server"; return; }
+        make_repo keyed
+        local id
+        id=$(submit keyed --model keyed) || { fail "submit: $id"; return; }
+        if wait_state "$id" succeeded; then ok "task with an API key succeeded"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        python3 - "$WORK/requests.jsonl" <<'PY' && ok "every request carried 'Authorization: Bearer' with the key" || fail "no Authorization header"
+import json, sys
+reqs = [json.loads(l) for l in open(sys.argv[1])]
+assert reqs and all(r["headers"].get("authorization") == "Bearer sk-test-secret-4711" for r in reqs)
+PY
+        ! grep -q 'sk-test-secret-4711' <(python3 -c "
+import json,sys
+for l in open('$WORK/requests.jsonl'): print(json.dumps(json.loads(l)['body']))") &&
+                ok "the key is not in what the model is sent" || fail "key in a request body"
+        ! hx grep -rqs 'sk-test-secret-4711' "/var/lib/agentfab/tasks/$id" && ok "nor in the task's files (output, transcript, conversation)" ||
+                fail "key in the task's files"
+        ! hx journalctl -q --no-pager -o json | grep -q 'sk-test-secret-4711' && ok "nor in the journal" || fail "key in the journal"
+        hx grep -q 'No such file or directory' "/var/lib/agentfab/tasks/$id/output.log" &&
+                ok "the sandbox has no credentials directory" || fail "credentials visible in the sandbox?"
+}
+
 t_kill9_resume() {
         echo "=== SIGKILL of the daemon in the middle of a step"
         cat > "$WORK/kill.json" <<'EOF'
@@ -442,6 +485,7 @@ main() {
         t_budget
         t_faults
         t_context_budget
+        t_api_key
         t_kill9_resume
 
         echo "=== sanitizers and crashes"

@@ -547,6 +547,11 @@ _harness_inner() {
         pivot_root . .
         umount -l .
         cd /
+        # Mount events must propagate into the units' own mount namespaces, as on
+        # a booted host: systemd moves a service's credentials (LoadCredential=)
+        # into /run/credentials after the service's namespace exists. As a
+        # "container" it does not make / shared itself.
+        mount --make-rshared /
 
         # shellcheck disable=SC2086
         exec env -i container="$H_CONTAINER" SYSTEMD_COLORS=0 \
