@@ -95,5 +95,14 @@ run_counted "agent end to end" bash tests/integration/agent.sh build
 [ -d build-asan ] && run_counted "launcher (ASan/UBSan)" bash tests/integration/launcher.sh build-asan
 [ -d build-asan ] && run_counted "agent end to end (ASan/UBSan)" bash tests/integration/agent.sh build-asan
 
+# The sandbox benchmark: figures and ratios against bwrap and fork+exec,
+# measured in this run. It prints; it does not judge (targets are in the
+# README, not in a timed test). Counted only as having run.
+if RUNS=30 bash bench/run.sh build; then
+        echo "ok: sandbox benchmark ran"; passed=$((passed + 1))
+else
+        echo "FAIL: sandbox benchmark did not run"; failed=$((failed + 1))
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
