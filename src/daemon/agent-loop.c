@@ -1298,6 +1298,13 @@ static int agent_begin_running(AgentRun *run) {
                         agent_fail(run, "Cannot reset the workspace to its last checkpoint: %s", strerror(-r));
                         return r;
                 }
+                /* A rejected step is gone from the branch now. */
+                if (!streq_ptr(t->progress.head, t->progress.checkpoint)) {
+                        r = free_and_strdup(&t->progress.head, t->progress.checkpoint);
+                        if (r < 0)
+                                return agent_fail(run, "Out of memory."), r;
+                        task_bus_send_progress(t);
+                }
                 r = conversation_load(run);
                 if (r < 0) {
                         agent_fail(run, "The conversation record is damaged: %s", strerror(-r));
@@ -1321,7 +1328,9 @@ static void agent_advance(AgentRun *run) {
                         return;
                 _fallthrough_;
         case TASK_PREPARING:
-                if (agent_open_workspace(run, !t->progress.baseline_done && t->progress.step == 0) < 0)
+                /* Before the first step the workspace may be made (again, if
+                 * an earlier try was cut short); after it, only found. */
+                if (agent_open_workspace(run, t->progress.step == 0) < 0)
                         return;
                 if (agent_open_sandbox(run) < 0)
                         return;
