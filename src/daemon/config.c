@@ -218,15 +218,6 @@ static int config_assign_breakers(Config *c, const char *key, const char *value)
         return -ENOENT;
 }
 
-static char *strip(char *s) {
-        while (*s == ' ' || *s == '\t')
-                s++;
-        char *e = s + strlen(s);
-        while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
-                *--e = '\0';
-        return s;
-}
-
 static int config_assign(Config *c, const char *section, const char *key, const char *value) {
         if (streq(section, "Daemon"))
                 return config_assign_daemon(c, key, value);
@@ -239,48 +230,30 @@ static int config_assign(Config *c, const char *section, const char *key, const 
         return 0; /* [Model] sections are read by the model profiles (model-profile.c). */
 }
 
-int config_parse(Config *c, const char *text, const char *filename) {
-        _cleanup_free_ char *copy = strdup(text);
-        _cleanup_free_ char *section = strdup("");
-        unsigned line = 0;
+typedef struct ConfigParse {
+        Config *config;
+        const char *filename;
+} ConfigParse;
 
-        if (!copy || !section)
-                return -ENOMEM;
+static int config_line(const char *section, const char *key, const char *value, unsigned line, void *userdata) {
+        ConfigParse *p = userdata;
+        int r;
 
-        /* strsep(), not strtok(): empty lines count, so line numbers are right. */
-        for (char *next = copy, *l; (l = strsep(&next, "\n"));) {
-                line++;
-                l = strip(l);
-                if (l[0] == '\0' || l[0] == '#' || l[0] == ';')
-                        continue;
-
-                if (l[0] == '[') {
-                        char *e = strchr(l, ']');
-                        if (!e || e[1] != '\0') {
-                                log_warning("%s:%u: Bad section header, ignoring.", filename, line);
-                                continue;
-                        }
-                        *e = '\0';
-                        if (free_and_strdup(&section, l + 1) < 0)
-                                return -ENOMEM;
-                        continue;
-                }
-
-                char *eq = strchr(l, '=');
-                if (!eq) {
-                        log_warning("%s:%u: Line is not KEY=VALUE, ignoring.", filename, line);
-                        continue;
-                }
-                *eq = '\0';
-                const char *key = strip(l), *value = strip(eq + 1);
-
-                int r = config_assign(c, section, key, value);
-                if (r == -ENOENT)
-                        log_warning("%s:%u: Unknown key '%s' in section [%s], ignoring.", filename, line, key, section);
-                else if (r < 0)
-                        log_warning("%s:%u: Invalid value '%s' for %s=, ignoring.", filename, line, value, key);
-        }
+        if (!section || !key)
+                return 0;   /* a header, the end */
+        r = config_assign(p->config, section, key, value);
+        if (r == -ENOMEM)
+                return r;
+        if (r == -ENOENT)
+                log_warning("%s:%u: Unknown key '%s' in section [%s], ignoring.", p->filename, line, key, section);
+        else if (r < 0)
+                log_warning("%s:%u: Invalid value '%s' for %s=, ignoring.", p->filename, line, value, key);
         return 0;
+}
+
+int config_parse(Config *c, const char *text, const char *filename) {
+        ConfigParse p = { .config = c, .filename = filename };
+        return conf_parse_text(text, filename, true, config_line, &p);
 }
 
 static int config_parse_one(const char *text, const char *display, void *userdata) {

@@ -301,20 +301,6 @@ static const char *check_workspace(int fd, uid_t agentfab_uid, struct stat *ret)
         return NULL;
 }
 
-static char **build_environment(char **extra) {
-        _cleanup_strv_free_ char **env = NULL;
-
-        /* SECURITY: nothing of our own environment (the unit's): only what is declared. */
-        if (strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin") < 0 ||
-            strv_extend(&env, "HOME=" SANDBOX_WORKSPACE) < 0 ||
-            strv_extend(&env, "LANG=C.UTF-8") < 0)
-                return NULL;
-        for (char **s = extra; s && *s; s++)
-                if (strv_env_set(&env, *s) < 0)
-                        return NULL;
-        return TAKE_PTR(env);
-}
-
 static volatile pid_t child_pid = 0;
 
 static void on_terminate(int sig) {
@@ -396,7 +382,7 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
         if (r > 0)
                 log_notice("Stopped stale scope '%s' before making a new sandbox for task '%s'.", unit, req->task);
 
-        env = build_environment(req->env);
+        env = sandbox_environment(req->env);
         if (!env)
                 return log_oom();
 

@@ -295,15 +295,6 @@ static int model_profile_assign(ModelProfile *p, const char *key, const char *va
         return -ENOENT;
 }
 
-static char *strip(char *s) {
-        while (*s == ' ' || *s == '\t')
-                s++;
-        char *e = s + strlen(s);
-        while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
-                *--e = '\0';
-        return s;
-}
-
 /* One [Model] section as read: the lines are kept until the section ends,
  * since Name= may come after the keys it names. */
 typedef struct PendingLine {
@@ -390,55 +381,45 @@ static int pending_section_apply(ModelProfiles *p, PendingSection *s, const char
         return 0;
 }
 
-int model_profiles_parse(ModelProfiles *p, const char *text, const char *filename) {
-        _cleanup_free_ char *copy = strdup(text);
-        PendingSection s = {};
-        unsigned line = 0;
+typedef struct ProfilesParse {
+        ModelProfiles *profiles;
+        const char *filename;
+        PendingSection section;
+} ProfilesParse;
+
+static int profiles_line(const char *section, const char *key, const char *value, unsigned line, void *userdata) {
+        ProfilesParse *pp = userdata;
+        PendingSection *s = &pp->section;
         int r;
 
-        if (!copy)
-                return -ENOMEM;
-
-        for (char *next = copy, *l; (l = strsep(&next, "\n"));) {
-                line++;
-                l = strip(l);
-                if (l[0] == '\0' || l[0] == '#' || l[0] == ';')
-                        continue;
-
-                if (l[0] == '[') {
-                        char *e = strchr(l, ']');
-                        if (!e || e[1] != '\0')
-                                continue; /* config_parse() warns about these already. */
-                        *e = '\0';
-                        r = pending_section_apply(p, &s, filename);
-                        pending_section_reset(&s);
-                        if (r < 0)
-                                return r;
-                        s.active = streq(l + 1, "Model");
-                        s.start = line;
-                        continue;
-                }
-
-                if (!s.active)
-                        continue;
-
-                char *eq = strchr(l, '=');
-                if (!eq) {
-                        log_warning("%s:%u: Line is not KEY=VALUE, ignoring.", filename, line);
-                        continue;
-                }
-                *eq = '\0';
-                r = pending_section_add(&s, strip(l), strip(eq + 1), line);
-                if (r == -ENOMEM) {
-                        pending_section_reset(&s);
-                        return r;
-                }
+        if (!key) {
+                /* A section ends where the next begins, or with the text. */
+                r = pending_section_apply(pp->profiles, s, pp->filename);
+                pending_section_reset(s);
                 if (r < 0)
-                        log_warning("%s:%u: Too many lines in section [Model], ignoring.", filename, line);
+                        return r;
+                s->active = section && streq(section, "Model");
+                s->start = line;
+                return 0;
         }
+        if (!s->active)
+                return 0;   /* other sections belong to config_parse() */
 
-        r = pending_section_apply(p, &s, filename);
-        pending_section_reset(&s);
+        r = pending_section_add(s, key, value, line);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                log_warning("%s:%u: Too many lines in section [Model], ignoring.", pp->filename, line);
+        return 0;
+}
+
+int model_profiles_parse(ModelProfiles *p, const char *text, const char *filename) {
+        ProfilesParse pp = { .profiles = p, .filename = filename };
+        int r;
+
+        /* config_parse() reads the same files and warns about malformed lines. */
+        r = conf_parse_text(text, filename, false, profiles_line, &pp);
+        pending_section_reset(&pp.section);
         return r;
 }
 

@@ -188,20 +188,6 @@ static int parse_argv(int argc, char *argv[]) {
         return 1;
 }
 
-static char **build_environment(void) {
-        _cleanup_strv_free_ char **env = NULL;
-
-        /* SECURITY: nothing of the caller's environment: only what is declared. */
-        if (strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin") < 0 ||
-            strv_extend(&env, "HOME=" SANDBOX_WORKSPACE) < 0 ||
-            strv_extend(&env, "LANG=C.UTF-8") < 0)
-                return NULL;
-        for (char **s = arg_setenv; s && *s; s++)
-                if (strv_env_set(&env, *s) < 0)
-                        return NULL;
-        return TAKE_PTR(env);
-}
-
 static int write_file(const char *path, const char *text) {
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
         if (fd < 0)
@@ -324,7 +310,7 @@ int main(int argc, char *argv[]) {
                 return 2;
         }
 
-        env = build_environment();
+        env = sandbox_environment(arg_setenv);
         if (!env)
                 return log_oom(), 127;
         config.envp = env;

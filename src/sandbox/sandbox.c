@@ -22,6 +22,7 @@
 #include "macro.h"
 #include "exec-service.h"
 #include "sandbox.h"
+#include "string-util.h"
 
 /* Everything here runs in the freshly cloned child: no allocation, no stdio
  * buffers shared with the parent, errors as text on error_fd. */
@@ -428,4 +429,19 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
                         _exit(WEXITSTATUS(status));
                 _exit(128 + WTERMSIG(status));
         }
+}
+
+char **sandbox_environment(char **extra) {
+        _cleanup_strv_free_ char **env = NULL;
+
+        /* SECURITY: nothing of the caller's environment (a unit's, a user's):
+         * only what is declared. */
+        if (strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin") < 0 ||
+            strv_extend(&env, "HOME=" SANDBOX_WORKSPACE) < 0 ||
+            strv_extend(&env, "LANG=C.UTF-8") < 0)
+                return NULL;
+        for (char **s = extra; s && *s; s++)
+                if (strv_env_set(&env, *s) < 0)
+                        return NULL;
+        return TAKE_PTR(env);
 }

@@ -34,5 +34,10 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) __attribut
 /* execve() of argv[0] searched in envp's PATH (execvpe() would use ours). */
 void sandbox_exec_command(char **argv, char **envp);
 
+/* The whole environment of a sandbox's commands: a fixed minimum, then the
+ * declared NAME=VALUE entries of extra (may be NULL). Nothing of the
+ * caller's own environment. */
+char **sandbox_environment(char **extra);
+
 /* clone() flags of a sandbox. */
 unsigned long sandbox_clone_flags(bool userns);

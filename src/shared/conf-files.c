@@ -69,3 +69,58 @@ int conf_files_foreach(const char *path, conf_file_handler_t handler, void *user
         closedir(d);
         return 0;
 }
+
+static char *strip(char *s) {
+        while (*s == ' ' || *s == '\t')
+                s++;
+        char *e = s + strlen(s);
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+                *--e = '\0';
+        return s;
+}
+
+int conf_parse_text(const char *text, const char *filename, bool warn, conf_line_handler_t handler, void *userdata) {
+        _cleanup_free_ char *copy = strdup(text);
+        _cleanup_free_ char *section = strdup("");
+        unsigned line = 0;
+        int r;
+
+        if (!copy || !section)
+                return -ENOMEM;
+
+        /* strsep(), not strtok(): empty lines count, so line numbers are right. */
+        for (char *next = copy, *l; (l = strsep(&next, "\n"));) {
+                line++;
+                l = strip(l);
+                if (l[0] == '\0' || l[0] == '#' || l[0] == ';')
+                        continue;
+
+                if (l[0] == '[') {
+                        char *e = strchr(l, ']');
+                        if (!e || e[1] != '\0') {
+                                if (warn)
+                                        log_warning("%s:%u: Bad section header, ignoring.", filename, line);
+                                continue;
+                        }
+                        *e = '\0';
+                        if (free_and_strdup(&section, l + 1) < 0)
+                                return -ENOMEM;
+                        r = handler(section, NULL, NULL, line, userdata);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+
+                char *eq = strchr(l, '=');
+                if (!eq) {
+                        if (warn)
+                                log_warning("%s:%u: Line is not KEY=VALUE, ignoring.", filename, line);
+                        continue;
+                }
+                *eq = '\0';
+                r = handler(section, strip(l), strip(eq + 1), line, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return handler(NULL, NULL, NULL, line, userdata);
+}
