@@ -393,6 +393,21 @@ static int agent_open_workspace(AgentRun *run, bool create) {
         return 0;
 }
 
+static uint64_t agent_wall_budget_usec(AgentRun *run) {
+        Task *t = run->task;
+
+        return (t->spec.limits[TASK_LIMIT_MAX_WALL_CLOCK_SEC] != TASK_LIMIT_UNSET ?
+                t->spec.limits[TASK_LIMIT_MAX_WALL_CLOCK_SEC] * USEC_PER_SEC : run->manager->config.max_wall_clock_usec) +
+                t->progress.extra_wall_usec;
+}
+
+static uint64_t agent_command_timeout_usec(AgentRun *run) {
+        Task *t = run->task;
+
+        return t->spec.limits[TASK_LIMIT_COMMAND_TIMEOUT_SEC] != TASK_LIMIT_UNSET ?
+                t->spec.limits[TASK_LIMIT_COMMAND_TIMEOUT_SEC] * USEC_PER_SEC : run->manager->config.command_timeout_usec;
+}
+
 static int agent_open_sandbox(AgentRun *run) {
         _cleanup_free_ char *error = NULL;
         const Config *c = &run->manager->config;
@@ -410,6 +425,11 @@ static int agent_open_sandbox(AgentRun *run) {
                 .cpu_quota_percent = t->spec.limits[TASK_LIMIT_CPU_QUOTA_PERCENT] != TASK_LIMIT_UNSET ?
                         t->spec.limits[TASK_LIMIT_CPU_QUOTA_PERCENT] : c->cpu_quota_percent,
         };
+        /* The task's wall-clock budget is checked between steps; the scope's
+         * RuntimeMaxSec= is the backstop that ends the sandbox even if a step
+         * never ends: what is left of the budget, plus one command's time. */
+        uint64_t wall = agent_wall_budget_usec(run), used = t->progress.wall_usec;
+        limits.runtime_max_sec = ((wall > used ? wall - used : 0) + agent_command_timeout_usec(run)) / USEC_PER_SEC + 60;
         r = sandbox_session_open(run->manager->event, c->launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, t->id,
                                  ledger_workspace_fd(run->ledger), &limits, NULL, &error, &run->session);
         if (r < 0) {
@@ -431,8 +451,7 @@ static void on_command_done(SandboxSession *s, int error, const ExecResult *resu
 static int agent_run_command(AgentRun *run, const char *tool, const char *command, uint64_t timeout_sec) {
         const Config *c = &run->manager->config;
         Task *t = run->task;
-        uint64_t timeout = t->spec.limits[TASK_LIMIT_COMMAND_TIMEOUT_SEC] != TASK_LIMIT_UNSET ?
-                t->spec.limits[TASK_LIMIT_COMMAND_TIMEOUT_SEC] * USEC_PER_SEC : c->command_timeout_usec;
+        uint64_t timeout = agent_command_timeout_usec(run);
         char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) command, NULL };
         _cleanup_free_ char *banner = NULL;
 
@@ -610,9 +629,7 @@ static int agent_check_budget(AgentRun *run) {
         uint64_t steps = LIMIT(TASK_LIMIT_MAX_STEPS, c->max_steps) + p->extra_steps;
         uint64_t tokens = LIMIT(TASK_LIMIT_MAX_TOKENS, c->max_tokens) + p->extra_tokens;
         uint64_t commands = LIMIT(TASK_LIMIT_MAX_COMMANDS, c->max_commands) + p->extra_commands;
-        uint64_t wall = (t->spec.limits[TASK_LIMIT_MAX_WALL_CLOCK_SEC] != TASK_LIMIT_UNSET ?
-                         t->spec.limits[TASK_LIMIT_MAX_WALL_CLOCK_SEC] * USEC_PER_SEC : c->max_wall_clock_usec) +
-                p->extra_wall_usec;
+        uint64_t wall = agent_wall_budget_usec(run);
 #undef LIMIT
 
         agent_count_clock(run);

@@ -472,6 +472,10 @@ EOF
         local n
         n=$(hx python3 -c "import json,sys; print(sum(1 for l in open('/var/lib/agentfab/tasks/$id/conversation.jsonl') if json.loads(l)['role']=='assistant'))")
         [ "$n" = 5 ] && ok "conversation: each step once (5 assistant messages)" || fail "assistant messages: $n"
+        # The killed daemon's sandbox ended with its connection; nothing leaked.
+        local left
+        left=$(hx systemctl list-units --all --no-legend 'agentfab-task-*.scope' | grep -v 'inactive\|not-found')
+        [ -z "$left" ] && ok "no task scope left behind after the crash" || fail "scopes left: $left"
 }
 
 main() {
