@@ -371,16 +371,22 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 fprintf(stderr, "submit needs --repo=PATH and --goal=TEXT.\n");
                 return EXIT_USAGE;
         }
+        /* A URL goes to the daemon as it is: it fetches it itself. */
+        if (strstr(arg_repo, "://")) {
+                if (strlen(arg_repo) >= sizeof(repo)) {
+                        fprintf(stderr, "Repository URL is too long.\n");
+                        return EXIT_USAGE;
+                }
+                strcpy(repo, arg_repo);
         /* The daemon wants an absolute path; resolve a relative one against our cwd. */
-        if (!realpath(arg_repo, repo)) {
+        } else if (!realpath(arg_repo, repo)) {
                 fprintf(stderr, "Repository '%s': %s\n", arg_repo, strerror(errno));
                 return EXIT_USAGE;
         }
         /* The repository goes to the daemon as an open directory too: it is
          * read through that, with our right to read it, so a private one
          * works without giving the daemon access of its own. */
-        repo_fd = open(repo, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (repo_fd < 0) {
+        if (!strstr(repo, "://") && (repo_fd = open(repo, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
                 fprintf(stderr, "Repository '%s': %s\n", repo, strerror(errno));
                 return EXIT_USAGE;
         }
@@ -391,7 +397,7 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
         if (r >= 0)
                 r = append_string_entry(m, "repository", repo);
-        if (r >= 0)
+        if (r >= 0 && repo_fd >= 0)
                 r = sd_bus_message_append(m, "{sv}", "repository_fd", "h", repo_fd);
         if (r >= 0)
                 r = append_string_entry(m, "goal", arg_goal);
@@ -722,8 +728,8 @@ static int verb_fetch(sd_bus *bus, int argc, char *argv[]) {
         if (r != EXIT_OK)
                 return r;
         target = arg_repo ?: repository;
-        if (isempty(target)) {
-                fprintf(stderr, "The task names no repository: give one with --repo=PATH.\n");
+        if (isempty(target) || strstr(target, "://")) {
+                fprintf(stderr, "The task's repository is not a local one: give one to fetch into with --repo=PATH.\n");
                 return EXIT_USAGE;
         }
         if (asprintf(&branch, "agentfab/%s", argv[1]) < 0)

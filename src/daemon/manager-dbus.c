@@ -196,7 +196,9 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
         /* A repository handed over as an open directory is read through it
          * only, with no check of the path: whoever could open it may use it,
          * and the daemon needs no right of its own to read it. */
-        if (spec.repository_fd < 0) {
+        /* A URL is fetched by the daemon when the task is prepared; that is
+         * where it is found readable or not, and base resolved. */
+        if (spec.repository_fd < 0 && !task_repository_url_is_valid(spec.repository)) {
                 r = repository_check(spec.repository, spec.base, &caller, &canonical, error);
                 if (r < 0)
                         return r;

@@ -52,6 +52,25 @@ void task_spec_done(TaskSpec *spec) {
         task_spec_init(spec);
 }
 
+bool task_repository_url_is_valid(const char *url) {
+        const char *host, *end;
+
+        /* SECURITY: the daemon fetches a URL with its own network access:
+         * https only (no plain http, no git://, no ssh with the daemon's
+         * keys, no file:// that would read local paths unchecked), and no
+         * credentials in the URL, which would be stored and logged. */
+        if (!url || !strneq(url, "https://", 8))
+                return false;
+        host = url + 8;
+        end = host + strcspn(host, "/?#");
+        if (end == host || memchr(host, '@', (size_t) (end - host)))
+                return false;
+        for (const char *c = url; *c; c++)
+                if ((unsigned char) *c <= ' ' || *c == '\\' || (unsigned char) *c == 0x7f)
+                        return false;
+        return *end == '/' && end[1] != '\0';
+}
+
 static int invalid(sd_bus_error *error, const char *fmt, const char *key) {
         return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC, fmt, key);
 }
@@ -94,7 +113,12 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
 
         if (streq(key, "repository")) {
                 field = &spec->repository, max = TASK_REPOSITORY_MAX, multiline = false;
-                if (value[0] != '/')
+                if (strstr(value, "://")) {
+                        if (!task_repository_url_is_valid(value))
+                                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                         "Repository URL '%s' is not supported: only https://HOST/PATH, "
+                                                         "without a user name or password in it.", value);
+                } else if (value[0] != '/')
                         return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
                                                  "Repository '%s' is not an absolute path.", value);
         } else if (streq(key, "goal"))

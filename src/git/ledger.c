@@ -743,6 +743,10 @@ static int import_url(git_repository *repo, const char *url, const char *base, u
         git_oid id;
         int r;
 
+        /* A remote's HEAD is its default branch. */
+        if (base && streq(base, "HEAD"))
+                base = NULL;
+
         cbs.transfer_progress = fetch_progress_cb;
         cbs.payload = &p;
         fo.callbacks = cbs;

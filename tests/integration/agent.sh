@@ -137,6 +137,15 @@ EOF
                 chmod 755 "$R/home/$u"
         done
         usermod --root "$R" -aG sudo carol || return 1
+
+        # A certificate for the https repository server of t_https_repo, trusted
+        # inside the booted system as a site's own CA would be (before boot:
+        # libgit2 reads the trust store once, when agentfabd starts).
+        mkdir -p "$WORK/https" "$R/usr/local/share/ca-certificates"
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/https/key.pem" -out "$WORK/https/cert.pem" -days 2 \
+                -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" >/dev/null 2>&1 || return 1
+        cp "$WORK/https/cert.pem" "$R/usr/local/share/ca-certificates/agentfab-test.crt"
+        chroot "$R" update-ca-certificates >/dev/null 2>&1 || return 1
         echo 'carol:carol-secret' | chpasswd --root "$R" || return 1
 }
 
@@ -439,6 +448,42 @@ for l in open('$WORK/requests.jsonl'): print(json.dumps(json.loads(l)['body']))"
                 ok "the sandbox has no credentials directory" || fail "credentials visible in the sandbox?"
 }
 
+t_https_repo() {
+        echo "=== a repository by https URL, fetched by the daemon"
+        local d=$WORK/https gport id out
+        rm -rf "$d/root" "$d/src"; mkdir -p "$d/root" "$d/src"
+        (cd "$d/src" && git init -q && printf 'def add(a, b):\n    return a - b\n' > calc.py &&
+                printf 'import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\nif __name__ == "__main__":\n    unittest.main()\n' > test_calc.py &&
+                git add . && git -c user.name=remote -c user.email=r@r commit -q -m 'calc from afar' &&
+                git clone -q --bare . "$d/root/calc.git")
+        python3 "$SRC/tests/git-https-server.py" --root "$d/root" --cert "$d/cert.pem" --key "$d/key.pem" \
+                --log "$d/requests.log" > "$d/port" 2> "$d/err" &
+        local gpid=$!
+        for i in $(seq 100); do [ -s "$d/port" ] && break; sleep 0.05; done
+        gport=$(head -1 "$d/port")
+        model "$WORK/fix.json" --by-step || { fail "model server"; kill $gpid; return; }
+
+        id=$(hx_as alice "${CTL[@]}" submit --repo "https://localhost:$gport/calc.git" --goal "Make add() add" \
+                --test "python3 -m unittest -v" 2>&1) || { fail "submit: $id"; kill $gpid; return; }
+        ok "submitted by URL"
+        if wait_state "$id" succeeded; then ok "task on a fetched repository succeeded"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; kill $gpid; return; fi
+        grep -q 'GET /calc.git/info/refs?service=git-upload-pack' "$d/requests.log" && ok "the daemon fetched over https" || fail "no fetch seen"
+        hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%an "agentfab/$id" | grep -q remote &&
+                ok "the branch starts at the remote's commit" || fail "no remote history"
+
+        out=$(hx_as alice "${CTL[@]}" submit --repo "http://127.0.0.1:$gport/calc.git" --goal g 2>&1) &&
+                fail "plain http accepted" || { grep -q 'only https' <<<"$out" && ok "plain http refused" || fail "http: $out"; }
+        out=$(hx_as alice "${CTL[@]}" submit --repo "https://user:secret@127.0.0.1:$gport/calc.git" --goal g 2>&1) &&
+                fail "credentials in URL accepted" || { grep -q 'without a user name or password' <<<"$out" && ok "credentials in a URL refused" || fail "userinfo: $out"; }
+        id=$(hx_as alice "${CTL[@]}" submit --repo "https://localhost:$gport/nothing.git" --goal g 2>&1) || { fail "submit: $id"; kill $gpid; return; }
+        if wait_state "$id" failed; then
+                [[ $(task_prop "$id" Reason) == *"workspace"* ]] && ok "an unreachable repository fails with a reason" ||
+                        fail "reason: $(task_prop "$id" Reason)"
+        else fail "missing repository: $(task_prop "$id" State)"; fi
+        kill $gpid 2>/dev/null; wait $gpid 2>/dev/null
+}
+
 t_kill9_resume() {
         echo "=== SIGKILL of the daemon in the middle of a step"
         cat > "$WORK/kill.json" <<'EOF'
@@ -490,6 +535,7 @@ main() {
         t_faults
         t_context_budget
         t_api_key
+        t_https_repo
         t_kill9_resume
 
         echo "=== sanitizers and crashes"

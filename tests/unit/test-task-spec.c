@@ -212,8 +212,44 @@ static void test_message(void) {
         task_spec_done(&s);
 }
 
+/* The daemon fetches a URL with its own rights and network: only https,
+ * never credentials in the URL (they would be stored and logged), never a
+ * local file:// that would skip the caller's access check. */
+static void test_repository_urls(void) {
+        static const struct { const char *url; bool ok; } cases[] = {
+                { "https://git.example.org/team/project.git", true },
+                { "https://localhost:8443/calc.git", true },
+                { "https://git.example.org/p?x=1", true },
+                { "http://git.example.org/project.git", false },
+                { "file:///etc", false },
+                { "git://example.org/x", false },
+                { "ssh://git@example.org/x", false },
+                { "https://user:pw@example.org/x.git", false },
+                { "https://token@example.org/x.git", false },
+                { "https://example.org", false },
+                { "https://example.org/", false },
+                { "https:///path", false },
+                { "https://exa mple.org/x", false },
+                { "https://example.org/x\ny", false },
+        };
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                CHECK(task_repository_url_is_valid(cases[i].url) == cases[i].ok, "URL '%s' %s", cases[i].url,
+                      cases[i].ok ? "accepted" : "refused");
+
+        TaskSpec spec;
+        task_spec_init(&spec);
+        CHECK(task_spec_set_string(&spec, "repository", "https://user:pw@example.org/x.git", &e) < 0 &&
+              strstr(e.message, "without a user name or password"), "a spec with credentials in its URL is refused clearly");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_string(&spec, "repository", "https://example.org/x.git", &e) >= 0, "an https URL is a repository");
+        task_spec_done(&spec);
+}
+
 int main(void) {
         test_strings();
+        test_repository_urls();
         test_limits();
         test_message();
         return tap_done();
