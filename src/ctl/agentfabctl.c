@@ -918,6 +918,44 @@ static int stream_connect(const char *id, const char *stream, bool follow) {
         return fd;
 }
 
+static const char *event_field(json_object *j, const char *key) {
+        const char *s = NULL;
+        (void) json_get_string(j, key, &s);
+        return strempty(s);
+}
+
+/* One line per event of the agent at work; the texts come from the model
+ * and the sandbox, so only their first line is shown, shortened. */
+static void print_agent_event(const char *when, const char *type, json_object *j) {
+        _cleanup_free_ char *a = NULL, *b = NULL;
+        const char *step = event_field(j, "step");
+
+        if (streq(type, "plan")) {
+                a = strshorten_line(event_field(j, "plan"), 100);
+                printf("%s  plan: %s\n", when, strempty(a));
+        } else if (streq(type, "model-call")) {
+                a = strshorten_line(event_field(j, "error"), 100);
+                printf("%s  step %s: model %s%s%s\n", when, step, event_field(j, "model"),
+                       isempty(a) ? "" : " failed: ", strempty(a));
+        } else if (streq(type, "command")) {
+                a = strshorten_line(event_field(j, "command"), 80);
+                printf("%s  step %s: $ %s (%s)\n", when, step, strempty(a), event_field(j, "result"));
+        } else if (streq(type, "file-change")) {
+                a = strshorten_line(event_field(j, "path"), 100);
+                printf("%s  step %s: %s %s\n", when, step, event_field(j, "tool"), strempty(a));
+        } else if (streq(type, "step")) {
+                a = strshorten_line(event_field(j, "subject"), 72);
+                printf("%s  step %s done%s%.12s: %s\n", when, step, isempty(event_field(j, "commit")) ? "" : ", commit ",
+                       event_field(j, "commit"), strempty(a));
+        } else if (streq(type, "breaker")) {
+                b = strshorten_line(event_field(j, "reason"), 120);
+                printf("%s  breaker %s: %s\n", when, event_field(j, "breaker"), strempty(b));
+        } else if (streq(type, "delivered"))
+                printf("%s  delivered %s at %.12s\n", when, event_field(j, "branch"), event_field(j, "commit"));
+        else
+                printf("%s  %s\n", when, type);
+}
+
 /* Reads JSON lines until "end" or an error; prints them for people or raw. */
 static int stream_follow(int fd) {
         _cleanup_free_ char *buf = NULL;
@@ -992,7 +1030,7 @@ static int stream_follow(int fd) {
                                 else if (streq(type, "request"))
                                         printf("%s  %s requested\n", when, req);
                                 else
-                                        printf("%s  %s\n", when, type);
+                                        print_agent_event(when, type, j);
                         }
                         fflush(stdout);
 
