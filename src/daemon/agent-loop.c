@@ -23,6 +23,7 @@
 #include "string-util.h"
 #include "task-store.h"
 #include "tools.h"
+#include "worker.h"
 
 #define CONVERSATION_MAX   (64u * 1024u * 1024u)
 #define TOOL_OUTPUT_MAX    (1024u * 1024u)
@@ -35,6 +36,7 @@
 
 typedef enum AgentPhase {
         PHASE_IDLE,                /* nothing in flight: agent_advance() decides */
+        PHASE_PREPARE,             /* the workspace is being made, in a worker thread */
         PHASE_BASELINE,            /* the test command before any change */
         PHASE_MODEL,               /* a model call in flight */
         PHASE_TOOL,                /* a command of a tool call in flight */
@@ -55,6 +57,7 @@ struct AgentRun {
         char *api_key;
         char *model_name;          /* "<profile>/<model>" for trailers and the journal */
         ModelCall *call;
+        Worker *worker;            /* making the workspace */
         ModelReplay *replay;       /* with spec.replay: the recorded exchanges instead of the endpoint */
         json_object *messages;     /* the conversation: acknowledged messages, then the step in flight */
         json_object *tools;
@@ -114,6 +117,7 @@ static AgentRun *agent_run_free(AgentRun *run) {
                 return NULL;
         if (run->call)
                 model_call_cancel(run->call);
+        worker_detach(run->worker);
         sd_event_source_disable_unref(run->defer);
         sd_event_source_disable_unref(run->dispose);
         sandbox_session_free(run->session);
@@ -150,6 +154,9 @@ void agent_stop(Task *t) {
                 model_call_cancel(run->call);
                 run->call = NULL;
         }
+        /* A clone in flight finishes on its own data and is thrown away. */
+        worker_detach(run->worker);
+        run->worker = NULL;
         sd_event_source_set_enabled(run->defer, SD_EVENT_OFF);
         if (sd_event_add_defer(run->manager->event, &run->dispose, on_dispose, run) < 0)
                 agent_run_free(run);   /* out of memory: better now than never */
@@ -361,9 +368,62 @@ static int system_prompt(AgentRun *run, char **ret) {
 
 /* ---- Preparing: the workspace, the sandbox, the baseline. ---- */
 
+/* Making the workspace may mean cloning a big repository, over the network
+ * even: it runs in a worker thread, on data of its own, while the loop
+ * serves everything else. */
+typedef struct CreateJob {
+        int dir_fd;
+        char *source;
+        char *base;
+        char *branch;
+        LedgerOptions options;
+        Ledger *ledger;            /* the result */
+        char *error;
+} CreateJob;
+
+static int create_job_run(void *p) {
+        CreateJob *j = p;
+
+        /* A half-made workspace of an interrupted preparation goes first. */
+        (void) rm_rf_at(j->dir_fd, "ledger.git");
+        (void) rm_rf_at(j->dir_fd, TASK_WORKSPACE_DIR);
+        return ledger_create(j->dir_fd, j->source, -EBADF, j->base, j->branch, &j->options, &j->error, &j->ledger);
+}
+
+static void create_job_free(void *p) {
+        CreateJob *j = p;
+
+        if (!j)
+                return;
+        ledger_free(j->ledger);
+        safe_close(j->dir_fd);
+        free(j->source);
+        free(j->base);
+        free(j->branch);
+        free(j->error);
+        free(j);
+}
+
+static void on_create_done(Worker *w, int r, void *p, void *userdata) {
+        CreateJob *j = p;
+        AgentRun *run = userdata;
+
+        (void) w;
+        run->worker = NULL;
+        run->phase = PHASE_IDLE;
+        if (!run->task)
+                return;
+        if (r < 0)
+                return agent_fail(run, "Cannot prepare the workspace: %s", j->error ?: strerror(-r));
+        run->ledger = TAKE_PTR(j->ledger);
+        agent_schedule(run);
+}
+
+/* 0: the workspace is there; 1: it is being made (agent_advance() runs
+ * again when it is); negative: the task failed. */
 static int agent_open_workspace(AgentRun *run, bool create) {
-        _cleanup_free_ char *error = NULL;
         Task *t = run->task;
+        CreateJob *j;
         int r;
 
         if (run->ledger)
@@ -376,21 +436,27 @@ static int agent_open_workspace(AgentRun *run, bool create) {
                 return r;
         }
 
-        /* A half-made workspace of an interrupted preparation goes first. */
-        (void) rm_rf_at(run->dir_fd, "ledger.git");
-        (void) rm_rf_at(run->dir_fd, TASK_WORKSPACE_DIR);
-
-        LedgerOptions o = {
-                .max_bytes = run->manager->config.max_repository_size,
-                .submodules = false,
+        j = calloc(1, sizeof(CreateJob));
+        if (!j)
+                return agent_fail(run, "Out of memory."), -ENOMEM;
+        *j = (CreateJob) {
+                .dir_fd = fcntl(run->dir_fd, F_DUPFD_CLOEXEC, 3),
+                .source = strdup(t->spec.repository),
+                .base = strdup(t->spec.base ?: "HEAD"),
+                .branch = strdup(t->branch),
+                .options = { .max_bytes = run->manager->config.max_repository_size, .submodules = false },
         };
-        r = ledger_create(run->dir_fd, t->spec.repository, -EBADF, t->spec.base ?: "HEAD", t->branch, &o, &error,
-                          &run->ledger);
-        if (r < 0) {
-                agent_fail(run, "Cannot prepare the workspace: %s", error ?: strerror(-r));
-                return r;
+        if (j->dir_fd < 0 || !j->source || !j->base || !j->branch) {
+                create_job_free(j);
+                return agent_fail(run, "Cannot prepare the workspace: out of resources."), -ENOMEM;
         }
-        return 0;
+        r = worker_start(run->manager->event, create_job_run, on_create_done, create_job_free, j, run, &run->worker);
+        if (r < 0) {
+                create_job_free(j);
+                return agent_fail(run, "Cannot start preparing the workspace: %s", strerror(-r)), r;
+        }
+        run->phase = PHASE_PREPARE;
+        return 1;
 }
 
 static uint64_t agent_wall_budget_usec(AgentRun *run) {
@@ -1296,7 +1362,7 @@ static int agent_begin_running(AgentRun *run) {
         int r;
 
         if (!run->ledger && agent_open_workspace(run, false) < 0)
-                return -EIO;
+                return -EIO;   /* only opened here, never made: 0 or failed */
 
         if (!run->messages) {
                 /* Resume from the acknowledged checkpoint: no trace of a
@@ -1347,8 +1413,9 @@ static void agent_advance(AgentRun *run) {
         case TASK_PREPARING:
                 /* Before the first step the workspace may be made (again, if
                  * an earlier try was cut short); after it, only found. */
-                if (agent_open_workspace(run, t->progress.step == 0) < 0)
-                        return;
+                r = agent_open_workspace(run, t->progress.step == 0);
+                if (r != 0)
+                        return;   /* failed, or continues when the workspace is made */
                 if (agent_open_sandbox(run) < 0)
                         return;
                 if (!t->progress.baseline_done && !isempty(t->spec.test_command)) {

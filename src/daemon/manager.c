@@ -11,6 +11,7 @@
 #include "agentfab-bus.h"
 #include "audit.h"
 #include "exec-session.h"
+#include "ledger.h"
 #include "fs-util.h"
 #include "log.h"
 #include "manager.h"
@@ -42,6 +43,9 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         r = config_load(&m->config, m->config_path);
         if (r < 0)
                 return r;
+        /* Once, here: worker threads use libgit2 later. */
+        ledger_library_init();
+
         r = model_profiles_init(&m->profiles);
         if (r >= 0)
                 r = model_profiles_load(&m->profiles, m->config_path);

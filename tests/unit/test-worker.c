@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "worker.h"
+
+typedef struct Job {
+        int value;
+        int *freed;
+} Job;
+
+static int job_run(void *p) {
+        Job *j = p;
+        usleep(50 * 1000);
+        return j->value;
+}
+
+static void job_free(void *p) {
+        Job *j = p;
+        (*j->freed)++;
+        free(j);
+}
+
+static int done_result = -1, done_calls = 0;
+
+static void on_done(Worker *w, int r, void *job, void *userdata) {
+        (void) w, (void) job;
+        done_result = r;
+        done_calls++;
+        (void) userdata;
+}
+
+int main(void) {
+        sd_event *e = NULL;
+        Worker *w = NULL;
+        int freed = 0, ticks = 0;
+        Job *j;
+
+        CHECK(sd_event_new(&e) >= 0, "event loop");
+
+        /* The loop goes on while the job runs, and hears its result once. */
+        j = calloc(1, sizeof(Job));
+        *j = (Job) { .value = 7, .freed = &freed };
+        CHECK(worker_start(e, job_run, on_done, job_free, j, e, &w) >= 0, "worker started");
+        while (done_calls == 0 && sd_event_run(e, 10 * 1000) >= 0)
+                ticks++;
+        CHECK(done_result == 7 && done_calls == 1, "done() got the job's result once (%d)", done_result);
+        CHECK(freed == 1, "the job was freed after done()");
+        CHECK(ticks >= 1, "the loop ran while the job worked (%d turns)", ticks);
+
+        /* Detached: the owner went away; the job still finishes and is freed,
+         * and nobody is called back. */
+        done_calls = 0;
+        j = calloc(1, sizeof(Job));
+        *j = (Job) { .value = 9, .freed = &freed };
+        CHECK(worker_start(e, job_run, on_done, job_free, j, e, &w) >= 0, "second worker started");
+        worker_detach(w);
+        for (int i = 0; i < 100 && freed < 2; i++)
+                (void) sd_event_run(e, 20 * 1000);
+        CHECK(done_calls == 0, "a detached worker calls nobody back");
+        CHECK(freed == 2, "a detached worker's job is freed when the thread ends");
+
+        sd_event_unref(e);
+        return tap_done();
+}
