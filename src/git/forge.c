@@ -94,6 +94,56 @@ bool forge_api_is_valid(const char *api) {
         return true;
 }
 
+bool forge_push_url_is_valid(const char *url, bool allow_file) {
+        const char *rest, *slash;
+
+        if (!url || strlen(url) > FORGE_URL_MAX)
+                return false;
+        for (const unsigned char *c = (const unsigned char *) url; *c; c++)
+                if (*c <= ' ' || *c >= 127 || strchr("?#\\", *c))
+                        return false;
+        if (strneq(url, "https://", 8)) {
+                rest = url + 8;
+                slash = strchr(rest, '/');
+                /* A host, a path, and no "user:password@" in the authority. */
+                if (!slash || slash == rest || slash[1] == '\0' || memchr(rest, '@', (size_t) (slash - rest)))
+                        return false;
+                return !strstr(slash, "/../") && !strstr(slash, "/./");
+        }
+        if (allow_file && strneq(url, "file:///", 8))
+                return url[8] != '\0' && !strstr(url + 7, "/../") && !strstr(url + 7, "/./");
+        return false;
+}
+
+/* The host[:port] of an http(s) URL, as written (lower-cased). */
+static char *url_authority(const char *url) {
+        const char *rest;
+        char *a;
+
+        if (strneq(url, "https://", 8))
+                rest = url + 8;
+        else if (strneq(url, "http://", 7))
+                rest = url + 7;
+        else
+                return NULL;
+        a = strndup(rest, strcspn(rest, "/"));
+        for (char *c = a; c && *c; c++)
+                *c = (char) tolower((unsigned char) *c);
+        return a;
+}
+
+bool forge_push_url_matches_api(const char *api, const char *push_url) {
+        _cleanup_free_ char *a = NULL, *p = NULL;
+
+        if (!api || !push_url || !strneq(push_url, "https://", 8))
+                return false;
+        a = url_authority(api);
+        p = url_authority(push_url);
+        if (!a || !p || isempty(a) || isempty(p) || strchr(p, '@'))
+                return false;
+        return streq(a, p) || (strneq(a, "api.", 4) && streq(a + 4, p));
+}
+
 /* A branch name as git-check-ref-format(1) would take it, conservatively. */
 static bool ref_is_valid(const char *ref) {
         size_t l = strlen(ref);

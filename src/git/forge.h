@@ -58,6 +58,19 @@ int forge_repository_split(const char *s, char **ret_owner, char **ret_repo);
  * no fragment, no control characters or spaces, at most FORGE_API_MAX. */
 bool forge_api_is_valid(const char *api);
 
+/* A URL to push a task's branch to: https://HOST/... or, with allow_file,
+ * file:///PATH. No user information (a secret would end up in the task's
+ * record, on the bus and in the journal), no query or fragment, no spaces
+ * or control characters, at most FORGE_URL_MAX. */
+bool forge_push_url_is_valid(const char *url, bool allow_file);
+
+/* Whether the forge's token may go with a push to push_url: an https push
+ * URL on the API's own host and port, or, as GitHub has it, the API on
+ * "api." of the push host (https://api.github.com, https://github.com).
+ * SECURITY: otherwise a submitter could name any host as the push URL and
+ * have the factory hand it the forge's token. */
+bool forge_push_url_matches_api(const char *api, const char *push_url);
+
 /* POSTs {title, body, head, base} to {api}/repos/{owner}/{repo}/pulls.
  * On success (HTTP 201, or 200) returns 0 and the pull request's html_url.
  * Otherwise a negative errno and, in *ret_error, a one-line message: the

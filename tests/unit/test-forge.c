@@ -285,6 +285,36 @@ static void test_names(void) {
               "API URLs accepted");
 }
 
+/* Push URLs: what would leak a secret or reach outside the forge is refused,
+ * and the token only goes with a push to the forge's own host. */
+static void test_push_urls(void) {
+        CHECK(forge_push_url_is_valid("https://gitea.example/alice/proj.git", false), "https push URL");
+        CHECK(!forge_push_url_is_valid("https://alice:pw@gitea.example/alice/proj.git", false), "user information refused");
+        CHECK(!forge_push_url_is_valid("https://gitea.example", false), "no path refused");
+        CHECK(!forge_push_url_is_valid("http://gitea.example/a/b.git", true), "plain http refused");
+        CHECK(!forge_push_url_is_valid("ssh://git@gitea.example/a/b.git", true), "ssh refused");
+        CHECK(!forge_push_url_is_valid("https://gitea.example/a b.git", false), "space refused");
+        CHECK(!forge_push_url_is_valid("file:///srv/remote.git", false), "file:// refused unless allowed");
+        CHECK(forge_push_url_is_valid("file:///srv/remote.git", true), "file:// when allowed");
+        CHECK(!forge_push_url_is_valid("file:///srv/../var/lib/agentfab/x.git", true), "file:// with .. refused");
+        CHECK(!forge_push_url_is_valid("/srv/remote.git", true), "a bare path refused");
+
+        CHECK(forge_push_url_matches_api("https://gitea.example/api/v1", "https://gitea.example/alice/proj.git"),
+              "token goes to the API's own host");
+        CHECK(forge_push_url_matches_api("https://api.github.com", "https://github.com/alice/proj.git"),
+              "token goes to github.com for api.github.com");
+        CHECK(forge_push_url_matches_api("https://GHE.example/api/v3", "https://ghe.example/alice/proj.git"),
+              "host names compared without case");
+        CHECK(!forge_push_url_matches_api("https://gitea.example/api/v1", "https://evil.example/alice/proj.git"),
+              "token never goes to another host");
+        CHECK(!forge_push_url_matches_api("https://gitea.example/api/v1", "https://gitea.example:8443/a/b.git"),
+              "nor to another port");
+        CHECK(!forge_push_url_matches_api("https://gitea.example/api/v1", "https://gitea.example.evil.example/a/b.git"),
+              "nor to a host that only starts like it");
+        CHECK(!forge_push_url_matches_api("https://gitea.example/api/v1", "file:///srv/remote.git"),
+              "nor with a file:// push");
+}
+
 int main(void) {
         if (!mkdtemp(tmpdir)) {
                 printf("Bail out! mkdtemp: %m\n");
@@ -296,6 +326,7 @@ int main(void) {
         }
 
         test_names();
+        test_push_urls();
         test_gitea();
         test_github();
         test_no_token();
