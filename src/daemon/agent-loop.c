@@ -1781,6 +1781,10 @@ void agent_prepare_resume(Task *t) {
         t->progress.breaker = mfree_ptr(t->progress.breaker);
         t->progress.breaker_commit = mfree_ptr(t->progress.breaker_commit);
         t->progress.malformed = 0;
+        /* Whatever it does from here on is pushed again at delivery (a
+         * fast-forward of what was pushed, if anything was); a pull request
+         * already opened follows the branch by itself. */
+        t->progress.pushed = false;
 }
 
 int agent_read_summary(Task *t, char **ret) {
