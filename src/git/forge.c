@@ -94,6 +94,14 @@ bool forge_api_is_valid(const char *api) {
         return true;
 }
 
+/* "/./" or "/../" in the path, or at its end. */
+static bool path_has_dot_component(const char *path) {
+        size_t l = strlen(path);
+
+        return strstr(path, "/../") || strstr(path, "/./") ||
+                (l >= 3 && streq(path + l - 3, "/..")) || (l >= 2 && streq(path + l - 2, "/."));
+}
+
 bool forge_push_url_is_valid(const char *url, bool allow_file) {
         const char *rest, *slash;
 
@@ -108,10 +116,11 @@ bool forge_push_url_is_valid(const char *url, bool allow_file) {
                 /* A host, a path, and no "user:password@" in the authority. */
                 if (!slash || slash == rest || slash[1] == '\0' || memchr(rest, '@', (size_t) (slash - rest)))
                         return false;
-                return !strstr(slash, "/../") && !strstr(slash, "/./");
+                return !path_has_dot_component(slash);
         }
+        /* libgit2 decodes %XX in file URLs: none, so that "/../" cannot be spelt otherwise. */
         if (allow_file && strneq(url, "file:///", 8))
-                return url[8] != '\0' && !strstr(url + 7, "/../") && !strstr(url + 7, "/./");
+                return url[8] != '\0' && !strchr(url, '%') && !path_has_dot_component(url + 7);
         return false;
 }
 

@@ -298,6 +298,8 @@ static void test_push_urls(void) {
         CHECK(forge_push_url_is_valid("file:///srv/remote.git", true), "file:// when allowed");
         CHECK(!forge_push_url_is_valid("file:///srv/../var/lib/agentfab/x.git", true), "file:// with .. refused");
         CHECK(!forge_push_url_is_valid("/srv/remote.git", true), "a bare path refused");
+        CHECK(!forge_push_url_is_valid("file:///srv/remote.git/..", true), "file:// ending in .. refused");
+        CHECK(!forge_push_url_is_valid("file:///srv/%2e%2e/var/lib/agentfab/x.git", true), "file:// with %%-escapes refused");
 
         CHECK(forge_push_url_matches_api("https://gitea.example/api/v1", "https://gitea.example/alice/proj.git"),
               "token goes to the API's own host");
