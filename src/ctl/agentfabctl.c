@@ -45,6 +45,10 @@ static const char *arg_model = NULL;
 static const char *arg_comment = NULL;
 static const char *arg_format = "mbox";
 static const char *arg_replay = NULL;
+static const char *arg_push_url = NULL;
+static const char *arg_forge = NULL;
+static const char *arg_forge_repository = NULL;
+static const char *arg_pr_base = NULL;
 static char **arg_limits = NULL;
 
 static pid_t agent_pid = 0;
@@ -89,6 +93,11 @@ static void help(void) {
                "     --base=REF                Commit to start from (default: HEAD)\n"
                "     --model=PROFILE           Model profile\n"
                "     --limit=KEY=N             A limit, e.g. max_steps=20 (repeatable)\n"
+               "     --push-url=URL            At delivery, push branch agentfab/ID there (https://)\n"
+               "     --forge=NAME              And open a pull request on this [Forge] of agentfab.conf\n"
+               "     --forge-repository=OWNER/REPO\n"
+               "                               The forge's repository for the pull request\n"
+               "     --pr-base=BRANCH          The branch the pull request is for (default: main)\n"
                "\nSee agentfabctl(1).\n",
                program_invocation_short_name);
 }
@@ -232,7 +241,7 @@ static int get_task_path(sd_bus *bus, const char *id, char **ret_path) {
 
 typedef struct TaskInfo {
         const char *id, *state, *reason, *repository, *goal, *acceptance, *test_command, *base, *model, *branch;
-        const char *plan, *head, *breaker;
+        const char *plan, *head, *breaker, *push_url, *forge, *forge_repository, *pull_request_base, *pull_request;
         uint32_t owner, step;
         uint64_t created, updated, tokens, commands;
 } TaskInfo;
@@ -269,6 +278,11 @@ static int read_task_properties(sd_bus_message *reply, TaskInfo *info) {
                 else if (streq(name, "Plan")) s = &info->plan;
                 else if (streq(name, "HeadCommit")) s = &info->head;
                 else if (streq(name, "Breaker")) s = &info->breaker;
+                else if (streq(name, "PushURL")) s = &info->push_url;
+                else if (streq(name, "Forge")) s = &info->forge;
+                else if (streq(name, "ForgeRepository")) s = &info->forge_repository;
+                else if (streq(name, "PullRequestBase")) s = &info->pull_request_base;
+                else if (streq(name, "PullRequest")) s = &info->pull_request;
 
                 if (s && streq(contents, "s"))
                         r = sd_bus_message_read(reply, "v", "s", s);
@@ -335,6 +349,11 @@ static json_object *task_info_to_json(const TaskInfo *i) {
         (void) json_add_string(j, "base", i->base);
         (void) json_add_string(j, "model", i->model);
         (void) json_add_string(j, "branch", i->branch);
+        (void) json_add_string(j, "push_url", isempty(i->push_url) ? NULL : i->push_url);
+        (void) json_add_string(j, "forge", isempty(i->forge) ? NULL : i->forge);
+        (void) json_add_string(j, "forge_repository", isempty(i->forge_repository) ? NULL : i->forge_repository);
+        (void) json_add_string(j, "pull_request_base", isempty(i->pull_request_base) ? NULL : i->pull_request_base);
+        (void) json_add_string(j, "pull_request", isempty(i->pull_request) ? NULL : i->pull_request);
         (void) json_add_uint64(j, "created_usec", i->created);
         (void) json_add_uint64(j, "updated_usec", i->updated);
         (void) json_add_uint64(j, "step", i->step);
@@ -411,6 +430,14 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 r = append_string_entry(m, "model", arg_model);
         if (r >= 0)
                 r = append_string_entry(m, "replay", arg_replay);
+        if (r >= 0)
+                r = append_string_entry(m, "push_url", arg_push_url);
+        if (r >= 0)
+                r = append_string_entry(m, "forge", arg_forge);
+        if (r >= 0)
+                r = append_string_entry(m, "forge_repository", arg_forge_repository);
+        if (r >= 0)
+                r = append_string_entry(m, "pull_request_base", arg_pr_base);
         if (r >= 0 && arg_limits) {
                 r = sd_bus_message_open_container(m, SD_BUS_TYPE_DICT_ENTRY, "sv");
                 if (r >= 0)
@@ -571,6 +598,13 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
                 printf("         Head: %s\n", info.head);
         if (!isempty(info.breaker))
                 printf("      Breaker: %s\n", info.breaker);
+        if (!isempty(info.push_url))
+                printf("     Push URL: %s\n", info.push_url);
+        if (!isempty(info.forge))
+                printf("        Forge: %s, %s into %s\n", info.forge, strempty(info.forge_repository),
+                       strempty(info.pull_request_base));
+        if (!isempty(info.pull_request))
+                printf(" Pull request: %s\n", info.pull_request);
         if (!isempty(info.plan)) {
                 /* The whole plan, as the model wrote it, each line indented;
                  * it comes from the model, so control characters are shown
@@ -1097,6 +1131,7 @@ static int parse_argv(int argc, char *argv[]) {
         enum {
                 ARG_VERSION = 0x100, ARG_JSON, ARG_NO_ASK_PASSWORD, ARG_SYSTEM, ARG_SESSION, ARG_BUS_ADDRESS,
                 ARG_SOCKET, ARG_REPO, ARG_GOAL, ARG_ACCEPTANCE, ARG_TEST, ARG_BASE, ARG_MODEL, ARG_COMMENT, ARG_LIMIT, ARG_FORMAT,
+                ARG_PUSH_URL, ARG_FORGE, ARG_FORGE_REPOSITORY, ARG_PR_BASE,
         };
         static const struct option options[] = {
                 { "help",            no_argument,       NULL, 'h'                 },
@@ -1118,6 +1153,10 @@ static int parse_argv(int argc, char *argv[]) {
                 { "comment",         required_argument, NULL, ARG_COMMENT         },
                 { "limit",           required_argument, NULL, ARG_LIMIT           },
                 { "format",          required_argument, NULL, ARG_FORMAT          },
+                { "push-url",        required_argument, NULL, ARG_PUSH_URL        },
+                { "forge",           required_argument, NULL, ARG_FORGE           },
+                { "forge-repository", required_argument, NULL, ARG_FORGE_REPOSITORY },
+                { "pr-base",         required_argument, NULL, ARG_PR_BASE         },
                 {}
         };
         int c;
@@ -1141,6 +1180,10 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_MODEL: arg_model = optarg; break;
                 case ARG_COMMENT: arg_comment = optarg; break;
                 case ARG_FORMAT: arg_format = optarg; break;
+                case ARG_PUSH_URL: arg_push_url = optarg; break;
+                case ARG_FORGE: arg_forge = optarg; break;
+                case ARG_FORGE_REPOSITORY: arg_forge_repository = optarg; break;
+                case ARG_PR_BASE: arg_pr_base = optarg; break;
                 case ARG_LIMIT:
                         if (strv_extend(&arg_limits, optarg) < 0)
                                 return -ENOMEM;

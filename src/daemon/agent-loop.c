@@ -12,6 +12,7 @@
 #include "audit.h"
 #include "breakers.h"
 #include "exec-session.h"
+#include "forge.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "ledger.h"
@@ -1317,6 +1318,169 @@ static int summary_write(AgentRun *run, const char *diffstat) {
         return r;
 }
 
+#define DELIVERY_REASON_MAX 1024u
+
+/* A task's Reason from what a remote or a forge said: one line, bounded
+ * (the state file takes at most 4096 bytes of it). NULL when out of memory. */
+static char *delivery_reason(const char *fmt, ...) _printf_(1, 2);
+static char *delivery_reason(const char *fmt, ...) {
+        char *s = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&s, fmt, ap) < 0)
+                s = NULL;
+        va_end(ap);
+        if (!s)
+                return NULL;
+        if (strlen(s) > DELIVERY_REASON_MAX)
+                s[DELIVERY_REASON_MAX] = '\0';
+        for (char *c = s; *c; c++)
+                if ((unsigned char) *c < ' ' || *c == 127)
+                        *c = ' ';
+        utf8_sanitize(s, strlen(s));
+        return s;
+}
+
+/* The pull request's body: the summary as written, bounded (forges refuse
+ * very long bodies) and valid UTF-8 (it goes into JSON). */
+static int pull_request_body(AgentRun *run, char **ret) {
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        int r;
+
+        r = read_file_at(run->dir_fd, TASK_SUMMARY_FILE, 16u * 1024u * 1024u, &text, &size);
+        if (r < 0)
+                return r;
+        if (size > FORGE_BODY_MAX - 256) {
+                size = FORGE_BODY_MAX - 256;
+                text[size] = '\0';
+                utf8_sanitize(text, size);
+                char *cut = NULL;
+                if (asprintf(&cut, "%s\n\n*(The summary is cut here: \"agentfabctl summary %s\" shows all of it.)*\n",
+                             text, run->task->id) < 0)
+                        return -ENOMEM;
+                *ret = cut;
+                return 0;
+        }
+        utf8_sanitize(text, size);
+        *ret = TAKE_PTR(text);
+        return 0;
+}
+
+/* Delivery beyond the factory, when the spec asks for it: pushes the
+ * branch to spec.push_url, then opens a pull request on spec.forge with
+ * the summary as its body and the goal's first line as its title.
+ *
+ * Both block the event loop (libgit2 and libcurl's easy interface); the
+ * forge call has bounded timeouts, the push those of the transport.
+ *
+ * A failure here does not fail the task: the work is done, checked and
+ * delivered in the factory (the branch, its export, "agentfabctl fetch"),
+ * and failing it would offer only Resume(), which would redo nothing but
+ * this. So the task succeeds, and the returned text (NULL: all went well
+ * or nothing was asked) says what failed; it becomes the task's Reason,
+ * and the journal has it too (audit_delivery_failed()). What succeeded is
+ * recorded in the progress before the next part is tried, so that a
+ * restart in the middle neither pushes again nor opens a second pull
+ * request. */
+static char *agent_deliver_forge(AgentRun *run, const char *head) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(forge_token_freep) char *token = NULL;
+        _cleanup_free_ char *message = NULL, *reason = NULL;
+        Task *t = run->task;
+        const ForgeConfig *f;
+        int r;
+
+        if (!t->spec.push_url)
+                return NULL;
+
+        /* The configuration may have changed since the task was submitted. */
+        r = manager_check_delivery(&run->manager->config, &t->spec, &error);
+        if (r < 0) {
+                audit_delivery_failed(t, "push", error.message ?: strerror(-r));
+                reason = delivery_reason("Delivered here only, not pushed: %s", error.message ?: strerror(-r));
+                return TAKE_PTR(reason);
+        }
+        f = config_find_forge(&run->manager->config, t->spec.forge);
+        if (f) {
+                r = config_forge_read_token(f, &token);
+                if (r < 0) {
+                        message = delivery_reason("cannot read credential '%s' of forge '%s': %s",
+                                                  f->token_credential, f->name, strerror(-r));
+                        audit_delivery_failed(t, "push", strempty(message));
+                        reason = delivery_reason("Delivered here only, not pushed: %s", strempty(message));
+                        return TAKE_PTR(reason);
+                }
+        }
+
+        if (!t->progress.pushed) {
+                /* The token only goes with an https push, which
+                 * manager_check_delivery() has checked is on the forge's host. */
+                r = ledger_push(run->ledger, t->spec.push_url,
+                                strneq(t->spec.push_url, "https://", 8) ? token : NULL, &message);
+                if (r < 0) {
+                        audit_delivery_failed(t, "push", message ?: strerror(-r));
+                        reason = delivery_reason("Delivered here only: the push to '%s' failed: %s", t->spec.push_url,
+                                        message ?: strerror(-r));
+                        return TAKE_PTR(reason);
+                }
+                t->progress.pushed = true;
+                r = agent_save(run);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to record the push of task '%s', ignoring: %m", t->id);
+                audit_pushed(t, head);
+        }
+
+        if (!f || t->progress.pull_request)
+                return NULL;
+
+        _cleanup_free_ char *owner = NULL, *repo = NULL, *title = NULL, *body = NULL, *url = NULL;
+        r = forge_repository_split(t->spec.forge_repository, &owner, &repo);
+        if (r >= 0)
+                r = pull_request_body(run, &body);
+        if (r >= 0) {
+                /* The goal's first line that says something. */
+                const char *goal = t->spec.goal + strspn(t->spec.goal, " \t\n");
+                title = strshorten_line(goal, 120);
+                if (!title)
+                        r = -ENOMEM;
+                else
+                        utf8_sanitize(title, strlen(title));
+        }
+        if (r < 0) {
+                audit_delivery_failed(t, "pull-request", strerror(-r));
+                reason = delivery_reason("Pushed to '%s', but no pull request: %s", t->spec.push_url, strerror(-r));
+                return TAKE_PTR(reason);
+        }
+
+        ForgeRequest req = {
+                .kind = f->kind,
+                .api = f->api,
+                .token = token,
+                .owner = owner,
+                .repo = repo,
+                .head = t->branch,
+                .base = t->spec.pull_request_base ?: TASK_PULL_REQUEST_BASE_DEFAULT,
+                .title = title,
+                .body = body,
+        };
+        message = mfree_ptr(message);
+        r = forge_open_pull_request(&req, &url, &message);
+        if (r < 0) {
+                audit_delivery_failed(t, "pull-request", message ?: strerror(-r));
+                reason = delivery_reason("Pushed to '%s', but the pull request on forge '%s' failed: %s",
+                                t->spec.push_url, f->name, message ?: strerror(-r));
+                return TAKE_PTR(reason);
+        }
+        t->progress.pull_request = TAKE_PTR(url);
+        r = agent_save(run);
+        if (r < 0)
+                log_warning_errno(r, "Failed to record the pull request of task '%s', ignoring: %m", t->id);
+        audit_pull_request(t, t->progress.pull_request);
+        return NULL;
+}
+
 static void agent_deliver(AgentRun *run) {
         _cleanup_free_ char *error = NULL, *diffstat = NULL;
         Task *t = run->task;
@@ -1351,8 +1515,10 @@ static void agent_deliver(AgentRun *run) {
         if (r < 0)
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
 
+        _cleanup_free_ char *forge_problem = agent_deliver_forge(run, head);
+
         audit_delivered(t, head, diffstat);
-        agent_set_state(run, TASK_SUCCEEDED, NULL);
+        agent_set_state(run, TASK_SUCCEEDED, forge_problem);
 }
 
 /* ---- The driver ---- */
@@ -1708,6 +1874,10 @@ void agent_prepare_resume(Task *t) {
         t->progress.breaker = mfree_ptr(t->progress.breaker);
         t->progress.breaker_commit = mfree_ptr(t->progress.breaker_commit);
         t->progress.malformed = 0;
+        /* Whatever it does from here on is pushed again at delivery (a
+         * fast-forward of what was pushed, if anything was); a pull request
+         * already opened follows the branch by itself. */
+        t->progress.pushed = false;
 }
 
 int agent_read_summary(Task *t, char **ret) {

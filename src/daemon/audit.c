@@ -247,6 +247,48 @@ void audit_delivered(Task *t, const char *head, const char *diffstat) {
         task_event(t, "delivered", UID_INVALID, "branch", t->branch, "commit", head, NULL, NULL);
 }
 
+void audit_pushed(Task *t, const char *head) {
+        (void) sd_journal_send("MESSAGE=Task %s pushed branch %s at %s to '%s'.", t->id, t->branch, head, t->spec.push_url,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_PUSHED_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=pushed",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_BRANCH=%s", t->branch,
+                               "AGENTFAB_COMMIT=%s", head,
+                               "AGENTFAB_PUSH_URL=%s", t->spec.push_url,
+                               NULL);
+        task_event(t, "pushed", UID_INVALID, "branch", t->branch, "commit", head, "push_url", t->spec.push_url);
+}
+
+void audit_pull_request(Task *t, const char *url) {
+        (void) sd_journal_send("MESSAGE=Task %s opened pull request %s on forge %s.", t->id, url, strempty(t->spec.forge),
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_PULL_REQUEST_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=pull-request",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_URL=%s", url,
+                               "AGENTFAB_FORGE=%s", strempty(t->spec.forge),
+                               "AGENTFAB_FORGE_REPOSITORY=%s", strempty(t->spec.forge_repository),
+                               "AGENTFAB_BRANCH=%s", t->branch,
+                               "AGENTFAB_BASE_BRANCH=%s", t->spec.pull_request_base ?: TASK_PULL_REQUEST_BASE_DEFAULT,
+                               NULL);
+        task_event(t, "pull-request", UID_INVALID, "url", url, "forge", strempty(t->spec.forge), "branch", t->branch);
+}
+
+void audit_delivery_failed(Task *t, const char *what, const char *error) {
+        (void) sd_journal_send("MESSAGE=Task %s: %s failed: %s", t->id, what, error,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_DELIVERY_FAILED_STR,
+                               "PRIORITY=%i", LOG_WARNING,
+                               "AGENTFAB_EVENT=%s-failed", what,
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_BRANCH=%s", t->branch,
+                               "AGENTFAB_PUSH_URL=%s", strempty(t->spec.push_url),
+                               "AGENTFAB_FORGE=%s", strempty(t->spec.forge),
+                               "AGENTFAB_ERROR=%s", error,
+                               NULL);
+        task_event(t, "delivery-failed", UID_INVALID, "what", what, "error", error, NULL, NULL);
+}
+
 void audit_daemon_started(unsigned n_tasks) {
         (void) sd_journal_send("MESSAGE=agentfabd started with %u task records.", n_tasks,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DAEMON_STARTED_STR,

@@ -29,6 +29,12 @@ void audit_file_change(Task *t, unsigned step, const char *tool, const char *pat
 void audit_step(Task *t, unsigned step, const char *commit, const char *subject, const char *tests);
 void audit_breaker(Task *t, const char *breaker, const char *reason);
 void audit_delivered(Task *t, const char *head, const char *diffstat);
+/* Delivery to a forge (never with the token): the branch was pushed to
+ * spec.push_url; a pull request was opened at url; or either failed
+ * (what: "push" or "pull-request"). */
+void audit_pushed(Task *t, const char *head);
+void audit_pull_request(Task *t, const char *url);
+void audit_delivery_failed(Task *t, const char *what, const char *error);
 
 void audit_daemon_started(unsigned n_tasks);
 void audit_daemon_idle(void);

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "conf-files.h"
 #include "config.h"
@@ -57,7 +60,17 @@ void config_init(Config *c) {
         };
 }
 
+static void forge_config_done(ForgeConfig *f) {
+        free(f->name);
+        free(f->api);
+        free(f->token_credential);
+        *f = (ForgeConfig) {};
+}
+
 void config_done(Config *c) {
+        for (size_t i = 0; i < c->n_forges; i++)
+                forge_config_done(c->forges + i);
+        c->n_forges = 0;
         free(c->launcher_socket);
         strv_free(c->protected_paths);
         c->launcher_socket = NULL;
@@ -218,6 +231,179 @@ static int config_assign_breakers(Config *c, const char *key, const char *value)
         return -ENOENT;
 }
 
+/* ---- [Forge] ----
+ *
+ * As with [Model], Name= may come anywhere in its section, so a section's
+ * values are parsed as they come (warnings name the right line) into a
+ * pending record, and merged into the forge of that name when the section
+ * ends: a later section with the same Name= changes only the keys it sets. */
+
+typedef struct PendingForge {
+        bool active;
+        unsigned start;
+        char *name;
+        ForgeKind kind;
+        char *api;
+        char *token_credential;
+        bool allow_file_urls;
+        bool kind_set, api_set, token_set, allow_set;
+} PendingForge;
+
+static void pending_forge_reset(PendingForge *f) {
+        free(f->name);
+        free(f->api);
+        free(f->token_credential);
+        *f = (PendingForge) {};
+}
+
+static bool credential_name_is_valid(const char *s) {
+        return forge_name_is_valid(s) && strlen(s) <= FORGE_NAME_MAX;
+}
+
+static int config_assign_forge(PendingForge *f, const char *key, const char *value) {
+        int r;
+
+        if (streq(key, "Name")) {
+                if (!forge_name_is_valid(value) || strlen(value) > FORGE_NAME_MAX)
+                        return -EINVAL;
+                return free_and_strdup(&f->name, value);
+        }
+        if (streq(key, "Kind")) {
+                ForgeKind k = forge_kind_from_string(value);
+                if (k < 0)
+                        return k;
+                f->kind = k;
+                f->kind_set = true;
+                return 0;
+        }
+        if (streq(key, "API")) {
+                if (!forge_api_is_valid(value))
+                        return -EINVAL;
+                f->api_set = true;
+                return free_and_strdup(&f->api, value);
+        }
+        if (streq(key, "TokenCredential")) {
+                /* SECURITY: a file name below the credentials directory, nothing else. */
+                if (!isempty(value) && !credential_name_is_valid(value))
+                        return -EINVAL;
+                f->token_set = true;
+                return free_and_strdup(&f->token_credential, isempty(value) ? NULL : value);
+        }
+        if (streq(key, "AllowFileURLs")) {
+                r = parse_boolean(value);
+                if (r < 0)
+                        return r;
+                f->allow_file_urls = r;
+                f->allow_set = true;
+                return 0;
+        }
+        return -ENOENT;
+}
+
+static int pending_forge_apply(Config *c, PendingForge *f, const char *filename) {
+        ForgeConfig *t = NULL;
+
+        if (!f->active)
+                return 0;
+        if (!f->name) {
+                log_warning("%s:%u: [Forge] section without a valid Name=, ignoring it.", filename, f->start);
+                return 0;
+        }
+        for (size_t i = 0; i < c->n_forges; i++)
+                if (streq(c->forges[i].name, f->name))
+                        t = c->forges + i;
+        if (!t) {
+                if (!f->api) {
+                        log_warning("%s:%u: [Forge] section '%s' without a valid API=, ignoring it.", filename, f->start, f->name);
+                        return 0;
+                }
+                if (c->n_forges >= CONFIG_FORGES_MAX) {
+                        log_warning("%s:%u: More than %u [Forge] sections, ignoring '%s'.", filename, f->start,
+                                    CONFIG_FORGES_MAX, f->name);
+                        return 0;
+                }
+                t = c->forges + c->n_forges++;
+                *t = (ForgeConfig) { .name = TAKE_PTR(f->name), .kind = FORGE_KIND_GITEA };
+        }
+        if (f->kind_set)
+                t->kind = f->kind;
+        if (f->api_set && f->api) {
+                free(t->api);
+                t->api = TAKE_PTR(f->api);
+        }
+        if (f->token_set) {
+                free(t->token_credential);
+                t->token_credential = TAKE_PTR(f->token_credential);
+        }
+        if (f->allow_set)
+                t->allow_file_urls = f->allow_file_urls;
+        return 0;
+}
+
+const ForgeConfig *config_find_forge(const Config *c, const char *name) {
+        if (!name)
+                return NULL;
+        for (size_t i = 0; i < c->n_forges; i++)
+                if (streq(c->forges[i].name, name))
+                        return c->forges + i;
+        return NULL;
+}
+
+char *forge_token_free(char *token) {
+        if (!token)
+                return NULL;
+        explicit_bzero(token, strlen(token));
+        free(token);
+        return NULL;
+}
+
+int config_forge_read_token(const ForgeConfig *f, char **ret) {
+        _cleanup_close_ int dfd = -EBADF;
+        char *token = NULL;
+        const char *dir;
+        size_t n = 0;
+        int r;
+
+        assert(f);
+        assert(ret);
+
+        *ret = NULL;
+        if (!f->token_credential)
+                return 0;
+        /* SECURITY: the name is a file name below the credentials directory
+         * and nothing else; no path may lead out of it. */
+        if (!credential_name_is_valid(f->token_credential))
+                return -EINVAL;
+
+        dir = getenv("CREDENTIALS_DIRECTORY");
+        if (isempty(dir))
+                return -ENXIO;
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+
+        r = read_file_at(dfd, f->token_credential, FORGE_TOKEN_MAX, &token, &n);
+        if (r < 0)
+                return r;
+        while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r'))
+                token[--n] = '\0';
+
+        /* SECURITY: the token goes into an HTTP header and a git credential;
+         * a newline in it would let the file add headers of its own. */
+        r = 0;
+        if (n == 0)
+                r = -ENODATA;
+        else if (strlen(token) != n || !string_is_safe(token, false) || strchr(token, ' '))
+                r = -EBADMSG;
+        if (r < 0) {
+                explicit_bzero(token, n);
+                free(token);
+                return r;
+        }
+        *ret = token;
+        return 0;
+}
+
 static int config_assign(Config *c, const char *section, const char *key, const char *value) {
         if (streq(section, "Daemon"))
                 return config_assign_daemon(c, key, value);
@@ -227,21 +413,31 @@ static int config_assign(Config *c, const char *section, const char *key, const 
                 return config_assign_sandbox(c, key, value);
         if (streq(section, "Breakers"))
                 return config_assign_breakers(c, key, value);
-        return 0; /* [Model] sections are read by the model profiles (model-profile.c). */
+        return 0; /* [Model] sections are read by the model profiles (model-profile.c), [Forge] below. */
 }
 
 typedef struct ConfigParse {
         Config *config;
         const char *filename;
+        PendingForge forge;
 } ConfigParse;
 
 static int config_line(const char *section, const char *key, const char *value, unsigned line, void *userdata) {
         ConfigParse *p = userdata;
         int r;
 
-        if (!section || !key)
-                return 0;   /* a header, the end */
-        r = config_assign(p->config, section, key, value);
+        if (!key) {
+                /* A [Forge] section ends where the next section begins, or with the text. */
+                r = pending_forge_apply(p->config, &p->forge, p->filename);
+                pending_forge_reset(&p->forge);
+                if (r < 0)
+                        return r;
+                p->forge.active = section && streq(section, "Forge");
+                p->forge.start = line;
+                return 0;
+        }
+
+        r = p->forge.active ? config_assign_forge(&p->forge, key, value) : config_assign(p->config, section, key, value);
         if (r == -ENOMEM)
                 return r;
         if (r == -ENOENT)
@@ -253,7 +449,11 @@ static int config_line(const char *section, const char *key, const char *value, 
 
 int config_parse(Config *c, const char *text, const char *filename) {
         ConfigParse p = { .config = c, .filename = filename };
-        return conf_parse_text(text, filename, true, config_line, &p);
+        int r;
+
+        r = conf_parse_text(text, filename, true, config_line, &p);
+        pending_forge_reset(&p.forge);
+        return r;
 }
 
 static int config_parse_one(const char *text, const char *display, void *userdata) {

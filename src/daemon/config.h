@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "forge.h"
+
 #define AGENTFAB_CONFIG_FILE "/etc/agentfab/agentfab.conf"
 
 typedef enum BudgetAction {
@@ -13,6 +15,17 @@ typedef enum BudgetAction {
         _BUDGET_ACTION_MAX,
         _BUDGET_ACTION_INVALID = -EINVAL,
 } BudgetAction;
+
+/* One [Forge] section: where delivery may open pull requests. */
+#define CONFIG_FORGES_MAX 32U
+
+typedef struct ForgeConfig {
+        char *name;                     /* Name= : what a task spec's "forge" names */
+        ForgeKind kind;                 /* Kind=gitea|github */
+        char *api;                      /* API= : base URL of the REST API */
+        char *token_credential;         /* TokenCredential= : credential NAME; NULL none */
+        bool allow_file_urls;           /* AllowFileURLs= : file:// push URLs (tests only) */
+} ForgeConfig;
 
 typedef struct Config {
         uint64_t idle_timeout_usec;     /* [Daemon] IdleTimeoutSec= */
@@ -45,6 +58,10 @@ typedef struct Config {
         unsigned max_malformed;         /* MaxMalformedReplies= */
         char **protected_paths;         /* ProtectedPaths= : globs added to the defaults; empty resets */
         bool protected_paths_reset;     /* an empty ProtectedPaths= dropped the defaults */
+
+        /* [Forge] sections, in the order first seen. */
+        ForgeConfig forges[CONFIG_FORGES_MAX];
+        size_t n_forges;
 } Config;
 
 const char *budget_action_to_string(BudgetAction a);
@@ -56,6 +73,20 @@ void config_done(Config *c);
 /* Reads path, then path.d/ *.conf in lexical order; later settings win. A
  * missing file is not an error; a malformed line is logged and skipped. */
 int config_load(Config *c, const char *path);
+
+/* The [Forge] section with this Name=, or NULL. */
+const ForgeConfig *config_find_forge(const Config *c, const char *name);
+
+/* Reads the forge's token from $CREDENTIALS_DIRECTORY/<TokenCredential>,
+ * like model_profile_read_api_key(): *ret NULL (and 0) when the forge names
+ * no credential; a trailing newline is stripped; control characters are
+ * -EBADMSG. Free with model_api_key_free()'s twin forge_token_free(), which
+ * wipes it. Never log it. */
+int config_forge_read_token(const ForgeConfig *f, char **ret);
+char *forge_token_free(char *token);
+static inline void forge_token_freep(char **t) {
+        forge_token_free(*t);
+}
 
 /* Parses one file's text; exposed for tests. */
 int config_parse(Config *c, const char *text, const char *filename);

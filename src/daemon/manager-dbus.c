@@ -126,6 +126,44 @@ static int get_caller_groups(sd_bus_message *message, Caller *ret, sd_bus_creds 
         return 0;
 }
 
+/* Where a task may deliver to, as the configuration has it. Checked at
+ * submission, and again at delivery (the configuration may have changed). */
+int manager_check_delivery(const Config *c, const TaskSpec *spec, sd_bus_error *error) {
+        const ForgeConfig *f = NULL;
+
+        if (spec->forge) {
+                f = config_find_forge(c, spec->forge);
+                if (!f)
+                        return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                 "There is no forge '%s' (see [Forge] in agentfab.conf(5)).", spec->forge);
+        }
+        if (!spec->push_url)
+                return 0;
+
+        /* SECURITY: a file:// URL would have the daemon write into any
+         * repository its user can write, its own task ledgers included:
+         * only where the administrator allowed it for the forge named,
+         * which is meant for tests. */
+        if (strneq(spec->push_url, "file://", 7)) {
+                if (!f || !f->allow_file_urls)
+                        return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                 "Push URL '%s' is refused: only https:// push URLs are accepted%s.",
+                                                 spec->push_url, f ? " (the forge does not set AllowFileURLs=yes)" : "");
+                return 0;
+        }
+        if (!forge_push_url_is_valid(spec->push_url, false))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                         "Push URL '%s' is refused: only https:// push URLs are accepted.", spec->push_url);
+
+        /* SECURITY: the forge's token goes with the push: only to the
+         * forge's own host, never to one a submitter names. */
+        if (f && f->token_credential && !forge_push_url_matches_api(f->api, spec->push_url))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                         "Push URL '%s' is not on the host of forge '%s': its token goes to that host only.",
+                                         spec->push_url, f->name);
+        return 0;
+}
+
 static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         _cleanup_(task_freep) Task *t = NULL;
@@ -147,6 +185,9 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
                                          "There is no model profile '%s' (see agentfab.conf(5)).",
                                          spec.model ?: MODEL_PROFILE_DEFAULT_NAME);
+        r = manager_check_delivery(&m->config, &spec, error);
+        if (r < 0)
+                return r;
 
         if (spec.replay) {
                 Task *original = manager_find_task(m, spec.replay);

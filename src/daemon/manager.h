@@ -95,4 +95,8 @@ bool manager_uid_may_view(Manager *m, uid_t uid, const char *sender, Task *t);
 int manager_verify_access(Manager *m, sd_bus_message *message, Task *t, const char *action,
                           bool owner_ok, sd_bus_error *error);
 
+/* Whether the configuration lets the spec push where it says and open a
+ * pull request on the forge it names; errors are org.agentfab.Error.InvalidSpec. */
+int manager_check_delivery(const Config *c, const TaskSpec *spec, sd_bus_error *error);
+
 int bus_message_get_caller(sd_bus_message *message, uid_t *ret_uid);

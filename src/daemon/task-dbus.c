@@ -33,6 +33,14 @@ static int property_get_base(sd_bus *bus, const char *path, const char *interfac
         return sd_bus_message_append(reply, "s", t->spec.base ?: "HEAD");
 }
 
+static int property_get_pull_request_base(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                          sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Task *t = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        /* Only a task with a forge opens a pull request, and only then is there a base for it. */
+        return sd_bus_message_append(reply, "s", t->spec.forge ? t->spec.pull_request_base ?: TASK_PULL_REQUEST_BASE_DEFAULT : "");
+}
+
 static int property_get_limits(sd_bus *bus, const char *path, const char *interface, const char *property,
                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Task *t = userdata;
@@ -261,6 +269,10 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("TestCommand", "s", property_get_string_ptr, offsetof(Task, spec.test_command), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Base", "s", property_get_base, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Model", "s", property_get_string_ptr, offsetof(Task, spec.model), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("PushURL", "s", property_get_string_ptr, offsetof(Task, spec.push_url), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Forge", "s", property_get_string_ptr, offsetof(Task, spec.forge), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("ForgeRepository", "s", property_get_string_ptr, offsetof(Task, spec.forge_repository), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("PullRequestBase", "s", property_get_pull_request_base, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Limits", "a{st}", property_get_limits, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("State", "s", property_get_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Reason", "s", property_get_string_ptr, offsetof(Task, reason), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -274,6 +286,7 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("TokensUsed", "t", NULL, offsetof(Task, progress.tokens), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("CommandsRun", "t", NULL, offsetof(Task, progress.commands), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Breaker", "s", property_get_string_ptr, offsetof(Task, progress.breaker), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PullRequest", "s", property_get_string_ptr, offsetof(Task, progress.pull_request), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_cancel, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Approve", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_approve, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Reject", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_reject, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -369,7 +382,7 @@ void task_bus_send_changed(Task *t) {
                 return;
         t->manager->emitting = true;
         (void) sd_bus_emit_properties_changed(t->manager->bus, path, AGENTFAB_TASK_INTERFACE,
-                                              "State", "Reason", "UpdatedUSec", "Breaker", NULL);
+                                              "State", "Reason", "UpdatedUSec", "Breaker", "PullRequest", NULL);
         t->manager->emitting = false;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agentfab-bus.h"
+#include "forge.h"
 #include "string-util.h"
 #include "task-spec.h"
 
@@ -48,6 +49,10 @@ void task_spec_done(TaskSpec *spec) {
         free(spec->base);
         free(spec->model);
         free(spec->replay);
+        free(spec->push_url);
+        free(spec->forge);
+        free(spec->forge_repository);
+        free(spec->pull_request_base);
         safe_close(spec->repository_fd);
         task_spec_init(spec);
 }
@@ -106,6 +111,14 @@ bool task_model_is_valid(const char *model) {
         return model[0] != '.' && model[0] != '-';
 }
 
+/* Letters, digits, '_', '.', '/', '-': what a forge's branch names are made of. */
+static bool branch_chars_only(const char *s) {
+        for (; *s; s++)
+                if (!isalnum((unsigned char) *s) && !strchr("_./-", *s))
+                        return false;
+        return true;
+}
+
 int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_bus_error *error) {
         char **field;
         size_t max;
@@ -139,6 +152,28 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
                 field = &spec->replay, max = AGENTFAB_TASK_ID_LEN, multiline = false;
                 if (strlen(value) != AGENTFAB_TASK_ID_LEN || strspn(value, "0123456789abcdef") != AGENTFAB_TASK_ID_LEN)
                         return invalid(error, "Key 'replay' must be a task id (12 hexadecimal digits).", NULL);
+        } else if (streq(key, "push_url")) {
+                field = &spec->push_url, max = TASK_PUSH_URL_MAX, multiline = false;
+                /* Syntax only here: whether file:// is allowed is the
+                 * configuration's to say, at submission. */
+                if (!forge_push_url_is_valid(value, true))
+                        return invalid(error, "Key 'push_url' must be an https:// URL with a path and no user name or password "
+                                       "(or file:/// where the forge allows it).", NULL);
+        } else if (streq(key, "forge")) {
+                field = &spec->forge, max = TASK_FORGE_MAX, multiline = false;
+                if (!forge_name_is_valid(value) || strlen(value) > TASK_FORGE_MAX)
+                        return invalid(error, "Key 'forge' must be a [Forge] name: letters, digits, '_', '.', '-', at most 64.", NULL);
+        } else if (streq(key, "forge_repository")) {
+                field = &spec->forge_repository, max = TASK_FORGE_REPOSITORY_MAX, multiline = false;
+                if (!forge_repository_is_valid(value))
+                        return invalid(error, "Key 'forge_repository' must be OWNER/REPO, each letters, digits, '_', '.', '-'.", NULL);
+        } else if (streq(key, "pull_request_base")) {
+                field = &spec->pull_request_base, max = TASK_BASE_MAX, multiline = false;
+                /* SECURITY: the head is always the task's own agentfab/ID;
+                 * proposing into another factory branch makes no sense. */
+                if (!task_base_is_valid(value) || !branch_chars_only(value) || streq(value, "HEAD") ||
+                    strneq(value, "agentfab/", 9) || strneq(value, "refs/", 5))
+                        return invalid(error, "Key 'pull_request_base' must be a branch name (not HEAD, nothing under agentfab/).", NULL);
         } else if (streq(key, "limits"))
                 return invalid(error, "Key '%s' must be of type a{sv}.", key);
         else
@@ -212,6 +247,14 @@ int task_spec_validate(const TaskSpec *spec, sd_bus_error *error) {
                         blank = false;
         if (blank)
                 return invalid(error, "Key 'goal' is empty.", NULL);
+
+        /* A pull request needs the branch on the forge and a place for it. */
+        if (spec->forge && !spec->push_url)
+                return invalid(error, "Key 'forge' needs 'push_url': the branch must be pushed before a pull request is opened.", NULL);
+        if (spec->forge && !spec->forge_repository)
+                return invalid(error, "Key 'forge' needs 'forge_repository' (OWNER/REPO).", NULL);
+        if (!spec->forge && (spec->forge_repository || spec->pull_request_base))
+                return invalid(error, "Keys 'forge_repository' and 'pull_request_base' need 'forge'.", NULL);
 
         return 0;
 }
@@ -301,7 +344,8 @@ static int read_limits(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error) {
 }
 
 static bool key_is_string(const char *key) {
-        static const char *const keys[] = { "repository", "goal", "acceptance", "test_command", "base", "model", "replay" };
+        static const char *const keys[] = { "repository", "goal", "acceptance", "test_command", "base", "model", "replay",
+                                            "push_url", "forge", "forge_repository", "pull_request_base" };
 
         for (size_t i = 0; i < ELEMENTSOF(keys); i++)
                 if (streq(keys[i], key))

@@ -30,6 +30,10 @@ typedef enum TaskLimit {
 #define TASK_BASE_MAX         255
 #define TASK_MODEL_MAX        64
 #define TASK_REPOSITORY_MAX   4095
+#define TASK_PUSH_URL_MAX     2048
+#define TASK_FORGE_MAX        64
+#define TASK_FORGE_REPOSITORY_MAX 201
+#define TASK_PULL_REQUEST_BASE_DEFAULT "main"
 #define TASK_EXTRA_LIMITS_MAX 16
 #define TASK_LIMIT_NAME_MAX   64
 
@@ -41,6 +45,16 @@ typedef struct TaskSpec {
         char *base;
         char *model;
         char *replay;        /* id of a finished task whose model exchanges are played back */
+
+        /* Delivery to a forge (agent-loop.c, agent_deliver()): the branch is
+         * pushed to push_url, then a pull request is opened on the [Forge]
+         * section named forge, in forge_repository ("owner/repo"), into
+         * pull_request_base (NULL: "main"). Which push URLs a task may name
+         * depends on the configuration, and is checked at submission. */
+        char *push_url;
+        char *forge;
+        char *forge_repository;
+        char *pull_request_base;
         /* The repository as an open directory the submitter handed over
          * (SubmitTask()'s repository_fd): read through it only, at
          * submission. Never stored. */

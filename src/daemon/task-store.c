@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "forge.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "log.h"
@@ -39,7 +40,9 @@ static json_object *progress_to_json(const TaskProgress *p) {
             json_add_string(j, "breaker", p->breaker) < 0 ||
             json_add_string(j, "breaker_commit", p->breaker_commit) < 0 ||
             json_object_object_add(j, "finished", json_object_new_boolean(p->finished)) < 0 ||
-            json_add_string(j, "summary", p->summary) < 0)
+            json_add_string(j, "summary", p->summary) < 0 ||
+            json_object_object_add(j, "pushed", json_object_new_boolean(p->pushed)) < 0 ||
+            json_add_string(j, "pull_request", p->pull_request) < 0)
                 return NULL;
         return TAKE_PTR(j);
 }
@@ -122,6 +125,7 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
         }
         p->baseline_done = progress_bool(j, "baseline_done");
         p->finished = progress_bool(j, "finished");
+        p->pushed = progress_bool(j, "pushed");
 
         if ((r = progress_string(j, "checkpoint", 40, &p->checkpoint)) < 0 ||
             (r = progress_string(j, "head", 40, &p->head)) < 0 ||
@@ -129,7 +133,8 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
             (r = progress_string(j, "last_tests", 16, &p->last_tests)) < 0 ||
             (r = progress_string(j, "breaker", 64, &p->breaker)) < 0 ||
             (r = progress_string(j, "breaker_commit", 40, &p->breaker_commit)) < 0 ||
-            (r = progress_string(j, "summary", 65536, &p->summary)) < 0)
+            (r = progress_string(j, "summary", 65536, &p->summary)) < 0 ||
+            (r = progress_string(j, "pull_request", FORGE_URL_MAX, &p->pull_request)) < 0)
                 return r;
         if (!commit_id_is_valid(p->checkpoint) || !commit_id_is_valid(p->head) || !commit_id_is_valid(p->breaker_commit))
                 return -EBADMSG;
@@ -159,6 +164,10 @@ json_object *task_to_json(const Task *t) {
             json_add_string(spec, "base", t->spec.base) < 0 ||
             json_add_string(spec, "model", t->spec.model) < 0 ||
             json_add_string(spec, "replay", t->spec.replay) < 0 ||
+            json_add_string(spec, "push_url", t->spec.push_url) < 0 ||
+            json_add_string(spec, "forge", t->spec.forge) < 0 ||
+            json_add_string(spec, "forge_repository", t->spec.forge_repository) < 0 ||
+            json_add_string(spec, "pull_request_base", t->spec.pull_request_base) < 0 ||
             json_object_object_add(spec, "limits", TAKE_PTR(limits)) < 0)
                 return NULL;
 

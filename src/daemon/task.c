@@ -65,6 +65,7 @@ void task_progress_done(TaskProgress *p) {
         free(p->breaker);
         free(p->breaker_commit);
         free(p->summary);
+        free(p->pull_request);
         *p = (TaskProgress) { .baseline_passed = -1 };
 }
 

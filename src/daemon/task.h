@@ -43,6 +43,8 @@ typedef struct TaskProgress {
         char *breaker_commit;      /* the checkpoint before the step that tripped it */
         bool finished;             /* finish accepted: deliver */
         char *summary;             /* the model's own summary at finish */
+        bool pushed;               /* delivery pushed the branch to spec.push_url */
+        char *pull_request;        /* the forge's URL of the pull request delivery opened */
 } TaskProgress;
 
 /* A task record and its state machine. No D-Bus here: task-dbus.c exposes

@@ -31,7 +31,10 @@ check() { local what=$1; shift; if "$@" >/dev/null 2>&1; then ok "$what"; else f
 
 WORK=$(mktemp -d /tmp/agentfab-agent.XXXXXX)
 MODEL_PID=
+FORGE_PID=
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+FORGE_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+FORGE_TOKEN=forge-tok-secret-0815
 
 stop_model() {
         if [ -n "$MODEL_PID" ]; then
@@ -41,8 +44,34 @@ stop_model() {
         fi
 }
 
+stop_forge() {
+        if [ -n "$FORGE_PID" ]; then
+                kill "$FORGE_PID" 2>/dev/null
+                wait "$FORGE_PID" 2>/dev/null
+                FORGE_PID=
+        fi
+}
+
+# forge: (re)starts the small forge (tests/forge-server.py) on $FORGE_PORT,
+# on the host's loopback like the model server; it logs every request.
+forge() {
+        stop_forge
+        : > "$WORK/forge.jsonl"
+        python3 "$SRC/tests/forge-server.py" --log "$WORK/forge.jsonl" --port "$FORGE_PORT" \
+                > "$WORK/forge.out" 2> "$WORK/forge.err" &
+        FORGE_PID=$!
+        local i
+        for i in $(seq 100); do
+                [ -s "$WORK/forge.out" ] && return 0
+                sleep 0.05
+        done
+        echo "forge server did not start: $(cat "$WORK/forge.err")"
+        return 1
+}
+
 cleanup() {
         stop_model
+        stop_forge
         rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -119,12 +148,40 @@ Name=keyed
 Endpoint=http://127.0.0.1:$PORT/v1
 Model=scripted-keyed
 APIKeyCredential=model-key
+
+# A file:// push target is for tests only (AllowFileURLs=yes).
+[Forge]
+Name=testforge
+Kind=gitea
+API=http://127.0.0.1:$FORGE_PORT/api/v1
+TokenCredential=forge-token
+AllowFileURLs=yes
+
+[Forge]
+Name=tokenforge
+Kind=github
+API=https://api.github.com
+TokenCredential=forge-token
 EOF
         # The key is a credential of the service, as an administrator would set it up.
         printf 'sk-test-secret-4711\n' > "$R/etc/agentfab/model-key"
         chmod 600 "$R/etc/agentfab/model-key"
         mkdir -p "$R/etc/systemd/system/agentfab.service.d"
         printf '[Service]\nLoadCredential=model-key:/etc/agentfab/model-key\n' > "$R/etc/systemd/system/agentfab.service.d/50-model-key.conf"
+
+        # The forge's token, likewise; and a bare repository as the push
+        # target, owned by the daemon's user and writable for it only
+        # through this drop-in (ProtectSystem=strict keeps /srv read-only).
+        printf '%s\n' "$FORGE_TOKEN" > "$R/etc/agentfab/forge-token"
+        chmod 600 "$R/etc/agentfab/forge-token"
+        printf '[Service]\nLoadCredential=forge-token:/etc/agentfab/forge-token\nReadWritePaths=-/srv/remote.git\n' \
+                > "$R/etc/systemd/system/agentfab.service.d/50-forge.conf"
+        rm -rf "$R/srv/remote.git"
+        mkdir -p "$R/srv"
+        git init -q --bare --initial-branch=main "$R/srv/remote.git" || return 1
+        local afuid
+        afuid=$(awk -F: '$1 == "agentfab" {print $3 ":" $4}' "$R/etc/passwd")
+        [ -n "$afuid" ] && chown -R "$afuid" "$R/srv/remote.git" || return 1
         local u
         for u in alice carol; do
                 grep -q "^$u:" "$R/etc/passwd" || useradd --root "$R" -s /bin/bash "$u" || return 1
@@ -523,6 +580,131 @@ EOF
         [ -z "$left" ] && ok "no task scope left behind after the crash" || fail "scopes left: $left"
 }
 
+t_push_pr() {
+        echo "=== delivery to a forge: push the branch, open a pull request"
+        cat > "$WORK/pr.json" <<'EOF'
+[
+ {"reply": {"content": "Plan:\n1. Make add() return a + b.\n2. Run the tests and finish."}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() now adds; the tests pass."}}]}}
+]
+EOF
+        model "$WORK/pr.json" --by-step || { fail "model server"; return; }
+        forge || { fail "forge server"; return; }
+        make_repo pr
+        # The remote has the project's history on main, as on a forge.
+        local R=/srv/remote.git main_before out id
+        # Root pushes (git refuses a repository of another owner, so the
+        # remote is root's meanwhile), then it is the daemon's again.
+        out=$(hx chown -R root:root "$R" 2>&1 &&
+              hx git -c safe.directory='*' -C /home/alice/pr push -q "$R" HEAD:refs/heads/main 2>&1 &&
+              hx chown -R agentfab:agentfab "$R" 2>&1) || { fail "cannot set up $R: $out"; return; }
+        main_before=$(hx git --git-dir="$R" rev-parse refs/heads/main)
+
+        # What is refused at submission, before any work is done.
+        out=$(submit pr --push-url file:///srv/remote.git --forge nosuchforge --forge-repository alice/pr) &&
+                fail "unknown forge accepted" ||
+                { grep -q "no forge 'nosuchforge'" <<<"$out" && ok "unknown forge: InvalidSpec" || fail "unknown forge: $out"; }
+        out=$(submit pr --push-url file:///srv/remote.git) &&
+                fail "file:// push without a forge allowing it accepted" ||
+                { grep -q "only https:// push URLs" <<<"$out" && ok "file:// push URL refused unless the forge allows it" ||
+                  fail "file://: $out"; }
+        out=$(submit pr --push-url http://127.0.0.1/x.git) && fail "http push URL accepted" ||
+                { grep -q "must be an https:// URL" <<<"$out" && ok "http:// push URL refused" || fail "http: $out"; }
+        out=$(submit pr --push-url https://alice:pw@example.com/x.git) && fail "push URL with a password accepted" ||
+                ok "push URL with user:password refused"
+        out=$(submit pr --push-url https://evil.example/alice/pr.git --forge tokenforge --forge-repository alice/pr) &&
+                fail "push URL on another host than the forge's accepted" ||
+                { grep -q "not on the host of forge 'tokenforge'" <<<"$out" && ok "the token never goes to a host the submitter names" ||
+                  fail "token host: $out"; }
+        out=$(submit pr --push-url file:///srv/remote.git --forge testforge --forge-repository alice/pr --pr-base agentfab/x) &&
+                fail "factory branch as base accepted" || ok "a factory branch as pull request base refused"
+        [ "$(hx git --git-dir="$R" for-each-ref --format='%(refname)' | tr '\n' ' ')" = "refs/heads/main " ] &&
+                ok "nothing refused reached the remote" || fail "remote refs changed by refused submissions"
+        [ ! -s "$WORK/forge.jsonl" ] && ok "nor the forge" || fail "forge got a request from a refused submission"
+
+        id=$(submit pr --push-url file:///srv/remote.git --forge testforge --forge-repository alice/pr --pr-base main) ||
+                { fail "submit: $id"; return; }
+        ok "submitted $id with a push URL and a forge"
+        if wait_state "$id" succeeded; then ok "task succeeded"; else
+                fail "task ended $(task_prop "$id" State): $(task_prop "$id" Reason)"
+                hx journalctl -q -u agentfab.service --no-pager | tail -30
+                return
+        fi
+        [ -z "$(task_prop "$id" Reason)" ] && ok "Reason is empty: the whole delivery worked" || fail "reason: $(task_prop "$id" Reason)"
+
+        local head remote_head
+        head=$(task_prop "$id" HeadCommit)
+        remote_head=$(hx git --git-dir="$R" rev-parse "refs/heads/agentfab/$id" 2>&1)
+        [ -n "$head" ] && [ "$head" = "$remote_head" ] && ok "the remote has agentfab/$id at the task's head" ||
+                fail "remote branch: $remote_head, head $head"
+        hx git --git-dir="$R" log --format=%B "agentfab/$id" | grep -q "Agentfab-Task: $id" &&
+                ok "the pushed branch has the task's checkpoint commits" || fail "no checkpoints on the remote branch"
+        hx git --git-dir="$R" show "agentfab/$id:calc.py" | grep -q 'return a + b' && ok "the pushed branch has the fix" ||
+                fail "fix not pushed"
+        [ "$(hx git --git-dir="$R" rev-parse refs/heads/main)" = "$main_before" ] && ok "the remote's main is untouched" ||
+                fail "main moved"
+        [ "$(hx git --git-dir="$R" for-each-ref --format='%(refname)' | tr '\n' ' ')" = "refs/heads/agentfab/$id refs/heads/main " ] &&
+                ok "no other ref was pushed" || fail "refs: $(hx git --git-dir="$R" for-each-ref --format='%(refname)')"
+
+        local pr want
+        pr=$(task_prop "$id" PullRequest)
+        want="http://127.0.0.1:$FORGE_PORT/alice/pr/pulls/1"
+        [ "$pr" = "$want" ] && ok "PullRequest property: $pr" || fail "PullRequest '$pr', wanted '$want'"
+        hx_as alice "${CTL[@]}" status "$id" | grep -q "Pull request: $want" && ok "agentfabctl status shows the pull request" ||
+                fail "status does not show the pull request"
+        hx_as alice "${CTL[@]}" summary "$id" > "$WORK/pr-summary.md" 2>/dev/null
+        python3 - "$WORK/forge.jsonl" "$WORK/pr-summary.md" "$id" "$FORGE_TOKEN" <<'PY' &&
+import json, sys
+reqs = [json.loads(l) for l in open(sys.argv[1])]
+summary = open(sys.argv[2]).read()
+tid, token = sys.argv[3], sys.argv[4]
+assert len(reqs) == 1, "%d requests" % len(reqs)
+r = reqs[0]
+assert r["method"] == "POST" and r["path"] == "/api/v1/repos/alice/pr/pulls", r["path"]
+assert r["headers"].get("authorization") == "token " + token, "authorization"
+assert r["headers"].get("content-type") == "application/json"
+b = r["body"]
+assert b["head"] == "agentfab/" + tid and b["base"] == "main", (b["head"], b["base"])
+assert b["title"] == "Make add() add", b["title"]
+assert b["body"].strip() == summary.strip() and "## Tests" in b["body"], "body is not the summary"
+PY
+                ok "the forge got one POST with the token, the goal as title and the summary as body" ||
+                fail "forge request: $(cat "$WORK/forge.jsonl")"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" MESSAGE_ID=fc994ca094d14bc9a5c8272de9a820c7 |
+                grep '"AGENTFAB_EVENT":"pull-request"' | grep -qF "\"AGENTFAB_URL\":\"$want\"" &&
+                ok "journal: pull-request entry with AGENTFAB_URL" || fail "no pull-request journal entry"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" MESSAGE_ID=87b34c28740c4e299b3b38c8b63843d5 |
+                grep -qF "\"AGENTFAB_COMMIT\":\"$head\"" && ok "journal: pushed entry with the commit" || fail "no pushed journal entry"
+        hx grep -q '"type":"pull-request"' "/var/lib/agentfab/tasks/$id/events.jsonl" && ok "events.jsonl has the pull request" ||
+                fail "no pull-request event"
+        ! hx grep -rqs "$FORGE_TOKEN" "/var/lib/agentfab/tasks/$id" && ok "the token is in none of the task's files" ||
+                fail "token in the task's files"
+        ! hx journalctl -q --no-pager -o json | grep -q "$FORGE_TOKEN" && ok "nor in the journal" || fail "token in the journal"
+
+        echo "=== delivery to a forge that refuses the pull request"
+        local id2 reason
+        model "$WORK/pr.json" --by-step || { fail "model server"; return; }
+        id2=$(submit pr --push-url file:///srv/remote.git --forge testforge --forge-repository alice/exists) ||
+                { fail "submit: $id2"; return; }
+        if wait_state "$id2" succeeded; then ok "task succeeded although the forge refused"; else
+                fail "task ended $(task_prop "$id2" State): $(task_prop "$id2" Reason)"; return; fi
+        reason=$(task_prop "$id2" Reason)
+        [[ $reason == *"pull request on forge "*"testforge"*" failed: "*"HTTP 422"*"already exists"* ]] &&
+                ok "Reason says what failed: $reason" || fail "reason: $reason"
+        [ -z "$(task_prop "$id2" PullRequest)" ] && ok "no PullRequest" || fail "PullRequest set"
+        [ "$(hx git --git-dir="$R" rev-parse "refs/heads/agentfab/$id2" 2>&1)" = "$(task_prop "$id2" HeadCommit)" ] &&
+                ok "the branch was pushed all the same" || fail "branch of $id2 not pushed"
+        hx journalctl -q -o json AGENTFAB_TASK="$id2" MESSAGE_ID=e7f8313621a1437293eb44641dd74ebb |
+                grep -q '"AGENTFAB_EVENT":"pull-request-failed"' && ok "journal: pull-request-failed entry" ||
+                fail "no delivery-failed journal entry"
+        [ "$(hx git --git-dir="$R" rev-parse refs/heads/main)" = "$main_before" ] && ok "main still untouched" || fail "main moved"
+        ! hx journalctl -q --no-pager -o json | grep -q "$FORGE_TOKEN" && ok "the token is not in the journal" ||
+                fail "token in the journal"
+        stop_forge
+}
+
 main() {
         harness_boot || { echo "0 passed, 1 failed"; exit 1; }
         hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
@@ -536,6 +718,7 @@ main() {
         t_context_budget
         t_api_key
         t_https_repo
+        t_push_pr
         t_kill9_resume
 
         echo "=== sanitizers and crashes"
@@ -549,6 +732,7 @@ main() {
                 hx journalctl -q --no-pager | tail -60
         fi
         stop_model
+        stop_forge
         harness_teardown
         echo "$PASSED passed, $FAILED failed"
         [ "$FAILED" = 0 ]

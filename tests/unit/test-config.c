@@ -58,6 +58,35 @@ int main(void) {
         config_parse(&c, "[Daemon]\n\n\nIdleTimeoutSec=0\n", "test");
         CHECK(c.idle_timeout_usec == UINT64_MAX, "IdleTimeoutSec=0 disables idle exit");
 
+        /* [Forge] sections: several, Name= anywhere in its section, a later
+         * section of the same name changes only what it sets, and a bad
+         * value or a section that cannot work is left out with a warning. */
+        config_init(&c);
+        config_parse(&c,
+                     "[Forge]\nKind=github\nAPI=https://api.github.com\nName=hub\nTokenCredential=hub-token\n"
+                     "[Forge]\nName=local\nAPI=http://127.0.0.1:3000/api/v1\nAllowFileURLs=yes\nKind=gitlab\n"
+                     "[Forge]\nName=nameless/bad\nAPI=https://x.example\n"
+                     "[Forge]\nAPI=https://y.example\n"
+                     "[Forge]\nName=noapi\nAPI=https://u:p@z.example\n"
+                     "[Daemon]\nMaxTasks=77\n", "test");
+        const ForgeConfig *hub = config_find_forge(&c, "hub"), *local = config_find_forge(&c, "local");
+        CHECK(c.n_forges == 2 && hub && local, "two valid [Forge] sections (%zu)", c.n_forges);
+        CHECK(hub && hub->kind == FORGE_KIND_GITHUB && streq(hub->api, "https://api.github.com") &&
+              streq(hub->token_credential, "hub-token") && !hub->allow_file_urls, "github forge parsed, Name= last");
+        CHECK(local && local->kind == FORGE_KIND_GITEA && local->allow_file_urls && !local->token_credential,
+              "gitea is the default kind, an invalid Kind= is ignored, AllowFileURLs=yes");
+        CHECK(!config_find_forge(&c, "noapi") && !config_find_forge(&c, NULL), "a forge without a valid API= is left out");
+        CHECK(c.max_tasks == 77, "sections after [Forge] still parse");
+        config_parse(&c, "[Forge]\nName=hub\nTokenCredential=\n", "drop-in");
+        hub = config_find_forge(&c, "hub");
+        CHECK(c.n_forges == 2 && hub && !hub->token_credential && streq(hub->api, "https://api.github.com"),
+              "a later section changes only the keys it sets");
+        config_parse(&c, "[Forge]\nName=evil\nAPI=https://e.example\nTokenCredential=../../etc/shadow\n", "drop-in");
+        CHECK(config_find_forge(&c, "evil") && !config_find_forge(&c, "evil")->token_credential,
+              "a credential name with a path is refused");
+        config_done(&c);
+        CHECK(c.n_forges == 0, "config_done() frees the forges");
+
         close(dfd);
         close(fd);
         rm_rf_at(AT_FDCWD, dir);

@@ -247,9 +247,76 @@ static void test_repository_urls(void) {
         task_spec_done(&spec);
 }
 
+/* Delivery keys: a push URL that could leak a secret, name a path outside
+ * file:///, or a base that is not a plain branch is refused, and keys that
+ * only make sense together are refused apart. */
+static void test_delivery(void) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        TaskSpec s;
+
+        task_spec_init(&s);
+        (void) task_spec_set_string(&s, "repository", "/srv/repo", &e);
+        (void) task_spec_set_string(&s, "goal", "x", &e);
+        CHECK(task_spec_set_string(&s, "push_url", "https://gitea.example/alice/proj.git", &e) >= 0, "https push_url accepted");
+        CHECK(task_spec_set_string(&s, "forge", "corp-gitea", &e) >= 0, "forge name accepted");
+        CHECK(task_spec_validate(&s, &e) < 0 && is_invalid_spec(&e), "forge without forge_repository refused");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_string(&s, "forge_repository", "alice/proj", &e) >= 0, "owner/repo accepted");
+        CHECK(task_spec_set_string(&s, "pull_request_base", "release/2.x", &e) >= 0, "branch with a slash as base accepted");
+        CHECK(task_spec_validate(&s, &e) >= 0, "complete delivery spec validates");
+        task_spec_done(&s);
+
+        static const char *bad_urls[] = {
+                "http://gitea.example/a/b.git", "https://u:secret@gitea.example/a/b.git", "ssh://git@x/a.git",
+                "git@gitea.example:a/b.git", "/srv/remote.git", "https://gitea.example", "file:///a/../b", "https://x/a b",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad_urls); i++) {
+                task_spec_init(&s);
+                CHECK(task_spec_set_string(&s, "push_url", bad_urls[i], &e) < 0 && is_invalid_spec(&e), "push_url '%s' refused", bad_urls[i]);
+                sd_bus_error_free(&e);
+                task_spec_done(&s);
+        }
+        static const char *bad_bases[] = { "HEAD", "agentfab/0123456789ab", "refs/heads/main", "-x", "a b", "main@{1}", "ma\033in", "" };
+        for (size_t i = 0; i < ELEMENTSOF(bad_bases); i++) {
+                task_spec_init(&s);
+                CHECK(task_spec_set_string(&s, "pull_request_base", bad_bases[i], &e) < 0 && is_invalid_spec(&e),
+                      "pull_request_base '%s' refused", bad_bases[i]);
+                sd_bus_error_free(&e);
+                task_spec_done(&s);
+        }
+        static const char *bad_repos[] = { "alice", "alice/", "/proj", "a/b/c", "a/..", "a b/c", "a/b?c" };
+        for (size_t i = 0; i < ELEMENTSOF(bad_repos); i++) {
+                task_spec_init(&s);
+                CHECK(task_spec_set_string(&s, "forge_repository", bad_repos[i], &e) < 0 && is_invalid_spec(&e),
+                      "forge_repository '%s' refused", bad_repos[i]);
+                sd_bus_error_free(&e);
+                task_spec_done(&s);
+        }
+
+        /* A forge needs the branch pushed first; a repository needs a forge. */
+        task_spec_init(&s);
+        (void) task_spec_set_string(&s, "repository", "/srv/repo", &e);
+        (void) task_spec_set_string(&s, "goal", "x", &e);
+        (void) task_spec_set_string(&s, "forge", "f", &e);
+        (void) task_spec_set_string(&s, "forge_repository", "a/b", &e);
+        CHECK(task_spec_validate(&s, &e) < 0 && is_invalid_spec(&e), "forge without push_url refused");
+        sd_bus_error_free(&e);
+        task_spec_done(&s);
+        task_spec_init(&s);
+        (void) task_spec_set_string(&s, "repository", "/srv/repo", &e);
+        (void) task_spec_set_string(&s, "goal", "x", &e);
+        (void) task_spec_set_string(&s, "push_url", "file:///srv/remote.git", &e);
+        CHECK(task_spec_validate(&s, &e) >= 0, "push_url alone validates (the config decides on file://)");
+        (void) task_spec_set_string(&s, "pull_request_base", "main", &e);
+        CHECK(task_spec_validate(&s, &e) < 0 && is_invalid_spec(&e), "pull_request_base without forge refused");
+        sd_bus_error_free(&e);
+        task_spec_done(&s);
+}
+
 int main(void) {
         test_strings();
         test_repository_urls();
+        test_delivery();
         test_limits();
         test_message();
         return tap_done();
