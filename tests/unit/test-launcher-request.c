@@ -84,6 +84,8 @@ int main(void) {
 
         /* Bounds: too many variables, too long a value, too long a line. */
         char *big = malloc(LAUNCHER_REQUEST_MAX + 64);
+        if (!big)
+                abort();
         char *p = stpcpy(big, "{\"type\":\"sandbox\",\"task\":\"0123456789ab\",\"env\":{");
         for (int i = 0; i < LAUNCHER_ENV_MAX + 1; i++)
                 p += sprintf(p, "%s\"V%i\":\"x\"", i ? "," : "", i);
