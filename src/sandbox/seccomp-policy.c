@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <assert.h>
 #include <errno.h>
+#include <linux/filter.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -73,7 +77,7 @@ static const char *const allowed_syscalls[] = {
 };
 
 /* personality() flags that weaken the address space layout or memory protection. */
-static const unsigned long unsafe_personality_flags[] = {
+static const uint32_t unsafe_personality_flags[] = {
         0x0040000, /* ADDR_NO_RANDOMIZE */
         0x0080000, /* FDPIC_FUNCPTRS */
         0x0100000, /* MMAP_PAGE_ZERO */
@@ -83,14 +87,40 @@ static const unsigned long unsafe_personality_flags[] = {
         0x8000000, /* ADDR_LIMIT_3GB */
 };
 
-static const int allowed_socket_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
+/* No real persona has bit 31: personality(0xffffffff) is the query. */
+#define PERSONALITY_QUERY_BIT 0x80000000U
 
-#define NAMESPACE_FLAGS (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | \
-                         CLONE_NEWNET | CLONE_NEWCGROUP)
+static const uint32_t allowed_socket_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
+
+/* No typing into somebody's terminal. */
+static const uint32_t refused_ioctls[] = { TIOCSTI, TIOCLINUX };
+
+static const uint32_t namespace_flags[] = {
+        CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP,
+};
+
+/* The syscalls that syscall-heavy tools (dd, cp, cc, git) make most: the
+ * filter tests them one by one before libseccomp's program, whose binary
+ * tree costs some 15 instructions for any syscall (seccomp_syscall_priority()
+ * does not change the tree). Each costs every other syscall one more
+ * instruction, so the list is short. All are allowed whatever their
+ * arguments. The kernel's action cache (Linux >= 5.11) answers such
+ * syscalls without running the filter at all; this serves older kernels. */
+static const char *const hot_syscalls[] = {
+        "read", "write", "close", "newfstatat", "openat", "mmap",
+};
 
 static void seccomp_releasep(scmp_filter_ctx *ctx) {
         if (*ctx)
                 seccomp_release(*ctx);
+}
+
+/* Allowed or refused only by their arguments: each has conditional rules
+ * that together cover every argument value, and no unconditional rule,
+ * because in one libseccomp filter an unconditional rule for a syscall
+ * silently overrides every conditional rule for it. */
+static bool is_conditional(const char *name) {
+        return streq(name, "clone") || streq(name, "ioctl") || streq(name, "personality") || streq(name, "socket");
 }
 
 static bool is_allowed(const char *name) {
@@ -100,7 +130,7 @@ static bool is_allowed(const char *name) {
         /* Allowed with conditions; or, for clone3(), which passes its flags in
          * memory the filter cannot read, left to the default ENOSYS, so that
          * libc falls back to clone(), whose flags are checked. */
-        return streq(name, "personality") || streq(name, "socket") || streq(name, "clone3");
+        return is_conditional(name) || streq(name, "clone3");
 }
 
 static int export_bpf(scmp_filter_ctx ctx, struct sock_filter **ret, size_t *ret_n) {
@@ -129,31 +159,142 @@ static int export_bpf(scmp_filter_ctx ctx, struct sock_filter **ret, size_t *ret
         return 0;
 }
 
-static int new_filter(uint32_t default_action, scmp_filter_ctx *ret) {
-        scmp_filter_ctx ctx = seccomp_init(default_action);
+/* One rule: action when the low 32 bits of argument arg, masked, equal value.
+ * The arguments checked here are int or unsigned int in the kernel, which
+ * ignores the upper half of the register: so must the filter, or a caller
+ * could pass a refused value with bits set above bit 31. */
+static int add_masked(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned arg, uint32_t mask, uint32_t value) {
+        return seccomp_rule_add(ctx, action, nr, 1, SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, mask, value));
+}
+
+/* action when the argument's low 32 bits are one of values. */
+static int add_values(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned arg,
+                      const uint32_t *values, size_t n_values) {
+        int r;
+
+        for (size_t i = 0; i < n_values; i++) {
+                r = add_masked(ctx, action, nr, arg, UINT32_MAX, values[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* action when the argument's low 32 bits are none of values. libseccomp
+ * rules can only say "equal under a mask", and one rule cannot test an
+ * argument twice, so the complement is built from such rules: a value
+ * differs from all of them if it differs from them in a bit where they all
+ * agree (one rule per such bit), or else if its pattern in the bits where
+ * they disagree is none of theirs (one rule per other pattern). */
+static int add_values_complement(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned arg,
+                                 const uint32_t *values, size_t n_values) {
+        uint32_t varying = 0;
+        int r;
+
+        assert(n_values > 0);
+
+        for (size_t i = 1; i < n_values; i++)
+                varying |= values[i] ^ values[0];
+        /* Bounds the rules for the disagreeing bits (2^n of them); ours need 3 and 4 bits. */
+        if (__builtin_popcount(varying) > 6)
+                return -E2BIG;
+
+        for (unsigned b = 0; b < 32; b++) {
+                uint32_t bit = UINT32_C(1) << b;
+                if (varying & bit)
+                        continue;
+                r = add_masked(ctx, action, nr, arg, bit, ~values[0] & bit);
+                if (r < 0)
+                        return r;
+        }
+
+        /* Every pattern of the varying bits: walk the subsets of the mask. */
+        uint32_t pattern = 0;
+        do {
+                uint32_t v = (values[0] & ~varying) | pattern;
+                bool listed = false;
+                for (size_t i = 0; i < n_values; i++)
+                        if (values[i] == v)
+                                listed = true;
+                if (!listed) {
+                        r = add_masked(ctx, action, nr, arg, UINT32_MAX, v);
+                        if (r < 0)
+                                return r;
+                }
+                pattern = (pattern - varying) & varying;
+        } while (pattern != 0);
+
+        return 0;
+}
+
+/* Each conditional syscall gets ALLOW and EPERM rules that are disjoint and
+ * together cover every argument value: none falls through to the filter's
+ * default, ENOSYS. */
+static int add_argument_checks(scmp_filter_ctx ctx) {
+        uint32_t all_unsafe = 0, all_ns = 0;
+        int r;
+
+        /* No new namespaces after setup. */
+        for (size_t i = 0; i < ELEMENTSOF(namespace_flags); i++) {
+                all_ns |= namespace_flags[i];
+                r = add_masked(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 0, namespace_flags[i], namespace_flags[i]);
+                if (r < 0)
+                        return r;
+        }
+        r = add_masked(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 0, all_ns, 0);
+        if (r < 0)
+                return r;
+
+        /* No unsafe personality flags, but the query works. */
+        for (size_t i = 0; i < ELEMENTSOF(unsafe_personality_flags); i++) {
+                all_unsafe |= unsafe_personality_flags[i];
+                r = add_masked(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 0,
+                               unsafe_personality_flags[i] | PERSONALITY_QUERY_BIT, unsafe_personality_flags[i]);
+                if (r < 0)
+                        return r;
+        }
+        r = add_masked(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 0, all_unsafe, 0);
+        if (r >= 0)
+                r = add_masked(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 0,
+                               PERSONALITY_QUERY_BIT, PERSONALITY_QUERY_BIT);
+        if (r < 0)
+                return r;
+
+        /* Only local, IP and netlink sockets (the network namespace has only lo):
+         * no packet, crypto API, vsock, bluetooth ... sockets. */
+        r = add_values(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 0,
+                       allowed_socket_families, ELEMENTSOF(allowed_socket_families));
+        if (r >= 0)
+                r = add_values_complement(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 0,
+                                          allowed_socket_families, ELEMENTSOF(allowed_socket_families));
+        if (r < 0)
+                return r;
+
+        /* The ioctl command is an unsigned int. */
+        r = add_values(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1, refused_ioctls, ELEMENTSOF(refused_ioctls));
+        if (r >= 0)
+                r = add_values_complement(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                          refused_ioctls, ELEMENTSOF(refused_ioctls));
+        return r;
+}
+
+static int build_policy(scmp_filter_ctx *ret) {
+        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
+        int r;
+
+        ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
         if (!ctx)
                 return -ENOMEM;
         /* No other ABI: i386 (int 0x80) and x32 calls fail. */
         if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM)) < 0 ||
             /* A binary tree instead of a linear list: the filter runs on every syscall. */
             seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2) < 0 ||
-            seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) < 0) {
-                seccomp_release(ctx);
+            seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) < 0)
                 return -EINVAL;
-        }
-        *ret = ctx;
-        return 0;
-}
-
-static int build_allowlist(scmp_filter_ctx *ret) {
-        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
-        int r;
-
-        r = new_filter(SCMP_ACT_ERRNO(ENOSYS), &ctx);
-        if (r < 0)
-                return r;
 
         for (size_t i = 0; i < ELEMENTSOF(allowed_syscalls); i++) {
+                if (is_conditional(allowed_syscalls[i]))
+                        continue;
                 int nr = seccomp_syscall_resolve_name(allowed_syscalls[i]);
                 if (nr == __NR_SCMP_ERROR)
                         continue; /* not on this architecture */
@@ -162,11 +303,7 @@ static int build_allowlist(scmp_filter_ctx *ret) {
                         return r;
         }
 
-        /* personality() and socket() are allowed here and narrowed by the
-         * argument checks. */
-        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 0);
-        if (r >= 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 0);
+        r = add_argument_checks(ctx);
         if (r < 0)
                 return r;
 
@@ -186,78 +323,70 @@ static int build_allowlist(scmp_filter_ctx *ret) {
         return 0;
 }
 
-static int build_argument_checks(scmp_filter_ctx *ret) {
-        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
-        static const unsigned long ns_flags[] = {
-                CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP,
-        };
-        int r;
+static bool is_unconditionally_allowed(const char *name) {
+        if (is_conditional(name))
+                return false;
+        for (size_t i = 0; i < ELEMENTSOF(allowed_syscalls); i++)
+                if (streq(allowed_syscalls[i], name))
+                        return true;
+        return false;
+}
 
-        r = new_filter(SCMP_ACT_ALLOW, &ctx);
-        if (r < 0)
-                return r;
+/* Puts in front of libseccomp's program a short test for the hot syscalls:
+ * native ABI and one of them: allow; anything else goes on to the first
+ * instruction of libseccomp's program, which decides as if the prefix were
+ * not there (the prefix only allows what that program allows for every
+ * argument value). x32 numbers carry bit 30 and never equal a hot one. */
+static int prepend_hot_path(struct sock_filter **filter, size_t *n_filter) {
+        enum { HEAD = 3 }; /* load arch, test it, load nr */
+        const size_t n_hot = ELEMENTSOF(hot_syscalls);
+        const size_t n_prefix = HEAD + n_hot + 2; /* + jump over the allow, allow */
+        struct sock_filter *f;
+        size_t k = 0;
 
-        /* No new namespaces after setup. */
-        for (size_t i = 0; i < ELEMENTSOF(ns_flags); i++) {
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                                     SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
-                if (r < 0)
-                        return r;
+        _Static_assert(ELEMENTSOF(hot_syscalls) + 3 <= UINT8_MAX, "BPF jumps are 8-bit");
+
+        if (*n_filter > BPF_MAXINSNS - n_prefix)
+                return -E2BIG;
+        f = malloc((n_prefix + *n_filter) * sizeof(struct sock_filter));
+        if (!f)
+                return -ENOMEM;
+
+        f[k++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+        /* Another ABI: straight to libseccomp's program, n_hot + 3 ahead. */
+        f[k++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, seccomp_arch_native(), 0, n_hot + 3);
+        f[k++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+        for (size_t i = 0; i < n_hot; i++) {
+                int nr = seccomp_syscall_resolve_name(hot_syscalls[i]);
+                if (nr < 0 || !is_unconditionally_allowed(hot_syscalls[i])) {
+                        free(f);
+                        return -EINVAL;
+                }
+                /* Equal: to the allow, n_hot - i ahead. */
+                f[k++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t) nr, n_hot - i, 0);
         }
+        f[k++] = (struct sock_filter) BPF_STMT(BPF_JMP | BPF_JA, 1);
+        f[k++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+        assert(k == n_prefix);
 
-        /* No unsafe personality flags. Bit 31 is in the mask so that the
-         * query, personality(0xffffffff), still works: no real persona has it. */
-        for (size_t i = 0; i < ELEMENTSOF(unsafe_personality_flags); i++) {
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
-                                     SCMP_A0(SCMP_CMP_MASKED_EQ, unsafe_personality_flags[i] | 0x80000000UL,
-                                             unsafe_personality_flags[i]));
-                if (r < 0)
-                        return r;
-        }
-
-        /* Only local, IP and netlink sockets (the network namespace has only lo):
-         * no packet, crypto API, vsock, bluetooth ... sockets. */
-        for (int family = 0; family < AF_MAX; family++) {
-                bool allowed = false;
-                for (size_t i = 0; i < ELEMENTSOF(allowed_socket_families); i++)
-                        if (allowed_socket_families[i] == family)
-                                allowed = true;
-                if (allowed)
-                        continue;
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-                                     SCMP_A0(SCMP_CMP_EQ, (uint64_t) family));
-                if (r < 0)
-                        return r;
-        }
-
-        /* No typing into somebody's terminal. The command is an int: compare 32 bits. */
-        static const unsigned long bad_ioctls[] = { TIOCSTI, TIOCLINUX };
-        for (size_t i = 0; i < ELEMENTSOF(bad_ioctls); i++) {
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                                     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, bad_ioctls[i]));
-                if (r < 0)
-                        return r;
-        }
-
-        *ret = TAKE_PTR(ctx);
+        memcpy(f + n_prefix, *filter, *n_filter * sizeof(struct sock_filter));
+        free(*filter);
+        *filter = f;
+        *n_filter += n_prefix;
         return 0;
 }
 
 int seccomp_policy_compile(SeccompProgram *ret) {
-        _cleanup_(seccomp_releasep) scmp_filter_ctx allow = NULL, args = NULL;
+        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
         SeccompProgram p = {};
         int r;
 
-        r = build_allowlist(&allow);
+        r = build_policy(&ctx);
         if (r < 0)
                 return r;
-        r = build_argument_checks(&args);
-        if (r < 0)
-                return r;
-
-        r = export_bpf(allow, &p.filters[0], &p.n_filters[0]);
+        r = export_bpf(ctx, &p.filter, &p.n_filter);
         if (r >= 0)
-                r = export_bpf(args, &p.filters[1], &p.n_filters[1]);
+                r = prepend_hot_path(&p.filter, &p.n_filter);
         if (r < 0) {
                 seccomp_program_done(&p);
                 return r;
@@ -267,22 +396,19 @@ int seccomp_policy_compile(SeccompProgram *ret) {
 }
 
 void seccomp_program_done(SeccompProgram *p) {
-        for (size_t i = 0; i < ELEMENTSOF(p->filters); i++) {
-                free(p->filters[i]);
-                p->filters[i] = NULL;
-                p->n_filters[i] = 0;
-        }
+        p->filter = mfree_ptr(p->filter);
+        p->n_filter = 0;
 }
 
 int seccomp_program_load(const SeccompProgram *p) {
-        /* The kernel runs every installed filter and keeps the strictest answer. */
-        for (size_t i = ELEMENTSOF(p->filters); i > 0; i--) {
-                struct sock_fprog prog = {
-                        .len = (unsigned short) p->n_filters[i - 1],
-                        .filter = p->filters[i - 1],
-                };
-                if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
-                        return -errno;
-        }
+        struct sock_fprog prog = {
+                .len = (unsigned short) p->n_filter,
+                .filter = p->filter,
+        };
+
+        if (p->n_filter == 0 || p->n_filter > BPF_MAXINSNS)
+                return -EINVAL;
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+                return -errno;
         return 0;
 }

@@ -8,21 +8,24 @@
  * raw BPF in each sandbox, so that the per-sandbox cost is a prctl(), not a
  * compilation.
  *
- * Two programs, both loaded; the kernel applies the stricter answer:
- *  1. the allowlist: every syscall a build or test tool needs is allowed
- *     (a few only with safe arguments: personality, socket families);
- *     every other syscall libseccomp knows fails with EPERM; syscall numbers
- *     it does not know (newer than this libseccomp) fail with ENOSYS, so
- *     that programs fall back as on an older kernel; clone3 also fails with
- *     ENOSYS, for the same reason (its flags cannot be inspected). Other
- *     ABIs (i386, x32) fail with EPERM.
- *  2. argument checks on allowed syscalls: clone with namespace flags,
- *     ioctl TIOCSTI/TIOCLINUX fail with EPERM.
- * Denials are errors, never kills, so that tools fail readably. */
+ * One program:
+ *  - every syscall a build or test tool needs is allowed; a few only with
+ *    safe arguments: clone without namespace flags, ioctl but TIOCSTI and
+ *    TIOCLINUX, personality without flags that weaken the address space,
+ *    socket of the unix, inet, inet6 and netlink families;
+ *  - every other syscall libseccomp knows fails with EPERM;
+ *  - syscall numbers it does not know (newer than this libseccomp) fail with
+ *    ENOSYS, so that programs fall back as on an older kernel; clone3 also
+ *    fails with ENOSYS, for the same reason (its flags cannot be inspected);
+ *  - other ABIs (i386, x32) fail with EPERM.
+ * Denials are errors, never kills, so that tools fail readably. One filter,
+ * not an allowlist and a second filter of argument checks: the kernel runs
+ * every installed filter on each syscall that its action cache cannot
+ * answer. */
 
 typedef struct SeccompProgram {
-        struct sock_filter *filters[2];
-        size_t n_filters[2];
+        struct sock_filter *filter;
+        size_t n_filter;
 } SeccompProgram;
 
 int seccomp_policy_compile(SeccompProgram *ret);
