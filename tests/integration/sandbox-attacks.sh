@@ -117,6 +117,10 @@ while True:
         attack packet-socket "" socket-family 17
         attack alg-socket "" socket-family 38
         attack vsock-socket "" socket-family 40
+        # The kernel reads the family as an int: junk in the upper 32 bits of
+        # the register must not slip a refused family past the filter.
+        attack alg-socket-high-bits "" syscall socket 0x100000026 5 0
+        attack vsock-socket-high-bits "" syscall socket 0x100000028 1 0
         # --- syscalls
         attack docker-blocked-list "" docker-list /workspace/docker-blocked-syscalls.txt
         attack mount "" syscall mount
