@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "conf-files.h"
+#include "credential.h"
 #include "config.h"
 #include "fs-util.h"
 #include "log.h"
@@ -350,58 +351,18 @@ const ForgeConfig *config_find_forge(const Config *c, const char *name) {
 }
 
 char *forge_token_free(char *token) {
-        if (!token)
-                return NULL;
-        explicit_bzero(token, strlen(token));
-        free(token);
-        return NULL;
+        return credential_free(token);
 }
 
 int config_forge_read_token(const ForgeConfig *f, char **ret) {
-        _cleanup_close_ int dfd = -EBADF;
-        char *token = NULL;
-        const char *dir;
-        size_t n = 0;
-        int r;
-
         assert(f);
         assert(ret);
 
         *ret = NULL;
         if (!f->token_credential)
                 return 0;
-        /* SECURITY: the name is a file name below the credentials directory
-         * and nothing else; no path may lead out of it. */
-        if (!credential_name_is_valid(f->token_credential))
-                return -EINVAL;
-
-        dir = getenv("CREDENTIALS_DIRECTORY");
-        if (isempty(dir))
-                return -ENXIO;
-        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return -errno;
-
-        r = read_file_at(dfd, f->token_credential, FORGE_TOKEN_MAX, &token, &n);
-        if (r < 0)
-                return r;
-        while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r'))
-                token[--n] = '\0';
-
-        /* SECURITY: the token goes into an HTTP header and a git credential;
-         * a newline in it would let the file add headers of its own. */
-        r = 0;
-        if (n == 0)
-                r = -ENODATA;
-        else if (strlen(token) != n || !string_is_safe(token, false) || strchr(token, ' '))
-                r = -EBADMSG;
-        if (r < 0) {
-                explicit_bzero(token, n);
-                free(token);
-                return r;
-        }
-        *ret = token;
-        return 0;
+        /* A token has no spaces: it goes into a header after "token "/"Bearer ". */
+        return credential_read_line(f->token_credential, FORGE_TOKEN_MAX, false, ret);
 }
 
 static int config_assign(Config *c, const char *section, const char *key, const char *value) {

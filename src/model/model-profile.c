@@ -10,6 +10,7 @@
 #include "fs-util.h"
 #include "log.h"
 #include "conf-files.h"
+#include "credential.h"
 #include "model-profile.h"
 #include "string-util.h"
 
@@ -432,60 +433,19 @@ int model_profiles_load(ModelProfiles *p, const char *path) {
 }
 
 char *model_api_key_free(char *key) {
-        if (!key)
-                return NULL;
-        explicit_bzero(key, strlen(key));
-        free(key);
-        return NULL;
+        return credential_free(key);
 }
 
 int model_profile_read_api_key(const ModelProfile *p, char **ret) {
-        _cleanup_close_ int dfd = -EBADF;
-        char *key = NULL;
-        const char *dir;
-        size_t n = 0;
-        int r;
-
         assert(p);
         assert(ret);
 
-        if (!p->api_key_credential) {
-                *ret = NULL;
+        *ret = NULL;
+        if (!p->api_key_credential)
                 return 0;
-        }
         /* SECURITY: the name is a file name below the credentials directory
-         * and nothing else; no path may lead out of it. */
+         * and nothing else (credential_read_line() checks it too). */
         if (!model_name_is_valid(p->api_key_credential))
                 return -EINVAL;
-
-        dir = getenv("CREDENTIALS_DIRECTORY");
-        if (isempty(dir))
-                return -ENXIO;
-
-        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return -errno;
-
-        r = read_file_at(dfd, p->api_key_credential, MODEL_API_KEY_MAX, &key, &n);
-        if (r < 0)
-                return r;
-
-        while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r'))
-                key[--n] = '\0';
-
-        /* SECURITY: the key goes into an HTTP header; a newline in it would
-         * let the file add headers of its own. */
-        r = 0;
-        if (n == 0)
-                r = -ENODATA;
-        else if (strlen(key) != n || !string_is_safe(key, false))
-                r = -EBADMSG;
-        if (r < 0) {
-                explicit_bzero(key, n);
-                free(key);
-                return r;
-        }
-
-        *ret = key;
-        return 0;
+        return credential_read_line(p->api_key_credential, MODEL_API_KEY_MAX, true, ret);
 }
