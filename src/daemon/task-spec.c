@@ -164,8 +164,8 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
                         if (!task_repository_url_is_valid(value))
                                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
                                                          "Repository URL '%s' is not supported: only https://HOST/PATH "
-                                                         "or ssh://[USER@]HOST[:PORT]/PATH, without a password in it "
-                                                         "(and without a user name for https).", value);
+                                                         "without a user name or password in it, or "
+                                                         "ssh://[USER@]HOST[:PORT]/PATH without a password.", value);
                 } else if (value[0] != '/' && strchr(value, ':') && strcspn(value, ":") < strcspn(value, "/"))
                         /* git's scp-like USER@HOST:PATH is not taken: one form per
                          * thing, and the spelled-out one says which port. */

@@ -788,6 +788,11 @@ static int ssh_auth_parse(const char *url, SshAuth *a) {
                 return -EINVAL;
         memcpy(a->host, h, n);
         a->host[n] = '\0';
+        /* A name or an address as it is, nothing libgit2 would decode first:
+         * the host key is checked for the host we connect to. */
+        for (const char *c = a->host; *c; c++)
+                if (!isalnum((unsigned char) *c) && !strchr(".-_:", *c))
+                        return -EINVAL;
         a->port = 22;
         if (*p == ':') {
                 unsigned long v = 0;
@@ -807,6 +812,10 @@ static int ssh_auth_parse(const char *url, SshAuth *a) {
 static int ssh_auth_fail(SshAuth *a, int r, int git_error, const char *fmt, ...) {
         va_list ap;
 
+        if (!a) {
+                git_error_set_str(GIT_ERROR_SSH, "no ssh settings for this connection");
+                return git_error;
+        }
         va_start(ap, fmt);
         (void) vsnprintf(a->reason, sizeof(a->reason), fmt, ap);
         va_end(ap);
@@ -818,7 +827,8 @@ static int ssh_auth_fail(SshAuth *a, int r, int git_error, const char *fmt, ...)
 /* SECURITY: the host key must be in the known hosts we were given, for this
  * host and port; libgit2's own verdict (from the daemon user's
  * ~/.ssh/known_hosts, if any) counts for nothing. Unknown, changed and
- * revoked keys are all refused, before anything is sent to the server. */
+ * revoked keys are all refused, right after the key exchange: before we
+ * log in or ask for anything. */
 static int ssh_certificate_cb(git_cert *cert, int valid, const char *host, void *payload) {
         SshAuth *a = ((FetchPayload *) payload)->ssh;
         const git_cert_hostkey *hk = (const git_cert_hostkey *) cert;
@@ -840,8 +850,9 @@ static int ssh_certificate_cb(git_cert *cert, int valid, const char *host, void 
                                      "credential names that host and port. Nothing was fetched.", a->host, a->port);
         case KNOWN_HOSTS_MISMATCH:
                 return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE,
-                                     "The ssh host key of '%s' port %u does not match its known hosts entry: the key "
-                                     "changed, or this is another host. Nothing was fetched.", a->host, a->port);
+                                     "The ssh host key of '%s' port %u is unknown: it is not the key the known hosts "
+                                     "list for that host and port (the key changed, or this is another host). "
+                                     "Nothing was fetched.", a->host, a->port);
         case KNOWN_HOSTS_REVOKED:
                 return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE,
                                      "The ssh host key of '%s' port %u is revoked in the known hosts. Nothing was fetched.",

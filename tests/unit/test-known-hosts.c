@@ -113,6 +113,10 @@ int main(void) {
         r = ledger_create(fd, "ssh://u:pw@127.0.0.1:9/x.git", -EBADF, NULL, "agentfab/t", &o, &error, &l);
         CHECK(r == -EINVAL, "a password in an ssh URL is refused (%d, %s)", r, error ?: "-");
         free(error);
+        error = NULL;
+        r = ledger_create(fd, "ssh://git@127.0.0.%31:9/x.git", -EBADF, NULL, "agentfab/t", &o, &error, &l);
+        CHECK(r == -EINVAL, "an encoded host name is refused: the key is checked for what we connect to (%d)", r);
+        free(error);
         close(fd);
         rm_rf_at(AT_FDCWD, dir);
         return tap_done();

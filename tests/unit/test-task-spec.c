@@ -257,7 +257,8 @@ static void test_repository_urls(void) {
         TaskSpec spec;
         task_spec_init(&spec);
         CHECK(task_spec_set_string(&spec, "repository", "https://user:pw@example.org/x.git", &e) < 0 &&
-              strstr(e.message, "only https://HOST/PATH or ssh://") && strstr(e.message, "without a password"),
+              strstr(e.message, "only https://HOST/PATH without a user name or password") &&
+              strstr(e.message, "or ssh://[USER@]HOST[:PORT]/PATH without a password"),
               "a spec with credentials in its URL is refused clearly");
         sd_bus_error_free(&e);
         CHECK(task_spec_set_string(&spec, "repository", "git@example.org:team/x.git", &e) < 0 &&
