@@ -399,7 +399,12 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 strcpy(repo, arg_repo);
         /* The daemon wants an absolute path; resolve a relative one against our cwd. */
         } else if (!realpath(arg_repo, repo)) {
-                fprintf(stderr, "Repository '%s': %s\n", arg_repo, strerror(errno));
+                /* No such directory, but what git would take for HOST:PATH. */
+                if (errno == ENOENT && strchr(arg_repo, ':') && strcspn(arg_repo, ":") < strcspn(arg_repo, "/"))
+                        fprintf(stderr, "Repository '%s' looks like git's scp-like syntax, which is not supported: "
+                                "write it as ssh://[USER@]HOST[:PORT]/PATH.\n", arg_repo);
+                else
+                        fprintf(stderr, "Repository '%s': %s\n", arg_repo, strerror(errno));
                 return EXIT_USAGE;
         }
         /* The repository goes to the daemon as an open directory too: it is

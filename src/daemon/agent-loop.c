@@ -377,7 +377,9 @@ typedef struct CreateJob {
         char *source;
         char *base;
         char *branch;
-        LedgerOptions options;
+        LedgerOptions options;     /* its ssh_key and ssh_known_hosts point to the two below */
+        char *ssh_key;             /* secret: wiped when the job is freed */
+        char *ssh_known_hosts;
         Ledger *ledger;            /* the result */
         char *error;
 } CreateJob;
@@ -402,7 +404,36 @@ static void create_job_free(void *p) {
         free(j->base);
         free(j->branch);
         free(j->error);
+        credential_text_free(j->ssh_key);
+        credential_text_free(j->ssh_known_hosts);
         free(j);
+}
+
+/* For an ssh:// repository: the [Git] credentials, read now, so a renewed
+ * credential counts from the next preparation on. The key is never logged:
+ * the messages name the credential only. */
+static int create_job_read_ssh(CreateJob *j, const Config *c, char **ret_error) {
+        int r;
+
+        if (!strneq(j->source, "ssh://", 6))
+                return 0;
+        /* SECURITY: without known hosts, no ssh connection at all. */
+        if (!c->ssh_known_hosts_credential)
+                return asprintf(ret_error, "ssh:// repositories need [Git] SSHKnownHostsCredential= in the daemon's "
+                                "configuration.") < 0 ? -ENOMEM : -EPERM;
+        r = config_read_credential(c->ssh_known_hosts_credential, CONFIG_SSH_KNOWN_HOSTS_MAX, &j->ssh_known_hosts);
+        if (r < 0)
+                return asprintf(ret_error, "Cannot read the known hosts credential '%s': %s",
+                                c->ssh_known_hosts_credential, strerror(-r)) < 0 ? -ENOMEM : r;
+        if (c->ssh_key_credential) {
+                r = config_read_credential(c->ssh_key_credential, CONFIG_SSH_KEY_MAX, &j->ssh_key);
+                if (r < 0)
+                        return asprintf(ret_error, "Cannot read the ssh key credential '%s': %s",
+                                        c->ssh_key_credential, strerror(-r)) < 0 ? -ENOMEM : r;
+        }
+        j->options.ssh_key = j->ssh_key;
+        j->options.ssh_known_hosts = j->ssh_known_hosts;
+        return 0;
 }
 
 static void on_create_done(Worker *w, int r, void *p, void *userdata) {
@@ -450,6 +481,12 @@ static int agent_open_workspace(AgentRun *run, bool create) {
         if (j->dir_fd < 0 || !j->source || !j->base || !j->branch) {
                 create_job_free(j);
                 return agent_fail(run, "Cannot prepare the workspace: out of resources."), -ENOMEM;
+        }
+        _cleanup_free_ char *ssh_error = NULL;
+        r = create_job_read_ssh(j, &run->manager->config, &ssh_error);
+        if (r < 0) {
+                create_job_free(j);
+                return agent_fail(run, "Cannot prepare the workspace: %s", ssh_error ?: strerror(-r)), r;
         }
         r = worker_start(run->manager->event, create_job_run, on_create_done, create_job_free, j, run, &run->worker);
         if (r < 0) {

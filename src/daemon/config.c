@@ -74,6 +74,9 @@ void config_done(Config *c) {
         c->n_forges = 0;
         free(c->launcher_socket);
         strv_free(c->protected_paths);
+        free(c->ssh_key_credential);
+        free(c->ssh_known_hosts_credential);
+        c->ssh_key_credential = c->ssh_known_hosts_credential = NULL;
         c->launcher_socket = NULL;
         c->protected_paths = NULL;
 }
@@ -365,6 +368,55 @@ int config_forge_read_token(const ForgeConfig *f, char **ret) {
         return credential_read_line(f->token_credential, FORGE_TOKEN_MAX, false, ret);
 }
 
+static int config_assign_git(Config *c, const char *key, const char *value) {
+        char **field;
+
+        if (streq(key, "SSHKeyCredential"))
+                field = &c->ssh_key_credential;
+        else if (streq(key, "SSHKnownHostsCredential"))
+                field = &c->ssh_known_hosts_credential;
+        else
+                return -ENOENT;
+        /* SECURITY: a file name below the credentials directory, nothing else;
+         * empty resets. */
+        if (!isempty(value) && !credential_name_is_valid(value))
+                return -EINVAL;
+        return free_and_strdup(field, isempty(value) ? NULL : value);
+}
+
+int config_read_credential(const char *name, size_t max, char **ret) {
+        _cleanup_close_ int dfd = -EBADF;
+        char *text = NULL;
+        const char *dir;
+        size_t n = 0;
+        int r;
+
+        assert(ret);
+
+        *ret = NULL;
+        /* SECURITY: as for forge tokens, no path may lead out of the directory. */
+        if (!name || !credential_name_is_valid(name))
+                return -EINVAL;
+        dir = getenv("CREDENTIALS_DIRECTORY");
+        if (isempty(dir))
+                return -ENXIO;
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+
+        r = read_file_at(dfd, name, max, &text, &n);
+        if (r < 0)
+                return r;
+        r = n == 0 ? -ENODATA : strlen(text) != n ? -EBADMSG : 0;
+        if (r < 0) {
+                explicit_bzero(text, n);
+                free(text);
+                return r;
+        }
+        *ret = text;
+        return 0;
+}
+
 static int config_assign(Config *c, const char *section, const char *key, const char *value) {
         if (streq(section, "Daemon"))
                 return config_assign_daemon(c, key, value);
@@ -374,6 +426,8 @@ static int config_assign(Config *c, const char *section, const char *key, const 
                 return config_assign_sandbox(c, key, value);
         if (streq(section, "Breakers"))
                 return config_assign_breakers(c, key, value);
+        if (streq(section, "Git"))
+                return config_assign_git(c, key, value);
         return 0; /* [Model] sections are read by the model profiles (model-profile.c), [Forge] below. */
 }
 

@@ -59,6 +59,10 @@ typedef struct Config {
         char **protected_paths;         /* ProtectedPaths= : globs added to the defaults; empty resets */
         bool protected_paths_reset;     /* an empty ProtectedPaths= dropped the defaults */
 
+        /* [Git]: credentials (systemd credential NAMEs) for ssh:// repositories. */
+        char *ssh_key_credential;          /* SSHKeyCredential= : private key; NULL none */
+        char *ssh_known_hosts_credential;  /* SSHKnownHostsCredential= : known_hosts lines; NULL refuses ssh:// */
+
         /* [Forge] sections, in the order first seen. */
         ForgeConfig forges[CONFIG_FORGES_MAX];
         size_t n_forges;
@@ -86,6 +90,17 @@ int config_forge_read_token(const ForgeConfig *f, char **ret);
 char *forge_token_free(char *token);
 static inline void forge_token_freep(char **t) {
         forge_token_free(*t);
+}
+
+/* Reads $CREDENTIALS_DIRECTORY/<name> whole, for [Git]: at most max bytes,
+ * no NUL in it, not empty (-ENODATA). -EINVAL for a name that is not a plain
+ * file name, -ENXIO without a credentials directory. Free with
+ * credential_text_free(), which wipes it. Never log it. */
+#define CONFIG_SSH_KEY_MAX (64U * 1024U)
+#define CONFIG_SSH_KNOWN_HOSTS_MAX (1024U * 1024U)
+int config_read_credential(const char *name, size_t max, char **ret);
+static inline char *credential_text_free(char *t) {
+        return forge_token_free(t);
 }
 
 /* Parses one file's text; exposed for tests. */

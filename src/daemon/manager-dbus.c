@@ -239,6 +239,12 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
          * and the daemon needs no right of its own to read it. */
         /* A URL is fetched by the daemon when the task is prepared; that is
          * where it is found readable or not, and base resolved. */
+        /* SECURITY: an ssh:// URL is only ever fetched with a host key check;
+         * without known hosts configured it is refused now, not at preparation. */
+        if (spec.repository_fd < 0 && spec.repository && strneq(spec.repository, "ssh://", 6) && !m->config.ssh_known_hosts_credential)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                         "Repository '%s' is refused: ssh:// repositories need [Git] "
+                                         "SSHKnownHostsCredential= in the daemon's configuration.", spec.repository);
         if (spec.repository_fd < 0 && !task_repository_url_is_valid(spec.repository)) {
                 r = repository_check(spec.repository, spec.base, &caller, &canonical, error);
                 if (r < 0)

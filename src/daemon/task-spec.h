@@ -83,6 +83,7 @@ int task_spec_validate(const TaskSpec *spec, sd_bus_error *error);
 int task_spec_from_message(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error);
 
 bool task_base_is_valid(const char *base);
-/* An https:// URL the daemon may fetch a repository from. */
+/* An https:// or ssh:// URL the daemon may fetch a repository from (no
+ * password in it; a user name for ssh only). */
 bool task_repository_url_is_valid(const char *url);
 bool task_model_is_valid(const char *model);

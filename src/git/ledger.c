@@ -13,6 +13,7 @@
 
 #include "fs-util.h"
 #include "json-util.h"
+#include "known-hosts.h"
 #include "ledger-internal.h"
 #include "log.h"
 #include "string-util.h"
@@ -696,9 +697,12 @@ static int import_local(const char *ledger_path, const char *source, int source_
         return 0;
 }
 
+typedef struct SshAuth SshAuth;
+
 typedef struct FetchPayload {
         ImportSize size;
         uint64_t received;
+        SshAuth *ssh;           /* ssh:// only */
 } FetchPayload;
 
 static int fetch_progress_cb(const git_indexer_progress *stats, void *payload) {
@@ -726,10 +730,169 @@ static int delete_fetch_refs(git_repository *repo) {
         return r;
 }
 
+/* ---- ssh:// ---- */
+
+#define SSH_HOST_MAX 255U
+#define SSH_USER_MAX 64U
+#define SSH_REASON_MAX 512U
+
+typedef struct SshAuth {
+        char host[SSH_HOST_MAX + 1];
+        char user[SSH_USER_MAX + 1];
+        unsigned port;
+        const char *key;
+        const char *known_hosts;
+        unsigned key_tries;
+        char reason[SSH_REASON_MAX];    /* why the connection was given up, for the task's error */
+        int reason_errno;
+} SshAuth;
+
+static bool source_is_ssh(const char *url) {
+        return url && strneq(url, "ssh://", 6);
+}
+
+/* ssh://[user@]host[:port]/path, host possibly "[v6 address]"; what libgit2
+ * connects to, parsed here too so the host key is checked for the port we
+ * know (libgit2's certificate callback is told the host only). */
+static int ssh_auth_parse(const char *url, SshAuth *a) {
+        const char *p = url + 6, *end, *at, *h, *he;
+        size_t n;
+
+        end = p + strcspn(p, "/");
+        at = memchr(p, '@', (size_t) (end - p));
+        strcpy(a->user, "git");
+        if (at) {
+                n = (size_t) (at - p);
+                /* SECURITY: a password in the URL is refused here as well as in the spec. */
+                if (n == 0 || n > SSH_USER_MAX || memchr(p, ':', n))
+                        return -EINVAL;
+                memcpy(a->user, p, n);
+                a->user[n] = '\0';
+                p = at + 1;
+        }
+        if (*p == '[') {
+                h = p + 1;
+                he = memchr(h, ']', (size_t) (end - h));
+                if (!he)
+                        return -EINVAL;
+                p = he + 1;
+        } else {
+                h = p;
+                he = p + strcspn(p, ":/");
+                if (he > end)
+                        he = end;
+                p = he;
+        }
+        n = (size_t) (he - h);
+        if (n == 0 || n > SSH_HOST_MAX)
+                return -EINVAL;
+        memcpy(a->host, h, n);
+        a->host[n] = '\0';
+        /* A name or an address as it is, nothing libgit2 would decode first:
+         * the host key is checked for the host we connect to. */
+        for (const char *c = a->host; *c; c++)
+                if (!isalnum((unsigned char) *c) && !strchr(".-_:", *c))
+                        return -EINVAL;
+        a->port = 22;
+        if (*p == ':') {
+                unsigned long v = 0;
+
+                for (p++; p < end; p++) {
+                        if (!isdigit((unsigned char) *p) || v > 65535)
+                                return -EINVAL;
+                        v = v * 10 + (unsigned long) (*p - '0');
+                }
+                if (v == 0 || v > 65535)
+                        return -EINVAL;
+                a->port = (unsigned) v;
+        }
+        return p == end && *end == '/' ? 0 : -EINVAL;
+}
+
+static int ssh_auth_fail(SshAuth *a, int r, int git_error, const char *fmt, ...) {
+        va_list ap;
+
+        if (!a) {
+                git_error_set_str(GIT_ERROR_SSH, "no ssh settings for this connection");
+                return git_error;
+        }
+        va_start(ap, fmt);
+        (void) vsnprintf(a->reason, sizeof(a->reason), fmt, ap);
+        va_end(ap);
+        a->reason_errno = r;
+        git_error_set_str(GIT_ERROR_SSH, a->reason);
+        return git_error;
+}
+
+/* SECURITY: the host key must be in the known hosts we were given, for this
+ * host and port; libgit2's own verdict (from the daemon user's
+ * ~/.ssh/known_hosts, if any) counts for nothing. Unknown, changed and
+ * revoked keys are all refused, right after the key exchange: before we
+ * log in or ask for anything. */
+static int ssh_certificate_cb(git_cert *cert, int valid, const char *host, void *payload) {
+        SshAuth *a = ((FetchPayload *) payload)->ssh;
+        const git_cert_hostkey *hk = (const git_cert_hostkey *) cert;
+
+        (void) valid;
+        (void) host;    /* The host we parsed from the URL is the one we connected to. */
+
+        if (!a || cert->cert_type != GIT_CERT_HOSTKEY_LIBSSH2)
+                return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE, "Unexpected kind of certificate for an ssh connection.");
+        if (!(hk->type & GIT_CERT_SSH_RAW) || !hk->hostkey || hk->hostkey_len == 0)
+                return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE, "The ssh host key of '%s' port %u cannot be read.", a->host, a->port);
+
+        switch (known_hosts_check(a->known_hosts, a->host, a->port, hk->hostkey, hk->hostkey_len)) {
+        case KNOWN_HOSTS_MATCH:
+                return 0;
+        case KNOWN_HOSTS_UNKNOWN:
+                return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE,
+                                     "The ssh host key of '%s' port %u is unknown: no entry of the known hosts "
+                                     "credential names that host and port. Nothing was fetched.", a->host, a->port);
+        case KNOWN_HOSTS_MISMATCH:
+                return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE,
+                                     "The ssh host key of '%s' port %u is unknown: it is not the key the known hosts "
+                                     "list for that host and port (the key changed, or this is another host). "
+                                     "Nothing was fetched.", a->host, a->port);
+        case KNOWN_HOSTS_REVOKED:
+                return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE,
+                                     "The ssh host key of '%s' port %u is revoked in the known hosts. Nothing was fetched.",
+                                     a->host, a->port);
+        default:
+                return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE, "The ssh host key of '%s' port %u cannot be checked.",
+                                     a->host, a->port);
+        }
+}
+
+/* libgit2 asks again after every refusal: the key is offered once. */
+static int ssh_credentials_cb(git_credential **out, const char *url, const char *username_from_url,
+                              unsigned allowed, void *payload) {
+        SshAuth *a = ((FetchPayload *) payload)->ssh;
+
+        (void) url;
+        if (!a)
+                return ssh_auth_fail(a, -EACCES, GIT_EAUTH, "No credentials for this URL.");
+        if (allowed & GIT_CREDENTIAL_USERNAME)
+                return git_credential_username_new(out, a->user);
+        if (!(allowed & GIT_CREDENTIAL_SSH_MEMORY))
+                return ssh_auth_fail(a, -EACCES, GIT_EAUTH, "The ssh server '%s' port %u offers no public key authentication.",
+                                     a->host, a->port);
+        if (!a->key)
+                return ssh_auth_fail(a, -EACCES, GIT_EAUTH,
+                                     "The ssh server '%s' port %u asks for authentication, but no ssh key is configured "
+                                     "([Git] SSHKeyCredential=).", a->host, a->port);
+        if (a->key_tries++ > 0)
+                return ssh_auth_fail(a, -EACCES, GIT_EAUTH,
+                                     "Authentication as '%s' at ssh server '%s' port %u failed: the configured key was refused.",
+                                     username_from_url ?: a->user, a->host, a->port);
+        if (git_credential_ssh_key_memory_new(out, username_from_url ?: a->user, NULL, a->key, NULL) < 0)
+                return ssh_auth_fail(a, -EACCES, GIT_EAUTH, "The configured ssh key cannot be used: %s", ledger_git_message());
+        return 0;
+}
+
 /* Fetches from a URL into the ledger. Only libgit2's transports run: no
  * helper program, no hooks; the daemon's git config is cut off (see
  * ledger_library_init()), so no credential helper or URL rewrite applies. */
-static int import_url(git_repository *repo, const char *url, const char *base, uint64_t max,
+static int import_url(git_repository *repo, const char *url, const char *base, const LedgerOptions *o, uint64_t max,
                       git_oid *ret_base, char **ret_error) {
         _cleanup_(git_remote_freep) git_remote *remote = NULL;
         git_remote_callbacks cbs;
@@ -749,20 +912,41 @@ static int import_url(git_repository *repo, const char *url, const char *base, u
 
         cbs.transfer_progress = fetch_progress_cb;
         cbs.payload = &p;
+
+        SshAuth ssh = {};
+        if (source_is_ssh(url)) {
+                /* SECURITY: never an ssh connection whose host key cannot be checked. */
+                if (!o || !o->ssh_known_hosts)
+                        return ledger_set_error(ret_error, -EPERM,
+                                                "ssh:// repositories need known hosts ([Git] SSHKnownHostsCredential=): "
+                                                "not connecting to an unverifiable host.");
+                if (ssh_auth_parse(url, &ssh) < 0)
+                        return ledger_set_error(ret_error, -EINVAL, "Invalid ssh repository URL '%s'.", url);
+                ssh.key = o->ssh_key;
+                ssh.known_hosts = o->ssh_known_hosts;
+                p.ssh = &ssh;
+                cbs.certificate_check = ssh_certificate_cb;
+                cbs.credentials = ssh_credentials_cb;
+        }
         fo.callbacks = cbs;
         fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
         fo.update_fetchhead = 0;
 
         if (git_remote_create_anonymous(&remote, repo, url) < 0)
                 return ledger_set_error(ret_error, -EINVAL, "Invalid repository URL '%s': %s", url, ledger_git_message());
-        if (git_remote_connect(remote, GIT_DIRECTION_FETCH, &cbs, NULL, NULL) < 0)
+        if (git_remote_connect(remote, GIT_DIRECTION_FETCH, &cbs, NULL, NULL) < 0) {
+                if (ssh.reason[0])
+                        return ledger_set_error(ret_error, ssh.reason_errno, "Cannot connect to '%s': %s", url, ssh.reason);
                 return ledger_set_error(ret_error, -ECONNREFUSED, "Cannot connect to '%s': %s", url, ledger_git_message());
+        }
         if (!base && git_remote_default_branch(&head, remote) < 0)
                 return ledger_set_error(ret_error, -ENOENT, "'%s' has no default branch: %s", url, ledger_git_message());
         if (git_remote_download(remote, &refspecs, &fo) < 0) {
                 if (p.size.too_big)
                         return ledger_set_error(ret_error, -EFBIG, "Repository '%s' is too big: it exceeds the limit of %" PRIu64 " bytes.",
                                                 url, max);
+                if (ssh.reason[0])
+                        return ledger_set_error(ret_error, ssh.reason_errno, "Cannot fetch '%s': %s", url, ssh.reason);
                 return ledger_set_error(ret_error, -EIO, "Cannot fetch '%s': %s", url, ledger_git_message());
         }
         if (git_remote_update_tips(remote, &cbs, 0, GIT_REMOTE_DOWNLOAD_TAGS_NONE, NULL) < 0)
@@ -811,10 +995,11 @@ static bool source_is_url(const char *source) {
         return source && strstr(source, "://");
 }
 
-/* SECURITY: https only on the network (no plain http, no ssh with the
- * daemon's keys, no git://); file:// is for tests and local mirrors. */
+/* SECURITY: https and ssh only on the network (no plain http, no git://);
+ * ssh only with the key and known hosts given in LedgerOptions, never the
+ * daemon's own (no agent, no ~/.ssh); file:// is for tests and local mirrors. */
 static bool url_allowed(const char *url) {
-        return strneq(url, "https://", 8) || strneq(url, "file://", 7);
+        return strneq(url, "https://", 8) || strneq(url, "ssh://", 6) || strneq(url, "file://", 7);
 }
 
 static int ledger_attach(int task_dir_fd, git_repository *repo, const char *branch, Ledger **ret) {
@@ -860,7 +1045,7 @@ static int ledger_attach(int task_dir_fd, git_repository *repo, const char *bran
 }
 
 static int create_internal(int task_dir_fd, const char *source, int source_fd, const char *base, const char *branch,
-                           uint64_t max, char **ret_error, Ledger **ret) {
+                           const LedgerOptions *o, uint64_t max, char **ret_error, Ledger **ret) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         git_repository_init_options io;
         (void) git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
@@ -887,7 +1072,7 @@ static int create_internal(int task_dir_fd, const char *source, int source_fd, c
                 return ledger_set_error(ret_error, -EIO, "Cannot configure the ledger: %s", ledger_git_message());
 
         if (source_is_url(source) && source_fd < 0)
-                r = import_url(repo, source, base, max, &base_id, ret_error);
+                r = import_url(repo, source, base, o, max, &base_id, ret_error);
         else {
                 git_repository_free(TAKE_PTR(repo));
                 r = import_local(ledger_path, source, source_fd, base, max, &base_id, ret_error);
@@ -945,7 +1130,7 @@ int ledger_create(int task_dir_fd, const char *source, int source_fd, const char
         if (!source && source_fd < 0)
                 return ledger_set_error(ret_error, -EINVAL, "No source repository given.");
         if (source_fd < 0 && source_is_url(source) && !url_allowed(source))
-                return ledger_set_error(ret_error, -EPROTONOSUPPORT, "Only https:// and file:// URLs are supported, not '%s'.", source);
+                return ledger_set_error(ret_error, -EPROTONOSUPPORT, "Only https://, ssh:// and file:// URLs are supported, not '%s'.", source);
         if (o && o->submodules)
                 return ledger_set_error(ret_error, -EOPNOTSUPP, "Fetching submodules is not supported.");
         if (max == 0)
@@ -954,7 +1139,7 @@ int ledger_create(int task_dir_fd, const char *source, int source_fd, const char
             faccessat(task_dir_fd, "workspace", F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
                 return ledger_set_error(ret_error, -EEXIST, "The task directory already has a ledger.");
 
-        r = create_internal(task_dir_fd, source, source_fd, base, branch, max, ret_error, ret);
+        r = create_internal(task_dir_fd, source, source_fd, base, branch, o, max, ret_error, ret);
         if (r < 0) {
                 /* Nothing half-made stays behind. */
                 (void) rm_rf_at(task_dir_fd, "ledger.git");

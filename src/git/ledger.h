@@ -24,6 +24,10 @@ typedef struct Ledger Ledger;
 typedef struct LedgerOptions {
         uint64_t max_bytes;      /* bound on what is imported (objects + checkout); UINT64_MAX none */
         bool submodules;         /* false: submodules are not fetched (gitlinks stay as they are) */
+        /* ssh:// sources only; both NULL otherwise. The caller owns them
+         * (and wipes the key); the ledger never reads a configuration. */
+        const char *ssh_key;         /* private key text (OpenSSH or PEM, unencrypted); NULL: none */
+        const char *ssh_known_hosts; /* known_hosts lines the host key must match; NULL refuses ssh:// */
 } LedgerOptions;
 
 /* Initializes libgit2 once for the process and cuts it off from the daemon's
@@ -36,7 +40,11 @@ void ledger_library_init(void);
  *
  * The source is a local repository (work tree, bare or linked worktree)
  * given by path, or by an open directory fd (source_fd >= 0: read only
- * through the fd), or an https:// or file:// URL fetched by libgit2. base is
+ * through the fd), or an https://, ssh:// or file:// URL fetched by libgit2.
+ * An ssh:// fetch needs o->ssh_known_hosts: the server's host key must match
+ * an entry for its host and port there (see known-hosts.h), or nothing is
+ * fetched (-EPERM); it authenticates as the URL's user ("git" if none) with
+ * o->ssh_key, tried once (-EACCES when refused or when there is none). base is
  * a full or abbreviated commit id, a branch, a tag or a ref name; NULL means
  * HEAD (the remote's default branch for a URL).
  *

@@ -35,6 +35,13 @@ FORGE_PID=
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 FORGE_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 FORGE_TOKEN=forge-tok-secret-0815
+# t_ssh_repo: an OpenSSH server on the host's loopback, its files in a
+# directory the test user can reach (WORK is private to root).
+SSH_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+SSH_DIR=$(mktemp -d /tmp/agentfab-ssh.XXXXXX)
+chmod 755 "$SSH_DIR"
+SSH_USER=agentfab-git-test
+SSHD_PID=
 
 stop_model() {
         if [ -n "$MODEL_PID" ]; then
@@ -69,10 +76,20 @@ forge() {
         return 1
 }
 
+stop_sshd() {
+        if [ -n "$SSHD_PID" ]; then
+                kill "$SSHD_PID" 2>/dev/null
+                wait "$SSHD_PID" 2>/dev/null
+                SSHD_PID=
+        fi
+}
+
 cleanup() {
         stop_model
         stop_forge
-        rm -rf "$WORK"
+        stop_sshd
+        if id "$SSH_USER" >/dev/null 2>&1; then userdel "$SSH_USER" 2>/dev/null; fi
+        rm -rf "$WORK" "$SSH_DIR"
 }
 trap cleanup EXIT
 
@@ -162,6 +179,10 @@ Name=tokenforge
 Kind=github
 API=https://api.github.com
 TokenCredential=forge-token
+
+[Git]
+SSHKeyCredential=git-key
+SSHKnownHostsCredential=git-known-hosts
 EOF
         # The key is a credential of the service, as an administrator would set it up.
         printf 'sk-test-secret-4711\n' > "$R/etc/agentfab/model-key"
@@ -204,6 +225,23 @@ EOF
         cp "$WORK/https/cert.pem" "$R/usr/local/share/ca-certificates/agentfab-test.crt"
         chroot "$R" update-ca-certificates >/dev/null 2>&1 || return 1
         echo 'carol:carol-secret' | chpasswd --root "$R" || return 1
+
+        # t_ssh_repo: the ssh server's host key, the daemon's client key and
+        # two known hosts credentials, the right one and one that lists
+        # another key for the same host and port.
+        local S=$SSH_DIR
+        rm -f "$S/hostkey" "$S/client" "$S/other"
+        ssh-keygen -q -t ed25519 -N '' -C sshd-test -f "$S/hostkey" || return 1
+        ssh-keygen -q -t ed25519 -N '' -C agentfab-test -f "$S/client" || return 1
+        ssh-keygen -q -t ed25519 -N '' -C other -f "$S/other" || return 1
+        install -m 600 "$S/client" "$R/etc/agentfab/git-key" || return 1
+        printf '# the test server\n[127.0.0.1]:%s %s\n' "$SSH_PORT" "$(cut -d' ' -f1,2 "$S/hostkey.pub")" \
+                > "$R/etc/agentfab/git-known-hosts" || return 1
+        printf '[127.0.0.1]:%s %s\n' "$SSH_PORT" "$(cut -d' ' -f1,2 "$S/other.pub")" \
+                > "$R/etc/agentfab/git-known-hosts-wrong" || return 1
+        printf '[Service]\nLoadCredential=%s\nLoadCredential=%s\nLoadCredential=%s\n' git-key:/etc/agentfab/git-key \
+                git-known-hosts:/etc/agentfab/git-known-hosts git-known-hosts-wrong:/etc/agentfab/git-known-hosts-wrong \
+                > "$R/etc/systemd/system/agentfab.service.d/50-git.conf"
 }
 
 CTL=(agentfabctl --no-ask-password)
@@ -541,6 +579,74 @@ t_https_repo() {
         kill $gpid 2>/dev/null; wait $gpid 2>/dev/null
 }
 
+t_ssh_repo() {
+        echo "=== a repository by ssh URL, with a key and known hosts from credentials"
+        local d=$SSH_DIR id out url head accepted keyline
+        id "$SSH_USER" >/dev/null 2>&1 || useradd -M -d "$d" -s /bin/sh "$SSH_USER" || { fail "useradd $SSH_USER"; return; }
+        # Not locked ('!'): sshd without PAM refuses locked accounts even for keys.
+        usermod -p '*' "$SSH_USER" || { fail "usermod"; return; }
+        rm -rf "$d/src" "$d/calc.git"; mkdir -p "$d/src"
+        (cd "$d/src" && git init -q && printf 'def add(a, b):\n    return a - b\n' > calc.py &&
+                printf 'import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\nif __name__ == "__main__":\n    unittest.main()\n' > test_calc.py &&
+                git add . && git -c user.name=remote -c user.email=r@r commit -q -m 'calc over ssh' &&
+                git clone -q --bare . "$d/calc.git")
+        head=$(git -C "$d/src" rev-parse HEAD)
+        chown -R "$SSH_USER" "$d/calc.git"
+        install -m 644 "$d/client.pub" "$d/authorized_keys"
+        printf '%s\n' "ListenAddress 127.0.0.1" "Port $SSH_PORT" "HostKey $d/hostkey" "AuthorizedKeysFile $d/authorized_keys" \
+                "AllowUsers $SSH_USER" "PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" \
+                "StrictModes no" "PidFile none" > "$d/sshd_config"
+        mkdir -p /run/sshd
+        : > "$d/sshd.log"
+        /usr/sbin/sshd -D -e -f "$d/sshd_config" 2> "$d/sshd.log" &
+        SSHD_PID=$!
+        local i
+        for i in $(seq 100); do grep -q 'Server listening' "$d/sshd.log" && break; sleep 0.05; done
+        grep -q 'Server listening' "$d/sshd.log" || { fail "sshd did not start: $(cat "$d/sshd.log")"; stop_sshd; return; }
+        model "$WORK/fix.json" --by-step || { fail "model server"; stop_sshd; return; }
+
+        url="ssh://$SSH_USER@127.0.0.1:$SSH_PORT$d/calc.git"
+        id=$(hx_as alice "${CTL[@]}" submit --repo "$url" --goal "Make add() add" --test "python3 -m unittest -v" 2>&1) ||
+                { fail "submit: $id"; stop_sshd; return; }
+        ok "submitted by ssh URL"
+        if wait_state "$id" succeeded; then ok "task on a repository fetched over ssh succeeded"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; stop_sshd; return; fi
+        grep -q "Accepted publickey for $SSH_USER from 127.0.0.1" "$d/sshd.log" && ok "the daemon logged in with the credential's key" ||
+                fail "no login seen: $(tail -5 "$d/sshd.log")"
+        [ "$(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" rev-parse refs/agentfab/base 2>&1)" = "$head" ] &&
+                hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" merge-base --is-ancestor "$head" "agentfab/$id" &&
+                ok "the branch starts at the remote's commit" || fail "base is not the remote's $head"
+        # A line from the middle of the private key: in no file of the task, nowhere in the journal.
+        keyline=$(sed -n 3p "$d/client")
+        [ ${#keyline} -gt 40 ] && ! hx grep -rqsF -- "$keyline" "/var/lib/agentfab/tasks/$id" &&
+                ok "the key is in none of the task's files" || fail "key in the task's files"
+        ! hx journalctl -q --no-pager -o json | grep -qF -- "$keyline" && ok "nor in the journal" || fail "key in the journal"
+
+        out=$(hx_as alice "${CTL[@]}" submit --repo "ssh://$SSH_USER:pw@127.0.0.1:$SSH_PORT$d/calc.git" --goal g 2>&1) &&
+                fail "a password in an ssh URL accepted" ||
+                { grep -q 'without a password' <<<"$out" && ok "a password in an ssh URL refused" || fail "password: $out"; }
+        out=$(hx_as alice "${CTL[@]}" submit --repo "$SSH_USER@127.0.0.1:calc.git" --goal g 2>&1) &&
+                fail "scp-like syntax accepted" ||
+                { grep -q 'scp-like' <<<"$out" && ok "scp-like syntax refused, saying what to write" || fail "scp-like: $out"; }
+
+        echo "=== an ssh server whose host key is not the known one"
+        accepted=$(grep -c 'Accepted publickey' "$d/sshd.log")
+        printf '[Git]\nSSHKnownHostsCredential=git-known-hosts-wrong\n' > "$HARNESS_ROOT/etc/agentfab/agentfab.conf.d/60-ssh-wrong.conf"
+        hx systemctl restart agentfab.service || fail "restart with the wrong known hosts"
+        id=$(hx_as alice "${CTL[@]}" submit --repo "$url" --goal "Make add() add" --test "python3 -m unittest -v" 2>&1) ||
+                fail "submit: $id"
+        if wait_state "$id" failed; then
+                [[ $(task_prop "$id" Reason) == *"host key of "*"127.0.0.1"*" port $SSH_PORT is unknown"* ]] &&
+                        ok "refused: $(task_prop "$id" Reason)" || fail "reason: $(task_prop "$id" Reason)"
+        else fail "a wrong host key: $(task_prop "$id" State)"; fi
+        [ "$(grep -c 'Accepted publickey' "$d/sshd.log")" = "$accepted" ] && ! hx test -e "/var/lib/agentfab/tasks/$id/ledger.git" &&
+                ok "no login, nothing fetched" || fail "it logged in or fetched despite the host key"
+        rm -f "$HARNESS_ROOT/etc/agentfab/agentfab.conf.d/60-ssh-wrong.conf"
+        hx systemctl restart agentfab.service || fail "restart with the right known hosts"
+        stop_sshd
+        ! pgrep -f "sshd -D -e -f $d/sshd_config" >/dev/null && ok "sshd stopped" || fail "sshd still running"
+}
+
 t_kill9_resume() {
         echo "=== SIGKILL of the daemon in the middle of a step"
         cat > "$WORK/kill.json" <<'EOF'
@@ -718,6 +824,7 @@ main() {
         t_context_budget
         t_api_key
         t_https_repo
+        t_ssh_repo
         t_push_pr
         t_kill9_resume
 

@@ -87,6 +87,33 @@ int main(void) {
         config_done(&c);
         CHECK(c.n_forges == 0, "config_done() frees the forges");
 
+        /* [Git]: the ssh credentials are names below the credentials
+         * directory, never paths; an empty assignment resets. */
+        config_init(&c);
+        config_parse(&c, "[Git]\nSSHKeyCredential=git-key\nSSHKnownHostsCredential=git-known-hosts\nBogus=1\n", "test");
+        CHECK(streq_ptr(c.ssh_key_credential, "git-key") && streq_ptr(c.ssh_known_hosts_credential, "git-known-hosts"),
+              "[Git] credentials parsed");
+        config_parse(&c, "[Git]\nSSHKeyCredential=../key\nSSHKnownHostsCredential=\n", "drop-in");
+        CHECK(streq_ptr(c.ssh_key_credential, "git-key") && !c.ssh_known_hosts_credential,
+              "a path is refused, an empty value resets");
+        config_done(&c);
+        CHECK(!c.ssh_key_credential && !c.ssh_known_hosts_credential, "config_done() frees them");
+
+        /* The credential is read whole (a key is many lines), from the
+         * credentials directory only. */
+        char *text = NULL;
+        write_file_atomic(fd, "git-key", "-----BEGIN X-----\nabc\n-----END X-----\n", 38, 0600);
+        CHECK(config_read_credential("git-key", CONFIG_SSH_KEY_MAX, &text) == -ENXIO || getenv("CREDENTIALS_DIRECTORY"),
+              "no credentials directory: -ENXIO");
+        setenv("CREDENTIALS_DIRECTORY", dir, 1);
+        CHECK(config_read_credential("git-key", CONFIG_SSH_KEY_MAX, &text) >= 0 && text &&
+              streq(text, "-----BEGIN X-----\nabc\n-----END X-----\n"), "a key credential is read as it is");
+        text = credential_text_free(text);
+        CHECK(config_read_credential("git-key", 8, &text) == -EFBIG && !text, "its size is bounded");
+        CHECK(config_read_credential("../etc/passwd", CONFIG_SSH_KEY_MAX, &text) == -EINVAL, "a path is refused");
+        CHECK(config_read_credential("missing", CONFIG_SSH_KEY_MAX, &text) == -ENOENT, "a missing one is -ENOENT");
+        unsetenv("CREDENTIALS_DIRECTORY");
+
         close(dfd);
         close(fd);
         rm_rf_at(AT_FDCWD, dir);

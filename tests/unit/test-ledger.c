@@ -565,9 +565,13 @@ int main(void) {
         r = ledger_create(task8, path, -EBADF, NULL, "agentfab/t8", &small, &error, &l);
         CHECK(r == -EFBIG && error && strstr(error, "too big") && !exists("task8/ledger.git") && !exists("task8/workspace"),
               "over-size URL refused, nothing left: %d %s", r, strempty(error));
-        CHECK(ledger_create(task8, "ssh://example.invalid/x.git", -EBADF, NULL, "agentfab/t8", &o, &error, &l) == -EPROTONOSUPPORT &&
+        CHECK(ledger_create(task8, "git://example.invalid/x.git", -EBADF, NULL, "agentfab/t8", &o, &error, &l) == -EPROTONOSUPPORT &&
               ledger_create(task8, "http://example.invalid/x.git", -EBADF, NULL, "agentfab/t8", &o, &error, &l) == -EPROTONOSUPPORT,
-              "ssh:// and http:// refused");
+              "git:// and http:// refused");
+        /* ssh:// goes only with known hosts to check the server against. */
+        CHECK(ledger_create(task8, "ssh://example.invalid/x.git", -EBADF, NULL, "agentfab/t8", &o, &error, &l) == -EPERM &&
+              error && strstr(error, "known hosts") && !exists("task8/ledger.git"),
+              "ssh:// without known hosts refused before connecting");
 
         /* A creation cut short is cleaned up by ledger_destroy(). */
         CHECK(run("mkdir task8/ledger.git task8/workspace && ln -s /etc task8/workspace/etc") == 0, "half-made ledger");

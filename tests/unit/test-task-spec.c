@@ -223,7 +223,23 @@ static void test_repository_urls(void) {
                 { "http://git.example.org/project.git", false },
                 { "file:///etc", false },
                 { "git://example.org/x", false },
-                { "ssh://git@example.org/x", false },
+                { "ssh://git@example.org/x", true },
+                { "ssh://example.org/team/x.git", true },
+                { "ssh://git@127.0.0.1:2222/srv/x.git", true },
+                { "ssh://git@[::1]:2222/x.git", true },
+                { "ssh://git:pw@example.org/x", false },
+                { "ssh://:pw@example.org/x", false },
+                { "ssh://@example.org/x", false },
+                { "ssh://a@b@example.org/x", false },
+                { "ssh://example.org:/x", false },
+                { "ssh://example.org:22x/x", false },
+                { "ssh://example.org:1234567/x", false },
+                { "ssh://example.org", false },
+                { "ssh://example.org/", false },
+                { "ssh:///x", false },
+                { "ssh://example.org/x?y", false },
+                { "ssh://exa mple.org/x", false },
+                { "git@example.org:x.git", false },
                 { "https://user:pw@example.org/x.git", false },
                 { "https://token@example.org/x.git", false },
                 { "https://example.org", false },
@@ -241,9 +257,16 @@ static void test_repository_urls(void) {
         TaskSpec spec;
         task_spec_init(&spec);
         CHECK(task_spec_set_string(&spec, "repository", "https://user:pw@example.org/x.git", &e) < 0 &&
-              strstr(e.message, "without a user name or password"), "a spec with credentials in its URL is refused clearly");
+              strstr(e.message, "only https://HOST/PATH without a user name or password") &&
+              strstr(e.message, "or ssh://[USER@]HOST[:PORT]/PATH without a password"),
+              "a spec with credentials in its URL is refused clearly");
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_string(&spec, "repository", "git@example.org:team/x.git", &e) < 0 &&
+              strstr(e.message, "scp-like") && strstr(e.message, "ssh://"), "scp-like syntax is refused with the form to use");
         sd_bus_error_free(&e);
         CHECK(task_spec_set_string(&spec, "repository", "https://example.org/x.git", &e) >= 0, "an https URL is a repository");
+        task_spec_done(&spec);
+        CHECK(task_spec_set_string(&spec, "repository", "ssh://git@example.org:2222/x.git", &e) >= 0, "an ssh URL is a repository");
         task_spec_done(&spec);
 }
 
