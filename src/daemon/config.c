@@ -385,36 +385,13 @@ static int config_assign_git(Config *c, const char *key, const char *value) {
 }
 
 int config_read_credential(const char *name, size_t max, char **ret) {
-        _cleanup_close_ int dfd = -EBADF;
-        char *text = NULL;
-        const char *dir;
-        size_t n = 0;
-        int r;
-
         assert(ret);
 
         *ret = NULL;
         /* SECURITY: as for forge tokens, no path may lead out of the directory. */
         if (!name || !credential_name_is_valid(name))
                 return -EINVAL;
-        dir = getenv("CREDENTIALS_DIRECTORY");
-        if (isempty(dir))
-                return -ENXIO;
-        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return -errno;
-
-        r = read_file_at(dfd, name, max, &text, &n);
-        if (r < 0)
-                return r;
-        r = n == 0 ? -ENODATA : strlen(text) != n ? -EBADMSG : 0;
-        if (r < 0) {
-                explicit_bzero(text, n);
-                free(text);
-                return r;
-        }
-        *ret = text;
-        return 0;
+        return credential_read_text(name, max, ret);
 }
 
 static int config_assign(Config *c, const char *section, const char *key, const char *value) {

@@ -22,12 +22,9 @@ char *credential_free(char *secret) {
         return NULL;
 }
 
-int credential_read_line(const char *name, size_t max, bool allow_space, char **ret) {
+static int credential_read(const char *name, size_t max, char **ret, size_t *ret_size) {
         _cleanup_close_ int dfd = -EBADF;
         const char *dir;
-        char *s = NULL;
-        size_t n = 0;
-        int r;
 
         /* SECURITY: a file name below the credentials directory, nothing else. */
         if (!credential_name_is_valid(name))
@@ -38,8 +35,33 @@ int credential_read_line(const char *name, size_t max, bool allow_space, char **
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return -errno;
+        return read_file_at(dfd, name, max, ret, ret_size);
+}
 
-        r = read_file_at(dfd, name, max, &s, &n);
+int credential_read_text(const char *name, size_t max, char **ret) {
+        char *s = NULL;
+        size_t n = 0;
+        int r;
+
+        r = credential_read(name, max, &s, &n);
+        if (r < 0)
+                return r;
+        r = n == 0 ? -ENODATA : strlen(s) != n ? -EBADMSG : 0;
+        if (r < 0) {
+                explicit_bzero(s, n);
+                free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+int credential_read_line(const char *name, size_t max, bool allow_space, char **ret) {
+        char *s = NULL;
+        size_t n = 0;
+        int r;
+
+        r = credential_read(name, max, &s, &n);
         if (r < 0)
                 return r;
         while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r'))

@@ -14,4 +14,8 @@
  * credential_free(), which wipes it. Never log it. */
 int credential_read_line(const char *name, size_t max, bool allow_space, char **ret);
 
+/* The same for a credential of several lines (a private key, a list of
+ * known hosts): only empty (-ENODATA) and NUL bytes (-EBADMSG) are refused. */
+int credential_read_text(const char *name, size_t max, char **ret);
+
 char *credential_free(char *secret);
