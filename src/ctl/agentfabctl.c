@@ -556,21 +556,32 @@ static int verb_list(sd_bus *bus, int argc, char *argv[]) {
         return EXIT_OK;
 }
 
-static int verb_status(sd_bus *bus, int argc, char *argv[]) {
+/* Looks task id up and reads its properties: EXIT_OK, or an exit code
+ * with the error printed. info points into *ret_reply. */
+static int load_task(sd_bus *bus, const char *id, sd_bus_message **ret_reply, TaskInfo *info) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_free_ char *path = NULL;
+        int r;
+
+        r = get_task_path(bus, id, &path);
+        if (r < 0)
+                return -r;
+        r = get_task_info(bus, path, ret_reply, info, &error);
+        if (r < 0)
+                return fail_bus("read task", &error, r);
+        return EXIT_OK;
+}
+
+static int verb_status(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         TaskInfo info;
         int r;
 
         (void) argc;
         agent_open();
-        r = get_task_path(bus, argv[1], &path);
-        if (r < 0)
-                return -r;
-        r = get_task_info(bus, path, &reply, &info, &error);
-        if (r < 0)
-                return fail_bus("read task", &error, r);
+        r = load_task(bus, argv[1], &reply, &info);
+        if (r != EXIT_OK)
+                return r;
 
         if (arg_json) {
                 _cleanup_json_ json_object *j = task_info_to_json(&info);
@@ -632,19 +643,14 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
 /* Submits the task again, with its model's recorded answers instead of the
  * model: for an audit of what the agent did with them. */
 static int verb_replay(sd_bus *bus, int argc, char *argv[]) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_free_ char *path = NULL;
         TaskInfo info;
         int r;
 
         (void) argc;
-        r = get_task_path(bus, argv[1], &path);
-        if (r < 0)
-                return -r;
-        r = get_task_info(bus, path, &reply, &info, &error);
-        if (r < 0)
-                return fail_bus("read task", &error, r);
+        r = load_task(bus, argv[1], &reply, &info);
+        if (r != EXIT_OK)
+                return r;
 
         arg_repo = arg_repo ?: info.repository;
         arg_goal = info.goal;
