@@ -976,7 +976,7 @@ static void print_agent_event(const char *when, const char *type, json_object *j
         const char *step = event_field(j, "step");
 
         if (streq(type, "plan")) {
-                a = strshorten_line(event_field(j, "plan"), 100);
+                a = strshorten_line(skip_heading(event_field(j, "plan")), 100);
                 printf("%s  plan: %s\n", when, strempty(a));
         } else if (streq(type, "model-call")) {
                 a = strshorten_line(event_field(j, "error"), 100);

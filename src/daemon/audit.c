@@ -125,7 +125,7 @@ void audit_task_broken(Task *t) {
 }
 
 void audit_plan(Task *t, const char *plan) {
-        _cleanup_free_ char *first = strshorten_line(plan, 120);
+        _cleanup_free_ char *first = strshorten_line(skip_heading(plan), 120);
 
         (void) sd_journal_send("MESSAGE=Task %s planned: %s", t->id, strempty(first),
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_PLAN_STR,

@@ -203,3 +203,23 @@ char *strv_join(char **l, const char *sep) {
         }
         return r;
 }
+
+const char *skip_heading(const char *s) {
+        const char *p = s;
+
+        if (!s)
+                return s;
+        for (;;) {
+                const char *nl = strchr(p, '\n');
+                size_t len = nl ? (size_t) (nl - p) : strlen(p);
+                size_t i = 0;
+
+                while (i < len && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r'))
+                        i++;
+                bool blank = i == len;
+                bool heading = !blank && len <= 40 && p[len - (p[len - 1] == '\r' ? 2 : 1)] == ':';
+                if (!nl || !(blank || heading))
+                        return blank && !nl ? s : p;
+                p = nl + 1;
+        }
+}

@@ -16,6 +16,10 @@ bool string_is_safe(const char *s, bool allow_newline);
 /* Shortens s for a one-line human message: first line only, at most n bytes, "…" when cut. */
 char *strshorten_line(const char *s, size_t n);
 
+/* Where the text of s begins: past blank lines and a heading line such as
+ * "Plan:" (a short line ending in ':'). */
+const char *skip_heading(const char *s);
+
 int safe_atou64(const char *s, uint64_t *ret);
 
 /* Replaces every byte of s[0..n) that is not part of valid UTF-8 (and NUL)

@@ -18,6 +18,13 @@ int main(void) {
         CHECK(safe_atou64("18446744073709551615", &u) == 0 && u == UINT64_MAX, "largest u64");
         CHECK(safe_atou64("-1", &u) < 0 && safe_atou64("1x", &u) < 0, "negative and trailing refused");
 
+        /* A plan's journal line shows what it says, not its "Plan:" heading. */
+        CHECK(streq(skip_heading("Plan:\n1. Read main.c"), "1. Read main.c"), "heading skipped");
+        CHECK(streq(skip_heading("\n\nPlan:\r\n\n1. x"), "1. x"), "blank lines and CRLF heading skipped");
+        CHECK(streq(skip_heading("1. Read: then fix\n2. y"), "1. Read: then fix\n2. y"), "text kept");
+        CHECK(streq(skip_heading("Plan:"), "Plan:") && streq(skip_heading(""), "") && streq(skip_heading("\n"), "\n"),
+              "a heading alone, or nothing, is kept as it is");
+
         char *s = strshorten_line("first line\nsecond", 100);
         CHECK(s && streq(s, "first line…"), "first line kept with a mark");
         free(s);
