@@ -41,6 +41,7 @@ typedef enum AgentPhase {
         PHASE_BASELINE,            /* the test command before any change */
         PHASE_MODEL,               /* a model call in flight */
         PHASE_TOOL,                /* a command of a tool call in flight */
+        PHASE_DELIVER,             /* the push and the pull request, in a worker thread */
 } AgentPhase;
 
 struct AgentRun {
@@ -58,7 +59,7 @@ struct AgentRun {
         char *api_key;
         char *model_name;          /* "<profile>/<model>" for trailers and the journal */
         ModelCall *call;
-        Worker *worker;            /* making the workspace */
+        Worker *worker;            /* making the workspace, or delivering to a forge */
         ModelReplay *replay;       /* with spec.replay: the recorded exchanges instead of the endpoint */
         json_object *messages;     /* the conversation: acknowledged messages, then the step in flight */
         json_object *tools;
@@ -1421,23 +1422,150 @@ static int pull_request_body(AgentRun *run, char **ret) {
  * recorded in the progress before the next part is tried, so that a
  * restart in the middle neither pushes again nor opens a second pull
  * request. */
-static char *agent_deliver_forge(AgentRun *run, const char *head) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(forge_token_freep) char *token = NULL;
-        _cleanup_free_ char *message = NULL, *reason = NULL;
+/* The push and the pull request talk to other hosts, which may be slow or
+ * hang (libgit2 1.5 has no timeout for a push): they run in a worker
+ * thread. The job borrows the run's ledger for its life and owns copies of
+ * everything else; if the run is stopped meanwhile, the job frees them. */
+typedef struct DeliverJob {
+        Ledger *ledger;
+        char *push_url;
+        char *token;               /* wiped */
+        bool push;
+        bool pull_request;
+        ForgeKind kind;
+        char *api, *owner, *repo, *head, *base, *title, *body, *forge_name;
+        char head_commit[41];
+        /* Results. */
+        int push_result;
+        char *push_error;
+        int pr_result;
+        char *pr_error;
+        char *pr_url;
+} DeliverJob;
+
+static void deliver_job_free(void *p) {
+        DeliverJob *j = p;
+
+        if (!j)
+                return;
+        ledger_free(j->ledger);
+        forge_token_free(j->token);
+        free(j->push_url);
+        free(j->api);
+        free(j->owner);
+        free(j->repo);
+        free(j->head);
+        free(j->base);
+        free(j->title);
+        free(j->body);
+        free(j->forge_name);
+        free(j->push_error);
+        free(j->pr_error);
+        free(j->pr_url);
+        free(j);
+}
+
+static int deliver_job_run(void *p) {
+        DeliverJob *j = p;
+
+        if (j->push) {
+                /* The token only goes with an https push, which
+                 * manager_check_delivery() has checked is on the forge's host. */
+                j->push_result = ledger_push(j->ledger, j->push_url,
+                                             strneq(j->push_url, "https://", 8) ? j->token : NULL, &j->push_error);
+                if (j->push_result < 0)
+                        return 0;
+        }
+        if (j->pull_request) {
+                ForgeRequest req = {
+                        .kind = j->kind,
+                        .api = j->api,
+                        .token = j->token,
+                        .owner = j->owner,
+                        .repo = j->repo,
+                        .head = j->head,
+                        .base = j->base,
+                        .title = j->title,
+                        .body = j->body,
+                };
+                j->pr_result = forge_open_pull_request(&req, &j->pr_url, &j->pr_error);
+        }
+        return 0;
+}
+
+static void agent_finish_delivery(AgentRun *run, const char *head, const char *problem) {
+        _cleanup_free_ char *diffstat = NULL;
+
+        (void) ledger_diffstat(run->ledger, &diffstat);
+        audit_delivered(run->task, head, diffstat);
+        agent_set_state(run, TASK_SUCCEEDED, problem);
+}
+
+static void on_deliver_done(Worker *w, int result, void *p, void *userdata) {
+        _cleanup_free_ char *reason = NULL;
+        DeliverJob *j = p;
+        AgentRun *run = userdata;
         Task *t = run->task;
-        const ForgeConfig *f;
         int r;
 
+        (void) w, (void) result;
+        run->worker = NULL;
+        run->phase = PHASE_IDLE;
+        run->ledger = TAKE_PTR(j->ledger);   /* back from the job */
+        if (!t)
+                return;
+
+        if (j->push) {
+                if (j->push_result < 0) {
+                        audit_delivery_failed(t, "push", j->push_error ?: strerror(-j->push_result));
+                        reason = delivery_reason("Delivered here only: the push to '%s' failed: %s", j->push_url,
+                                                 j->push_error ?: strerror(-j->push_result));
+                        return agent_finish_delivery(run, j->head_commit, reason);
+                }
+                t->progress.pushed = true;
+                r = agent_save(run);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to record the push of task '%s', ignoring: %m", t->id);
+                audit_pushed(t, j->head_commit);
+        }
+        if (j->pull_request) {
+                if (j->pr_result < 0) {
+                        audit_delivery_failed(t, "pull-request", j->pr_error ?: strerror(-j->pr_result));
+                        reason = delivery_reason("Pushed to '%s', but the pull request on forge '%s' failed: %s",
+                                                 j->push_url, j->forge_name, j->pr_error ?: strerror(-j->pr_result));
+                        return agent_finish_delivery(run, j->head_commit, reason);
+                }
+                t->progress.pull_request = TAKE_PTR(j->pr_url);
+                r = agent_save(run);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to record the pull request of task '%s', ignoring: %m", t->id);
+                audit_pull_request(t, t->progress.pull_request);
+        }
+        agent_finish_delivery(run, j->head_commit, NULL);
+}
+
+/* Starts the push and the pull request the task asks for: 1 if a job runs
+ * (it finishes the delivery), 0 if there is nothing to do or it could not
+ * start, with *ret_problem saying why for the task's Reason. */
+static int agent_deliver_forge(AgentRun *run, const char *head, char **ret_problem) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(forge_token_freep) char *token = NULL;
+        _cleanup_free_ char *message = NULL;
+        Task *t = run->task;
+        const ForgeConfig *f;
+        DeliverJob *j;
+        int r;
+
+        *ret_problem = NULL;
         if (!t->spec.push_url)
-                return NULL;
+                return 0;
 
         /* The configuration may have changed since the task was submitted. */
         r = manager_check_delivery(&run->manager->config, &t->spec, &error);
         if (r < 0) {
                 audit_delivery_failed(t, "push", error.message ?: strerror(-r));
-                reason = delivery_reason("Delivered here only, not pushed: %s", error.message ?: strerror(-r));
-                return TAKE_PTR(reason);
+                *ret_problem = delivery_reason("Delivered here only, not pushed: %s", error.message ?: strerror(-r));
+                return 0;
         }
         f = config_find_forge(&run->manager->config, t->spec.forge);
         if (f) {
@@ -1446,80 +1574,64 @@ static char *agent_deliver_forge(AgentRun *run, const char *head) {
                         message = delivery_reason("cannot read credential '%s' of forge '%s': %s",
                                                   f->token_credential, f->name, strerror(-r));
                         audit_delivery_failed(t, "push", strempty(message));
-                        reason = delivery_reason("Delivered here only, not pushed: %s", strempty(message));
-                        return TAKE_PTR(reason);
+                        *ret_problem = delivery_reason("Delivered here only, not pushed: %s", strempty(message));
+                        return 0;
                 }
         }
 
-        if (!t->progress.pushed) {
-                /* The token only goes with an https push, which
-                 * manager_check_delivery() has checked is on the forge's host. */
-                r = ledger_push(run->ledger, t->spec.push_url,
-                                strneq(t->spec.push_url, "https://", 8) ? token : NULL, &message);
-                if (r < 0) {
-                        audit_delivery_failed(t, "push", message ?: strerror(-r));
-                        reason = delivery_reason("Delivered here only: the push to '%s' failed: %s", t->spec.push_url,
-                                        message ?: strerror(-r));
-                        return TAKE_PTR(reason);
-                }
-                t->progress.pushed = true;
-                r = agent_save(run);
-                if (r < 0)
-                        log_warning_errno(r, "Failed to record the push of task '%s', ignoring: %m", t->id);
-                audit_pushed(t, head);
-        }
-
-        if (!f || t->progress.pull_request)
-                return NULL;
-
-        _cleanup_free_ char *owner = NULL, *repo = NULL, *title = NULL, *body = NULL, *url = NULL;
-        r = forge_repository_split(t->spec.forge_repository, &owner, &repo);
-        if (r >= 0)
-                r = pull_request_body(run, &body);
-        if (r >= 0) {
+        j = calloc(1, sizeof(DeliverJob));
+        if (!j)
+                return -ENOMEM;
+        j->push = !t->progress.pushed;
+        j->pull_request = f && !t->progress.pull_request;
+        j->push_url = strdup(t->spec.push_url);
+        j->token = TAKE_PTR(token);
+        snprintf(j->head_commit, sizeof(j->head_commit), "%s", head);
+        r = j->push_url ? 0 : -ENOMEM;
+        if (r >= 0 && j->pull_request) {
                 /* The goal's first line that says something. */
                 const char *goal = t->spec.goal + strspn(t->spec.goal, " \t\n");
-                title = strshorten_line(goal, 120);
-                if (!title)
+
+                j->kind = f->kind;
+                j->api = strdup(f->api);
+                j->forge_name = strdup(f->name);
+                j->head = strdup(t->branch);
+                j->base = strdup(t->spec.pull_request_base ?: TASK_PULL_REQUEST_BASE_DEFAULT);
+                j->title = strshorten_line(goal, 120);
+                if (!j->api || !j->forge_name || !j->head || !j->base || !j->title)
                         r = -ENOMEM;
                 else
-                        utf8_sanitize(title, strlen(title));
+                        utf8_sanitize(j->title, strlen(j->title));
+                if (r >= 0)
+                        r = forge_repository_split(t->spec.forge_repository, &j->owner, &j->repo);
+                if (r >= 0)
+                        r = pull_request_body(run, &j->body);
+                if (r < 0 && r != -ENOMEM) {
+                        audit_delivery_failed(t, "pull-request", strerror(-r));
+                        j->pull_request = false;
+                        *ret_problem = delivery_reason("Pushed to '%s', but no pull request: %s", t->spec.push_url,
+                                                       strerror(-r));
+                        r = 0;
+                }
         }
-        if (r < 0) {
-                audit_delivery_failed(t, "pull-request", strerror(-r));
-                reason = delivery_reason("Pushed to '%s', but no pull request: %s", t->spec.push_url, strerror(-r));
-                return TAKE_PTR(reason);
+        if (r < 0 || (!j->push && !j->pull_request)) {
+                deliver_job_free(j);
+                return r;
         }
 
-        ForgeRequest req = {
-                .kind = f->kind,
-                .api = f->api,
-                .token = token,
-                .owner = owner,
-                .repo = repo,
-                .head = t->branch,
-                .base = t->spec.pull_request_base ?: TASK_PULL_REQUEST_BASE_DEFAULT,
-                .title = title,
-                .body = body,
-        };
-        message = mfree_ptr(message);
-        r = forge_open_pull_request(&req, &url, &message);
+        j->ledger = TAKE_PTR(run->ledger);
+        r = worker_start(run->manager->event, deliver_job_run, on_deliver_done, deliver_job_free, j, run, &run->worker);
         if (r < 0) {
-                audit_delivery_failed(t, "pull-request", message ?: strerror(-r));
-                reason = delivery_reason("Pushed to '%s', but the pull request on forge '%s' failed: %s",
-                                t->spec.push_url, f->name, message ?: strerror(-r));
-                return TAKE_PTR(reason);
+                run->ledger = TAKE_PTR(j->ledger);
+                deliver_job_free(j);
+                return r;
         }
-        t->progress.pull_request = TAKE_PTR(url);
-        r = agent_save(run);
-        if (r < 0)
-                log_warning_errno(r, "Failed to record the pull request of task '%s', ignoring: %m", t->id);
-        audit_pull_request(t, t->progress.pull_request);
-        return NULL;
+        run->phase = PHASE_DELIVER;
+        return 1;
 }
 
 static void agent_deliver(AgentRun *run) {
-        _cleanup_free_ char *error = NULL, *diffstat = NULL;
+        _cleanup_free_ char *error = NULL, *diffstat = NULL, *problem = NULL;
         Task *t = run->task;
         char commit[41] = "", head[41] = "";
         int r;
@@ -1552,10 +1664,12 @@ static void agent_deliver(AgentRun *run) {
         if (r < 0)
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
 
-        _cleanup_free_ char *forge_problem = agent_deliver_forge(run, head);
-
-        audit_delivered(t, head, diffstat);
-        agent_set_state(run, TASK_SUCCEEDED, forge_problem);
+        r = agent_deliver_forge(run, head, &problem);
+        if (r > 0)
+                return;   /* on_deliver_done() finishes */
+        if (r < 0 && !problem)
+                problem = delivery_reason("Delivered here only: the push could not start: %s", strerror(-r));
+        agent_finish_delivery(run, head, problem);
 }
 
 /* ---- The driver ---- */
