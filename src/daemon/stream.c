@@ -154,6 +154,41 @@ static int client_queue_end(StreamClient *c, Task *t) {
         return client_queue_json(c, j);
 }
 
+/* The last max bytes of a command log that grew larger, from a line start,
+ * with a first line that says how much was left out: a command's output
+ * is bounded only by the disk, what a client is sent is not. */
+static int read_log_tail(int dir_fd, size_t max, char **ret, size_t *ret_size) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        struct stat st;
+        ssize_t n;
+        int k;
+
+        fd = openat(dir_fd, TASK_LOG_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADF;
+        buf = malloc(max + 128);
+        if (!buf)
+                return -ENOMEM;
+        k = snprintf(buf, 128, "[... %llu bytes of earlier output left out ...]\n",
+                     (unsigned long long) ((uint64_t) st.st_size - max));
+        n = pread(fd, buf + k, max, st.st_size - (off_t) max);
+        if (n < 0)
+                return -errno;
+        /* Start at a line: the cut one would be half a line. */
+        char *nl = memchr(buf + k, '\n', (size_t) n);
+        size_t skip = nl ? (size_t) (nl + 1 - (buf + k)) : 0;
+        memmove(buf + k, buf + k + skip, (size_t) n - skip);
+        *ret_size = (size_t) k + (size_t) n - skip;
+        buf[*ret_size] = '\0';
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
 static int client_send_history(StreamClient *c, Task *t) {
         _cleanup_free_ char *text = NULL;
         _cleanup_close_ int dir_fd = -EBADF;
@@ -165,7 +200,9 @@ static int client_send_history(StreamClient *c, Task *t) {
                 return -errno;
 
         r = read_file_at(dir_fd, c->kind == STREAM_EVENTS ? TASK_EVENTS_FILE : TASK_LOG_FILE,
-                         STREAM_HISTORY_MAX, &text, &size);
+                         c->kind == STREAM_EVENTS ? STREAM_HISTORY_MAX : STREAM_LOG_TAIL_MAX, &text, &size);
+        if (r == -EFBIG && c->kind == STREAM_OUTPUT)
+                r = read_log_tail(dir_fd, STREAM_LOG_TAIL_MAX, &text, &size);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)

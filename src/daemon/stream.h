@@ -22,6 +22,9 @@ typedef struct StreamServer StreamServer;
 #define STREAM_REQUEST_MAX   4096
 #define STREAM_OUTBUF_MAX    (8u * 1024u * 1024u)
 #define STREAM_HISTORY_MAX   (16u * 1024u * 1024u)
+/* Of a command log, at most its last this many bytes are sent as history:
+ * well within STREAM_OUTBUF_MAX, whatever the commands wrote. */
+#define STREAM_LOG_TAIL_MAX  (2u * 1024u * 1024u)
 
 /* Takes the socket passed by systemd (sd_listen_fds) or binds socket_path. */
 int stream_server_new(StreamServer **ret, Manager *m, const char *socket_path);

@@ -647,6 +647,42 @@ t_ssh_repo() {
         ! pgrep -f "sshd -D -e -f $d/sshd_config" >/dev/null && ok "sshd stopped" || fail "sshd still running"
 }
 
+t_huge_output() {
+        echo "=== a command with 30 MB of output: the model sees head and tail, the log has all"
+        cat > "$WORK/huge.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: make a lot of noise, then fix add()."}},
+ {"reply": {"content": "Noise", "tool_calls": [{"name": "run_command", "arguments": {"command": "echo FIRST-LINE; head -c 30000000 /dev/zero | tr '\\000' x; echo; echo LAST-LINE"}}]}},
+ {"reply": {"content": "Fix", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed"}}]}}
+]
+EOF
+        model "$WORK/huge.json" --by-step || { fail "model server"; return; }
+        make_repo huge
+        local id size
+        id=$(submit huge) || { fail "submit: $id"; return; }
+        if wait_state "$id" succeeded; then ok "task with a 30 MB output succeeded"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        python3 - "$WORK/requests.jsonl" <<'PY' && ok "the model got head and tail, bounded, with a note of the cut" || fail "tool output not bounded"
+import json, sys
+for l in open(sys.argv[1]):
+    for m in json.loads(l)["body"]["messages"]:
+        c = m.get("content") or ""
+        if m.get("role") == "tool" and "FIRST-LINE" in c:
+            assert "LAST-LINE" in c and "cut" in c and len(c) < 64 * 1024, len(c)
+            sys.exit(0)
+sys.exit(1)
+PY
+        size=$(hx stat -c %s "/var/lib/agentfab/tasks/$id/output.log")
+        [ "$size" -gt 30000000 ] && ok "output.log has all of it ($size bytes)" || fail "output.log $size bytes"
+        local logs
+        logs=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1 | tail -c 2000)
+        grep -q 'LAST-LINE' <<<"$logs" && ok "agentfabctl logs shows the log's end" || fail "logs: $(tail -c 300 <<<"$logs")"
+        hx_as alice "${CTL[@]}" logs "$id" 2>/dev/null | head -1 | grep -q 'bytes of earlier output left out' &&
+                ok "and says what it left out" || fail "no note of what was left out"
+        hx systemctl is-active agentfab.service >/dev/null && ok "the daemon is fine" || fail "daemon not active"
+}
+
 t_kill9_resume() {
         echo "=== SIGKILL of the daemon in the middle of a step"
         cat > "$WORK/kill.json" <<'EOF'
@@ -822,6 +858,7 @@ main() {
         t_budget
         t_faults
         t_context_budget
+        t_huge_output
         t_api_key
         t_https_repo
         t_ssh_repo
