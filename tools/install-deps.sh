@@ -11,8 +11,9 @@ packages=(
         systemd systemd-sysv dbus polkitd pkexec
         # tools the tests drive them with
         git python3 util-linux procps passwd iproute2 man-db groff-base
-        # the ssh server the ssh:// repository scenario fetches from
-        openssh-server
+        # the ssh server the ssh:// repository scenario fetches from, and the
+        # certificate and trust store of the https:// one
+        openssh-server openssl ca-certificates
         # the sandbox benchmark's baseline
         bubblewrap
         # compiling the SELinux policy module
