@@ -1435,6 +1435,7 @@ typedef struct DeliverJob {
         ForgeKind kind;
         char *api, *owner, *repo, *head, *base, *title, *body, *forge_name;
         char head_commit[41];
+        char *diffstat;            /* for the delivered entry, computed once */
         /* Results. */
         int push_result;
         char *push_error;
@@ -1459,6 +1460,7 @@ static void deliver_job_free(void *p) {
         free(j->title);
         free(j->body);
         free(j->forge_name);
+        free(j->diffstat);
         free(j->push_error);
         free(j->pr_error);
         free(j->pr_url);
@@ -1493,10 +1495,7 @@ static int deliver_job_run(void *p) {
         return 0;
 }
 
-static void agent_finish_delivery(AgentRun *run, const char *head, const char *problem) {
-        _cleanup_free_ char *diffstat = NULL;
-
-        (void) ledger_diffstat(run->ledger, &diffstat);
+static void agent_finish_delivery(AgentRun *run, const char *head, const char *diffstat, const char *problem) {
         audit_delivered(run->task, head, diffstat);
         agent_set_state(run, TASK_SUCCEEDED, problem);
 }
@@ -1520,7 +1519,7 @@ static void on_deliver_done(Worker *w, int result, void *p, void *userdata) {
                         audit_delivery_failed(t, "push", j->push_error ?: strerror(-j->push_result));
                         reason = delivery_reason("Delivered here only: the push to '%s' failed: %s", j->push_url,
                                                  j->push_error ?: strerror(-j->push_result));
-                        return agent_finish_delivery(run, j->head_commit, reason);
+                        return agent_finish_delivery(run, j->head_commit, j->diffstat, reason);
                 }
                 t->progress.pushed = true;
                 r = agent_save(run);
@@ -1533,7 +1532,7 @@ static void on_deliver_done(Worker *w, int result, void *p, void *userdata) {
                         audit_delivery_failed(t, "pull-request", j->pr_error ?: strerror(-j->pr_result));
                         reason = delivery_reason("Pushed to '%s', but the pull request on forge '%s' failed: %s",
                                                  j->push_url, j->forge_name, j->pr_error ?: strerror(-j->pr_result));
-                        return agent_finish_delivery(run, j->head_commit, reason);
+                        return agent_finish_delivery(run, j->head_commit, j->diffstat, reason);
                 }
                 t->progress.pull_request = TAKE_PTR(j->pr_url);
                 r = agent_save(run);
@@ -1541,13 +1540,13 @@ static void on_deliver_done(Worker *w, int result, void *p, void *userdata) {
                         log_warning_errno(r, "Failed to record the pull request of task '%s', ignoring: %m", t->id);
                 audit_pull_request(t, t->progress.pull_request);
         }
-        agent_finish_delivery(run, j->head_commit, NULL);
+        agent_finish_delivery(run, j->head_commit, j->diffstat, NULL);
 }
 
 /* Starts the push and the pull request the task asks for: 1 if a job runs
  * (it finishes the delivery), 0 if there is nothing to do or it could not
  * start, with *ret_problem saying why for the task's Reason. */
-static int agent_deliver_forge(AgentRun *run, const char *head, char **ret_problem) {
+static int agent_deliver_forge(AgentRun *run, const char *head, const char *diffstat, char **ret_problem) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(forge_token_freep) char *token = NULL;
         _cleanup_free_ char *message = NULL;
@@ -1587,7 +1586,8 @@ static int agent_deliver_forge(AgentRun *run, const char *head, char **ret_probl
         j->push_url = strdup(t->spec.push_url);
         j->token = TAKE_PTR(token);
         snprintf(j->head_commit, sizeof(j->head_commit), "%s", head);
-        r = j->push_url ? 0 : -ENOMEM;
+        j->diffstat = diffstat ? strdup(diffstat) : NULL;
+        r = j->push_url && (!diffstat || j->diffstat) ? 0 : -ENOMEM;
         if (r >= 0 && j->pull_request) {
                 /* The goal's first line that says something. */
                 const char *goal = t->spec.goal + strspn(t->spec.goal, " \t\n");
@@ -1664,12 +1664,12 @@ static void agent_deliver(AgentRun *run) {
         if (r < 0)
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
 
-        r = agent_deliver_forge(run, head, &problem);
+        r = agent_deliver_forge(run, head, diffstat, &problem);
         if (r > 0)
                 return;   /* on_deliver_done() finishes */
         if (r < 0 && !problem)
                 problem = delivery_reason("Delivered here only: the push could not start: %s", strerror(-r));
-        agent_finish_delivery(run, head, problem);
+        agent_finish_delivery(run, head, diffstat, problem);
 }
 
 /* ---- The driver ---- */

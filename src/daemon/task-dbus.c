@@ -372,7 +372,7 @@ int task_bus_register(Manager *m) {
         return sd_bus_add_node_enumerator(m->bus, NULL, AGENTFAB_TASK_PATH_PREFIX, task_node_enumerator, m);
 }
 
-void task_bus_send_changed(Task *t) {
+static void task_bus_emit(Task *t, char **properties) {
         _cleanup_free_ char *path = NULL;
 
         if (!t->manager || !t->manager->bus)
@@ -380,23 +380,16 @@ void task_bus_send_changed(Task *t) {
         path = task_object_path(t);
         if (!path)
                 return;
+        /* Our own emission looks the object up: no caller to check then. */
         t->manager->emitting = true;
-        (void) sd_bus_emit_properties_changed(t->manager->bus, path, AGENTFAB_TASK_INTERFACE,
-                                              "State", "Reason", "UpdatedUSec", "Breaker", "PullRequest", NULL);
+        (void) sd_bus_emit_properties_changed_strv(t->manager->bus, path, AGENTFAB_TASK_INTERFACE, properties);
         t->manager->emitting = false;
 }
 
-void task_bus_send_progress(Task *t) {
-        _cleanup_free_ char *path = NULL;
+void task_bus_send_changed(Task *t) {
+        task_bus_emit(t, STRV_MAKE("State", "Reason", "UpdatedUSec", "Breaker", "PullRequest"));
+}
 
-        if (!t->manager || !t->manager->bus)
-                return;
-        path = task_object_path(t);
-        if (!path)
-                return;
-        t->manager->emitting = true;
-        (void) sd_bus_emit_properties_changed(t->manager->bus, path, AGENTFAB_TASK_INTERFACE,
-                                              "Plan", "Step", "HeadCommit", "Checkpoints", "TokensUsed",
-                                              "CommandsRun", NULL);
-        t->manager->emitting = false;
+void task_bus_send_progress(Task *t) {
+        task_bus_emit(t, STRV_MAKE("Plan", "Step", "HeadCommit", "Checkpoints", "TokensUsed", "CommandsRun"));
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "curl-util.h"
 #include "forge.h"
 #include "json-util.h"
 #include "string-util.h"
@@ -225,19 +226,6 @@ static void headers_free(struct curl_slist *l) {
         curl_slist_free_all(l);
 }
 
-static int set_protocols(CURL *e) {
-#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the _STR options, the others deprecated */
-        if (curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
-            curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK)
-                return -EIO;
-#else
-        if (curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) != CURLE_OK ||
-            curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) != CURLE_OK)
-                return -EIO;
-#endif
-        return 0;
-}
-
 /* A short, printable, one-line version of what the forge said, without the
  * token should the forge have echoed it. */
 static char *sanitize_text(const char *text, const char *token) {
@@ -445,7 +433,7 @@ int forge_open_pull_request(const ForgeRequest *req, char **ret_url, char **ret_
          * summary go to the configured API and nowhere else. NOSIGNAL: a
          * daemon with its own signal handling. */
         if (curl_easy_setopt(e, CURLOPT_URL, url) != CURLE_OK ||
-            set_protocols(e) < 0 ||
+            curl_restrict_protocols(e) < 0 ||
             curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_ERRORBUFFER, curl_error) != CURLE_OK ||

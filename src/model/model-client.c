@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 #include <time.h>
 
+#include "curl-util.h"
 #include "json-util.h"
 #include "log.h"
 #include "model-client.h"
@@ -602,19 +603,6 @@ static int append_header(struct curl_slist **l, const char *h) {
         return 0;
 }
 
-static int set_protocols(CURL *e) {
-#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the _STR options, the others deprecated */
-        if (curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
-            curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK)
-                return -EIO;
-#else
-        if (curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) != CURLE_OK ||
-            curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) != CURLE_OK)
-                return -EIO;
-#endif
-        return 0;
-}
-
 static int model_call_setup_http(ModelCall *call, const ModelProfile *p, const char *api_key) {
         size_t l = strlen(p->endpoint);
         CURL *e;
@@ -652,7 +640,7 @@ static int model_call_setup_http(ModelCall *call, const ModelProfile *p, const c
          * conversation (and key) elsewhere. NOSIGNAL: we are a daemon with
          * our own signal handling, and libcurl must not touch SIGALRM. */
         if (curl_easy_setopt(e, CURLOPT_URL, call->url) != CURLE_OK ||
-            set_protocols(e) < 0 ||
+            curl_restrict_protocols(e) < 0 ||
             curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_PRIVATE, call) != CURLE_OK ||

@@ -85,6 +85,9 @@ static inline void strv_free(char **l) {
 DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
 #define _cleanup_strv_free_ _cleanup_(strv_freep)
 
+/* A NULL-terminated string list literal, for calls that take char **. */
+#define STRV_MAKE(...) ((char *[]) { __VA_ARGS__, NULL })
+
 /* Keeps errno intact across a cleanup path. */
 #define RET_NERRNO(expr)                        \
         ({                                      \
