@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -49,6 +50,7 @@ static const char *arg_push_url = NULL;
 static const char *arg_forge = NULL;
 static const char *arg_forge_repository = NULL;
 static const char *arg_pr_base = NULL;
+static bool arg_submodules = false;
 static char **arg_limits = NULL;
 
 static pid_t agent_pid = 0;
@@ -91,6 +93,7 @@ static void help(void) {
                "     --acceptance=TEXT         Acceptance criteria\n"
                "     --test=CMD                Test command that judges the result\n"
                "     --base=REF                Commit to start from (default: HEAD)\n"
+               "     --submodules              Fetch the submodules of base too\n"
                "     --model=PROFILE           Model profile\n"
                "     --limit=KEY=N             A limit, e.g. max_steps=20 (repeatable)\n"
                "     --push-url=URL            At delivery, push branch agentfab/ID there (https://)\n"
@@ -373,47 +376,11 @@ static int append_string_entry(sd_bus_message *m, const char *key, const char *v
         return sd_bus_message_append(m, "{sv}", key, "s", value);
 }
 
-static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        _cleanup_close_ int repo_fd = -EBADF;
-        char repo[PATH_MAX];
-        const char *id, *path;
+/* The SubmitTask() call for the options given: the repository as its path
+ * or URL, and, when repo_fd >= 0, as an open directory or a bundle. */
+static int submit_message_new(sd_bus *bus, const char *repo, int repo_fd, sd_bus_message **ret) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         int r;
-
-        (void) argv;
-        if (argc > 1) {
-                fprintf(stderr, "submit takes no positional arguments; use --repo and --goal.\n");
-                return EXIT_USAGE;
-        }
-        if (!arg_repo || !arg_goal) {
-                fprintf(stderr, "submit needs --repo=PATH and --goal=TEXT.\n");
-                return EXIT_USAGE;
-        }
-        /* A URL goes to the daemon as it is: it fetches it itself. */
-        if (strstr(arg_repo, "://")) {
-                if (strlen(arg_repo) >= sizeof(repo)) {
-                        fprintf(stderr, "Repository URL is too long.\n");
-                        return EXIT_USAGE;
-                }
-                strcpy(repo, arg_repo);
-        /* The daemon wants an absolute path; resolve a relative one against our cwd. */
-        } else if (!realpath(arg_repo, repo)) {
-                /* No such directory, but what git would take for HOST:PATH. */
-                if (errno == ENOENT && strchr(arg_repo, ':') && strcspn(arg_repo, ":") < strcspn(arg_repo, "/"))
-                        fprintf(stderr, "Repository '%s' looks like git's scp-like syntax, which is not supported: "
-                                "write it as ssh://[USER@]HOST[:PORT]/PATH.\n", arg_repo);
-                else
-                        fprintf(stderr, "Repository '%s': %s\n", arg_repo, strerror(errno));
-                return EXIT_USAGE;
-        }
-        /* The repository goes to the daemon as an open directory too: it is
-         * read through that, with our right to read it, so a private one
-         * works without giving the daemon access of its own. */
-        if (!strstr(repo, "://") && (repo_fd = open(repo, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-                fprintf(stderr, "Repository '%s': %s\n", repo, strerror(errno));
-                return EXIT_USAGE;
-        }
 
         r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH,
                                            AGENTFAB_FACTORY_INTERFACE, "SubmitTask");
@@ -471,13 +438,103 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
         }
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
+        if (r >= 0 && arg_submodules)
+                r = sd_bus_message_append(m, "{sv}", "submodules", "b", 1);
         if (r < 0) {
                 fprintf(stderr, "Failed to build request: %s\n", strerror(-r));
                 return EXIT_FAIL;
         }
+        *ret = TAKE_PTR(m);
+        return EXIT_OK;
+
+}
+
+/* The history of repo at --base (default HEAD) as a bundle in a memfd, for a
+ * daemon that cannot read the repository even through a directory fd. */
+static int repository_bundle(const char *repo, int *ret_fd) {
+        _cleanup_free_ char *message = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char tip[41];
+        int r;
+
+        fd = memfd_create("agentfab-repository.bundle", MFD_CLOEXEC);
+        if (fd < 0)
+                return fprintf(stderr, "Cannot make a memfd for the bundle: %s\n", strerror(errno)), -errno;
+        r = ledger_bundle_repository(repo, arg_base, fd, tip, &message);
+        if (r < 0) {
+                fprintf(stderr, "Cannot bundle repository '%s': %s\n", repo, message ?: strerror(-r));
+                return r;
+        }
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return -errno;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_close_ int repo_fd = -EBADF;
+        char repo[PATH_MAX];
+        const char *id, *path;
+        int r;
+
+        (void) argv;
+        if (argc > 1) {
+                fprintf(stderr, "submit takes no positional arguments; use --repo and --goal.\n");
+                return EXIT_USAGE;
+        }
+        if (!arg_repo || !arg_goal) {
+                fprintf(stderr, "submit needs --repo=PATH and --goal=TEXT.\n");
+                return EXIT_USAGE;
+        }
+        /* A URL goes to the daemon as it is: it fetches it itself. */
+        if (strstr(arg_repo, "://")) {
+                if (strlen(arg_repo) >= sizeof(repo)) {
+                        fprintf(stderr, "Repository URL is too long.\n");
+                        return EXIT_USAGE;
+                }
+                strcpy(repo, arg_repo);
+        /* The daemon wants an absolute path; resolve a relative one against our cwd. */
+        } else if (!realpath(arg_repo, repo)) {
+                /* No such directory, but what git would take for HOST:PATH. */
+                if (errno == ENOENT && strchr(arg_repo, ':') && strcspn(arg_repo, ":") < strcspn(arg_repo, "/"))
+                        fprintf(stderr, "Repository '%s' looks like git's scp-like syntax, which is not supported: "
+                                "write it as ssh://[USER@]HOST[:PORT]/PATH.\n", arg_repo);
+                else
+                        fprintf(stderr, "Repository '%s': %s\n", arg_repo, strerror(errno));
+                return EXIT_USAGE;
+        }
+        /* The repository goes to the daemon as an open directory too: it is
+         * read through that, with our right to read it, so a private one
+         * works without giving the daemon access of its own. */
+        if (!strstr(repo, "://") && (repo_fd = open(repo, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+                fprintf(stderr, "Repository '%s': %s\n", repo, strerror(errno));
+                return EXIT_USAGE;
+        }
+
+        r = submit_message_new(bus, repo, repo_fd, &m);
+        if (r != EXIT_OK)
+                return r;
 
         agent_open();
         r = sd_bus_call(bus, m, 0, &error, &reply);
+        /* A repository whose own directories only its owner may read: its
+         * history goes over instead, read with our rights. */
+        if (r < 0 && repo_fd >= 0 && sd_bus_error_has_name(&error, AGENTFAB_ERROR_REPOSITORY_UNREADABLE)) {
+                _cleanup_close_ int bundle_fd = -EBADF;
+
+                if (!arg_json)
+                        fprintf(stderr, "agentfabd cannot read '%s' itself; sending its history as a bundle.\n", repo);
+                if (repository_bundle(repo, &bundle_fd) < 0)
+                        return EXIT_FAIL;
+                sd_bus_error_free(&error);
+                m = sd_bus_message_unref(m);
+                r = submit_message_new(bus, repo, bundle_fd, &m);
+                if (r != EXIT_OK)
+                        return r;
+                r = sd_bus_call(bus, m, 0, &error, &reply);
+        }
         if (r < 0)
                 return fail_bus("submit task", &error, r);
         r = sd_bus_message_read(reply, "so", &id, &path);
@@ -1142,7 +1199,7 @@ static int parse_argv(int argc, char *argv[]) {
         enum {
                 ARG_VERSION = 0x100, ARG_JSON, ARG_NO_ASK_PASSWORD, ARG_SYSTEM, ARG_SESSION, ARG_BUS_ADDRESS,
                 ARG_SOCKET, ARG_REPO, ARG_GOAL, ARG_ACCEPTANCE, ARG_TEST, ARG_BASE, ARG_MODEL, ARG_COMMENT, ARG_LIMIT, ARG_FORMAT,
-                ARG_PUSH_URL, ARG_FORGE, ARG_FORGE_REPOSITORY, ARG_PR_BASE,
+                ARG_PUSH_URL, ARG_FORGE, ARG_FORGE_REPOSITORY, ARG_PR_BASE, ARG_SUBMODULES,
         };
         static const struct option options[] = {
                 { "help",            no_argument,       NULL, 'h'                 },
@@ -1168,6 +1225,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "forge",           required_argument, NULL, ARG_FORGE           },
                 { "forge-repository", required_argument, NULL, ARG_FORGE_REPOSITORY },
                 { "pr-base",         required_argument, NULL, ARG_PR_BASE         },
+                { "submodules",      no_argument,       NULL, ARG_SUBMODULES      },
                 {}
         };
         int c;
@@ -1195,6 +1253,7 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_FORGE: arg_forge = optarg; break;
                 case ARG_FORGE_REPOSITORY: arg_forge_repository = optarg; break;
                 case ARG_PR_BASE: arg_pr_base = optarg; break;
+                case ARG_SUBMODULES: arg_submodules = true; break;
                 case ARG_LIMIT:
                         if (strv_extend(&arg_limits, optarg) < 0)
                                 return -ENOMEM;

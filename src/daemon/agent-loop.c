@@ -477,7 +477,7 @@ static int agent_open_workspace(AgentRun *run, bool create) {
                 .source = strdup(t->spec.repository),
                 .base = strdup(t->spec.base ?: "HEAD"),
                 .branch = strdup(t->branch),
-                .options = { .max_bytes = run->manager->config.max_repository_size, .submodules = false },
+                .options = { .max_bytes = run->manager->config.max_repository_size, .submodules = t->spec.submodules },
         };
         if (j->dir_fd < 0 || !j->source || !j->base || !j->branch) {
                 create_job_free(j);
@@ -2001,18 +2001,34 @@ int agent_import_repository(Task *t, uint64_t max_bytes, sd_bus_error *error) {
         if (dir_fd < 0)
                 return sd_bus_error_set_errnof(error, errno, "Failed to open the directory of task '%s': %m", t->id);
 
-        LedgerOptions o = { .max_bytes = max_bytes };
-        r = ledger_create(dir_fd, t->spec.repository, t->spec.repository_fd, t->spec.base ?: "HEAD", t->branch, &o,
-                          &message, &l);
+        LedgerOptions o = { .max_bytes = max_bytes, .submodules = t->spec.submodules };
+        struct stat st;
+        if (fstat(t->spec.repository_fd, &st) < 0)
+                return sd_bus_error_set_errnof(error, errno, "Cannot look at 'repository_fd': %m");
+        if (S_ISDIR(st.st_mode))
+                r = ledger_create(dir_fd, t->spec.repository, t->spec.repository_fd, t->spec.base ?: "HEAD", t->branch, &o,
+                                  &message, &l);
+        else {
+                /* A bundle, in a memfd (checked by the spec parser). Opened
+                 * again for an offset of our own: the submitter shares the
+                 * one of the fd it sent. */
+                char proc[64];
+                (void) snprintf(proc, sizeof(proc), "/proc/self/fd/%d", t->spec.repository_fd);
+                _cleanup_close_ int bundle_fd = open(proc, O_RDONLY | O_CLOEXEC);
+                if (bundle_fd < 0)
+                        return sd_bus_error_set_errnof(error, errno, "Cannot open the bundle passed as 'repository_fd': %m");
+                r = ledger_create_from_bundle(dir_fd, bundle_fd, t->branch, &o, &message, &l);
+        }
         if (r == -ENOMEM)
                 return r;
         /* An fd spares the daemon the way to the repository, not the
-         * permission bits of the repository's own directories. */
-        if (r == -EACCES)
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+         * permission bits of the repository's own directories: the client
+         * can send the history as a bundle instead. */
+        if (r == -EACCES && S_ISDIR(st.st_mode))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_REPOSITORY_UNREADABLE,
                                          "Repository '%s' cannot be read by agentfabd even through the file descriptor: "
-                                         "its own directories must be readable by others (a private directory above "
-                                         "it is fine).", t->spec.repository);
+                                         "its own directories are not readable by others. Send it as a bundle "
+                                         "(agentfabctl does so by itself).", t->spec.repository);
         if (r < 0)
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC, "%s",
                                          message ?: "The repository passed as 'repository_fd' cannot be read.");

@@ -26,6 +26,13 @@ static int property_get_string_ptr(sd_bus *bus, const char *path, const char *in
         return sd_bus_message_append(reply, "s", strempty(*s));
 }
 
+static int property_get_bool(sd_bus *bus, const char *path, const char *interface, const char *property,
+                             sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        bool *b = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "b", (int) *b);
+}
+
 static int property_get_base(sd_bus *bus, const char *path, const char *interface, const char *property,
                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Task *t = userdata;
@@ -273,6 +280,7 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("Forge", "s", property_get_string_ptr, offsetof(Task, spec.forge), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("ForgeRepository", "s", property_get_string_ptr, offsetof(Task, spec.forge_repository), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("PullRequestBase", "s", property_get_pull_request_base, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Submodules", "b", property_get_bool, offsetof(Task, spec.submodules), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Limits", "a{st}", property_get_limits, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("State", "s", property_get_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Reason", "s", property_get_string_ptr, offsetof(Task, reason), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),

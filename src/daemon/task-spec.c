@@ -435,12 +435,24 @@ int task_spec_from_message(TaskSpec *spec, sd_bus_message *m, sd_bus_error *erro
                                 return r;
                         if (fstat(fd, &st) < 0)
                                 return sd_bus_error_set_errnof(error, errno, "Cannot look at 'repository_fd': %m");
-                        if (!S_ISDIR(st.st_mode))
-                                return invalid(error, "'%s' is not an open directory.", key);
+                        /* SECURITY: a pipe, a socket or a file on FUSE could keep the
+                         * daemon waiting in read(): a bundle comes in a memfd only. */
+                        if (!S_ISDIR(st.st_mode) && !(S_ISREG(st.st_mode) && fcntl(fd, F_GET_SEALS) >= 0))
+                                return invalid(error, "'%s' is neither an open directory nor a memfd holding a git bundle.", key);
                         spec->repository_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
                         if (spec->repository_fd < 0)
                                 return -errno;
                         r = 0;
+                } else if (streq(key, "submodules")) {
+                        int b;
+
+                        if (!streq(contents, "b"))
+                                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                         "Key 'submodules' must be of type b, not '%s'.", contents);
+                        r = sd_bus_message_read(m, "v", "b", &b);
+                        if (r < 0)
+                                return r;
+                        spec->submodules = b;
                 } else if (streq(contents, "s")) {
                         const char *value;
 

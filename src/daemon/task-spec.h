@@ -56,9 +56,11 @@ typedef struct TaskSpec {
         char *forge_repository;
         char *pull_request_base;
         /* The repository as an open directory the submitter handed over
-         * (SubmitTask()'s repository_fd): read through it only, at
-         * submission. Never stored. */
+         * (SubmitTask()'s repository_fd), or a memfd holding a git bundle of
+         * it: read through it only, at submission. Never stored. */
         int repository_fd;
+        /* Whether the submodules of base are fetched too (default: no). */
+        bool submodules;
         uint64_t limits[_TASK_LIMIT_MAX];
 
         /* Limits this release does not know yet: stored as given, for the

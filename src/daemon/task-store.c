@@ -168,6 +168,7 @@ json_object *task_to_json(const Task *t) {
             json_add_string(spec, "forge", t->spec.forge) < 0 ||
             json_add_string(spec, "forge_repository", t->spec.forge_repository) < 0 ||
             json_add_string(spec, "pull_request_base", t->spec.pull_request_base) < 0 ||
+            (t->spec.submodules && json_object_object_add(spec, "submodules", json_object_new_boolean(true)) < 0) ||
             json_object_object_add(spec, "limits", TAKE_PTR(limits)) < 0)
                 return NULL;
 
@@ -202,6 +203,12 @@ static int spec_from_json(TaskSpec *spec, json_object *s, char **ret_error) {
         json_object_object_foreach(s, key, value) {
                 if (streq(key, "limits"))
                         continue;
+                if (streq(key, "submodules")) {
+                        if (!json_object_is_type(value, json_type_boolean))
+                                return fail(ret_error, -EBADMSG, "'submodules' is not a boolean");
+                        spec->submodules = json_object_get_boolean(value);
+                        continue;
+                }
                 if (!json_object_is_type(value, json_type_string))
                         return fail(ret_error, -EBADMSG, "a spec field is not a string");
                 if (task_spec_set_string(spec, key, json_object_get_string(value), &error) < 0)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs-util.h"
 #include "ledger-internal.h"
 #include "log.h"
 #include "string-util.h"
@@ -341,6 +342,26 @@ static int bundle_parse_header(char *text, BundleHeader *h, char **ret_error) {
         return 0;
 }
 
+/* The smallest object a pack can hold: a one-byte type and size, and an
+ * empty zlib stream (8 bytes). */
+#define PACK_OBJECT_MIN 9U
+#define PACK_OBJECTS_MAX (UINT32_C(1) << 26)
+
+static int pack_header_check(const uint8_t h[static 12], uint64_t max_bytes, char **ret_error) {
+        uint32_t version = (uint32_t) h[4] << 24 | (uint32_t) h[5] << 16 | (uint32_t) h[6] << 8 | h[7];
+        uint32_t objects = (uint32_t) h[8] << 24 | (uint32_t) h[9] << 16 | (uint32_t) h[10] << 8 | h[11];
+
+        if (memcmp(h, "PACK", 4) != 0 || !IN_SET(version, 2, 3))
+                return ledger_set_error(ret_error, -EBADMSG, "Bundle's pack has no valid header.");
+        if (objects > PACK_OBJECTS_MAX)
+                return ledger_set_error(ret_error, -EFBIG, "Bundle's pack claims %" PRIu32 " objects, more than the %" PRIu32 " accepted.",
+                                        objects, PACK_OBJECTS_MAX);
+        if (max_bytes != UINT64_MAX && objects > max_bytes / PACK_OBJECT_MIN)
+                return ledger_set_error(ret_error, -EFBIG, "Bundle's pack claims %" PRIu32 " objects, more than fit in the limit of %" PRIu64 " bytes.",
+                                        objects, max_bytes);
+        return 0;
+}
+
 typedef struct ImportLimit {
         uint64_t max, seen;
 } ImportLimit;
@@ -422,9 +443,22 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
         uint64_t seen = 0;
         if (git_odb_write_pack(&wp, odb, NULL, NULL) < 0)
                 return ledger_set_error(ret_error, -EIO, "Cannot write into '%s': %s", repo_path, ledger_git_message());
+        uint8_t pack_header[12];
         r = 0;
         for (;;) {
                 if (pack_n > 0) {
+                        /* SECURITY: libgit2's indexer allocates a table for as many
+                         * objects as the pack's header claims, up to 2^32: the claim
+                         * is checked before the indexer sees it. */
+                        if (seen < sizeof(pack_header)) {
+                                size_t k = MIN(pack_n, sizeof(pack_header) - (size_t) seen);
+                                memcpy(pack_header + seen, pack, k);
+                                if (seen + k == sizeof(pack_header)) {
+                                        r = pack_header_check(pack_header, max_bytes, ret_error);
+                                        if (r < 0)
+                                                break;
+                                }
+                        }
                         seen += pack_n;
                         if (seen > max_bytes) {
                                 r = ledger_set_error(ret_error, -EFBIG, "Bundle is bigger than the limit of %" PRIu64 " bytes.", max_bytes);
@@ -475,6 +509,105 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
         if (r < 0)
                 return ledger_set_error(ret_error, -EIO, "Cannot create branch '%s': %s", branch, ledger_git_message());
         return 0;
+}
+
+/* ---- a whole repository as a bundle (agentfabctl submit, agentfabd) ---- */
+
+#define SOURCE_BUNDLE_REF "refs/heads/agentfab-source"
+
+int ledger_bundle_repository(const char *repo_path, const char *rev, int out_fd, char ret_tip[static 41], char **ret_error) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_object_freep) git_object *o = NULL, *c = NULL;
+        _cleanup_(git_packbuilder_freep) git_packbuilder *pb = NULL;
+        _cleanup_(git_revwalk_freep) git_revwalk *w = NULL;
+        _cleanup_free_ char *header = NULL;
+        char tip[GIT_OID_HEXSZ + 1];
+        int r;
+
+        assert(repo_path);
+        assert(out_fd >= 0);
+
+        ledger_library_init();
+        if (!rev)
+                rev = "HEAD";
+
+        if (git_repository_open_ext(&repo, repo_path, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
+                return ledger_set_error(ret_error, -ENOTDIR, "'%s' is not a git repository: %s", repo_path, ledger_git_message());
+        if (git_revparse_single(&o, repo, rev) < 0)
+                return ledger_set_error(ret_error, -ENOENT, "'%s' names no commit in '%s': %s", rev, repo_path, ledger_git_message());
+        if (git_object_peel(&c, o, GIT_OBJECT_COMMIT) < 0)
+                return ledger_set_error(ret_error, -EMEDIUMTYPE, "'%s' in '%s' is not a commit.", rev, repo_path);
+        git_oid_tostr(tip, sizeof(tip), git_object_id(c));
+
+        if (git_revwalk_new(&w, repo) < 0 || git_revwalk_push(w, git_object_id(c)) < 0 ||
+            git_packbuilder_new(&pb, repo) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot walk the history of '%s': %s", repo_path, ledger_git_message());
+        (void) git_packbuilder_set_threads(pb, 1);
+        if (git_packbuilder_insert_walk(pb, w) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot pack the history of '%s': %s", repo_path, ledger_git_message());
+
+        if (asprintf(&header, "# v2 git bundle\n%s " SOURCE_BUNDLE_REF "\n\n", tip) < 0)
+                return -ENOMEM;
+        r = ledger_write_all(out_fd, header, strlen(header));
+        if (r < 0)
+                return ledger_set_error(ret_error, r, "Cannot write the bundle: %s", strerror(-r));
+        if (git_packbuilder_foreach(pb, pack_write_cb, &out_fd) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot write the bundle: %s", ledger_git_message());
+
+        memcpy(ret_tip, tip, sizeof(tip));
+        return 0;
+}
+
+int ledger_create_from_bundle(int task_dir_fd, int bundle_fd, const char *branch, const LedgerOptions *o,
+                              char **ret_error, Ledger **ret) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_close_ int source_fd = -EBADF;
+        git_repository_init_options io;
+        char path[64], tip[GIT_OID_HEXSZ + 1];
+        git_oid id;
+        int r;
+
+        assert(task_dir_fd >= 0);
+        assert(bundle_fd >= 0);
+        assert(ret);
+
+        ledger_library_init();
+
+        if (faccessat(task_dir_fd, "ledger.git", F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
+                return ledger_set_error(ret_error, -EEXIST, "The task directory already has a ledger.");
+
+        /* The bundle is unpacked into a repository of our own first (only
+         * libgit2's indexer reads the submitter's bytes), which is then the
+         * source of an ordinary local ledger_create(), and goes. */
+        (void) rm_rf_at(task_dir_fd, "source.git");
+        if (mkdirat(task_dir_fd, "source.git", 0700) < 0)
+                return ledger_set_error(ret_error, -errno, "Cannot make a directory for the bundle: %m");
+        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d/source.git", task_dir_fd);
+        (void) git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+        io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT;
+        if (git_repository_init_ext(&repo, path, &io) < 0)
+                r = ledger_set_error(ret_error, -EIO, "Cannot make a repository for the bundle: %s", ledger_git_message());
+        else
+                r = ledger_import_bundle(path, bundle_fd, SOURCE_BUNDLE_REF + strlen("refs/heads/"),
+                                         o ? o->max_bytes : UINT64_MAX, ret_error);
+        if (r == -ENOENT) {
+                /* The repository it "lacks" them in is ours: say what is wrong with the bundle. */
+                r = ledger_set_error(ret_error, -EBADMSG, "The bundle builds on commits it does not carry: "
+                                     "it must hold the whole history of its branch.");
+        }
+        if (r >= 0 && git_reference_name_to_id(&id, repo, SOURCE_BUNDLE_REF) < 0)
+                r = ledger_set_error(ret_error, -EBADMSG, "The bundle carries no branch.");
+        if (r >= 0) {
+                git_oid_tostr(tip, sizeof(tip), &id);
+                source_fd = openat(task_dir_fd, "source.git", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (source_fd < 0)
+                        r = ledger_set_error(ret_error, -errno, "Cannot open the bundle's repository: %m");
+        }
+        git_repository_free(TAKE_PTR(repo));
+        if (r >= 0)
+                r = ledger_create(task_dir_fd, NULL, source_fd, tip, branch, o, ret_error, ret);
+        (void) rm_rf_at(task_dir_fd, "source.git");
+        return r;
 }
 
 /* ---- push ---- */

@@ -151,6 +151,19 @@ int ledger_export_bundle(Ledger *l, int out_fd);
  * missing; -EFBIG past max_bytes of pack data. */
 int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branch, uint64_t max_bytes, char **ret_error);
 
+/* Client side (agentfabctl submit, for a repository agentfabd cannot read
+ * even through a directory fd): writes a "# v2 git bundle" of everything
+ * reachable from rev (NULL: HEAD), no prerequisites, its one ref
+ * refs/heads/agentfab-source, and returns the commit id. The repository is
+ * opened as the caller, with its own configuration. */
+int ledger_bundle_repository(const char *repo_path, const char *rev, int out_fd, char ret_tip[static 41], char **ret_error);
+/* Daemon side: like ledger_create() from a local source, the source being
+ * such a bundle (bundle_fd, read from its current offset), based on its
+ * branch's commit. Only libgit2's indexer reads the bundle's pack; it is
+ * bounded by o->max_bytes like everything else. */
+int ledger_create_from_bundle(int task_dir_fd, int bundle_fd, const char *branch, const LedgerOptions *o,
+                              char **ret_error, Ledger **ret);
+
 /* Pushes refs/heads/<branch> (only that, never forced) to url. The branch
  * must be under agentfab/. credential_token, if given, is offered as the
  * password of user "x-access-token" for https remotes. */

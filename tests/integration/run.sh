@@ -340,13 +340,21 @@ t_private_repo_by_fd() {
                 ok "the task's ledger holds bob's history" || fail "no ledger for $id"
         [ "$(hx stat -c %a /home/bob/vault)" = 700 ] && ok "the directory stayed private" || fail "mode changed"
         # A repository directory of mode 0700 cannot be read through an fd
-        # by another user either: a clear error, and nothing created.
-        local before after
-        before=$(hx ls /var/lib/agentfab/tasks | wc -l)
-        rc=0; msg=$(hx_as bob "${CTL[@]}" submit --repo /home/bob/secret --goal "Private work" 2>&1) || rc=$?
-        after=$(hx ls /var/lib/agentfab/tasks | wc -l)
-        [ "$rc" != 0 ] && grep -q "must be readable" <<<"$msg" && [ "$before" = "$after" ] &&
-                ok "a repository of mode 0700: clear error, no record" || fail "0700 repository: $rc $msg ($before -> $after)"
+        # by another user either: agentfabctl sends its history as a bundle.
+        local id2
+        rc=0; msg=$(out_as bob "${CTL[@]}" submit --repo /home/bob/secret --goal "Private work") || rc=$?
+        id2=$(tail -n 1 <<<"$msg")
+        if [ "$rc" = 0 ] && [[ "$id2" =~ ^[0-9a-f]{12}$ ]] && grep -q "as a bundle" <<<"$msg"; then
+                ok "a repository of mode 0700: sent as a bundle, accepted"
+                [ "$(hx git --git-dir="/var/lib/agentfab/tasks/$id2/ledger.git" rev-parse "agentfab/$id2")" = \
+                  "$(hx_as bob git -C /home/bob/secret rev-parse HEAD)" ] &&
+                        ok "its ledger starts at bob's HEAD" || fail "ledger of $id2 is not at bob's HEAD"
+                hx test ! -e "/var/lib/agentfab/tasks/$id2/source.git" && ok "the unpacked bundle is gone" || fail "source.git left"
+                [ "$(hx stat -c %a /home/bob/secret)" = 700 ] && ok "the repository stayed private" || fail "mode changed"
+                hx_as bob "${CTL[@]}" cancel "$id2" >/dev/null 2>&1
+        else
+                fail "0700 repository: $rc $msg"
+        fi
         rc=0
         msg=$(hx_as alice "${CTL[@]}" submit --repo /home/bob/secret --goal "Not mine" 2>&1) || rc=$?
         [ "$rc" = 2 ] && grep -qi 'permission denied' <<<"$msg" && ok "another user cannot open it to pass it" || fail "alice: $rc $msg"

@@ -150,6 +150,23 @@ static void test_message(void) {
         sd_bus_message_unref(m);
         task_spec_done(&s);
 
+        /* Submodules are asked for with a boolean, nothing else. */
+        m = new_call();
+        sd_bus_message_append(m, "a{sv}", 2, "goal", "s", "g", "submodules", "b", 1);
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) >= 0 && s.submodules, "submodules b true parsed");
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+        m = new_call();
+        sd_bus_message_append(m, "a{sv}", 2, "goal", "s", "g", "submodules", "s", "yes");
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) < 0 && is_invalid_spec(&e) && strstr(e.message, "type b"),
+              "submodules of type s refused: %s", e.message);
+        CHECK(!s.submodules, "default: no submodules");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+
         /* Wrong types are named in the error. */
         m = new_call();
         sd_bus_message_append(m, "a{sv}", 1, "goal", "i", 42);

@@ -121,11 +121,13 @@ static void test_progress_round_trip(void) {
         t->spec.forge = strdup("corp");
         t->spec.forge_repository = strdup("alice/proj");
         t->spec.pull_request_base = strdup("develop");
+        t->spec.submodules = true;
         CHECK(task_create(t) >= 0 && task_load(tasks_fd, "0123456789ac", &u) >= 0 && u && !u->broken, "saved and loaded");
         CHECK(u->progress.pushed && streq_ptr(u->progress.pull_request, p->pull_request), "push and pull request survive");
         CHECK(streq_ptr(u->spec.push_url, t->spec.push_url) && streq_ptr(u->spec.forge, "corp") &&
               streq_ptr(u->spec.forge_repository, "alice/proj") && streq_ptr(u->spec.pull_request_base, "develop"),
               "delivery keys of the spec survive");
+        CHECK(u->spec.submodules, "submodules=true survives");
         CHECK(u->progress.step == 7 && u->progress.messages == 23, "step and conversation length survive");
         CHECK(streq_ptr(u->progress.checkpoint, p->checkpoint) && streq_ptr(u->progress.plan, p->plan), "checkpoint and plan survive");
         CHECK(u->progress.tokens == 123456 && u->progress.commands == 9 && u->progress.extra_steps == 50, "budget survives");
