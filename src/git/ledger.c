@@ -1485,6 +1485,7 @@ int ledger_open(int task_dir_fd, const char *branch, Ledger **ret) {
 /* ---- checkpoints ---- */
 
 typedef struct Scan {
+        Ledger *ledger;
         git_repository *repo;
         git_odb *odb;
         git_index *index;
@@ -1628,6 +1629,48 @@ static bool index_has_prefix(git_index *index, const char *prefix) {
         return git_index_find_prefix(&pos, index, prefix) == 0;
 }
 
+static LedgerSubmodule *submodule_by_path(Ledger *l, const char *path) {
+        for (size_t i = 0; i < l->n_subs; i++)
+                if (streq(l->subs[i].path, path))
+                        return &l->subs[i];
+        return NULL;
+}
+
+/* A gitlink's directory. A fetched submodule was checkpointed in its own
+ * ledger already: the gitlink moves to its tip. The directory of one that
+ * was not fetched must stay empty: whatever the task put there cannot be
+ * recorded, and must not vanish without a word. */
+static int scan_gitlink(Scan *s, int dir_fd, const char *name, const char *path, const git_index_entry *e) {
+        LedgerSubmodule *sub = submodule_by_path(s->ledger, path);
+
+        if (sub) {
+                if (!sub->have_staged)
+                        return ledger_set_error(s->error, -EBUSY, "Submodule '%s' changed while it was checkpointed.", path);
+                if (!git_oid_equal(&e->id, &sub->staged)) {
+                        git_index_entry entry = { .path = path, .mode = GIT_FILEMODE_COMMIT, .id = sub->staged };
+                        if (git_index_add(s->index, &entry) < 0)
+                                return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
+                }
+                return scan_see(s, path);
+        }
+
+        DIR *d = xopendirat(dir_fd, name, O_NOFOLLOW);
+        if (!d)
+                return ledger_set_error(s->error, -errno, "Cannot open '%s': %m", path);
+        int r = 0;
+        for (struct dirent *de; (de = readdir(d));) {
+                if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
+                        continue;
+                r = ledger_set_error(s->error, -ENOTEMPTY,
+                                     "'%s/%s' is inside '%s', a submodule that was not fetched: it cannot be checkpointed. "
+                                     "Move it out of '%s' (or create the task with submodules).",
+                                     path, de->d_name, path, path);
+                break;
+        }
+        closedir(d);
+        return r < 0 ? r : scan_see(s, path);
+}
+
 /* Walks the workspace without following symlinks and stages what a
  * checkpoint records. This is done here rather than with
  * git_index_add_all(): libgit2 stops at directories holding a .git (an
@@ -1674,9 +1717,9 @@ static int scan_dir(Scan *s, int dir_fd, const char *prefix, unsigned depth, boo
                 if (S_ISDIR(st.st_mode)) {
                         _cleanup_free_ char *dir = NULL;
 
-                        /* A gitlink (a submodule of base) stays as it is. */
+                        /* A gitlink (a submodule of base). */
                         if (e && e->mode == GIT_FILEMODE_COMMIT) {
-                                r = scan_see(s, path);
+                                r = scan_gitlink(s, dirfd(d), de->d_name, path, e);
                                 continue;
                         }
                         if (asprintf(&dir, "%s/", path) < 0) {
@@ -1872,7 +1915,29 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
         _cleanup_(git_odb_freep) git_odb *odb = NULL;
         if (git_repository_odb(&odb, l->repo) < 0)
                 return ledger_set_error(ret_error, -EIO, "Cannot open the ledger's objects: %s", ledger_git_message());
-        Scan s = { .repo = l->repo, .odb = odb, .index = index, .max = l->max_bytes, .racy = racy, .error = ret_error };
+        /* Submodules first, each in its own ledger with the same message:
+         * the superproject's commit then moves their gitlinks. */
+        for (size_t i = 0; i < l->n_subs; i++) {
+                LedgerSubmodule *sub = &l->subs[i];
+                const git_index_entry *e = git_index_get_bypath(index, sub->path, 0);
+                _cleanup_free_ char *sub_error = NULL;
+                char sub_commit[GIT_OID_HEXSZ + 1];
+
+                sub->have_staged = false;
+                /* Removed or replaced by the task: the scan records what stands there. */
+                if (!e || e->mode != GIT_FILEMODE_COMMIT || ledger_submodule_attach(l, sub) < 0)
+                        continue;
+                r = ledger_checkpoint(sub->ledger, c, sub_commit, &sub_error);
+                if (r < 0)
+                        return ledger_set_error(ret_error, r, "In submodule '%s': %s", sub->path,
+                                                sub_error ?: strerror(-r));
+                r = ledger_tip(sub->ledger, &sub->staged);
+                if (r < 0)
+                        return ledger_set_error(ret_error, r, "Branch of submodule '%s' is gone.", sub->path);
+                sub->have_staged = true;
+        }
+
+        Scan s = { .ledger = l, .repo = l->repo, .odb = odb, .index = index, .max = l->max_bytes, .racy = racy, .error = ret_error };
         r = scan_dir(&s, l->workspace_fd, "", 0, false);
         if (r >= 0)
                 r = scan_remove_unseen(&s);
@@ -1910,7 +1975,7 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
 
 /* Removes every symlink below dir_fd that target does not have as a symlink
  * at the same place, without following any. */
-static int remove_foreign_symlinks(int dir_fd, git_tree *target, git_index *index, const char *prefix, unsigned depth) {
+static int remove_foreign_symlinks(Ledger *l, int dir_fd, git_tree *target, git_index *index, const char *prefix, unsigned depth) {
         if (depth > SCAN_DEPTH_MAX)
                 return -ELOOP;
 
@@ -1947,6 +2012,9 @@ static int remove_foreign_symlinks(int dir_fd, git_tree *target, git_index *inde
                 }
                 if (!S_ISDIR(st.st_mode))
                         continue;
+                /* A fetched submodule's links are its own reset's business. */
+                if (submodule_by_path(l, path))
+                        continue;
                 _cleanup_free_ char *dir = NULL;
                 if (asprintf(&dir, "%s/", path) < 0) {
                         r = -ENOMEM;
@@ -1954,10 +2022,107 @@ static int remove_foreign_symlinks(int dir_fd, git_tree *target, git_index *inde
                 }
                 _cleanup_close_ int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
                 if (sub >= 0)
-                        r = remove_foreign_symlinks(sub, target, index, dir, depth + 1);
+                        r = remove_foreign_symlinks(l, sub, target, index, dir, depth + 1);
         }
         closedir(d);
         return r;
+}
+
+/* Opens path below dir_fd as a directory, making what is missing of it;
+ * never through a symlink. */
+static int open_or_make_dir(int dir_fd, const char *path) {
+        int fd = open_beneath_dir(dir_fd, path);
+        if (fd != -ENOENT)
+                return fd;
+
+        _cleanup_free_ char *p = strdup(path);
+        if (!p)
+                return -ENOMEM;
+        _cleanup_close_ int cur = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (cur < 0)
+                return -errno;
+        for (char *c = p, *next; c; c = next) {
+                next = strchr(c, '/');
+                if (next)
+                        *next++ = '\0';
+                if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                int n = openat(cur, c, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (n < 0)
+                        return -errno;
+                safe_close(cur);
+                cur = n;
+        }
+        return TAKE_FD(cur);
+}
+
+typedef struct GitlinkReset {
+        Ledger *ledger;
+        int error;
+} GitlinkReset;
+
+/* Empties the directory of a gitlink that was not fetched: what the task
+ * left there is untracked, and goes like any untracked file. */
+static int clear_unfetched_cb(const char *root, const git_tree_entry *e, void *userdata) {
+        GitlinkReset *g = userdata;
+        _cleanup_free_ char *path = NULL;
+
+        if (git_tree_entry_filemode(e) != GIT_FILEMODE_COMMIT)
+                return 0;
+        if (asprintf(&path, "%s%s", root, git_tree_entry_name(e)) < 0) {
+                g->error = -ENOMEM;
+                return -1;
+        }
+        if (submodule_by_path(g->ledger, path))
+                return 0;
+        _cleanup_close_ int fd = open_beneath_dir(g->ledger->workspace_fd, path);
+        if (fd < 0)
+                return 0;
+        DIR *d = xopendirat(fd, ".", 0);
+        if (!d)
+                return 0;
+        for (struct dirent *de; (de = readdir(d));)
+                if (!streq(de->d_name, ".") && !streq(de->d_name, "..") && rm_rf_at(fd, de->d_name) < 0 && g->error == 0)
+                        g->error = -EIO;
+        closedir(d);
+        return 0;
+}
+
+/* After the superproject's checkout: every fetched submodule back at the
+ * gitlink of the target, the directories of the others empty. */
+static int reset_gitlinks(Ledger *l, git_tree *tree) {
+        GitlinkReset g = { .ledger = l };
+        int r;
+
+        if (git_tree_walk(tree, GIT_TREEWALK_PRE, clear_unfetched_cb, &g) < 0 && g.error == 0)
+                g.error = -EIO;
+        if (g.error < 0)
+                return log_debug_errno(g.error, "Cannot empty the directories of submodules that were not fetched: %m");
+
+        for (size_t i = 0; i < l->n_subs; i++) {
+                LedgerSubmodule *s = &l->subs[i];
+                git_tree_entry *e = NULL;
+                char hex[GIT_OID_HEXSZ + 1];
+
+                if (git_tree_entry_bypath(&e, tree, s->path) < 0)
+                        continue;       /* Not in the target: nothing to restore. */
+                bool gitlink = git_tree_entry_filemode(e) == GIT_FILEMODE_COMMIT;
+                git_oid_tostr(hex, sizeof(hex), git_tree_entry_id(e));
+                git_tree_entry_free(e);
+                if (!gitlink)
+                        continue;
+
+                int fd = open_or_make_dir(l->workspace_fd, s->path);
+                if (fd < 0)
+                        return log_debug_errno(fd, "Cannot make the directory of submodule '%s': %m", s->path);
+                safe_close(fd);
+                r = ledger_submodule_attach(l, s);
+                if (r >= 0)
+                        r = ledger_reset(s->ledger, hex);
+                if (r < 0)
+                        return log_debug_errno(r, "Cannot reset submodule '%s' to %s: %m", s->path, hex);
+        }
+        return 0;
 }
 
 int ledger_reset(Ledger *l, const char *commit) {
@@ -1997,7 +2162,7 @@ int ledger_reset(Ledger *l, const char *commit) {
          * have goes first: they would go anyway, and a symlink the target
          * has cannot stand where the target has a directory. The sandbox
          * must not run during a reset: it could plant a new link meanwhile. */
-        r = remove_foreign_symlinks(l->workspace_fd, tree, index, "", 0);
+        r = remove_foreign_symlinks(l, l->workspace_fd, tree, index, "", 0);
         if (r < 0)
                 return log_debug_errno(r, "Cannot clear symlinks from the workspace: %m");
         if (git_index_write(index) < 0)
@@ -2014,6 +2179,10 @@ int ledger_reset(Ledger *l, const char *commit) {
 
         if (git_index_read_tree(index, tree) < 0 || git_index_write(index) < 0)
                 return log_debug_errno(-EIO, "Cannot write the index: %s", ledger_git_message());
+
+        r = reset_gitlinks(l, tree);
+        if (r < 0)
+                return r;
 
         if (!git_oid_equal(&id, &tip) &&
             git_reference_create_matching(&ref, l->repo, l->ref, &id, 1, &tip, "agentfab: reset") < 0)
