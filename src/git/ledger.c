@@ -1082,12 +1082,15 @@ int ledger_submodule_attach(Ledger *parent, LedgerSubmodule *s) {
 
         if (parent->workspace_fd < 0)
                 return -ENOENT;
-        int fd = open_beneath_dir(parent->workspace_fd, s->path);
+        _cleanup_close_ int fd = open_beneath_dir(parent->workspace_fd, s->path);
         if (fd < 0)
                 return fd;
-        safe_close(s->ledger->workspace_fd);
-        s->ledger->workspace_fd = fd;
-        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        /* The new directory takes the old one's fd number, so the work tree
+         * path libgit2 has stays right (setting it again leaks in 1.5). */
+        if (s->ledger->workspace_fd >= 0)
+                return dup3(fd, s->ledger->workspace_fd, O_CLOEXEC) < 0 ? -errno : 0;
+        s->ledger->workspace_fd = TAKE_FD(fd);
+        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", s->ledger->workspace_fd);
         return git_repository_set_workdir(s->ledger->repo, path, 0) < 0 ? -EIO : 0;
 }
 
