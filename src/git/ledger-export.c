@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <git2/sys/mempack.h>
+
 #include "fs-util.h"
 #include "ledger-internal.h"
 #include "log.h"
@@ -54,6 +56,69 @@ void file_changes_free(FileChange *c, size_t n) {
         free(c);
 }
 
+static int changes_add(FileChange **c, size_t *n, size_t *allocated, const FileChange *f, const char *prefix) {
+        if (*n >= CHANGES_MAX)
+                return -E2BIG;
+        if (*n >= *allocated) {
+                size_t k = MAX(*allocated * 2, (size_t) 16);
+                FileChange *t = realloc(*c, k * sizeof(FileChange));
+                if (!t)
+                        return -ENOMEM;
+                *c = t;
+                *allocated = k;
+        }
+        FileChange *e = &(*c)[*n];
+        *e = (FileChange) { .status = f->status, .added = f->added, .removed = f->removed };
+        if (asprintf(&e->path, "%s%s", prefix, f->path) < 0)
+                return -ENOMEM;
+        if (f->old_path && asprintf(&e->old_path, "%s%s", prefix, f->old_path) < 0) {
+                e->old_path = NULL;
+                free(e->path);
+                return -ENOMEM;
+        }
+        (*n)++;
+        return 0;
+}
+
+/* The changes inside each fetched submodule, from its gitlink in the tree
+ * of `from`, with paths as seen from the superproject ("sub/file.c"). */
+static int changes_of_submodules(Ledger *l, git_tree *from_tree, FileChange **c, size_t *n) {
+        size_t allocated = *n;
+        int r;
+
+        for (size_t i = 0; i < l->n_subs; i++) {
+                LedgerSubmodule *s = &l->subs[i];
+                _cleanup_free_ char *prefix = NULL;
+                FileChange *sc = NULL;
+                size_t sn = 0;
+                git_tree_entry *e = NULL;
+                char hex[GIT_OID_HEXSZ + 1];
+
+                if (git_tree_entry_bypath(&e, from_tree, s->path) < 0)
+                        continue;
+                bool gitlink = git_tree_entry_filemode(e) == GIT_FILEMODE_COMMIT;
+                git_oid_tostr(hex, sizeof(hex), git_tree_entry_id(e));
+                git_tree_entry_free(e);
+                /* Gone or replaced in the workspace: the superproject's diff shows that. */
+                if (!gitlink || ledger_submodule_attach(l, s) < 0)
+                        continue;
+                r = ledger_changes(s->ledger, hex, &sc, &sn);
+                if (r < 0)
+                        return r;
+                if (asprintf(&prefix, "%s/", s->path) < 0) {
+                        file_changes_free(sc, sn);
+                        return -ENOMEM;
+                }
+                r = 0;
+                for (size_t j = 0; j < sn && r >= 0; j++)
+                        r = changes_add(c, n, &allocated, &sc[j], prefix);
+                file_changes_free(sc, sn);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n) {
         _cleanup_(git_tree_freep) git_tree *tree = NULL;
         _cleanup_(git_diff_freep) git_diff *diff = NULL;
@@ -77,6 +142,11 @@ int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n)
         /* The workspace as it is, untracked files included: what the step did. */
         o.flags = GIT_DIFF_INCLUDE_UNTRACKED | GIT_DIFF_RECURSE_UNTRACKED_DIRS | GIT_DIFF_SHOW_UNTRACKED_CONTENT |
                   GIT_DIFF_INCLUDE_TYPECHANGE;
+        /* SECURITY: libgit2 would look up a gitlink's status through the
+         * workspace's .gitmodules and a .git in its directory, both the
+         * sandbox's to write. Fetched submodules are diffed in their own
+         * ledgers below instead. */
+        o.ignore_submodules = GIT_SUBMODULE_IGNORE_ALL;
         if (git_diff_tree_to_workdir(&diff, l->repo, tree, &o) < 0)
                 return log_debug_errno(-EIO, "Cannot diff the workspace: %s", ledger_git_message());
         fo.flags = GIT_DIFF_FIND_RENAMES | GIT_DIFF_FIND_FOR_UNTRACKED;
@@ -112,12 +182,147 @@ int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n)
                 k++;
         }
 
+        /* n entries allocated; k used. */
+        r = changes_of_submodules(l, tree, &c, &k);
+        if (r < 0) {
+                file_changes_free(c, k);
+                return r;
+        }
+        (void) n;
+
         *ret = c;
         *ret_n = k;
         return 0;
 }
 
-static int diff_base_head(Ledger *l, bool binary, git_diff **ret) {
+/* ---- submodules flattened into the superproject, for review ---- */
+
+static int add_submodule_objects(git_odb *odb, Ledger *l, unsigned depth) {
+        if (depth > LEDGER_SUBMODULE_DEPTH_MAX)
+                return -ELOOP;
+        for (size_t i = 0; i < l->n_subs; i++) {
+                _cleanup_free_ char *objects = NULL;
+                const char *p = git_repository_path(l->subs[i].ledger->repo);
+
+                if (!p || asprintf(&objects, "%sobjects", p) < 0)
+                        return -ENOMEM;
+                if (git_odb_add_disk_alternate(odb, objects) < 0)
+                        return -EIO;
+                int r = add_submodule_objects(odb, l->subs[i].ledger, depth + 1);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* The repository exports read: the ledger itself, or, with fetched
+ * submodules, a second handle on it whose object database also reads the
+ * submodules' ledgers and writes to memory only, so that trees with each
+ * gitlink replaced by its submodule's tree can be made for a diff without
+ * leaving anything behind. */
+static int export_repo_open(Ledger *l, git_repository **ret) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_odb_freep) git_odb *odb = NULL;
+        git_odb_backend *mem = NULL;
+        int r;
+
+        if (l->n_subs == 0) {
+                *ret = NULL;
+                return 0;
+        }
+        if (git_repository_open_ext(&repo, git_repository_path(l->repo), GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0 ||
+            git_repository_odb(&odb, repo) < 0)
+                return -EIO;
+        if (git_mempack_new(&mem) < 0)
+                return -ENOMEM;
+        if (git_odb_add_backend(odb, mem, 1000) < 0) {
+                mem->free(mem);
+                return -EIO;
+        }
+        r = add_submodule_objects(odb, l, 1);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(repo);
+        return 0;
+}
+
+static bool submodule_below(Ledger *l, const char *dir) {
+        size_t n = strlen(dir);
+        for (size_t i = 0; i < l->n_subs; i++)
+                if (strneq(l->subs[i].path, dir, n) && l->subs[i].path[n] == '/')
+                        return true;
+        return false;
+}
+
+/* tree with every gitlink of a fetched submodule replaced by that commit's
+ * tree, recursively. */
+static int flatten_tree(Ledger *l, git_repository *repo, const git_oid *tree_id, const char *prefix, unsigned depth, git_oid *ret) {
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        _cleanup_(git_treebuilder_freep) git_treebuilder *b = NULL;
+        bool changed = false;
+        int r;
+
+        if (depth > 256)
+                return -ELOOP;
+        if (git_tree_lookup(&tree, repo, tree_id) < 0 || git_treebuilder_new(&b, repo, tree) < 0)
+                return -EBADMSG;
+
+        for (size_t i = 0; i < git_tree_entrycount(tree); i++) {
+                const git_tree_entry *e = git_tree_entry_byindex(tree, i);
+                _cleanup_free_ char *path = NULL;
+                git_oid flat;
+
+                if (asprintf(&path, "%s%s", prefix, git_tree_entry_name(e)) < 0)
+                        return -ENOMEM;
+                if (git_tree_entry_filemode(e) == GIT_FILEMODE_COMMIT) {
+                        _cleanup_(git_commit_freep) git_commit *c = NULL;
+                        LedgerSubmodule *s = NULL;
+
+                        for (size_t j = 0; j < l->n_subs && !s; j++)
+                                if (streq(l->subs[j].path, path))
+                                        s = &l->subs[j];
+                        if (!s || git_commit_lookup(&c, repo, git_tree_entry_id(e)) < 0)
+                                continue;       /* Not fetched: stays a gitlink. */
+                        r = flatten_tree(s->ledger, repo, git_commit_tree_id(c), "", depth + 1, &flat);
+                } else if (git_tree_entry_filemode(e) == GIT_FILEMODE_TREE && submodule_below(l, path)) {
+                        _cleanup_free_ char *dir = NULL;
+                        if (asprintf(&dir, "%s/", path) < 0)
+                                return -ENOMEM;
+                        r = flatten_tree(l, repo, git_tree_entry_id(e), dir, depth + 1, &flat);
+                        if (r >= 0 && git_oid_equal(&flat, git_tree_entry_id(e)))
+                                continue;
+                } else
+                        continue;
+                if (r < 0)
+                        return r;
+                if (git_treebuilder_insert(NULL, b, git_tree_entry_name(e), &flat, GIT_FILEMODE_TREE) < 0)
+                        return -EIO;
+                changed = true;
+        }
+        if (!changed) {
+                git_oid_cpy(ret, tree_id);
+                return 0;
+        }
+        return git_treebuilder_write(ret, b) < 0 ? -EIO : 0;
+}
+
+/* The tree of commit as a reviewer reads it: submodules' files in place. */
+static int review_tree(Ledger *l, git_repository *repo, const git_oid *commit, git_tree **ret) {
+        _cleanup_(git_commit_freep) git_commit *c = NULL;
+        git_oid flat;
+        int r;
+
+        if (git_commit_lookup(&c, repo, commit) < 0)
+                return -EBADMSG;
+        if (l->n_subs == 0)
+                return git_commit_tree(ret, c) < 0 ? -EBADMSG : 0;
+        r = flatten_tree(l, repo, git_commit_tree_id(c), "", 0, &flat);
+        if (r < 0)
+                return r;
+        return git_tree_lookup(ret, repo, &flat) < 0 ? -EBADMSG : 0;
+}
+
+static int diff_base_head(Ledger *l, git_repository *repo, bool binary, git_diff **ret) {
         _cleanup_(git_tree_freep) git_tree *from = NULL, *to = NULL;
         git_diff_options o;
         (void) git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
@@ -129,16 +334,16 @@ static int diff_base_head(Ledger *l, bool binary, git_diff **ret) {
         r = ledger_tip(l, &tip);
         if (r < 0)
                 return r;
-        r = commit_tree(l->repo, &l->base, &from);
+        r = review_tree(l, repo, &l->base, &from);
         if (r < 0)
                 return r;
-        r = commit_tree(l->repo, &tip, &to);
+        r = review_tree(l, repo, &tip, &to);
         if (r < 0)
                 return r;
 
         if (binary)
                 o.flags |= GIT_DIFF_SHOW_BINARY;
-        if (git_diff_tree_to_tree(ret, l->repo, from, to, &o) < 0)
+        if (git_diff_tree_to_tree(ret, repo, from, to, &o) < 0)
                 return -EIO;
         fo.flags = GIT_DIFF_FIND_RENAMES;
         if (git_diff_find_similar(*ret, &fo) < 0) {
@@ -150,6 +355,7 @@ static int diff_base_head(Ledger *l, bool binary, git_diff **ret) {
 }
 
 int ledger_diffstat(Ledger *l, char **ret) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_diff_freep) git_diff *diff = NULL;
         _cleanup_(git_diff_stats_freep) git_diff_stats *stats = NULL;
         _cleanup_git_buf_ git_buf buf = { 0 };
@@ -158,7 +364,10 @@ int ledger_diffstat(Ledger *l, char **ret) {
         assert(l);
         assert(ret);
 
-        r = diff_base_head(l, false, &diff);
+        r = export_repo_open(l, &repo);
+        if (r < 0)
+                return r;
+        r = diff_base_head(l, repo ?: l->repo, false, &diff);
         if (r < 0)
                 return r;
         if (git_diff_get_stats(&stats, diff) < 0 ||
@@ -173,6 +382,7 @@ int ledger_diffstat(Ledger *l, char **ret) {
 }
 
 int ledger_export_diff(Ledger *l, int out_fd) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_diff_freep) git_diff *diff = NULL;
         _cleanup_git_buf_ git_buf buf = { 0 };
         int r;
@@ -180,7 +390,10 @@ int ledger_export_diff(Ledger *l, int out_fd) {
         assert(l);
         assert(out_fd >= 0);
 
-        r = diff_base_head(l, true, &diff);
+        r = export_repo_open(l, &repo);
+        if (r < 0)
+                return r;
+        r = diff_base_head(l, repo ?: l->repo, true, &diff);
         if (r < 0)
                 return r;
         if (git_diff_to_buf(&buf, diff, GIT_DIFF_FORMAT_PATCH) < 0)
@@ -189,6 +402,7 @@ int ledger_export_diff(Ledger *l, int out_fd) {
 }
 
 int ledger_export_mbox(Ledger *l, int out_fd) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_revwalk_freep) git_revwalk *w = NULL;
         git_oid ids[1024], id;
         size_t n = 0;
@@ -208,6 +422,10 @@ int ledger_export_mbox(Ledger *l, int out_fd) {
         }
         if (r != GIT_ITEROVER)
                 return -EIO;
+        r = export_repo_open(l, &repo);
+        if (r < 0)
+                return r;
+        git_repository *rr = repo ?: l->repo;
 
         for (size_t i = 0; i < n; i++) {
                 _cleanup_(git_commit_freep) git_commit *c = NULL, *parent = NULL;
@@ -218,10 +436,15 @@ int ledger_export_mbox(Ledger *l, int out_fd) {
                 (void) git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
 
                 o.flags = GIT_DIFF_SHOW_BINARY;
-                if (git_commit_lookup(&c, l->repo, &ids[i]) < 0 || git_commit_tree(&tree, c) < 0 ||
-                    git_commit_parent(&parent, c, 0) < 0 || git_commit_tree(&ptree, parent) < 0)
+                if (git_commit_lookup(&c, rr, &ids[i]) < 0 || git_commit_parent(&parent, c, 0) < 0)
                         return -EBADMSG;
-                if (git_diff_tree_to_tree(&diff, l->repo, ptree, tree, &o) < 0)
+                r = review_tree(l, rr, &ids[i], &tree);
+                if (r < 0)
+                        return r;
+                r = review_tree(l, rr, git_commit_id(parent), &ptree);
+                if (r < 0)
+                        return r;
+                if (git_diff_tree_to_tree(&diff, rr, ptree, tree, &o) < 0)
                         return -EIO;
                 if (git_email_create_from_diff(&buf, diff, i + 1, n, &ids[i], git_commit_summary(c), git_commit_body(c),
                                                git_commit_author(c), NULL) < 0)

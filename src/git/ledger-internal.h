@@ -8,8 +8,26 @@
 #include "ledger.h"
 #include "macro.h"
 
+/* A submodule of base that was fetched (LedgerOptions.submodules): its own
+ * bare ledger at <parent ledger>/modules/<name>, its work tree the
+ * directory <path> of the parent's workspace. */
+typedef struct LedgerSubmodule {
+        char *name;
+        char *path;             /* relative to the parent's workspace */
+        char *url;              /* resolved; NULL for local sources */
+        git_oid commit;         /* the gitlink in the parent's base */
+        Ledger *ledger;
+        git_oid staged;         /* its tip, for the parent's checkpoint */
+        bool have_staged;
+} LedgerSubmodule;
+
+#define LEDGER_SUBMODULES_MAX 32U      /* in all, at every depth */
+#define LEDGER_SUBMODULE_DEPTH_MAX 4U
+
 struct Ledger {
         git_repository *repo;
+        LedgerSubmodule *subs;
+        size_t n_subs;
         char *branch;           /* "agentfab/<id>" */
         char *ref;              /* "refs/heads/agentfab/<id>" */
         git_oid base;
@@ -35,6 +53,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(git_patch *, git_patch_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(git_signature *, git_signature_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(git_remote *, git_remote_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(git_config *, git_config_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_blob *, git_blob_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_treebuilder *, git_treebuilder_free);
 
 static inline void git_buf_disposep(git_buf *b) {
         git_buf_dispose(b);
@@ -60,3 +80,18 @@ char *ledger_one_line(const char *s, size_t max);
 int ledger_walk_new(Ledger *l, git_revwalk **ret);
 
 int ledger_tip(Ledger *l, git_oid *ret);
+
+/* Which gitlinks of tree to fetch: those with an entry in the tree's own
+ * .gitmodules blob, each checked (name, path, and for URL sources, with
+ * super_url non-NULL, the URL, resolved). Refuses the whole list when any
+ * entry is unsafe. */
+int ledger_submodules_read(git_repository *repo, git_tree *tree, const char *super_url,
+                           LedgerSubmodule **ret, size_t *ret_n, char **ret_error);
+void ledger_submodules_free(LedgerSubmodule *s, size_t n);
+bool ledger_submodule_name_safe(const char *name);
+bool ledger_submodule_path_safe(const char *path);
+
+/* (Re)opens the submodule's work tree below the parent's workspace, never
+ * through a symlink. -ENOENT, -ENOTDIR or -ELOOP when the sandbox removed or
+ * replaced it. */
+int ledger_submodule_attach(Ledger *parent, LedgerSubmodule *s);

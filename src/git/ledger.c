@@ -168,6 +168,7 @@ static int branch_to_ref(const char *branch, char **ret) {
 Ledger *ledger_free(Ledger *l) {
         if (!l)
                 return NULL;
+        ledger_submodules_free(l->subs, l->n_subs);
         git_repository_free(l->repo);
         free(l->branch);
         free(l->ref);
@@ -606,20 +607,16 @@ static int check_checkout_size(git_repository *repo, const git_oid *base, uint64
  * looked at, and the only thing written is a new pack in the ledger. The
  * source's own info/alternates are not followed: it could name object
  * directories its owner cannot read but the daemon can. */
-static int import_local(const char *ledger_path, const char *source, int source_fd, const char *base,
-                        uint64_t max, git_oid *ret_base, char **ret_error) {
-        _cleanup_close_ int git_fd = -EBADF, common_fd = -EBADF, objects_fd = -EBADF;
+static int import_local(const char *ledger_path, int git_fd, int common_fd, int objects_fd, const char *what,
+                        const char *base, const git_oid *commit, uint64_t max, git_oid *ret_base, uint64_t *ret_used,
+                        char **ret_error) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_odb_freep) git_odb *odb = NULL;
         git_odb_backend *loose = NULL, *pack = NULL;
         char objects[PATH_MAX];
-        const char *what = source ?: "(file descriptor)";
         git_oid id;
         int r;
 
-        r = open_source(source, source_fd, &git_fd, &common_fd, &objects_fd);
-        if (r < 0)
-                return ledger_set_error(ret_error, r, "'%s' is not a readable git repository: %s", what, strerror(-r));
         r = check_objects(objects_fd, ret_error);
         if (r < 0)
                 return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot read the objects of '%s': %s", what, strerror(-r));
@@ -644,12 +641,21 @@ static int import_local(const char *ledger_path, const char *source, int source_
                 return ledger_set_error(ret_error, -EIO, "Cannot attach '%s': %s", what, ledger_git_message());
         }
 
-        r = source_resolve(repo, git_fd, common_fd, base ?: "HEAD", &id);
-        if (r < 0)
-                return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
-        r = peel_commit(repo, &id, ret_base);
-        if (r < 0)
-                return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
+        if (commit) {
+                /* A gitlink: exactly that commit, no ref is looked at. */
+                if (peel_commit(repo, commit, ret_base) < 0 || !git_oid_equal(ret_base, commit)) {
+                        char hex[GIT_OID_HEXSZ + 1];
+                        git_oid_tostr(hex, sizeof(hex), commit);
+                        return ledger_set_error(ret_error, -ENOENT, "Commit %s of %s is missing from its repository.", hex, what);
+                }
+        } else {
+                r = source_resolve(repo, git_fd, common_fd, base ?: "HEAD", &id);
+                if (r < 0)
+                        return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
+                r = peel_commit(repo, &id, ret_base);
+                if (r < 0)
+                        return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
+        }
 
         ImportSize size = { .max = max };
         r = check_checkout_size(repo, ret_base, max, what, &size.checkout, ret_error);
@@ -694,6 +700,7 @@ static int import_local(const char *ledger_path, const char *source, int source_
                                         what, max);
         if (r < 0)
                 return ledger_set_error(ret_error, r, "Cannot copy the history of '%s': %s", what, ledger_git_message());
+        *ret_used = size.checkout + sink.written;
         return 0;
 }
 
@@ -893,7 +900,7 @@ static int ssh_credentials_cb(git_credential **out, const char *url, const char 
  * helper program, no hooks; the daemon's git config is cut off (see
  * ledger_library_init()), so no credential helper or URL rewrite applies. */
 static int import_url(git_repository *repo, const char *url, const char *base, const LedgerOptions *o, uint64_t max,
-                      git_oid *ret_base, char **ret_error) {
+                      git_oid *ret_base, uint64_t *ret_used, char **ret_error) {
         _cleanup_(git_remote_freep) git_remote *remote = NULL;
         git_remote_callbacks cbs;
         (void) git_remote_init_callbacks(&cbs, GIT_REMOTE_CALLBACKS_VERSION);
@@ -988,6 +995,7 @@ static int import_url(git_repository *repo, const char *url, const char *base, c
         if (max != UINT64_MAX && checkout > max - MIN(max, p.received))
                 return ledger_set_error(ret_error, -EFBIG, "Repository '%s' is too big: it exceeds the limit of %" PRIu64 " bytes.",
                                         url, max);
+        *ret_used = checkout + p.received;
         return 0;
 }
 
@@ -1002,7 +1010,11 @@ static bool url_allowed(const char *url) {
         return strneq(url, "https://", 8) || strneq(url, "ssh://", 6) || strneq(url, "file://", 7);
 }
 
-static int ledger_attach(int task_dir_fd, git_repository *repo, const char *branch, Ledger **ret) {
+/* Makes a Ledger of repo (the caller's until success) with workspace_fd
+ * (always taken) as its work tree; -EBADF: none yet (a submodule whose
+ * directory the sandbox removed: ledger_submodule_attach() comes later). */
+static int ledger_attach_fd(git_repository *repo, int workspace_fd, const char *branch, Ledger **ret) {
+        _cleanup_close_ int fd = workspace_fd;
         _cleanup_(ledger_freep) Ledger *l = NULL;
         char path[64];
 
@@ -1016,16 +1028,15 @@ static int ledger_attach(int task_dir_fd, git_repository *repo, const char *bran
         if (!l->branch || branch_to_ref(branch, &l->ref) < 0)
                 return l->branch ? -EINVAL : -ENOMEM;
 
-        l->workspace_fd = openat(task_dir_fd, "workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (l->workspace_fd < 0)
-                return -errno;
-
         /* The workspace has no .git: the link from work tree to repository
          * exists only in this process, so the sandbox cannot reach the
          * history through it. */
-        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", l->workspace_fd);
-        if (git_repository_set_workdir(repo, path, 0) < 0)
-                return -EIO;
+        if (fd >= 0) {
+                (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+                if (git_repository_set_workdir(repo, path, 0) < 0)
+                        return -EIO;
+        }
+        l->workspace_fd = TAKE_FD(fd);
 
         /* Caches that interpreters and test runners leave behind are not
          * the agent's work: untracked ones stay out of checkpoints, as if
@@ -1044,13 +1055,218 @@ static int ledger_attach(int task_dir_fd, git_repository *repo, const char *bran
         return 0;
 }
 
+static int ledger_attach(int task_dir_fd, git_repository *repo, const char *branch, Ledger **ret) {
+        int fd = openat(task_dir_fd, "workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        return ledger_attach_fd(repo, fd, branch, ret);
+}
+
+/* Opens path (relative, checked) below dir_fd as a directory. SECURITY: the
+ * sandbox owns everything below the workspace; symlinks and ".." are
+ * refused by the kernel on the whole way. */
+static int open_beneath_dir(int dir_fd, const char *path) {
+        struct open_how how = {
+                .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        int fd = (int) syscall(SYS_openat2, dir_fd, path, &how, sizeof(how));
+        return fd < 0 ? -errno : fd;
+}
+
+int ledger_submodule_attach(Ledger *parent, LedgerSubmodule *s) {
+        char path[64];
+
+        assert(parent);
+        assert(s && s->ledger);
+
+        if (parent->workspace_fd < 0)
+                return -ENOENT;
+        _cleanup_close_ int fd = open_beneath_dir(parent->workspace_fd, s->path);
+        if (fd < 0)
+                return fd;
+        /* The new directory takes the old one's fd number, so the work tree
+         * path libgit2 has stays right (setting it again leaks in 1.5). */
+        if (s->ledger->workspace_fd >= 0)
+                return dup3(fd, s->ledger->workspace_fd, O_CLOEXEC) < 0 ? -errno : 0;
+        s->ledger->workspace_fd = TAKE_FD(fd);
+        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", s->ledger->workspace_fd);
+        return git_repository_set_workdir(s->ledger->repo, path, 0) < 0 ? -EIO : 0;
+}
+
+/* SECURITY: filters are off, so not even the built-in ones (ident, eol)
+ * look at .gitattributes; libgit2 has no external filter or hook support at
+ * all. Gitlinks become empty directories. */
+static int checkout_base(Ledger *l, git_tree *tree, char **ret_error) {
+        git_checkout_options co;
+        (void) git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+        co.checkout_strategy = GIT_CHECKOUT_FORCE;
+        co.disable_filters = 1;
+        co.dir_mode = 0755;
+        if (git_checkout_tree(l->repo, (git_object *) tree, &co) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot check out the workspace: %s", ledger_git_message());
+        return 0;
+}
+
+static int branch_create(git_repository *repo, const git_oid *base, const char *ref) {
+        _cleanup_(git_reference_freep) git_reference *base_ref = NULL, *branch_ref = NULL;
+
+        if (git_reference_create(&base_ref, repo, LEDGER_BASE_REF, base, 0, "agentfab: base") < 0 ||
+            git_reference_create(&branch_ref, repo, ref, base, 0, "agentfab: create") < 0 ||
+            git_repository_set_head(repo, ref) < 0)
+                return -EIO;
+        return 0;
+}
+
+static int submodule_git_path(Ledger *parent, const char *name, char **ret) {
+        const char *p = git_repository_path(parent->repo);
+        if (!p)
+                return -EIO;
+        return asprintf(ret, "%s%smodules/%s", p, p[strlen(p) - 1] == '/' ? "" : "/", name) < 0 ? -ENOMEM : 0;
+}
+
+/* What the fetch of submodules shares across all of them. */
+typedef struct SubmoduleImport {
+        const LedgerOptions *o;
+        uint64_t max, used;     /* the bound for everything, and what the superproject and earlier submodules took */
+        unsigned count;
+        char **error;
+} SubmoduleImport;
+
+static int submodules_create(Ledger *l, SubmoduleImport *x, int src_git_fd, int src_common_fd, const char *url, unsigned depth);
+
+/* Fetches one submodule into <parent ledger>/modules/<name> at exactly its
+ * gitlink, checks it out into its directory and goes on with its own. */
+static int submodule_create(Ledger *parent, LedgerSubmodule *s, SubmoduleImport *x, int src_git_fd, int src_common_fd,
+                            unsigned depth) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_free_ char *git_path = NULL, *what = NULL, *rel = NULL;
+        _cleanup_close_ int sub_git_fd = -EBADF, objects_fd = -EBADF;
+        char hex[GIT_OID_HEXSZ + 1];
+        uint64_t used = 0;
+        git_oid id;
+        int r;
+
+        git_oid_tostr(hex, sizeof(hex), &s->commit);
+        if (asprintf(&what, "submodule '%s' (path '%s')", s->name, s->path) < 0 || asprintf(&rel, "modules/%s", s->name) < 0)
+                return -ENOMEM;
+        r = submodule_git_path(parent, s->name, &git_path);
+        if (r < 0)
+                return r;
+
+        /* Names may hold slashes (git uses the path as the name): MKPATH
+         * makes the directories between, all our own. */
+        git_repository_init_options io;
+        (void) git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+        io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT | GIT_REPOSITORY_INIT_MKPATH;
+        io.mode = GIT_REPOSITORY_INIT_SHARED_UMASK;
+        if (git_repository_init_ext(&repo, git_path, &io) < 0)
+                return ledger_set_error(x->error, -EIO, "Cannot initialize the ledger of %s: %s", what, ledger_git_message());
+
+        uint64_t left = x->max == UINT64_MAX ? UINT64_MAX : x->max - MIN(x->max, x->used);
+        if (left == 0)
+                r = -EFBIG;
+        else if (!s->url) {
+                /* Where git submodule update --init keeps it: modules/<name>
+                 * of the git directory (of a linked worktree, or the common
+                 * one). SECURITY: opened below the source's git directory,
+                 * never through a symlink, never as a repository. */
+                sub_git_fd = src_git_fd >= 0 ? open_beneath_dir(src_git_fd, rel) : -ENOENT;
+                if (sub_git_fd == -ENOENT && src_common_fd >= 0 && src_common_fd != src_git_fd)
+                        sub_git_fd = open_beneath_dir(src_common_fd, rel);
+                if (sub_git_fd == -ENOENT)
+                        return ledger_set_error(x->error, -ENOENT,
+                                                "Submodule '%s' (path '%s') is not initialized in the repository: "
+                                                "run git submodule update --init there first.", s->name, s->path);
+                if (sub_git_fd < 0)
+                        return ledger_set_error(x->error, sub_git_fd, "Cannot open the repository of %s: %s", what, strerror(-sub_git_fd));
+                objects_fd = openat(sub_git_fd, "objects", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (objects_fd < 0)
+                        return ledger_set_error(x->error, -errno, "Cannot open the objects of %s: %m", what);
+
+                git_repository_free(TAKE_PTR(repo));
+                r = import_local(git_path, sub_git_fd, sub_git_fd, objects_fd, what, NULL, &s->commit, left, &id, &used, x->error);
+                if (r >= 0 && git_repository_open_ext(&repo, git_path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)
+                        r = ledger_set_error(x->error, -EIO, "Cannot open the ledger of %s: %s", what, ledger_git_message());
+        } else {
+                r = import_url(repo, s->url, hex, x->o, left, &id, &used, x->error);
+                if (r == -ENOENT)
+                        r = ledger_set_error(x->error, r, "Commit %s of %s is missing from '%s'.", hex, what, s->url);
+        }
+        if (r == -EFBIG)
+                return ledger_set_error(x->error, r,
+                                        "Repository is too big: with %s, its history and checkout exceed the limit of %" PRIu64 " bytes.",
+                                        what, x->max);
+        if (r < 0)
+                return r;
+        x->used += used;
+
+        _cleanup_(git_commit_freep) git_commit *commit = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        if (git_commit_lookup(&commit, repo, &s->commit) < 0 || git_commit_tree(&tree, commit) < 0)
+                return ledger_set_error(x->error, -EBADMSG, "The copied history of %s is incomplete: %s", what, ledger_git_message());
+        if (branch_create(repo, &s->commit, parent->ref) < 0)
+                return ledger_set_error(x->error, -EIO, "Cannot create the branch of %s: %s", what, ledger_git_message());
+
+        int fd = open_beneath_dir(parent->workspace_fd, s->path);
+        if (fd < 0)
+                return ledger_set_error(x->error, fd, "Cannot open the directory of %s: %s", what, strerror(-fd));
+        r = ledger_attach_fd(repo, fd, parent->branch, &s->ledger);
+        if (r < 0)
+                return ledger_set_error(x->error, r, "Cannot attach %s: %s", what, strerror(-r));
+        repo = NULL;
+        s->ledger->base = s->commit;
+        s->ledger->max_bytes = parent->max_bytes;
+
+        r = checkout_base(s->ledger, tree, x->error);
+        if (r < 0)
+                return r;
+        return submodules_create(s->ledger, x, sub_git_fd, sub_git_fd, s->url, depth + 1);
+}
+
+static int base_tree(Ledger *l, git_tree **ret) {
+        _cleanup_(git_commit_freep) git_commit *c = NULL;
+
+        if (git_commit_lookup(&c, l->repo, &l->base) < 0 || git_commit_tree(ret, c) < 0)
+                return -EBADMSG;
+        return 0;
+}
+
+static int submodules_create(Ledger *l, SubmoduleImport *x, int src_git_fd, int src_common_fd, const char *url, unsigned depth) {
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        int r;
+
+        r = base_tree(l, &tree);
+        if (r < 0)
+                return ledger_set_error(x->error, r, "Cannot read base: %s", ledger_git_message());
+        r = ledger_submodules_read(l->repo, tree, url, &l->subs, &l->n_subs, x->error);
+        if (r < 0)
+                return r;
+        if (l->n_subs > 0 && depth > LEDGER_SUBMODULE_DEPTH_MAX)
+                return ledger_set_error(x->error, -ELOOP, "Submodules are nested more than %u deep: refused.", LEDGER_SUBMODULE_DEPTH_MAX);
+
+        for (size_t i = 0; i < l->n_subs; i++) {
+                if (++x->count > LEDGER_SUBMODULES_MAX)
+                        return ledger_set_error(x->error, -E2BIG, "The repository has more than %u submodules: refused.",
+                                                LEDGER_SUBMODULES_MAX);
+                r = submodule_create(l, &l->subs[i], x, src_git_fd, src_common_fd, depth);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int create_internal(int task_dir_fd, const char *source, int source_fd, const char *base, const char *branch,
                            const LedgerOptions *o, uint64_t max, char **ret_error, Ledger **ret) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_close_ int git_fd = -EBADF, common_fd = -EBADF, objects_fd = -EBADF;
         git_repository_init_options io;
         (void) git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
         _cleanup_free_ char *ref = NULL;
+        bool url = source_is_url(source) && source_fd < 0;
+        bool submodules = o && o->submodules;
         char ledger_path[64];
+        uint64_t used = 0;
         git_oid base_id;
         int r;
 
@@ -1068,14 +1284,20 @@ static int create_internal(int task_dir_fd, const char *source, int source_fd, c
 
         _cleanup_(git_config_freep) git_config *cfg = NULL;
         if (git_repository_config(&cfg, repo) < 0 ||
-            (max != UINT64_MAX && git_config_set_int64(cfg, "agentfab.maxbytes", (int64_t) MIN(max, (uint64_t) INT64_MAX)) < 0))
+            (max != UINT64_MAX && git_config_set_int64(cfg, "agentfab.maxbytes", (int64_t) MIN(max, (uint64_t) INT64_MAX)) < 0) ||
+            (submodules && git_config_set_bool(cfg, "agentfab.submodules", 1) < 0))
                 return ledger_set_error(ret_error, -EIO, "Cannot configure the ledger: %s", ledger_git_message());
 
-        if (source_is_url(source) && source_fd < 0)
-                r = import_url(repo, source, base, o, max, &base_id, ret_error);
+        if (url)
+                r = import_url(repo, source, base, o, max, &base_id, &used, ret_error);
         else {
+                const char *what = source ?: "(file descriptor)";
+
+                r = open_source(source, source_fd, &git_fd, &common_fd, &objects_fd);
+                if (r < 0)
+                        return ledger_set_error(ret_error, r, "'%s' is not a readable git repository: %s", what, strerror(-r));
                 git_repository_free(TAKE_PTR(repo));
-                r = import_local(ledger_path, source, source_fd, base, max, &base_id, ret_error);
+                r = import_local(ledger_path, git_fd, common_fd, objects_fd, what, base, NULL, max, &base_id, &used, ret_error);
                 if (r >= 0 && git_repository_open_ext(&repo, ledger_path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)
                         r = ledger_set_error(ret_error, -EIO, "Cannot open the ledger: %s", ledger_git_message());
         }
@@ -1088,10 +1310,7 @@ static int create_internal(int task_dir_fd, const char *source, int source_fd, c
         if (git_commit_lookup(&commit, repo, &base_id) < 0 || git_commit_tree(&tree, commit) < 0)
                 return ledger_set_error(ret_error, -EBADMSG, "The copied history is incomplete: %s", ledger_git_message());
 
-        _cleanup_(git_reference_freep) git_reference *base_ref = NULL, *branch_ref = NULL;
-        if (git_reference_create(&base_ref, repo, LEDGER_BASE_REF, &base_id, 0, "agentfab: base") < 0 ||
-            git_reference_create(&branch_ref, repo, ref, &base_id, 0, "agentfab: create") < 0 ||
-            git_repository_set_head(repo, ref) < 0)
+        if (branch_create(repo, &base_id, ref) < 0)
                 return ledger_set_error(ret_error, -EIO, "Cannot create branch '%s': %s", branch, ledger_git_message());
 
         _cleanup_(ledger_freep) Ledger *l = NULL;
@@ -1102,16 +1321,17 @@ static int create_internal(int task_dir_fd, const char *source, int source_fd, c
         l->base = base_id;
         l->max_bytes = max;
 
-        /* SECURITY: filters are off, so not even the built-in ones (ident,
-         * eol) look at .gitattributes; libgit2 has no external filter or
-         * hook support at all. Gitlinks become empty directories. */
-        git_checkout_options co;
-        (void) git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
-        co.checkout_strategy = GIT_CHECKOUT_FORCE;
-        co.disable_filters = 1;
-        co.dir_mode = 0755;
-        if (git_checkout_tree(l->repo, (git_object *) tree, &co) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot check out the workspace: %s", ledger_git_message());
+        r = checkout_base(l, tree, ret_error);
+        if (r < 0)
+                return r;
+
+        if (submodules) {
+                SubmoduleImport x = { .o = o, .max = max, .used = used, .error = ret_error };
+
+                r = submodules_create(l, &x, git_fd, common_fd, url ? source : NULL, 1);
+                if (r < 0)
+                        return r;
+        }
 
         *ret = TAKE_PTR(l);
         return 0;
@@ -1131,8 +1351,6 @@ int ledger_create(int task_dir_fd, const char *source, int source_fd, const char
                 return ledger_set_error(ret_error, -EINVAL, "No source repository given.");
         if (source_fd < 0 && source_is_url(source) && !url_allowed(source))
                 return ledger_set_error(ret_error, -EPROTONOSUPPORT, "Only https://, ssh:// and file:// URLs are supported, not '%s'.", source);
-        if (o && o->submodules)
-                return ledger_set_error(ret_error, -EOPNOTSUPP, "Fetching submodules is not supported.");
         if (max == 0)
                 return ledger_set_error(ret_error, -EINVAL, "A size bound of 0 bytes admits nothing; UINT64_MAX means none.");
         if (faccessat(task_dir_fd, "ledger.git", F_OK, AT_SYMLINK_NOFOLLOW) >= 0 ||
@@ -1159,15 +1377,67 @@ int ledger_destroy(int task_dir_fd) {
 }
 
 /* Only the daemon ever opens a ledger, one Ledger per task: a lock file
- * found on open is what a crash in the middle of a write left. */
-static void remove_stale_locks(int task_dir_fd, const char *ref) {
+ * found on open is what a crash in the middle of a write left. git_dir ends
+ * with a slash. */
+static void remove_stale_locks(const char *git_dir, const char *ref) {
+        static const char *const names[] = { "index.lock", "HEAD.lock", "packed-refs.lock" };
         _cleanup_free_ char *ref_lock = NULL;
 
-        (void) unlinkat(task_dir_fd, "ledger.git/index.lock", 0);
-        (void) unlinkat(task_dir_fd, "ledger.git/HEAD.lock", 0);
-        (void) unlinkat(task_dir_fd, "ledger.git/packed-refs.lock", 0);
-        if (asprintf(&ref_lock, "ledger.git/%s.lock", ref) >= 0)
-                (void) unlinkat(task_dir_fd, ref_lock, 0);
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                _cleanup_free_ char *p = NULL;
+                if (asprintf(&p, "%s%s", git_dir, names[i]) >= 0)
+                        (void) unlink(p);
+        }
+        if (asprintf(&ref_lock, "%s%s.lock", git_dir, ref) >= 0)
+                (void) unlink(ref_lock);
+}
+
+/* Attaches the ledgers of the submodules that ledger_create() fetched: the
+ * same list, read again from base's .gitmodules. */
+static int submodules_open(Ledger *l, unsigned depth) {
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        int r;
+
+        r = base_tree(l, &tree);
+        if (r < 0)
+                return r;
+        if (ledger_submodules_read(l->repo, tree, NULL, &l->subs, &l->n_subs, NULL) < 0)
+                return -EBADMSG;
+        if (l->n_subs > 0 && depth > LEDGER_SUBMODULE_DEPTH_MAX)
+                return -EBADMSG;
+
+        for (size_t i = 0; i < l->n_subs; i++) {
+                LedgerSubmodule *s = &l->subs[i];
+                _cleanup_(git_repository_freep) git_repository *repo = NULL;
+                _cleanup_free_ char *git_path = NULL, *dir = NULL;
+                git_oid tip;
+
+                r = submodule_git_path(l, s->name, &git_path);
+                if (r < 0)
+                        return r;
+                if (asprintf(&dir, "%s/", git_path) < 0)
+                        return -ENOMEM;
+                remove_stale_locks(dir, l->ref);
+                if (git_repository_open_ext(&repo, git_path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)
+                        return log_debug_errno(-EBADMSG, "Cannot open the ledger of submodule '%s': %s", s->name, ledger_git_message());
+
+                /* Its directory may be gone (the task removed it): attached again when it is back. */
+                int fd = l->workspace_fd >= 0 ? open_beneath_dir(l->workspace_fd, s->path) : -EBADF;
+                r = ledger_attach_fd(repo, fd < 0 ? -EBADF : fd, l->branch, &s->ledger);
+                if (r < 0)
+                        return r;
+                repo = NULL;
+                if (git_reference_name_to_id(&s->ledger->base, s->ledger->repo, LEDGER_BASE_REF) < 0 ||
+                    !git_oid_equal(&s->ledger->base, &s->commit))
+                        return -EBADMSG;
+                r = ledger_tip(s->ledger, &tip);
+                if (r < 0)
+                        return r;
+                r = submodules_open(s->ledger, depth + 1);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 int ledger_open(int task_dir_fd, const char *branch, Ledger **ret) {
@@ -1184,9 +1454,9 @@ int ledger_open(int task_dir_fd, const char *branch, Ledger **ret) {
         _cleanup_free_ char *ref = NULL;
         if (branch_to_ref(branch, &ref) < 0)
                 return -EINVAL;
-        remove_stale_locks(task_dir_fd, ref);
 
-        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d/ledger.git", task_dir_fd);
+        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d/ledger.git/", task_dir_fd);
+        remove_stale_locks(path, ref);
         if (git_repository_open_ext(&repo, path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)
                 return log_debug_errno(-ENOENT, "Cannot open ledger: %s", ledger_git_message());
 
@@ -1202,6 +1472,15 @@ int ledger_open(int task_dir_fd, const char *branch, Ledger **ret) {
         if (r < 0)
                 return r;
 
+        _cleanup_(git_config_freep) git_config *cfg = NULL;
+        int submodules = 0;
+        if (git_repository_config(&cfg, l->repo) >= 0 && git_config_get_bool(&submodules, cfg, "agentfab.submodules") >= 0 &&
+            submodules) {
+                r = submodules_open(l, 1);
+                if (r < 0)
+                        return r;
+        }
+
         *ret = TAKE_PTR(l);
         return 0;
 }
@@ -1209,6 +1488,7 @@ int ledger_open(int task_dir_fd, const char *branch, Ledger **ret) {
 /* ---- checkpoints ---- */
 
 typedef struct Scan {
+        Ledger *ledger;
         git_repository *repo;
         git_odb *odb;
         git_index *index;
@@ -1352,6 +1632,48 @@ static bool index_has_prefix(git_index *index, const char *prefix) {
         return git_index_find_prefix(&pos, index, prefix) == 0;
 }
 
+static LedgerSubmodule *submodule_by_path(Ledger *l, const char *path) {
+        for (size_t i = 0; i < l->n_subs; i++)
+                if (streq(l->subs[i].path, path))
+                        return &l->subs[i];
+        return NULL;
+}
+
+/* A gitlink's directory. A fetched submodule was checkpointed in its own
+ * ledger already: the gitlink moves to its tip. The directory of one that
+ * was not fetched must stay empty: whatever the task put there cannot be
+ * recorded, and must not vanish without a word. */
+static int scan_gitlink(Scan *s, int dir_fd, const char *name, const char *path, const git_index_entry *e) {
+        LedgerSubmodule *sub = submodule_by_path(s->ledger, path);
+
+        if (sub) {
+                if (!sub->have_staged)
+                        return ledger_set_error(s->error, -EBUSY, "Submodule '%s' changed while it was checkpointed.", path);
+                if (!git_oid_equal(&e->id, &sub->staged)) {
+                        git_index_entry entry = { .path = path, .mode = GIT_FILEMODE_COMMIT, .id = sub->staged };
+                        if (git_index_add(s->index, &entry) < 0)
+                                return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
+                }
+                return scan_see(s, path);
+        }
+
+        DIR *d = xopendirat(dir_fd, name, O_NOFOLLOW);
+        if (!d)
+                return ledger_set_error(s->error, -errno, "Cannot open '%s': %m", path);
+        int r = 0;
+        for (struct dirent *de; (de = readdir(d));) {
+                if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
+                        continue;
+                r = ledger_set_error(s->error, -ENOTEMPTY,
+                                     "'%s/%s' is inside '%s', a submodule that was not fetched: it cannot be checkpointed. "
+                                     "Move it out of '%s' (or create the task with submodules).",
+                                     path, de->d_name, path, path);
+                break;
+        }
+        closedir(d);
+        return r < 0 ? r : scan_see(s, path);
+}
+
 /* Walks the workspace without following symlinks and stages what a
  * checkpoint records. This is done here rather than with
  * git_index_add_all(): libgit2 stops at directories holding a .git (an
@@ -1398,9 +1720,9 @@ static int scan_dir(Scan *s, int dir_fd, const char *prefix, unsigned depth, boo
                 if (S_ISDIR(st.st_mode)) {
                         _cleanup_free_ char *dir = NULL;
 
-                        /* A gitlink (a submodule of base) stays as it is. */
+                        /* A gitlink (a submodule of base). */
                         if (e && e->mode == GIT_FILEMODE_COMMIT) {
-                                r = scan_see(s, path);
+                                r = scan_gitlink(s, dirfd(d), de->d_name, path, e);
                                 continue;
                         }
                         if (asprintf(&dir, "%s/", path) < 0) {
@@ -1596,7 +1918,29 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
         _cleanup_(git_odb_freep) git_odb *odb = NULL;
         if (git_repository_odb(&odb, l->repo) < 0)
                 return ledger_set_error(ret_error, -EIO, "Cannot open the ledger's objects: %s", ledger_git_message());
-        Scan s = { .repo = l->repo, .odb = odb, .index = index, .max = l->max_bytes, .racy = racy, .error = ret_error };
+        /* Submodules first, each in its own ledger with the same message:
+         * the superproject's commit then moves their gitlinks. */
+        for (size_t i = 0; i < l->n_subs; i++) {
+                LedgerSubmodule *sub = &l->subs[i];
+                const git_index_entry *e = git_index_get_bypath(index, sub->path, 0);
+                _cleanup_free_ char *sub_error = NULL;
+                char sub_commit[GIT_OID_HEXSZ + 1];
+
+                sub->have_staged = false;
+                /* Removed or replaced by the task: the scan records what stands there. */
+                if (!e || e->mode != GIT_FILEMODE_COMMIT || ledger_submodule_attach(l, sub) < 0)
+                        continue;
+                r = ledger_checkpoint(sub->ledger, c, sub_commit, &sub_error);
+                if (r < 0)
+                        return ledger_set_error(ret_error, r, "In submodule '%s': %s", sub->path,
+                                                sub_error ?: strerror(-r));
+                r = ledger_tip(sub->ledger, &sub->staged);
+                if (r < 0)
+                        return ledger_set_error(ret_error, r, "Branch of submodule '%s' is gone.", sub->path);
+                sub->have_staged = true;
+        }
+
+        Scan s = { .ledger = l, .repo = l->repo, .odb = odb, .index = index, .max = l->max_bytes, .racy = racy, .error = ret_error };
         r = scan_dir(&s, l->workspace_fd, "", 0, false);
         if (r >= 0)
                 r = scan_remove_unseen(&s);
@@ -1634,7 +1978,7 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
 
 /* Removes every symlink below dir_fd that target does not have as a symlink
  * at the same place, without following any. */
-static int remove_foreign_symlinks(int dir_fd, git_tree *target, git_index *index, const char *prefix, unsigned depth) {
+static int remove_foreign_symlinks(Ledger *l, int dir_fd, git_tree *target, git_index *index, const char *prefix, unsigned depth) {
         if (depth > SCAN_DEPTH_MAX)
                 return -ELOOP;
 
@@ -1671,6 +2015,9 @@ static int remove_foreign_symlinks(int dir_fd, git_tree *target, git_index *inde
                 }
                 if (!S_ISDIR(st.st_mode))
                         continue;
+                /* A fetched submodule's links are its own reset's business. */
+                if (submodule_by_path(l, path))
+                        continue;
                 _cleanup_free_ char *dir = NULL;
                 if (asprintf(&dir, "%s/", path) < 0) {
                         r = -ENOMEM;
@@ -1678,10 +2025,107 @@ static int remove_foreign_symlinks(int dir_fd, git_tree *target, git_index *inde
                 }
                 _cleanup_close_ int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
                 if (sub >= 0)
-                        r = remove_foreign_symlinks(sub, target, index, dir, depth + 1);
+                        r = remove_foreign_symlinks(l, sub, target, index, dir, depth + 1);
         }
         closedir(d);
         return r;
+}
+
+/* Opens path below dir_fd as a directory, making what is missing of it;
+ * never through a symlink. */
+static int open_or_make_dir(int dir_fd, const char *path) {
+        int fd = open_beneath_dir(dir_fd, path);
+        if (fd != -ENOENT)
+                return fd;
+
+        _cleanup_free_ char *p = strdup(path);
+        if (!p)
+                return -ENOMEM;
+        _cleanup_close_ int cur = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (cur < 0)
+                return -errno;
+        for (char *c = p, *next; c; c = next) {
+                next = strchr(c, '/');
+                if (next)
+                        *next++ = '\0';
+                if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                int n = openat(cur, c, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (n < 0)
+                        return -errno;
+                safe_close(cur);
+                cur = n;
+        }
+        return TAKE_FD(cur);
+}
+
+typedef struct GitlinkReset {
+        Ledger *ledger;
+        int error;
+} GitlinkReset;
+
+/* Empties the directory of a gitlink that was not fetched: what the task
+ * left there is untracked, and goes like any untracked file. */
+static int clear_unfetched_cb(const char *root, const git_tree_entry *e, void *userdata) {
+        GitlinkReset *g = userdata;
+        _cleanup_free_ char *path = NULL;
+
+        if (git_tree_entry_filemode(e) != GIT_FILEMODE_COMMIT)
+                return 0;
+        if (asprintf(&path, "%s%s", root, git_tree_entry_name(e)) < 0) {
+                g->error = -ENOMEM;
+                return -1;
+        }
+        if (submodule_by_path(g->ledger, path))
+                return 0;
+        _cleanup_close_ int fd = open_beneath_dir(g->ledger->workspace_fd, path);
+        if (fd < 0)
+                return 0;
+        DIR *d = xopendirat(fd, ".", 0);
+        if (!d)
+                return 0;
+        for (struct dirent *de; (de = readdir(d));)
+                if (!streq(de->d_name, ".") && !streq(de->d_name, "..") && rm_rf_at(fd, de->d_name) < 0 && g->error == 0)
+                        g->error = -EIO;
+        closedir(d);
+        return 0;
+}
+
+/* After the superproject's checkout: every fetched submodule back at the
+ * gitlink of the target, the directories of the others empty. */
+static int reset_gitlinks(Ledger *l, git_tree *tree) {
+        GitlinkReset g = { .ledger = l };
+        int r;
+
+        if (git_tree_walk(tree, GIT_TREEWALK_PRE, clear_unfetched_cb, &g) < 0 && g.error == 0)
+                g.error = -EIO;
+        if (g.error < 0)
+                return log_debug_errno(g.error, "Cannot empty the directories of submodules that were not fetched: %m");
+
+        for (size_t i = 0; i < l->n_subs; i++) {
+                LedgerSubmodule *s = &l->subs[i];
+                git_tree_entry *e = NULL;
+                char hex[GIT_OID_HEXSZ + 1];
+
+                if (git_tree_entry_bypath(&e, tree, s->path) < 0)
+                        continue;       /* Not in the target: nothing to restore. */
+                bool gitlink = git_tree_entry_filemode(e) == GIT_FILEMODE_COMMIT;
+                git_oid_tostr(hex, sizeof(hex), git_tree_entry_id(e));
+                git_tree_entry_free(e);
+                if (!gitlink)
+                        continue;
+
+                int fd = open_or_make_dir(l->workspace_fd, s->path);
+                if (fd < 0)
+                        return log_debug_errno(fd, "Cannot make the directory of submodule '%s': %m", s->path);
+                safe_close(fd);
+                r = ledger_submodule_attach(l, s);
+                if (r >= 0)
+                        r = ledger_reset(s->ledger, hex);
+                if (r < 0)
+                        return log_debug_errno(r, "Cannot reset submodule '%s' to %s: %m", s->path, hex);
+        }
+        return 0;
 }
 
 int ledger_reset(Ledger *l, const char *commit) {
@@ -1721,7 +2165,7 @@ int ledger_reset(Ledger *l, const char *commit) {
          * have goes first: they would go anyway, and a symlink the target
          * has cannot stand where the target has a directory. The sandbox
          * must not run during a reset: it could plant a new link meanwhile. */
-        r = remove_foreign_symlinks(l->workspace_fd, tree, index, "", 0);
+        r = remove_foreign_symlinks(l, l->workspace_fd, tree, index, "", 0);
         if (r < 0)
                 return log_debug_errno(r, "Cannot clear symlinks from the workspace: %m");
         if (git_index_write(index) < 0)
@@ -1738,6 +2182,10 @@ int ledger_reset(Ledger *l, const char *commit) {
 
         if (git_index_read_tree(index, tree) < 0 || git_index_write(index) < 0)
                 return log_debug_errno(-EIO, "Cannot write the index: %s", ledger_git_message());
+
+        r = reset_gitlinks(l, tree);
+        if (r < 0)
+                return r;
 
         if (!git_oid_equal(&id, &tip) &&
             git_reference_create_matching(&ref, l->repo, l->ref, &id, 1, &tip, "agentfab: reset") < 0)

@@ -8,6 +8,12 @@
  * commits on one branch with machine-readable trailers; delivery is a diff,
  * an mbox, a bundle or a push of that branch.
  *
+ * Submodules (LedgerOptions.submodules): each fetched submodule of base has
+ * a bare ledger of its own, <task_dir>/ledger.git/modules/<name> (nested
+ * ones below that, as git lays them out), on the same branch, and its work
+ * tree is <path> inside the workspace, again without .git. Gitlinks that
+ * are not fetched stay gitlinks, and their directories must stay empty.
+ *
  * All calls block (they do file and object I/O); none of them runs a
  * program, a hook or a filter. */
 
@@ -23,7 +29,7 @@ typedef struct Ledger Ledger;
 
 typedef struct LedgerOptions {
         uint64_t max_bytes;      /* bound on what is imported (objects + checkout); UINT64_MAX none */
-        bool submodules;         /* false: submodules are not fetched (gitlinks stay as they are) */
+        bool submodules;         /* false: submodules are not fetched (gitlinks stay as they are); see ledger_create() */
         /* ssh:// sources only; both NULL otherwise. The caller owns them
          * (and wipes the key); the ledger never reads a configuration. */
         const char *ssh_key;         /* private key text (OpenSSH or PEM, unencrypted); NULL: none */
@@ -53,15 +59,39 @@ void ledger_library_init(void);
  * never written to, never opened as a repository (for local sources), and
  * nothing of it runs. max_bytes bounds the checkout (uncompressed blob
  * sizes of base) plus the copied pack (compressed); over it: -EFBIG and a
- * message, and nothing stays behind. max_bytes 0 is -EINVAL; submodules
- * true is -EOPNOTSUPP (gitlinks become empty directories). -EEXIST if the
- * task directory has a ledger already. */
+ * message, and nothing stays behind. max_bytes 0 is -EINVAL. -EEXIST if
+ * the task directory has a ledger already.
+ *
+ * Without o->submodules, gitlinks become empty directories. With it, every
+ * gitlink of base that has an entry in base's .gitmodules (read from base's
+ * blob, with a strict parser of our own that knows only path and url) is
+ * fetched at exactly the gitlink's commit and checked out into its path,
+ * recursively, at most LEDGER_SUBMODULE_DEPTH_MAX (4) deep and
+ * LEDGER_SUBMODULES_MAX (32) in all; gitlinks without an entry are left
+ * alone. Its objects come, for a local source, from modules/<name> of the
+ * source's git directory (where git submodule update --init keeps them;
+ * -ENOENT "not initialized" if absent), read like the superproject's
+ * (through fds, never through a symlink, never as a repository); for a URL
+ * source, from the URL in .gitmodules: https:// or ssh:// (with the same
+ * ssh key and known hosts), or ./ ../ relative to the superproject's URL
+ * (file:// only that way). For local sources the URL is not used at all.
+ * Refused with a message, and nothing left behind: a .gitmodules that is
+ * not a regular file or is malformed, a name or path that is empty,
+ * absolute, has '.', '..' (or, for a path, .git) components, backslashes,
+ * quotes or control characters, names nesting in each other, a path that
+ * is not a gitlink in base or goes through a symlink (-ELOOP), and URLs
+ * that are local paths, file://, other schemes (-EPROTONOSUPPORT), begin
+ * with '-' or climb above the host; a gitlink commit missing from the
+ * submodule's repository (-ENOENT). All of it counts against max_bytes
+ * with the superproject (-EFBIG). */
 int ledger_create(int task_dir_fd, const char *source, int source_fd, const char *base, const char *branch,
                   const LedgerOptions *o, char **ret_error, Ledger **ret);
 /* Opens the ledger of a task directory again, e.g. after a daemon restart.
  * Lock files a crash left behind are removed: only one Ledger per task
  * directory may be open at a time, in one process. -EBADMSG or -ENOENT for
- * a ledger whose creation was cut short: ledger_destroy() and create again. */
+ * a ledger whose creation was cut short: ledger_destroy() and create again.
+ * Fetched submodules are attached again (their list read again from base);
+ * -EBADMSG if one of their ledgers is missing. */
 int ledger_open(int task_dir_fd, const char *branch, Ledger **ret);
 
 /* Removes <task_dir>/workspace and <task_dir>/ledger.git, without following
@@ -108,11 +138,20 @@ typedef struct Checkpoint {
  * Files are read through directory fds opened without following symlinks,
  * never by path, with O_NONBLOCK: a sandbox still running can make the
  * checkpoint fail or record a mix of before and after, but cannot make us
- * read outside the workspace or block. Content is stored unfiltered. */
+ * read outside the workspace or block. Content is stored unfiltered.
+ *
+ * Fetched submodules are committed first, each in its own ledger with the
+ * same message (when something changed there), and the superproject's
+ * single commit moves their gitlinks to those commits. A submodule whose
+ * directory the task removed or replaced is recorded as what stands there
+ * (the gitlink goes). Anything but .git inside the directory of a gitlink
+ * that was not fetched makes the checkpoint fail (-ENOTEMPTY, the message
+ * names the file): it could not be recorded, and is not dropped silently. */
 int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41], char **ret_error);
 /* Resets the workspace and the branch to commit (full hex), which must be
  * base or between base and the tip (-ENXIO otherwise). Untracked and
- * ignored files go too. */
+ * ignored files go too, also inside the directories of gitlinks that were
+ * not fetched. Fetched submodules are reset to the target's gitlinks. */
 int ledger_reset(Ledger *l, const char *commit);
 /* [{"step":N,"commit":"hex","subject":"..."}] for base..tip, oldest first;
  * commits without an Agentfab-Step trailer are skipped. */
@@ -129,10 +168,16 @@ typedef struct FileChange {
 } FileChange;
 
 /* Changes from `from` (full hex; NULL: base) to the workspace as it is,
- * uncommitted and untracked files included, renames detected. */
+ * uncommitted and untracked files included, renames detected. Files inside
+ * fetched submodules are listed with their path in the workspace
+ * ("sub/file.c"), from the gitlink in `from`; gitlinks themselves are not
+ * listed. */
 int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n);
 void file_changes_free(FileChange *c, size_t n);
-/* Like git diff --stat base..tip. */
+/* Like git diff --stat base..tip. For this and the diff and mbox exports,
+ * each fetched submodule's gitlink is replaced by its tree: a reviewer sees
+ * "sub/file.c" changes (a patch git apply takes in a clone with its
+ * submodules checked out), never "Subproject commit" lines. */
 int ledger_diffstat(Ledger *l, char **ret);
 
 /* Unified patch base..tip (binary files as git binary patches). */
@@ -141,7 +186,9 @@ int ledger_export_diff(Ledger *l, int out_fd);
 int ledger_export_mbox(Ledger *l, int out_fd);
 /* A "# v2 git bundle": refs/heads/<branch>, prerequisite base, a pack of
  * base..tip. -ENODATA when the branch is still at base (as git bundle
- * create refuses an empty bundle). */
+ * create refuses an empty bundle). Superproject only: its gitlinks name
+ * submodule commits that are not in the bundle (deliver those with the
+ * diff or the mbox). */
 int ledger_export_bundle(Ledger *l, int out_fd);
 
 /* Client side (agentfabctl fetch): indexes the bundle's pack into the
@@ -166,5 +213,6 @@ int ledger_create_from_bundle(int task_dir_fd, int bundle_fd, const char *branch
 
 /* Pushes refs/heads/<branch> (only that, never forced) to url. The branch
  * must be under agentfab/. credential_token, if given, is offered as the
- * password of user "x-access-token" for https remotes. */
+ * password of user "x-access-token" for https remotes. The superproject's
+ * branch only, as for bundles: submodule commits are not pushed. */
 int ledger_push(Ledger *l, const char *url, const char *credential_token, char **ret_error);

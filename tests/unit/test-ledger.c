@@ -651,6 +651,246 @@ int main(void) {
         r = ledger_create(task7, path, -EBADF, NULL, "agentfab/t7", &o, &error, &l);
         CHECK(r == -ELOOP && error && strstr(error, "symlink"), "symlink in the object directory refused: %s", strempty(error));
 
+        /* ---- submodules ---- */
+        /* A superproject with a submodule that has a submodule of its own,
+         * initialized as git submodule update --init --recursive leaves it. */
+        CHECK(run(GIT "init -q inner && cd inner && echo i > i.txt && " GIT "add . && " GIT "commit -q -m inner") == 0 &&
+              run(GIT "init -q lib && cd lib && echo l > l.txt && ln -s l.txt ll && " GIT "add . && "
+                  GIT "submodule add -q ../inner inner && " GIT "commit -q -m lib") == 0 &&
+              run(GIT "init -q super && cd super && echo s > s.txt && " GIT "add . && " GIT "submodule add -q ../lib lib && "
+                  GIT "commit -q -m super && " GIT "submodule update -q --init --recursive") == 0 &&
+              exists("super/.git/modules/lib/modules/inner/HEAD"), "superproject with a nested, initialized submodule");
+        char *lib_commit = capture("git -C super rev-parse HEAD:lib"), *inner_commit = capture("git -C lib rev-parse HEAD:inner");
+        char sbase[41];
+
+        /* Not asked for: nothing fetched, and what the task writes into the
+         * empty directory is refused, never dropped silently. */
+        _cleanup_close_ int st1 = open_dir("sub1");
+        (void) snprintf(path, sizeof(path), "%s/super", root);
+        free(error);
+        error = NULL;
+        r = ledger_create(st1, path, -EBADF, NULL, "agentfab/s1", &o, &error, &l);
+        s = capture("ls -A sub1/workspace/lib | wc -l");
+        CHECK(r == 0 && streq(s, "0") && !exists("sub1/ledger.git/modules"), "submodules=false: nothing fetched: %d %s", r, strempty(error));
+        free(s);
+        CHECK(l && write_at(ledger_workspace_fd(l), "lib/lost.txt", "x\n") == 0, "file written into the unfetched submodule");
+        cp = checkpoint_of(1, "Lost", NULL);
+        free(error);
+        error = NULL;
+        r = l ? ledger_checkpoint(l, &cp, c1, &error) : -1;
+        CHECK(r == -ENOTEMPTY && error && strstr(error, "lib/lost.txt") && strstr(error, "not fetched"),
+              "checkpoint refuses it with a message naming the path: %s", strempty(error));
+        CHECK(l && ledger_base(l, sbase) == 0 && ledger_reset(l, sbase) == 0 && !exists("sub1/workspace/lib/lost.txt") &&
+              exists("sub1/workspace/lib"), "reset empties the unfetched submodule's directory");
+        s = capture("git --git-dir=sub1/ledger.git ls-tree HEAD lib | cut -c1-13");
+        CHECK(streq(s, "160000 commit"), "gitlink kept");
+        free(s);
+        l = ledger_free(l);
+
+        /* Asked for: checked out at exactly the gitlink, nested too, no .git
+         * anywhere in the workspace, each in its own ledger. */
+        LedgerOptions so = { .max_bytes = 64 * 1024 * 1024, .submodules = true };
+        _cleanup_close_ int st2 = open_dir("sub2");
+        free(error);
+        error = NULL;
+        r = ledger_create(st2, path, -EBADF, NULL, "agentfab/s2", &so, &error, &l);
+        CHECK(r == 0 && l, "submodules=true from a local superproject: %d %s", r, strempty(error));
+        if (!l)
+                return tap_done();
+        s = capture("cat sub2/workspace/lib/l.txt sub2/workspace/lib/inner/i.txt; readlink sub2/workspace/lib/ll; "
+                    "find sub2/workspace -name .git | wc -l");
+        CHECK(streq(s, "l\ni\nl.txt\n0"), "submodule files checked out, nested too, symlink kept, no .git: %s", s);
+        free(s);
+        s = capture("git --git-dir=sub2/ledger.git/modules/lib rev-parse refs/heads/agentfab/s2 && "
+                    "git --git-dir=sub2/ledger.git/modules/lib/modules/inner rev-parse refs/heads/agentfab/s2");
+        (void) snprintf(path, sizeof(path), "%s\n%s", lib_commit, inner_commit);
+        CHECK(streq(s, path), "each submodule's ledger on the same branch, at its gitlink");
+        free(s);
+        CHECK(ledger_checkpoint(l, &none, c1, &error) == 0, "fresh checkout: nothing to commit: %s", strempty(error));
+
+        /* A change inside the submodules: committed there with the same
+         * trailers; the superproject's one commit moves the gitlink. */
+        ws = ledger_workspace_fd(l);
+        CHECK(write_at(ws, "lib/l.txt", "l\nmore\n") == 0 && write_at(ws, "lib/inner/i.txt", "i2\n") == 0 &&
+              write_at(ws, "lib/new.txt", "n\n") == 0 && write_at(ws, "top.txt", "t\n") == 0, "edited inside the submodules");
+        FileChange *sch = NULL;
+        size_t n_sch = 0;
+        CHECK(ledger_changes(l, NULL, &sch, &n_sch) == 0, "changes listed");
+        bool c_top = false, c_l = false, c_i = false, c_new = false, c_link = false;
+        for (size_t i = 0; i < n_sch; i++) {
+                c_top = c_top || (streq(sch[i].path, "top.txt") && sch[i].status == 'A');
+                c_l = c_l || (streq(sch[i].path, "lib/l.txt") && sch[i].status == 'M' && sch[i].added == 1);
+                c_i = c_i || (streq(sch[i].path, "lib/inner/i.txt") && sch[i].status == 'M');
+                c_new = c_new || (streq(sch[i].path, "lib/new.txt") && sch[i].status == 'A');
+                c_link = c_link || streq(sch[i].path, "lib") || streq(sch[i].path, "lib/inner");
+        }
+        CHECK(c_top && c_l && c_i && c_new && !c_link && n_sch == 4, "changes name the files inside submodules (%zu)", n_sch);
+        file_changes_free(sch, n_sch);
+        cp = checkpoint_of(1, "Inside", NULL);
+        free(error);
+        error = NULL;
+        CHECK(ledger_checkpoint(l, &cp, c1, &error) == 1, "checkpoint: %s", strempty(error));
+        char *lib_tip = capture("git --git-dir=sub2/ledger.git/modules/lib rev-parse refs/heads/agentfab/s2");
+        s = capture("git --git-dir=sub2/ledger.git rev-parse %s:lib", c1);
+        CHECK(!streq(lib_tip, lib_commit) && streq(s, lib_tip), "superproject's gitlink moved to the submodule's new commit");
+        free(s);
+        s = capture("git --git-dir=sub2/ledger.git/modules/lib rev-parse %s:inner; "
+                    "git --git-dir=sub2/ledger.git/modules/lib/modules/inner rev-parse refs/heads/agentfab/s2", lib_tip);
+        CHECK(s[0] && strneq(s, s + 41, 40) && !strneq(s, inner_commit, 40), "nested gitlink moved too");
+        free(s);
+        s = capture("git --git-dir=sub2/ledger.git/modules/lib log -1 --format=%%B");
+        json_object_put(TAKE_PTR(tr));
+        CHECK(ledger_parse_trailers(s, &tr) == 0 && json_get_string(tr, "Agentfab-Step", &v) == 0 && streq(v, "1") &&
+              json_get_string(tr, "Agentfab-Task", &v) == 0 && streq(v, "t1") && strneq(s, "Inside\n", 7),
+              "the submodule's commit has the same message and trailers");
+        free(s);
+        CHECK(ledger_base(l, sbase) == 0, "base");
+        s = capture("git --git-dir=sub2/ledger.git rev-list --count %s..%s", sbase, c1);
+        CHECK(streq(s, "1"), "one superproject commit for the step");
+        free(s);
+
+        /* Review: diffstat, diff and mbox show the files inside. */
+        _cleanup_free_ char *sstat = NULL;
+        CHECK(ledger_diffstat(l, &sstat) == 0 && strstr(sstat, "lib/l.txt") && strstr(sstat, "lib/inner/i.txt") &&
+              strstr(sstat, "top.txt"), "diffstat names files inside submodules:\n%s", strempty(sstat));
+        out = openat(st2, "out.diff", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        CHECK(ledger_export_diff(l, out) == 0, "diff exported");
+        out = safe_close(out);
+        s = capture("grep -c -e '^+++ b/lib/l.txt' -e '^+++ b/lib/inner/i.txt' -e '^+++ b/lib/new.txt' sub2/out.diff; "
+                    "grep -c 'Subproject commit' sub2/out.diff");
+        CHECK(streq(s, "3\n0"), "the diff patches the submodules' files, not their gitlinks: %s", s);
+        free(s);
+        CHECK(run(GIT "clone -q --recurse-submodules super sapply && cd sapply && git apply --check ../sub2/out.diff") == 0,
+              "git apply accepts it in a recursive clone");
+        out = openat(st2, "out.mbox", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        CHECK(ledger_export_mbox(l, out) == 0, "mbox exported");
+        out = safe_close(out);
+        s = capture("grep -c '^+++ b/lib/' sub2/out.mbox");
+        CHECK(streq(s, "3"), "mbox shows the submodules' files (%s)", s);
+        free(s);
+        out = openat(st2, "out.bundle", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        CHECK(ledger_export_bundle(l, out) == 0, "bundle of the superproject exported");
+        out = safe_close(out);
+
+        /* Reset back: the submodules' files too. */
+        CHECK(write_at(ws, "lib/half.txt", "h\n") == 0, "half-done file inside the submodule");
+        CHECK(ledger_reset(l, sbase) == 0, "reset to base");
+        s = capture("cat sub2/workspace/lib/l.txt sub2/workspace/lib/inner/i.txt; ls sub2/workspace/lib; "
+                    "git --git-dir=sub2/ledger.git/modules/lib rev-parse refs/heads/agentfab/s2");
+        (void) snprintf(path, sizeof(path), "l\ni\ninner\nl.txt\nll\n%s", lib_commit);
+        CHECK(streq(s, path), "submodule files, untracked ones gone, and its branch back at the gitlink: %s", s);
+        free(s);
+
+        /* Reopened after a restart: the submodules' ledgers attach again. */
+        l = ledger_free(l);
+        CHECK(run("touch sub2/ledger.git/modules/lib/index.lock") == 0, "crash leftover in a submodule's ledger");
+        CHECK(ledger_open(st2, "agentfab/s2", &l) == 0 && !exists("sub2/ledger.git/modules/lib/index.lock"), "reopened, lock removed");
+        ws = l ? ledger_workspace_fd(l) : -EBADF;
+        cp = checkpoint_of(2, "After reopen", NULL);
+        free(error);
+        error = NULL;
+        CHECK(l && write_at(ws, "lib/inner/i.txt", "again\n") == 0 && ledger_checkpoint(l, &cp, c2, &error) == 1,
+              "checkpoint inside a nested submodule after reopen: %s", strempty(error));
+        s = capture("git --git-dir=sub2/ledger.git/modules/lib/modules/inner show %s:i.txt 2>&1; git --git-dir=sub2/ledger.git/modules/lib rev-parse HEAD:inner",
+                    "refs/heads/agentfab/s2");
+        CHECK(strneq(s, "again\n", 6), "recorded in the nested ledger: %s", s);
+        free(s);
+        l = ledger_free(l);
+
+        /* Not initialized in the source: a clear error, nothing left. */
+        CHECK(run("git clone -q super sclone") == 0 && !exists("sclone/.git/modules"), "clone without its submodules");
+        _cleanup_close_ int st3 = open_dir("sub3");
+        (void) snprintf(path, sizeof(path), "%s/sclone", root);
+        free(error);
+        error = NULL;
+        r = ledger_create(st3, path, -EBADF, NULL, "agentfab/s3", &so, &error, &l);
+        CHECK(r == -ENOENT && error && strstr(error, "not initialized") && strstr(error, "'lib'") &&
+              !exists("sub3/ledger.git") && !exists("sub3/workspace"), "uninitialized submodule refused: %s", strempty(error));
+
+        /* Over the bound with the submodule's content, within it without. */
+        CHECK(run(GIT "init -q blib && cd blib && head -c 2000000 /dev/urandom > blob && " GIT "add . && " GIT "commit -q -m b") == 0 &&
+              run(GIT "init -q bsuper && cd bsuper && echo s > s && " GIT "add . && " GIT "submodule add -q ../blib blib && "
+                  GIT "commit -q -m s") == 0, "superproject with a 2 MB submodule");
+        LedgerOptions bso = { .max_bytes = 1024 * 1024, .submodules = true }, bo = { .max_bytes = 1024 * 1024 };
+        (void) snprintf(path, sizeof(path), "%s/bsuper", root);
+        free(error);
+        error = NULL;
+        r = ledger_create(st3, path, -EBADF, NULL, "agentfab/s3", &bso, &error, &l);
+        CHECK(r == -EFBIG && error && strstr(error, "blib") && !exists("sub3/ledger.git") && !exists("sub3/workspace"),
+              "submodule content counts against the bound: %s", strempty(error));
+        CHECK(ledger_create(st3, path, -EBADF, NULL, "agentfab/s3", &bo, &error, &l) == 0, "(control) fits without submodules");
+        l = ledger_free(l);
+        (void) ledger_destroy(st3);
+
+        /* A file:// superproject: a relative URL is fetched from beside it. */
+        (void) snprintf(path, sizeof(path), "file://%s/super", root);
+        free(error);
+        error = NULL;
+        r = ledger_create(st3, path, -EBADF, NULL, "agentfab/s3", &so, &error, &l);
+        s = capture("cat sub3/workspace/lib/l.txt sub3/workspace/lib/inner/i.txt");
+        CHECK(r == 0 && streq(s, "l\ni"), "relative submodule URLs of a URL source fetched: %d %s", r, strempty(error));
+        free(s);
+        l = ledger_free(l);
+        (void) ledger_destroy(st3);
+
+        /* Hostile .gitmodules: each refused with a message, nothing left,
+         * nothing outside written. The gitlinks are made by hand. */
+        static const struct {
+                const char *gitmodules, *gitlink, *what;
+                bool url;
+                int error;
+        } evil[] = {
+                { "[submodule \"../../../escape\"]\n\tpath = sub\n\turl = ../lib\n", "sub", "name with ..", false, -EINVAL },
+                { "[submodule \"a\"]\n\tpath = other\n\turl = ../lib\n", "sub", "path not a gitlink", false, -ENOENT },
+                { "[submodule \"a\"]\n\tpath = ../sub\n\turl = ../lib\n", "sub", "path with ..", false, -EINVAL },
+                { "[submodule \"a\"]\n\tpath = /sub\n\turl = ../lib\n", "sub", "absolute path", false, -EINVAL },
+                { "[submodule \"a\\\\b\"]\n\tpath = sub\n", "sub", "backslash in the name", false, -EINVAL },
+                { "[submodule \"a\"]\n\tpath = link/sub\n\turl = ../lib\n", "d/sub", "path through a symlink", false, -ELOOP },
+                { "[submodule \"a\"]\n\tpath = sub\n\turl = /etc\n", "sub", "url a local path", true, -EPROTONOSUPPORT },
+                { "[submodule \"a\"]\n\tpath = sub\n\turl = file:///etc\n", "sub", "url file://", true, -EPROTONOSUPPORT },
+                { "[submodule \"a\"]\n\tpath = sub\n\turl = -oProxyCommand=touch%%20/tmp/x\n", "sub", "url beginning with -", true, -EINVAL },
+                { "[submodule \"a\"]\n\tpath = sub\n\turl = git://h/x\n", "sub", "url git://", true, -EPROTONOSUPPORT },
+                { "[submodule \"a\"]\n\tpath = sub\n\turl = ../../../../../../../../x\n", "sub", "relative url above the root", true, -EINVAL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(evil); i++) {
+                _cleanup_close_ int et = open_dir("evil-task");
+                char gm[512];
+
+                /* printf-escape the text for the shell. */
+                (void) snprintf(gm, sizeof(gm), "%s", evil[i].gitmodules);
+                CHECK(run("rm -rf evil && " GIT "init -q evil && cd evil && mkdir d && echo x > d/x && ln -s d link && "
+                          "printf '%%s' '%s' > .gitmodules && " GIT "add . && "
+                          "git update-index --add --cacheinfo 160000,%s,%s && " GIT "commit -q -m evil && "
+                          "mkdir -p .git/modules/a && cp -r ../super/.git/modules/lib/. .git/modules/a/",
+                          gm, lib_commit, evil[i].gitlink) == 0, "hostile repository: %s", evil[i].what);
+                if (evil[i].url)
+                        (void) snprintf(path, sizeof(path), "file://%s/evil", root);
+                else
+                        (void) snprintf(path, sizeof(path), "%s/evil", root);
+                free(error);
+                error = NULL;
+                r = ledger_create(et, path, -EBADF, NULL, "agentfab/e", &so, &error, &l);
+                CHECK(r == evil[i].error && error && !exists("evil-task/ledger.git") && !exists("evil-task/workspace") &&
+                      !exists("escape") && !exists("../escape") && access("/tmp/x", F_OK) < 0,
+                      "%s refused, nothing left: %d %s", evil[i].what, r, strempty(error));
+                l = ledger_free(l);
+        }
+        /* (control) the same repository with a sane .gitmodules works. */
+        CHECK(run("rm -rf evil && " GIT "init -q evil && cd evil && printf '[submodule \"a\"]\\n\\tpath = sub\\n' > .gitmodules && "
+                  GIT "add . && git update-index --add --cacheinfo 160000,%s,sub && " GIT "commit -q -m sane && "
+                  "mkdir -p .git/modules/a && cp -r ../super/.git/modules/lib/. .git/modules/a/", lib_commit) == 0,
+              "sane .gitmodules");
+        _cleanup_close_ int et = open_dir("evil-task");
+        (void) snprintf(path, sizeof(path), "%s/evil", root);
+        free(error);
+        error = NULL;
+        r = ledger_create(et, path, -EBADF, NULL, "agentfab/e", &so, &error, &l);
+        CHECK(r == 0 && exists("evil-task/workspace/sub/l.txt"), "(control) hostile fixture is otherwise fetchable: %d %s", r, strempty(error));
+        l = ledger_free(l);
+        free(lib_commit);
+        free(inner_commit);
+        free(lib_tip);
+
         /* The fixture is live: git itself does run the filter and the hooks. */
         CHECK(run("cd src && rm a.txt && git checkout -- a.txt") == 0 && exists("marker-smudge"),
               "(control) git checkout in the source runs the evil filter");
