@@ -410,6 +410,8 @@ static int submit_message_new(sd_bus *bus, const char *repo, int repo_fd, sd_bus
                 r = append_string_entry(m, "forge_repository", arg_forge_repository);
         if (r >= 0)
                 r = append_string_entry(m, "pull_request_base", arg_pr_base);
+        if (r >= 0 && arg_submodules)
+                r = sd_bus_message_append(m, "{sv}", "submodules", "b", 1);
         if (r >= 0 && arg_limits) {
                 r = sd_bus_message_open_container(m, SD_BUS_TYPE_DICT_ENTRY, "sv");
                 if (r >= 0)
@@ -438,8 +440,6 @@ static int submit_message_new(sd_bus *bus, const char *repo, int repo_fd, sd_bus
         }
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
-        if (r >= 0 && arg_submodules)
-                r = sd_bus_message_append(m, "{sv}", "submodules", "b", 1);
         if (r < 0) {
                 fprintf(stderr, "Failed to build request: %s\n", strerror(-r));
                 return EXIT_FAIL;

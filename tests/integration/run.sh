@@ -364,6 +364,38 @@ t_private_repo_by_fd() {
         hx_as bob "${CTL[@]}" cancel "$id" >/dev/null 2>&1
 }
 
+t_submodules() {
+        local id msg rc=0 T=/var/lib/agentfab/tasks
+        hx_as alice bash -c 'set -e; cd ~ && G="git -c user.name=alice -c user.email=a@e -c protocol.file.allow=always"
+                $G init -q lib && cd lib && echo "int lib;" > lib.c && $G add lib.c && $G commit -q -m lib && cd ~ &&
+                $G init -q super && cd super && echo top > top && $G add top && $G submodule -q add ~/lib vendor/lib &&
+                $G commit -q -m "with a submodule" && chmod -R a+rX ~/super ~/lib' >/dev/null 2>&1 || { fail "fixture"; return; }
+        # Not asked: nothing fetched, the gitlink stays an empty directory.
+        id=$(out_as alice "${CTL[@]}" submit --repo /home/alice/super --goal "Use the lib")
+        [[ "$id" =~ ^[0-9a-f]{12}$ ]] && hx test -d "$T/$id/workspace/vendor/lib" && [ -z "$(hx ls -A "$T/$id/workspace/vendor/lib")" ] &&
+                ok "without --submodules: the submodule stays an empty directory" || fail "no submodules: $id"
+        hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id" org.agentfab.Task1 Submodules | grep -qx 'b false' &&
+                ok "Submodules property false" || fail "Submodules property"
+        hx_as alice "${CTL[@]}" cancel "$id" >/dev/null 2>&1
+        # Asked: fetched from the repository's own .git/modules, at the gitlink, without .git.
+        id=$(out_as alice "${CTL[@]}" submit --repo /home/alice/super --submodules --goal "Use the lib")
+        [[ "$id" =~ ^[0-9a-f]{12}$ ]] && hx cmp -s "$T/$id/workspace/vendor/lib/lib.c" /home/alice/lib/lib.c &&
+                ok "with --submodules: the submodule's files are in the workspace" || fail "submodules: $id"
+        hx test ! -e "$T/$id/workspace/vendor/lib/.git" && hx test -d "$T/$id/ledger.git/modules/vendor/lib" &&
+                ok "no .git in the workspace; the submodule's ledger is beside the task's" || fail "submodule layout"
+        hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id" org.agentfab.Task1 Submodules | grep -qx 'b true' &&
+                ok "Submodules property true" || fail "Submodules property true"
+        hx_as alice "${CTL[@]}" cancel "$id" >/dev/null 2>&1
+        # A submodule that was never initialized: a clear error, no record.
+        hx_as alice bash -c 'cd ~ && cp -a super super2 && rm -rf super2/.git/modules' >/dev/null 2>&1
+        local before after
+        before=$(hx ls $T | wc -l)
+        rc=0; msg=$(out_as alice "${CTL[@]}" submit --repo /home/alice/super2 --submodules --goal "x") || rc=$?
+        after=$(hx ls $T | wc -l)
+        [ "$rc" != 0 ] && grep -q "submodule update --init" <<<"$msg" && [ "$before" = "$after" ] &&
+                ok "an uninitialized submodule: clear error, no record" || fail "uninitialized: $rc $msg"
+}
+
 t_approve_polkit() {
         local id=$SUBMITTED rc=0 out
         set_state_on_disk "$id" awaiting-approval
@@ -558,7 +590,7 @@ main() {
 
         SUBMITTED=
         for t in t_install_layout t_socket_activation t_dbus_activation t_cli t_introspect t_submit_list_status_cancel \
-                 t_signals t_submit_denied_by_rule t_bad_specs t_quota t_visibility t_journal t_watch t_idle_exit t_kill9 t_corrupt_state t_private_repo_by_fd t_approve_polkit; do
+                 t_signals t_submit_denied_by_rule t_bad_specs t_quota t_visibility t_journal t_watch t_idle_exit t_kill9 t_corrupt_state t_private_repo_by_fd t_submodules t_approve_polkit; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 run_test "$t"
         done
