@@ -22,6 +22,7 @@
 #include "log.h"
 #include "macro.h"
 #include "sandbox.h"
+#include "task-uid.h"
 #include "scope.h"
 #include "string-util.h"
 
@@ -359,6 +360,7 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_close_ int sync_r = -EBADF, sync_w = -EBADF, error_r = -EBADF, error_w = -EBADF;
+        _cleanup_close_ int uid_lock_fd = -EBADF, idmap_fd = -EBADF;
         char unit[64], description[128], msg[512];
         int pipes[2], r;
 
@@ -386,12 +388,29 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
         if (!env)
                 return log_oom();
 
+        /* SECURITY: commands run as a uid of the task's own, never root, never
+         * agentfab (whose workspace they see as theirs through an idmapped
+         * mount), without capabilities. The id is ours as long as we live,
+         * which is as long as the sandbox does. */
+        uid_t task_uid;
+        uid_lock_fd = task_uid_acquire(TASK_UID_LOCK_DIR, req->task, &task_uid);
+        if (uid_lock_fd < 0) {
+                log_error_errno(uid_lock_fd, "Failed to find a free uid for task '%s' in %u-%u: %m",
+                                req->task, (unsigned) TASK_UID_MIN, (unsigned) TASK_UID_MAX);
+                return reply_error(fd, uid_lock_fd == -EBUSY ? "every task uid is in use" : "cannot allocate a task uid");
+        }
+        r = task_uid_idmap_userns(st->st_uid, st->st_gid, task_uid, &idmap_fd);
+        if (r < 0) {
+                log_error_errno(r, "Failed to make the id map of task '%s': %m", req->task);
+                return reply_error(fd, "cannot map the workspace to the task's uid");
+        }
+
         SandboxConfig config = {
                 .workspace_fd = workspace_fd,
-                /* SECURITY: commands run as the workspace's owner (the agentfab
-                 * user), never as root, without capabilities. */
-                .uid = st->st_uid,
-                .gid = st->st_gid,
+                .uid = task_uid,
+                .gid = (gid_t) task_uid,
+                .idmap = true,
+                .idmap_userns_fd = idmap_fd,
                 .userns = false,
                 .envp = env,
                 .seccomp = &seccomp_builtin_program,
@@ -425,6 +444,7 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
         }
         child_pid = pid;
         sync_r = safe_close(sync_r);
+        idmap_fd = safe_close(idmap_fd);
         error_w = safe_close(error_w);
 
         struct sigaction sa = { .sa_handler = on_terminate };
@@ -454,10 +474,15 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
                 return reply_error(fd, "cannot create the task's scope");
         }
 
-        /* Second go: it is inside its limits; nothing ran before this. */
+        /* Second go: it is inside its limits; nothing ran before this. A
+         * sandbox that failed its setup meanwhile has said why. */
         if (write(sync_w, "x", 1) != 1) {
-                kill_and_reap(pid);
-                return reply_error(fd, "the sandbox did not start");
+                sync_w = safe_close(sync_w);
+                const char *why = wait_setup(error_r, pid, msg, sizeof(msg));
+                log_error("Sandbox of task '%s' could not be set up: %s", req->task, why ?: "it did not start");
+                if (child_pid > 0)
+                        kill_and_reap(pid);
+                return reply_error(fd, why ?: "the sandbox did not start");
         }
         sync_w = safe_close(sync_w);
 
@@ -473,7 +498,7 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
          * the sandbox only ever answers commands: nothing is interleaved. */
         _cleanup_json_ json_object *j = json_object_new_object();
         if (!j || json_add_string(j, "type", "ready") < 0 || json_add_string(j, "unit", unit) < 0 ||
-            json_add_uint64(j, "pid", (uint64_t) pid) < 0) {
+            json_add_uint64(j, "pid", (uint64_t) pid) < 0 || json_add_uint64(j, "uid", (uint64_t) task_uid) < 0) {
                 kill_and_reap(pid);
                 return log_oom();
         }
@@ -483,8 +508,8 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
                 kill_and_reap(pid);
                 return r;
         }
-        log_info("Sandbox of task '%s' ready in '%s' (pid %i, MemoryMax=%llu TasksMax=%llu CPUQuota=%llu%%%s).",
-                 req->task, unit, (int) pid, (unsigned long long) req->limits.memory_max,
+        log_info("Sandbox of task '%s' ready in '%s' (pid %i, uid %u, MemoryMax=%llu TasksMax=%llu CPUQuota=%llu%%%s).",
+                 req->task, unit, (int) pid, (unsigned) task_uid, (unsigned long long) req->limits.memory_max,
                  (unsigned long long) req->limits.tasks_max, (unsigned long long) req->limits.cpu_quota_percent,
                  req->clamped ? ", clamped to the maxima" : "");
 

@@ -159,7 +159,17 @@ static int clone_workspace(int workspace_fd) {
         return tree;
 }
 
-static void setup_workspace(int tree) {
+static void setup_workspace(const SandboxConfig *c, int tree) {
+        /* The task's own uid owns what agentfab owns on disk, here only. */
+        if (c->idmap) {
+                struct mount_attr idmap = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t) c->idmap_userns_fd };
+                if (mount_setattr_(tree, "", AT_EMPTY_PATH, &idmap) < 0) {
+                        if (errno == EINVAL)
+                                die("The workspace's file system does not support idmapped mounts, which give the task "
+                                    "its own uid (it needs ext4, xfs, btrfs or tmpfs; not overlayfs or NFS)");
+                        die("Failed to map the workspace to the task's uid");
+                }
+        }
         mkdir_p_in_root(SANDBOX_WORKSPACE);
         if (syscall(SYS_move_mount, tree, "", AT_FDCWD, NEW_ROOT SANDBOX_WORKSPACE, MOVE_MOUNT_F_EMPTY_PATH) < 0)
                 die("Failed to mount the workspace");
@@ -231,7 +241,7 @@ static void setup_root(const SandboxConfig *c) {
                 die("Failed to mount the new root");
 
         setup_system();
-        setup_workspace(workspace);
+        setup_workspace(c, workspace);
 
         snprintf(options, sizeof(options), "mode=1777,size=%llu", (unsigned long long) c->tmp_size);
         tmpfs_at("/tmp", options, MS_NOSUID | MS_NODEV);

@@ -15,6 +15,8 @@ typedef struct SandboxConfig {
         uid_t uid;                     /* never 0 */
         gid_t gid;
         bool userns;                   /* unprivileged caller: build it inside a user namespace */
+        bool idmap;                    /* mount the workspace idmapped through idmap_userns_fd */
+        int idmap_userns_fd;           /* (task-uid.h): its owner seen as uid/gid */
         char **argv;
         char **envp;                   /* the command's whole environment */
         const char *cwd;               /* inside the sandbox; default SANDBOX_WORKSPACE */

@@ -8,6 +8,7 @@
 #                                         the connection until stdin closes
 #   launcher-client.py raw TEXT [FD_PATH...]   sends TEXT (no newline added), prints the reply
 #   launcher-client.py reap ID...         prints the reply
+import pwd
 import json, os, socket, subprocess, sys, time
 
 SOCK = "/run/agentfab/launcher.sock"
@@ -103,9 +104,25 @@ def main(ws):
     if not m or m.get("type") != "ready":
         return
     x = Session(s)
-    r, out = x.run(["id", "-u"])
-    check(r.get("status") == 0 and out.strip() == str(os.getuid()),
-          "commands run as the workspace owner (agentfab, uid %s): %r" % (os.getuid(), out))
+    agentfab = pwd.getpwnam("agentfab").pw_uid
+    r, out = x.run(["sh", "-c", "id -u; id -g; id -G; stat -c %u:%g /workspace"])
+    ids = out.split()
+    tuid = int(ids[0]) if ids and ids[0].isdigit() else -1
+    check(r.get("status") == 0 and 0x60000 <= tuid <= 0x6FFFF and ids[1:4] == [str(tuid)] * 2 + ["%d:%d" % (tuid, tuid)]
+          and m.get("uid") == tuid,
+          "commands run as a uid of the task's own (%s, not agentfab's %d), which owns /workspace there: %r" % (m.get("uid"), agentfab, out))
+    r, out = x.run(["sh", "-c", "echo made > /workspace/made-by-task; mkdir -p /workspace/dir-by-task"])
+    st = os.stat(os.path.join(ws, "made-by-task"))
+    check(r.get("status") == 0 and st.st_uid == agentfab and os.stat(os.path.join(ws, "dir-by-task")).st_uid == agentfab,
+          "what the task writes is agentfab's on disk: uid %d" % st.st_uid)
+    os.unlink(os.path.join(ws, "made-by-task"))
+    os.rmdir(os.path.join(ws, "dir-by-task"))
+    # A second sandbox at the same time gets another uid.
+    s9, m9 = open_sandbox("0a0a0a0a0a09", ws_fd)
+    check(m9 and m9.get("type") == "ready" and m9.get("uid") not in (None, tuid, agentfab),
+          "a second live sandbox has another uid: %s and %s" % (tuid, m9 and m9.get("uid")))
+    s9.close()
+    wait_gone("agentfab-task-0a0a0a0a0a09.scope")
     r, out = x.run(["sh", "-c", "grep -c CapEff:.0000000000000000 /proc/self/status"])
     check(out.strip() == "1", "no effective capabilities: %r" % out)
     r, out = x.run(["cat", "/proc/self/cgroup"])

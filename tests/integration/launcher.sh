@@ -19,7 +19,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 PASSED=0 FAILED=0 FAILED_NAMES=()
-WS=/srv/agentfab-launcher/ws
+# On the real file system the harness gives /var/lib/agentfab: the
+# sandbox mounts a workspace idmapped, which overlayfs cannot.
+WS=/var/lib/agentfab/launcher-ws
 CLIENT=/usr/local/lib/launcher-client.py
 
 ok()   { PASSED=$((PASSED + 1)); echo "  ok: $*"; }
@@ -66,6 +68,7 @@ collect() {
                 case "$line" in
                 ok\ *) ok "$name: ${line#ok }"; any=1 ;;
                 FAIL\ *) fail "$name: ${line#FAIL }"; any=1 ;;
+                Traceback*) fail "$name: the client crashed"; echo "    $line" ;;
                 *) echo "    $line" ;;
                 esac
         done < "$file"

@@ -530,6 +530,14 @@ _harness_inner() {
         mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$r/tmp"
         # On the overlay, /var/tmp breaks every unit with PrivateTmp= or DynamicUser=.
         mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$r/var/tmp"
+        # agentfabd's state on a real file system, as on a host: the sandboxes
+        # mount task workspaces idmapped, which overlayfs does not support.
+        # What the test put there before the boot comes along.
+        mkdir -p "$H_BASE/var-lib-agentfab" "$r/var/lib/agentfab"
+        cp -a "$r/var/lib/agentfab/." "$H_BASE/var-lib-agentfab/"
+        chown --reference="$r/var/lib/agentfab" "$H_BASE/var-lib-agentfab"
+        chmod --reference="$r/var/lib/agentfab" "$H_BASE/var-lib-agentfab"
+        mount --bind "$H_BASE/var-lib-agentfab" "$r/var/lib/agentfab"
 
         # Wait until the harness has moved unshare (our parent, outside this pid
         # namespace) out of the namespace's root cgroup, where systemd would trip over
