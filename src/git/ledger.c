@@ -1999,6 +1999,14 @@ static int remove_foreign_symlinks(Ledger *l, int dir_fd, git_tree *target, git_
                         r = -ENOMEM;
                         break;
                 }
+                /* SECURITY: nothing named .git is ever tracked, and libgit2's
+                 * checkout follows one (a "gitdir:" file, a FIFO even) when it
+                 * looks at what it takes for a submodule: it goes first. */
+                if (strcasecmp(de->d_name, ".git") == 0) {
+                        r = S_ISDIR(st.st_mode) ? rm_rf_at(dirfd(d), de->d_name) :
+                            unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT ? -errno : 0;
+                        continue;
+                }
                 if (S_ISLNK(st.st_mode)) {
                         git_tree_entry *e = NULL;
                         bool keep = git_tree_entry_bypath(&e, target, path) == 0 &&

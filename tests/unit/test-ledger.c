@@ -391,6 +391,19 @@ int main(void) {
         free(s);
         CHECK(no_markers(), "no hook ran on reset");
 
+        /* What a sandbox may plant where libgit2 would look for a submodule's
+         * repository: a FIFO named .git would block a reset forever, a
+         * "gitdir:" file would send it elsewhere. All of it goes first. */
+        CHECK(run("cd task1/workspace && mkfifo dir/.git && mkdir -p sub1 .GIT/objects && "
+                  "printf 'gitdir: /etc\n' > sub1/.git && printf '[submodule \"x\"]\n\tpath = sub1\n\turl = /etc\n' > .gitmodules") == 0,
+              "planted a .git FIFO, a gitdir file, a .GIT directory");
+        alarm(20);
+        CHECK(ledger_reset(l, base) == 0, "reset with planted .git entries");
+        alarm(0);
+        CHECK(!exists("task1/workspace/dir/.git") && !exists("task1/workspace/sub1/.git") && !exists("task1/workspace/.GIT") &&
+              exists("task1/workspace/dir/b.txt") && run("cmp task1/workspace/.gitmodules src/.gitmodules") == 0,
+              "every planted .git gone, the tree (and its own .gitmodules) intact");
+
         /* After a daemon restart the ledger is found again. */
         cp = checkpoint_of(3, "After restart", NULL);
         CHECK(write_at(ws, "f.txt", "f\n") == 0 && ledger_checkpoint(l, &cp, c1, &error) == 1, "checkpoint before restart");
