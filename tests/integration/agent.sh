@@ -576,6 +576,34 @@ t_https_repo() {
                 [[ $(task_prop "$id" Reason) == *"workspace"* ]] && ok "an unreachable repository fails with a reason" ||
                         fail "reason: $(task_prop "$id" Reason)"
         else fail "missing repository: $(task_prop "$id" State)"; fi
+
+        # Submodules of a URL repository: fetched only when asked, from a URL
+        # relative to the repository's; a local path in .gitmodules refused.
+        local G="git -c user.name=remote -c user.email=r@r -c protocol.file.allow=always"
+        rm -rf "$d/lib" "$d/super" "$d/evil"
+        (set -e; mkdir "$d/lib" && cd "$d/lib" && git init -q && echo 'VERSION = 1' > lib.py && git add . && $G commit -q -m lib &&
+                git clone -q --bare . "$d/root/lib.git" && cd "$d/src" && git clone -q . "$d/super" && cd "$d/super" &&
+                $G submodule -q add "$d/root/lib.git" vendor/lib && git config -f .gitmodules submodule.vendor/lib.url ../lib.git &&
+                $G commit -q -am 'with a submodule' && git clone -q --bare . "$d/root/super.git" &&
+                git config -f .gitmodules submodule.vendor/lib.url /etc/agentfab && $G commit -q -am 'a local submodule URL' &&
+                git clone -q --bare . "$d/root/evil.git") >/dev/null 2>&1 || { fail "submodule fixture"; kill $gpid; return; }
+        : > "$d/requests.log"
+        model "$WORK/fix.json" --by-step || { fail "model server"; kill $gpid; return; }
+        id=$(hx_as alice "${CTL[@]}" submit --repo "https://localhost:$gport/super.git" --submodules --goal "Make add() add" \
+                --test "python3 -m unittest -v" 2>&1) || { fail "submit: $id"; kill $gpid; return; }
+        if wait_state "$id" succeeded; then ok "a task with --submodules on a URL repository succeeded"; else
+                fail "submodules: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        grep -q 'GET /lib.git/info/refs?service=git-upload-pack' "$d/requests.log" &&
+                ok "the submodule was fetched from its relative URL" || fail "no fetch of lib.git: $(cat "$d/requests.log")"
+        hx test -f "/var/lib/agentfab/tasks/$id/workspace/vendor/lib/lib.py" && hx test ! -e "/var/lib/agentfab/tasks/$id/workspace/vendor/lib/.git" &&
+                ok "its files are in the workspace, without .git" || fail "submodule files missing"
+        [ "$(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" ls-tree "agentfab/$id" vendor/lib | cut -d' ' -f1-2)" = "160000 commit" ] &&
+                ok "the delivered branch keeps the submodule as a gitlink" || fail "gitlink lost"
+        id=$(hx_as alice "${CTL[@]}" submit --repo "https://localhost:$gport/evil.git" --submodules --goal g 2>&1) || { fail "submit: $id"; kill $gpid; return; }
+        if wait_state "$id" failed; then
+                [[ $(task_prop "$id" Reason) == *"/etc/agentfab"* ]] && ok "a local path as submodule URL: refused with the reason" ||
+                        fail "reason: $(task_prop "$id" Reason)"
+        else fail "local submodule URL: $(task_prop "$id" State)"; fi
         kill $gpid 2>/dev/null; wait $gpid 2>/dev/null
 }
 
@@ -851,19 +879,12 @@ main() {
         harness_boot || { echo "0 passed, 1 failed"; exit 1; }
         hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
 
-        t_fix_and_deliver
-        t_replay
-        t_breaker_and_approval
-        t_protected_reject
-        t_budget
-        t_faults
-        t_context_budget
-        t_huge_output
-        t_api_key
-        t_https_repo
-        t_ssh_repo
-        t_push_pr
-        t_kill9_resume
+        # ONLY="t_a t_b" runs just those scenarios.
+        local t
+        for t in t_fix_and_deliver t_replay t_breaker_and_approval t_protected_reject t_budget t_faults t_context_budget t_huge_output t_api_key t_https_repo t_ssh_repo t_push_pr t_kill9_resume; do
+                if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
+                "$t"
+        done
 
         echo "=== sanitizers and crashes"
         ! hx journalctl -q -u agentfab.service -u 'agentfab-launcher@*' --no-pager | grep -q 'AddressSanitizer\|runtime error:\|LeakSanitizer' &&
