@@ -230,17 +230,18 @@ static void on_terminate(int sig) {
                 (void) kill(child_pid, sig);
 }
 
-static int create_scope(pid_t pid) {
-        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        char unit[128], description[256];
+/* Connects to the system manager before the sandbox is cloned, so that
+ * systemd accepts and authenticates the connection while the kernel makes
+ * the namespaces. NULL (and no error) when there is to be no scope. */
+static sd_bus *open_scope_bus(void) {
+        sd_bus *bus = NULL;
         int r;
 
         if (!arg_scope)
-                return 0;
+                return NULL;
         if (geteuid() != 0 || sd_booted() <= 0) {
                 log_debug("No system manager to create a scope with, running without one.");
-                return 0;
+                return NULL;
         }
         /* systemd's private socket reaches PID 1 directly, without the bus
          * daemon's extra hop (root only, as systemctl does it); the system
@@ -248,8 +249,19 @@ static int create_scope(pid_t pid) {
         r = scope_bus_open(&bus);
         if (r < 0) {
                 log_warning_errno(r, "No system manager reachable, running without a scope: %m");
-                return 0;
+                return NULL;
         }
+        sandbox_trace("parent: bus open");
+        return bus;
+}
+
+static int create_scope(sd_bus *bus, pid_t pid) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        char unit[128], description[256];
+        int r;
+
+        if (!bus)
+                return 0;
 
         if (arg_unit)
                 snprintf(unit, sizeof(unit), "%s", arg_unit);
@@ -266,9 +278,13 @@ static int create_scope(pid_t pid) {
 }
 
 int main(int argc, char *argv[]) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_strv_free_ char **env = NULL;
         int sync_pipe[2], error_pipe[2], r;
         struct stat st;
+
+        sandbox_trace_init();
+        sandbox_trace("parent: main");
 
         r = parse_argv(argc, argv);
         if (r <= 0)
@@ -319,9 +335,14 @@ int main(int argc, char *argv[]) {
                 log_error_errno(errno, "Failed to create pipes: %m");
                 return 127;
         }
+        /* SECURITY: the child gets a copy of the bus connection's fd; it
+         * closes it with all others before anything of the task runs. */
+        bus = open_scope_bus();
+
         fflush(stdout);
         fflush(stderr);
 
+        sandbox_trace("parent: clone");
         pid_t pid = (pid_t) syscall(SYS_clone, sandbox_clone_flags(userns) | SIGCHLD, NULL, NULL, NULL, NULL);
         if (pid < 0) {
                 log_error_errno(errno, "Failed to create the sandbox namespaces: %m");
@@ -345,19 +366,21 @@ int main(int argc, char *argv[]) {
         sa.sa_handler = on_alarm;
         sigaction(SIGALRM, &sa, NULL);
 
+        sandbox_trace("parent: cloned");
         r = userns ? write_id_maps(pid, config.uid, config.gid) : 0;
         if (r < 0)
                 log_error_errno(r, "Failed to write the user namespace's id maps: %m");
         else if (write(sync_pipe[1], "x", 1) != 1) /* first go: build the sandbox */
                 r = -errno;
         else
-                r = create_scope(pid);
+                r = create_scope(bus, pid);
         if (r < 0) {
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
                 return 127;
         }
 
+        sandbox_trace("parent: in scope");
         /* Second go: only now, inside its limits, may the command start. */
         if (write(sync_pipe[1], "x", 1) != 1) {
                 (void) kill(pid, SIGKILL);
@@ -365,6 +388,8 @@ int main(int argc, char *argv[]) {
                 return 127;
         }
         safe_close(sync_pipe[1]);
+        /* Done with the system manager: not kept while the command runs. */
+        bus = sd_bus_flush_close_unref(bus);
 
         if (arg_timeout_usec != UINT64_MAX)
                 alarm((unsigned) ((arg_timeout_usec + USEC_PER_SEC - 1) / USEC_PER_SEC));
@@ -376,6 +401,7 @@ int main(int argc, char *argv[]) {
                         return 127;
                 }
         alarm(0);
+        sandbox_trace("parent: sandbox exited");
 
         char msg[512];
         ssize_t n = read(error_pipe[0], msg, sizeof(msg) - 1);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "macro.h"
@@ -49,6 +50,38 @@ static void die(const char *fmt, ...) {
         if (error_fd_global >= 0)
                 (void) !write(error_fd_global, buf, (size_t) n);
         _exit(127);
+}
+
+static uint64_t trace_base_ns = 0; /* 0: no trace */
+
+static uint64_t trace_now_ns(void) {
+        struct timespec ts;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+void sandbox_trace_init(void) {
+        const char *e = getenv("AGENTFAB_SANDBOX_TRACE");
+        uint64_t base;
+
+        if (!e)
+                return;
+        if (safe_atou64(e, &base) < 0 || base == 0 || base > trace_now_ns())
+                base = trace_now_ns();
+        trace_base_ns = base;
+}
+
+void sandbox_trace(const char *what) {
+        char buf[128];
+
+        if (trace_base_ns == 0)
+                return;
+        uint64_t d = trace_now_ns() - trace_base_ns;
+        int n = snprintf(buf, sizeof(buf), "trace: +%3llu.%03llu ms [%i] %s\n",
+                         (unsigned long long) (d / 1000000), (unsigned long long) (d / 1000 % 1000),
+                         (int) getpid(), what);
+        if (n > 0)
+                (void) !write(STDERR_FILENO, buf, MIN((size_t) n, sizeof(buf) - 1));
 }
 
 unsigned long sandbox_clone_flags(bool userns) {
@@ -224,13 +257,16 @@ static void setup_root(const SandboxConfig *c) {
         /* Nothing we mount from here on may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 die("Failed to make mounts private");
+        sandbox_trace("child: mounts private");
 
         int workspace = clone_workspace(c->workspace_fd);
+        sandbox_trace("child: workspace cloned");
 
         if (mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
                 die("Failed to mount the new root");
 
         setup_system();
+        sandbox_trace("child: system dirs bound");
         setup_workspace(workspace);
 
         snprintf(options, sizeof(options), "mode=1777,size=%llu", (unsigned long long) c->tmp_size);
@@ -239,8 +275,11 @@ static void setup_root(const SandboxConfig *c) {
         mkdir_p_in_root("/var");
         if (symlink("../tmp", NEW_ROOT "/var/tmp") < 0)
                 die("Failed to create /var/tmp");
+        sandbox_trace("child: workspace, tmp, run");
         setup_dev();
+        sandbox_trace("child: dev");
         setup_proc();
+        sandbox_trace("child: proc");
 
         /* Swap the roots; the old one is stacked below and detached. */
         if (chdir(NEW_ROOT) < 0)
@@ -255,6 +294,7 @@ static void setup_root(const SandboxConfig *c) {
         /* The root itself (its directories and links) is read-only too. */
         if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
                 die("Failed to make / read-only");
+        sandbox_trace("child: pivoted, root read-only");
 }
 
 static void setup_network(void) {
@@ -360,6 +400,7 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
         char b;
 
         error_fd_global = error_fd;
+        sandbox_trace("child: cloned");
 
         /* Die with the parent (bubblewrap's --die-with-parent). The parent
          * says go twice: once our user namespace's id maps are written (at
@@ -372,9 +413,13 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
         if (read(sync_fd, &b, 1) != 1)
                 _exit(127); /* the parent went away or refused */
 
+        sandbox_trace("child: go 1");
+
         setup_root(c);
         setup_network();
+        sandbox_trace("child: network, hostname");
         drop_privileges(c);
+        sandbox_trace("child: privileges dropped");
 
         /* Only stdin, stdout, stderr, our error pipe, the go pipe and the
          * exec service's connection survive. */
@@ -383,9 +428,11 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
 
         if (seccomp_program_load(c->seccomp) < 0)
                 die("Failed to load the seccomp filter");
+        sandbox_trace("child: fds closed, seccomp loaded; waiting for go 2");
 
         if (read(sync_fd, &b, 1) != 1)
                 _exit(127);
+        sandbox_trace("child: go 2");
         safe_close(sync_fd);
 
         if (c->serve_fd >= 0) {
@@ -405,6 +452,7 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
                 if (chdir(c->cwd ?: SANDBOX_WORKSPACE) < 0)
                         die("Failed to change to '%s'", c->cwd ?: SANDBOX_WORKSPACE);
                 signal(SIGPIPE, SIG_DFL);
+                sandbox_trace("command: execve");
                 sandbox_exec_command(c->argv, c->envp);
                 die("Failed to execute '%s'", c->argv[0]);
         }

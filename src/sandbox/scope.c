@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "sandbox.h"
 #include "scope.h"
 #include "string-util.h"
 
@@ -213,9 +214,23 @@ int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pi
         const char *job;
         int r;
 
-        r = subscribe(bus, &slot, &w, error);
+        /* The match and the subscription go out before StartTransientUnit
+         * and are not waited for: the bus daemon and systemd handle one
+         * connection's messages in order, so both are in force before the
+         * job exists, and JobRemoved cannot be missed. On systemd's private
+         * socket the match is local and Subscribe() is not needed at all:
+         * systemd sends its signals to every direct connection. */
+        r = sd_bus_match_signal_async(bus, &slot, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                      "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed, NULL, &w);
         if (r < 0)
                 return r;
+        if (sd_bus_is_bus_client(bus) > 0) {
+                r = sd_bus_call_method_async(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                             "org.freedesktop.systemd1.Manager", "Subscribe", NULL, NULL, NULL);
+                if (r < 0)
+                        return r;
+        }
+        sandbox_trace("parent: subscribed");
 
         r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                            "org.freedesktop.systemd1.Manager", "StartTransientUnit");
@@ -259,6 +274,7 @@ int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pi
         if (r < 0)
                 return r;
         w.job = job;
+        sandbox_trace("parent: StartTransientUnit replied");
 
         r = job_wait(bus, &w, 30 * USEC_PER_SEC, error);
         if (r < 0)
