@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -230,23 +229,30 @@ static void on_terminate(int sig) {
                 (void) kill(child_pid, sig);
 }
 
-/* Connects to the system manager before the sandbox is cloned, so that
- * systemd accepts and authenticates the connection while the kernel makes
- * the namespaces. NULL (and no error) when there is to be no scope. */
-static sd_bus *open_scope_bus(void) {
+/* Whether there is to be a scope: root, with systemd as the system manager. */
+static bool want_scope(void) {
+        if (!arg_scope)
+                return false;
+        if (geteuid() != 0 || !scope_manager_booted()) {
+                log_debug("No system manager to create a scope with, running without one.");
+                return false;
+        }
+        return true;
+}
+
+/* The connection to the system manager is made after the clone, so that
+ * the sandbox's processes are made without libsystemd in their address
+ * space (it is loaded only then); its socket is connected before, so that
+ * systemd accepts and sets it up while the kernel makes the namespaces and
+ * we load libsystemd. NULL (and no error) when there is no manager. */
+static sd_bus *open_scope_bus(int fd) {
         sd_bus *bus = NULL;
         int r;
 
-        if (!arg_scope)
-                return NULL;
-        if (geteuid() != 0 || sd_booted() <= 0) {
-                log_debug("No system manager to create a scope with, running without one.");
-                return NULL;
-        }
         /* systemd's private socket reaches PID 1 directly, without the bus
          * daemon's extra hop (root only, as systemctl does it); the system
          * bus is the fallback. */
-        r = scope_bus_open(&bus);
+        r = scope_bus_open(fd, &bus);
         if (r < 0) {
                 log_warning_errno(r, "No system manager reachable, running without a scope: %m");
                 return NULL;
@@ -255,11 +261,12 @@ static sd_bus *open_scope_bus(void) {
         return bus;
 }
 
-static int create_scope(sd_bus *bus, pid_t pid) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+static int create_scope(int fd, pid_t pid, sd_bus **ret_bus) {
+        _cleanup_(scope_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         char unit[128], description[256];
         int r;
 
+        sd_bus *bus = *ret_bus = open_scope_bus(fd);
         if (!bus)
                 return 0;
 
@@ -278,7 +285,8 @@ static int create_scope(sd_bus *bus, pid_t pid) {
 }
 
 int main(int argc, char *argv[]) {
-        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(scope_bus_closep) sd_bus *bus = NULL;
+        _cleanup_close_ int bus_fd = -EBADF;
         _cleanup_strv_free_ char **env = NULL;
         int sync_pipe[2], error_pipe[2], r;
         struct stat st;
@@ -335,9 +343,11 @@ int main(int argc, char *argv[]) {
                 log_error_errno(errno, "Failed to create pipes: %m");
                 return 127;
         }
-        /* SECURITY: the child gets a copy of the bus connection's fd; it
-         * closes it with all others before anything of the task runs. */
-        bus = open_scope_bus();
+        /* SECURITY: the child gets a copy of this socket; it closes it with
+         * all other fds before anything of the task runs. */
+        bool scope = want_scope();
+        if (scope)
+                bus_fd = scope_connect_private(); /* on failure, the bus is tried after the clone */
 
         fflush(stdout);
         fflush(stderr);
@@ -372,8 +382,8 @@ int main(int argc, char *argv[]) {
                 log_error_errno(r, "Failed to write the user namespace's id maps: %m");
         else if (write(sync_pipe[1], "x", 1) != 1) /* first go: build the sandbox */
                 r = -errno;
-        else
-                r = create_scope(bus, pid);
+        else if (scope)
+                r = create_scope(TAKE_FD(bus_fd), pid, &bus);
         if (r < 0) {
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
@@ -389,7 +399,7 @@ int main(int argc, char *argv[]) {
         }
         safe_close(sync_pipe[1]);
         /* Done with the system manager: not kept while the command runs. */
-        bus = sd_bus_flush_close_unref(bus);
+        bus = scope_bus_close(bus);
 
         if (arg_timeout_usec != UINT64_MAX)
                 alarm((unsigned) ((arg_timeout_usec + USEC_PER_SEC - 1) / USEC_PER_SEC));
