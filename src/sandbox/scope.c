@@ -123,11 +123,11 @@ static int subscribe(sd_bus *bus, sd_bus_slot **ret_slot, JobWait *w, sd_bus_err
 
         /* Subscribe first, then ask: JobRemoved must not be missed. */
         r = sym_sd_bus_match_signal(bus, ret_slot, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed, w);
+                                    "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed, w);
         if (r < 0)
                 return r;
         return sym_sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                  "org.freedesktop.systemd1.Manager", "Subscribe", error, NULL, NULL);
+                                      "org.freedesktop.systemd1.Manager", "Subscribe", error, NULL, NULL);
 }
 
 int scope_bus_open(int fd, sd_bus **ret) {
@@ -181,7 +181,7 @@ int scope_stop(sd_bus *bus, const char *unit, uint64_t timeout_usec, sd_bus_erro
         /* What a crashed owner left behind gets no grace period: it is
          * sandboxed code, nothing that needs a clean shutdown. */
         r = sym_sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.freedesktop.systemd1.Manager", "KillUnit", &e, NULL, "ssi", unit, "all", SIGKILL);
+                                   "org.freedesktop.systemd1.Manager", "KillUnit", &e, NULL, "ssi", unit, "all", SIGKILL);
         if (r < 0 && error_is_no_such_unit(&e))
                 return 0;
         /* Killed it: then it may be gone before the stop, and still counts. */
@@ -189,7 +189,7 @@ int scope_stop(sd_bus *bus, const char *unit, uint64_t timeout_usec, sd_bus_erro
         sym_sd_bus_error_free(&e);
 
         r = sym_sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.freedesktop.systemd1.Manager", "StopUnit", &e, &reply, "ss", unit, "replace");
+                                   "org.freedesktop.systemd1.Manager", "StopUnit", &e, &reply, "ss", unit, "replace");
         if (r < 0) {
                 if (error_is_no_such_unit(&e))
                         return existed;
@@ -207,11 +207,11 @@ int scope_stop(sd_bus *bus, const char *unit, uint64_t timeout_usec, sd_bus_erro
          * until the manager has let go of the name, so that a new scope of
          * the same name can be made at once. */
         (void) sym_sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                  "org.freedesktop.systemd1.Manager", "ResetFailedUnit", NULL, NULL, "s", unit);
+                                      "org.freedesktop.systemd1.Manager", "ResetFailedUnit", NULL, NULL, "s", unit);
         for (;;) {
                 _cleanup_(scope_error_free) sd_bus_error g = SD_BUS_ERROR_NULL;
                 r = sym_sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                       "org.freedesktop.systemd1.Manager", "GetUnit", &g, NULL, "s", unit);
+                                           "org.freedesktop.systemd1.Manager", "GetUnit", &g, NULL, "s", unit);
                 if (r < 0 && error_is_no_such_unit(&g))
                         return 1;
                 if (now_usec() >= deadline)
@@ -227,7 +227,7 @@ int scope_list(sd_bus *bus, const char *pattern, char ***ret, sd_bus_error *erro
         int r;
 
         r = sym_sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                           "org.freedesktop.systemd1.Manager", "ListUnitsByPatterns");
+                                               "org.freedesktop.systemd1.Manager", "ListUnitsByPatterns");
         if (r < 0)
                 return r;
         r = sym_sd_bus_message_append(m, "as", 0);
@@ -282,19 +282,19 @@ int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pi
          * socket the match is local and Subscribe() is not needed at all:
          * systemd sends its signals to every direct connection. */
         r = sym_sd_bus_match_signal_async(bus, &slot, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                      "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed, NULL, &w);
+                                          "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed, NULL, &w);
         if (r < 0)
                 return r;
         if (sym_sd_bus_is_bus_client(bus) > 0) {
                 r = sym_sd_bus_call_method_async(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                             "org.freedesktop.systemd1.Manager", "Subscribe", NULL, NULL, NULL);
+                                                 "org.freedesktop.systemd1.Manager", "Subscribe", NULL, NULL, NULL);
                 if (r < 0)
                         return r;
         }
         sandbox_trace("parent: subscribed");
 
         r = sym_sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                           "org.freedesktop.systemd1.Manager", "StartTransientUnit");
+                                               "org.freedesktop.systemd1.Manager", "StartTransientUnit");
         if (r < 0)
                 return r;
         r = sym_sd_bus_message_append(m, "ss", unit, "fail");
@@ -308,11 +308,11 @@ int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pi
          * (RuntimeMaxSec=, systemctl stop) ends it with the SIGKILL after
          * TimeoutStopSec=: keep that short. */
         r = sym_sd_bus_message_append(m, "(sv)(sv)(sv)(sv)(sv)",
-                                  "Description", "s", description,
-                                  "Slice", "s", AGENTFAB_SLICE,
-                                  "PIDs", "au", 1, (uint32_t) pid,
-                                  "CollectMode", "s", "inactive-or-failed",
-                                  "TimeoutStopUSec", "t", (uint64_t) (5 * USEC_PER_SEC));
+                                      "Description", "s", description,
+                                      "Slice", "s", AGENTFAB_SLICE,
+                                      "PIDs", "au", 1, (uint32_t) pid,
+                                      "CollectMode", "s", "inactive-or-failed",
+                                      "TimeoutStopUSec", "t", (uint64_t) (5 * USEC_PER_SEC));
         if (r >= 0)
                 r = append_limit(m, "MemoryMax", limits->memory_max);
         if (r >= 0)
