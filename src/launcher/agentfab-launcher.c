@@ -367,7 +367,7 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
         snprintf(unit, sizeof(unit), SCOPE_PREFIX "%s" SCOPE_SUFFIX, req->task);
         snprintf(description, sizeof(description), "agentfab sandbox of task %s", req->task);
 
-        r = scope_bus_open(&bus);
+        r = scope_bus_open(-EBADF, &bus);
         if (r < 0) {
                 log_error_errno(r, "Failed to connect to the system manager: %m");
                 return reply_error(fd, "cannot reach the system manager");
@@ -540,7 +540,7 @@ static int run_reap(int fd, const LauncherRequest *req) {
         if (!j || !reaped)
                 return log_oom();
 
-        r = scope_bus_open(&bus);
+        r = scope_bus_open(-EBADF, &bus);
         if (r < 0) {
                 log_error_errno(r, "Failed to connect to the system manager: %m");
                 return reply_error(fd, "cannot reach the system manager");

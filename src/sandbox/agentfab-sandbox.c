@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -230,26 +229,46 @@ static void on_terminate(int sig) {
                 (void) kill(child_pid, sig);
 }
 
-static int create_scope(pid_t pid) {
-        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        char unit[128], description[256];
+/* Whether there is to be a scope: root, with systemd as the system manager. */
+static bool want_scope(void) {
+        if (!arg_scope)
+                return false;
+        if (geteuid() != 0 || !scope_manager_booted()) {
+                log_debug("No system manager to create a scope with, running without one.");
+                return false;
+        }
+        return true;
+}
+
+/* The connection to the system manager is made after the clone, so that
+ * the sandbox's processes are made without libsystemd in their address
+ * space (it is loaded only then); its socket is connected before, so that
+ * systemd accepts and sets it up while the kernel makes the namespaces and
+ * we load libsystemd. NULL (and no error) when there is no manager. */
+static sd_bus *open_scope_bus(int fd) {
+        sd_bus *bus = NULL;
         int r;
 
-        if (!arg_scope)
-                return 0;
-        if (geteuid() != 0 || sd_booted() <= 0) {
-                log_debug("No system manager to create a scope with, running without one.");
-                return 0;
-        }
         /* systemd's private socket reaches PID 1 directly, without the bus
          * daemon's extra hop (root only, as systemctl does it); the system
          * bus is the fallback. */
-        r = scope_bus_open(&bus);
+        r = scope_bus_open(fd, &bus);
         if (r < 0) {
                 log_warning_errno(r, "No system manager reachable, running without a scope: %m");
-                return 0;
+                return NULL;
         }
+        sandbox_trace("parent: bus open");
+        return bus;
+}
+
+static int create_scope(int fd, pid_t pid, sd_bus **ret_bus) {
+        _cleanup_(scope_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        char unit[128], description[256];
+        int r;
+
+        sd_bus *bus = *ret_bus = open_scope_bus(fd);
+        if (!bus)
+                return 0;
 
         if (arg_unit)
                 snprintf(unit, sizeof(unit), "%s", arg_unit);
@@ -266,9 +285,14 @@ static int create_scope(pid_t pid) {
 }
 
 int main(int argc, char *argv[]) {
+        _cleanup_(scope_bus_closep) sd_bus *bus = NULL;
+        _cleanup_close_ int bus_fd = -EBADF;
         _cleanup_strv_free_ char **env = NULL;
         int sync_pipe[2], error_pipe[2], r;
         struct stat st;
+
+        sandbox_trace_init();
+        sandbox_trace("parent: main");
 
         r = parse_argv(argc, argv);
         if (r <= 0)
@@ -319,9 +343,16 @@ int main(int argc, char *argv[]) {
                 log_error_errno(errno, "Failed to create pipes: %m");
                 return 127;
         }
+        /* SECURITY: the child gets a copy of this socket; it closes it with
+         * all other fds before anything of the task runs. */
+        bool scope = want_scope();
+        if (scope)
+                bus_fd = scope_connect_private(); /* on failure, the bus is tried after the clone */
+
         fflush(stdout);
         fflush(stderr);
 
+        sandbox_trace("parent: clone");
         pid_t pid = (pid_t) syscall(SYS_clone, sandbox_clone_flags(userns) | SIGCHLD, NULL, NULL, NULL, NULL);
         if (pid < 0) {
                 log_error_errno(errno, "Failed to create the sandbox namespaces: %m");
@@ -345,19 +376,21 @@ int main(int argc, char *argv[]) {
         sa.sa_handler = on_alarm;
         sigaction(SIGALRM, &sa, NULL);
 
+        sandbox_trace("parent: cloned");
         r = userns ? write_id_maps(pid, config.uid, config.gid) : 0;
         if (r < 0)
                 log_error_errno(r, "Failed to write the user namespace's id maps: %m");
         else if (write(sync_pipe[1], "x", 1) != 1) /* first go: build the sandbox */
                 r = -errno;
-        else
-                r = create_scope(pid);
+        else if (scope)
+                r = create_scope(TAKE_FD(bus_fd), pid, &bus);
         if (r < 0) {
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
                 return 127;
         }
 
+        sandbox_trace("parent: in scope");
         /* Second go: only now, inside its limits, may the command start. */
         if (write(sync_pipe[1], "x", 1) != 1) {
                 (void) kill(pid, SIGKILL);
@@ -365,6 +398,8 @@ int main(int argc, char *argv[]) {
                 return 127;
         }
         safe_close(sync_pipe[1]);
+        /* Done with the system manager: not kept while the command runs. */
+        bus = scope_bus_close(bus);
 
         if (arg_timeout_usec != UINT64_MAX)
                 alarm((unsigned) ((arg_timeout_usec + USEC_PER_SEC - 1) / USEC_PER_SEC));
@@ -376,6 +411,7 @@ int main(int argc, char *argv[]) {
                         return 127;
                 }
         alarm(0);
+        sandbox_trace("parent: sandbox exited");
 
         char msg[512];
         ssize_t n = read(error_pipe[0], msg, sizeof(msg) - 1);

@@ -65,11 +65,24 @@ static void send_output(int fd, int64_t id, const char *stream, char *data, size
         send_json(fd, j);
 }
 
-/* Kills every process of the sandbox but us, and reaps them. */
+/* Kills every process of the sandbox but us, and reaps those already gone. */
 static void kill_all_but_us(void) {
         (void) kill(-1, SIGKILL);
         while (waitpid(-1, NULL, WNOHANG) > 0)
                 ;
+}
+
+/* The same, but returns only when they are all gone: SIGKILL takes effect
+ * asynchronously, so a process killed just now may still be listed (the
+ * next command's ps saw one now and then). Every one is ours to reap, as
+ * PID 1 of the namespace; what a fork in flight made is killed in the next
+ * round. Only once the command's own status is collected. */
+static void kill_all_and_wait(void) {
+        for (;;) {
+                (void) kill(-1, SIGKILL);
+                if (waitpid(-1, NULL, 0) < 0 && errno != EINTR)
+                        return; /* ECHILD: nobody left */
+        }
 }
 
 typedef struct Request {
@@ -232,7 +245,7 @@ static void run_request(int fd, const Request *r) {
                 }
         }
         safe_close(pidfd);
-        kill_all_but_us();
+        kill_all_and_wait();
 
         _cleanup_json_ json_object *j = json_object_new_object();
         if (!j)

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "macro.h"
@@ -51,8 +52,44 @@ static void die(const char *fmt, ...) {
         _exit(127);
 }
 
+static uint64_t trace_base_ns = 0; /* 0: no trace */
+
+static uint64_t trace_now_ns(void) {
+        struct timespec ts;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+void sandbox_trace_init(void) {
+        const char *e = getenv("AGENTFAB_SANDBOX_TRACE");
+        uint64_t base;
+
+        if (!e)
+                return;
+        if (safe_atou64(e, &base) < 0 || base == 0 || base > trace_now_ns())
+                base = trace_now_ns();
+        trace_base_ns = base;
+}
+
+void sandbox_trace(const char *what) {
+        char buf[128];
+
+        if (trace_base_ns == 0)
+                return;
+        uint64_t d = trace_now_ns() - trace_base_ns;
+        int n = snprintf(buf, sizeof(buf), "trace: +%3llu.%03llu ms [%i] %s\n",
+                         (unsigned long long) (d / 1000000), (unsigned long long) (d / 1000 % 1000),
+                         (int) getpid(), what);
+        if (n > 0)
+                (void) !write(STDERR_FILENO, buf, MIN((size_t) n, sizeof(buf) - 1));
+}
+
 unsigned long sandbox_clone_flags(bool userns) {
-        return CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP |
+        /* The network namespace, the one that is expensive to make (about
+         * half a millisecond here), is not among them: the child makes it
+         * itself (sandbox_child()), so that the parent has the pid, and can
+         * ask for the scope, that much earlier. */
+        return CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP |
                 (userns ? CLONE_NEWUSER : 0);
 }
 
@@ -234,13 +271,16 @@ static void setup_root(const SandboxConfig *c) {
         /* Nothing we mount from here on may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 die("Failed to make mounts private");
+        sandbox_trace("child: mounts private");
 
         int workspace = clone_workspace(c->workspace_fd);
+        sandbox_trace("child: workspace cloned");
 
         if (mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
                 die("Failed to mount the new root");
 
         setup_system();
+        sandbox_trace("child: system dirs bound");
         setup_workspace(c, workspace);
 
         snprintf(options, sizeof(options), "mode=1777,size=%llu", (unsigned long long) c->tmp_size);
@@ -249,8 +289,11 @@ static void setup_root(const SandboxConfig *c) {
         mkdir_p_in_root("/var");
         if (symlink("../tmp", NEW_ROOT "/var/tmp") < 0)
                 die("Failed to create /var/tmp");
+        sandbox_trace("child: workspace, tmp, run");
         setup_dev();
+        sandbox_trace("child: dev");
         setup_proc();
+        sandbox_trace("child: proc");
 
         /* Swap the roots; the old one is stacked below and detached. */
         if (chdir(NEW_ROOT) < 0)
@@ -265,10 +308,16 @@ static void setup_root(const SandboxConfig *c) {
         /* The root itself (its directories and links) is read-only too. */
         if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
                 die("Failed to make / read-only");
+        sandbox_trace("child: pivoted, root read-only");
 }
 
 static void setup_network(void) {
         struct ifreq ifr = {};
+
+        /* SECURITY: before anything else is set up, and long before anything
+         * of the task runs, the sandbox leaves the host's network. */
+        if (unshare(CLONE_NEWNET) < 0)
+                die("Failed to create the network namespace");
 
         _cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
@@ -370,6 +419,7 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
         char b;
 
         error_fd_global = error_fd;
+        sandbox_trace("child: cloned");
 
         /* Die with the parent (bubblewrap's --die-with-parent). The parent
          * says go twice: once our user namespace's id maps are written (at
@@ -382,9 +432,13 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
         if (read(sync_fd, &b, 1) != 1)
                 _exit(127); /* the parent went away or refused */
 
-        setup_root(c);
+        sandbox_trace("child: go 1");
+
         setup_network();
+        sandbox_trace("child: network, hostname");
+        setup_root(c);
         drop_privileges(c);
+        sandbox_trace("child: privileges dropped");
 
         /* Only stdin, stdout, stderr, our error pipe, the go pipe and the
          * exec service's connection survive. */
@@ -393,9 +447,11 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
 
         if (seccomp_program_load(c->seccomp) < 0)
                 die("Failed to load the seccomp filter");
+        sandbox_trace("child: fds closed, seccomp loaded; waiting for go 2");
 
         if (read(sync_fd, &b, 1) != 1)
                 _exit(127);
+        sandbox_trace("child: go 2");
         safe_close(sync_fd);
 
         if (c->serve_fd >= 0) {
@@ -406,18 +462,26 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
         /* We are PID 1 of the sandbox: run the command as a child, reap
          * everything, forward termination signals, and leave with the
          * command's status. When we leave, the kernel kills whatever else is
-         * left in the namespace: nothing outlives the command. */
-        main_pid = fork();
-        if (main_pid < 0)
+         * left in the namespace: nothing outlives the command.
+         *
+         * The command is started with vfork(): no copy of our address space
+         * to make and throw away again at its execve(). Until then it only
+         * touches its own stack frame (on ours), its signal dispositions and
+         * working directory (not shared with us), and ends with execve() or
+         * _exit(). */
+        pid_t pid = vfork();
+        if (pid < 0)
                 die("Failed to fork the command");
-        if (main_pid == 0) {
+        if (pid == 0) {
                 (void) setsid();
                 if (chdir(c->cwd ?: SANDBOX_WORKSPACE) < 0)
                         die("Failed to change to '%s'", c->cwd ?: SANDBOX_WORKSPACE);
                 signal(SIGPIPE, SIG_DFL);
+                sandbox_trace("command: execve");
                 sandbox_exec_command(c->argv, c->envp);
                 die("Failed to execute '%s'", c->argv[0]);
         }
+        main_pid = pid;
         safe_close(error_fd);
 
         struct sigaction sa = { .sa_handler = forward_signal };

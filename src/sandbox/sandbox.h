@@ -41,5 +41,12 @@ void sandbox_exec_command(char **argv, char **envp);
  * caller's own environment. */
 char **sandbox_environment(char **extra);
 
+/* An opt-in timing trace of the start-up, for the benchmark: when
+ * AGENTFAB_SANDBOX_TRACE= is set (to a CLOCK_MONOTONIC time in ns, the
+ * caller's start, or to anything else: our own start), each step writes
+ * "trace: +MS.US what" to stderr. Async-signal-safe; a no-op when off. */
+void sandbox_trace_init(void);
+void sandbox_trace(const char *what);
+
 /* clone() flags of a sandbox. */
 unsigned long sandbox_clone_flags(bool userns);

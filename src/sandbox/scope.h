@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-bus.h>
@@ -20,9 +21,22 @@ typedef struct ScopeLimits {
 int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pid,
                 const ScopeLimits *limits, sd_bus_error *error);
 
-/* Connects to the system manager: its private socket when we are root (one
- * hop less, as systemctl does), else the system bus. */
-int scope_bus_open(sd_bus **ret);
+/* Connects a socket to systemd's private socket (root only): systemd
+ * accepts it and sets it up while we do other things. Returns the fd or a
+ * negative errno. */
+int scope_connect_private(void);
+
+/* Connects to the system manager: over fd (from scope_connect_private(),
+ * taken over; or -EBADF) or else its private socket when we are root (one
+ * hop less, as systemctl does), else the system bus. Loads libsystemd on
+ * first use. */
+int scope_bus_open(int fd, sd_bus **ret);
+
+/* For callers that do not link libsystemd themselves. */
+sd_bus *scope_bus_close(sd_bus *bus);
+void scope_bus_closep(sd_bus **bus);
+void scope_error_free(sd_bus_error *e);
+bool scope_manager_booted(void); /* sd_booted() */
 
 /* Stops unit (SIGKILL to everything in it first: what is left of a crashed
  * owner needs no grace) and waits for the stop job, at most timeout_usec.

@@ -399,16 +399,3 @@ void seccomp_program_done(SeccompProgram *p) {
         p->filter = mfree_ptr(p->filter);
         p->n_filter = 0;
 }
-
-int seccomp_program_load(const SeccompProgram *p) {
-        struct sock_fprog prog = {
-                .len = (unsigned short) p->n_filter,
-                .filter = p->filter,
-        };
-
-        if (p->n_filter == 0 || p->n_filter > BPF_MAXINSNS)
-                return -EINVAL;
-        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
-                return -errno;
-        return 0;
-}
