@@ -73,6 +73,7 @@ struct AgentRun {
         char *call_command;
         char **commands;           /* run in this step, for the Agentfab-Command: trailers */
         char *subject;
+        char *body;                /* the reply's words after its first line, and its tool calls */
         bool tests_ran;
         bool tests_passed;
         int test_exit;
@@ -103,6 +104,7 @@ static void agent_step_done_reset(AgentRun *run) {
         strv_free(run->commands);
         run->commands = NULL;
         run->subject = mfree_ptr(run->subject);
+        run->body = mfree_ptr(run->body);
         run->tests_ran = run->tests_passed = run->network = run->finish = false;
         run->good_calls = run->bad_calls = 0;
         run->test_exit = 0;
@@ -649,6 +651,41 @@ static int check_changes(AgentRun *run, const char *from, const BreakerConfig *b
         return r;
 }
 
+#define STEP_BODY_FILES_MAX 50U
+
+/* Appends the files the step changed (against from; NULL: the base). */
+static int step_body_add_changes(AgentRun *run, const char *from) {
+        FileChange *changes = NULL;
+        char *buf = NULL;
+        size_t n = 0, size = 0;
+        int r;
+
+        r = ledger_changes(run->ledger, from, &changes, &n);
+        if (r < 0)
+                return r;
+        FILE *f = open_memstream(&buf, &size);
+        if (!f) {
+                file_changes_free(changes, n);
+                return -ENOMEM;
+        }
+        fputs(strempty(run->body), f);
+        if (n > 0)
+                fputs(run->body ? "\nFiles:\n" : "Files:\n", f);
+        for (size_t i = 0; i < n && i < STEP_BODY_FILES_MAX; i++)
+                fprintf(f, "  %c %s%s%s\n", changes[i].status, changes[i].old_path ?: "", changes[i].old_path ? " -> " : "",
+                        changes[i].path);
+        if (n > STEP_BODY_FILES_MAX)
+                fprintf(f, "  and %zu more\n", n - STEP_BODY_FILES_MAX);
+        file_changes_free(changes, n);
+        if (fclose(f) != 0) {
+                free(buf);
+                return -ENOMEM;
+        }
+        free(run->body);
+        run->body = buf;
+        return 0;
+}
+
 /* Checks after a step. Path rules look at what this step changed; size
  * rules at everything since the base, with the allowance approvals added.
  * Returns 1 if a breaker tripped (the task is paused). */
@@ -779,12 +816,17 @@ static void agent_end_step(AgentRun *run) {
 
         if (!run->subject && asprintf(&run->subject, "Step %u", step) < 0)
                 return agent_fail(run, "Out of memory.");
+        /* What the step changed, for a reviewer reading git log. */
+        r = step_body_add_changes(run, p->checkpoint);
+        if (r == -ENOMEM)
+                return agent_fail(run, "Out of memory.");
 
         pw = getpwuid(t->owner);
         Checkpoint cp = {
                 .task_id = t->id,
                 .step = step,
                 .subject = run->subject,
+                .body = run->body,
                 .model = run->model_name,
                 .commands = run->commands,
                 .tests = run->tests_ran ? (run->tests_passed ? "pass" : "fail") : "not-run",
@@ -1073,6 +1115,41 @@ static char *step_subject_from(const ModelReply *reply, unsigned step) {
         return s;
 }
 
+#define STEP_BODY_WORDS_MAX 4096U
+#define STEP_BODY_CALLS_MAX 16U
+
+/* The commit body's first part: what the model said beyond the subject line
+ * (bounded), then the tools it called. The ledger sanitizes it. */
+static char *step_body_from(const ModelReply *reply) {
+        _cleanup_free_ char *words = NULL;
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+
+        if (!f)
+                return NULL;
+        const char *nl = reply->content ? strchr(reply->content, '\n') : NULL;
+        if (nl) {
+                nl += strspn(nl, "\n");
+                if (*nl)
+                        fprintf(f, "%.*s%s\n\n", (int) MIN(strlen(nl), (size_t) STEP_BODY_WORDS_MAX), nl,
+                                strlen(nl) > STEP_BODY_WORDS_MAX ? " [...]" : "");
+        }
+        if (reply->n_tool_calls > 0) {
+                fputs("Tool calls:", f);
+                for (size_t i = 0; i < reply->n_tool_calls && i < STEP_BODY_CALLS_MAX; i++)
+                        fprintf(f, "%s %s", i ? "," : "", strempty(reply->tool_calls[i].name));
+                if (reply->n_tool_calls > STEP_BODY_CALLS_MAX)
+                        fprintf(f, " and %zu more", reply->n_tool_calls - STEP_BODY_CALLS_MAX);
+                fputs(".\n", f);
+        }
+        if (fclose(f) != 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
+}
+
 static void on_model_reply(ModelCall *call, int error, const char *error_message, const ModelReply *reply, void *userdata) {
         AgentRun *run = userdata;
         Task *t = run->task;
@@ -1140,6 +1217,7 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
         if (conversation_add(run, json_object_get(reply->message)) < 0)
                 return agent_fail(run, "Out of memory.");
         run->subject = step_subject_from(reply, p->step + 1);
+        run->body = step_body_from(reply);
 
         if (reply->n_tool_calls == 0) {
                 json_object *nudge = message_new("user",

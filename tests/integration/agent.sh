@@ -351,6 +351,32 @@ EOF
         out=$(hx_as alice "${CTL[@]}" fetch "$id" 2>&1) && fail "second fetch overwrote" || ok "existing branch never overwritten"
 }
 
+t_step_trailers() {
+        echo "=== a step that edits, runs a command and the tests: its commit says so"
+        cat > "$WORK/trailers.json" <<'EOF'
+[
+ {"reply": {"content": "Plan:\n1. Fix add() and check it.\nRisks: none.", "usage": {"prompt_tokens": 100, "completion_tokens": 20}}},
+ {"reply": {"content": "Fix add() and prove it", "tool_calls": [
+   {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}},
+   {"name": "run_command", "arguments": {"command": "python3 -c 'import calc; print(calc.add(2, 3))'"}},
+   {"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds."}}]}}
+]
+EOF
+        model "$WORK/trailers.json" --by-step || { fail "model server"; return; }
+        make_repo trailers
+        local id log
+        id=$(submit trailers) || { fail "submit: $id"; return; }
+        if wait_state "$id" succeeded; then ok "task succeeded"; else
+                fail "task ended $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        log=$(ledger_log "$id")
+        echo "$log" | sed -n '1,20p' | sed 's/^/    | /'
+        grep -q "Agentfab-Command: python3 -c 'import calc; print(calc.add(2, 3))'" <<<"$log" &&
+                ok "the step's command is an Agentfab-Command trailer" || fail "no command trailer"
+        grep -q "Agentfab-Tests: pass (python3 -m unittest -v, exit 0)" <<<"$log" &&
+                ok "its test run is the Agentfab-Tests trailer" || fail "no tests trailer"
+}
+
 t_replay() {
         echo "=== replay of a finished task: same commits, no model"
         [ -n "${FIX_ID:-}" ] || { fail "no finished task to replay"; return; }
@@ -881,7 +907,7 @@ main() {
 
         # ONLY="t_a t_b" runs just those scenarios.
         local t
-        for t in t_fix_and_deliver t_replay t_breaker_and_approval t_protected_reject t_budget t_faults t_context_budget t_huge_output t_api_key t_https_repo t_ssh_repo t_push_pr t_kill9_resume; do
+        for t in t_fix_and_deliver t_step_trailers t_replay t_breaker_and_approval t_protected_reject t_budget t_faults t_context_budget t_huge_output t_api_key t_https_repo t_ssh_repo t_push_pr t_kill9_resume; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 "$t"
         done
