@@ -67,6 +67,7 @@ static void help(void) {
                "  approve ID [--comment=TEXT] Approve the paused step of a task\n"
                "  reject ID [--comment=TEXT]  Reject the paused step of a task\n"
                "  resume ID                    Resume a failed task from its last checkpoint\n"
+               "  reset ID COMMIT|base         Reset a failed task to one of its checkpoints\n"
                "  audit ID                     Show the task's audit entries from the journal\n"
                "  watch ID                     Follow the task's state changes\n"
                "  logs ID [-f]                 Show (and follow) the task's command output\n"
@@ -629,6 +630,32 @@ static int load_task(sd_bus *bus, const char *id, sd_bus_message **ret_reply, Ta
         return EXIT_OK;
 }
 
+/* "Checkpoints:" lines, one per commit of the task's branch (step, short
+ * id, subject); the subjects come from the model, so control characters
+ * are shown as '?'. */
+static void print_checkpoints(sd_bus *bus, const char *id) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *commit, *subject;
+        unsigned n = 0;
+        uint32_t step;
+
+        if (get_task_path(bus, id, &path) < 0 ||
+            sd_bus_get_property(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "Checkpoints", &error, &m, "a(uss)") < 0 ||
+            sd_bus_message_enter_container(m, SD_BUS_TYPE_ARRAY, "(uss)") < 0)
+                return;
+        while (sd_bus_message_read(m, "(uss)", &step, &commit, &subject) > 0) {
+                _cleanup_free_ char *s = strdup(subject);
+                if (!s)
+                        return;
+                for (char *c = s; *c; c++)
+                        if ((unsigned char) *c < ' ')
+                                *c = '?';
+                printf("%s%u %.10s %s\n", n++ == 0 ? "  Checkpoints: " : "               ", step, commit, s);
+        }
+}
+
 static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         TaskInfo info;
@@ -669,6 +696,7 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         printf("         Step: %u (%" PRIu64 " tokens, %" PRIu64 " commands)\n", info.step, info.tokens, info.commands);
         if (!isempty(info.head))
                 printf("         Head: %s\n", info.head);
+        print_checkpoints(bus, argv[1]);
         if (!isempty(info.breaker))
                 printf("      Breaker: %s\n", info.breaker);
         if (!isempty(info.push_url))
@@ -896,6 +924,37 @@ static int verb_reject(sd_bus *bus, int argc, char *argv[]) {
 static int verb_resume(sd_bus *bus, int argc, char *argv[]) {
         (void) argc;
         return call_task_method(bus, argv[1], "Resume", "resume task", false);
+}
+
+static int verb_reset(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *commit;
+        uint32_t step;
+        int r;
+
+        (void) argc;
+        agent_open();
+        r = get_task_path(bus, argv[1], &path);
+        if (r < 0)
+                return -r;
+        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "ResetTo", &error, &reply, "s", argv[2]);
+        if (r < 0)
+                return fail_bus("reset task", &error, r);
+        r = sd_bus_message_read(reply, "us", &step, &commit);
+        if (r < 0)
+                return EXIT_FAIL;
+        if (arg_json) {
+                _cleanup_json_ json_object *j = json_object_new_object();
+                (void) json_add_uint64(j, "step", step);
+                (void) json_add_string(j, "commit", commit);
+                printf("%s\n", json_to_line(j));
+        } else if (step > 0)
+                printf("Task %s reset to the checkpoint of step %u, %s. Resume it to go on from there.\n", argv[1], step, commit);
+        else
+                printf("Task %s reset to its base, %s. Resume it to start again.\n", argv[1], commit);
+        return EXIT_OK;
 }
 
 
@@ -1185,6 +1244,7 @@ static const Verb verbs[] = {
         { "approve", 1, true,  verb_approve },
         { "reject",  1, true,  verb_reject  },
         { "resume",  1, true,  verb_resume  },
+        { "reset",   2, true,  verb_reset   },
         { "audit",   1, false, verb_audit   },
         { "watch",   1, false, verb_watch   },
         { "logs",    1, false, verb_logs    },
@@ -1288,7 +1348,8 @@ int main(int argc, char *argv[]) {
                 return EXIT_USAGE;
         }
         if (argc - optind - 1 != verb->args && !(verb->args == 0 && streq(verb->name, "submit"))) {
-                fprintf(stderr, "'%s' takes %s.\n", verb->name, verb->args == 1 ? "one task id" : "no arguments");
+                fprintf(stderr, "'%s' takes %s.\n", verb->name,
+                        verb->args == 2 ? "a task id and a commit" : verb->args == 1 ? "one task id" : "no arguments");
                 return EXIT_USAGE;
         }
 

@@ -1972,9 +1972,52 @@ int agent_start(Task *t) {
         return 0;
 }
 
+/* Adds a user message to a task's conversation file (no run holds it):
+ * what the state file does not acknowledge is cut first. */
+static int conversation_append_user(Task *t, const char *text) {
+        _cleanup_close_ int dir_fd = -EBADF;
+        TaskProgress *p = &t->progress;
+        int r;
+
+        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (dir_fd < 0)
+                return -errno;
+        {
+                _cleanup_json_ json_object *m = message_new("user", text);
+                _cleanup_free_ char *line = NULL;
+                _cleanup_free_ char *conv = NULL;
+                size_t size = 0;
+                unsigned lines = 0;
+
+                if (!m || asprintf(&line, "%s\n", json_to_line(m)) < 0)
+                        return -ENOMEM;
+                /* Cut what the state file does not acknowledge first, then append. */
+                r = read_file_at(dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &conv, &size);
+                if (r < 0 && r != -ENOENT)
+                        return r;
+                size_t good = 0;
+                for (size_t i = 0; conv && i < size && lines < p->messages; i++)
+                        if (conv[i] == '\n') {
+                                lines++;
+                                good = i + 1;
+                        }
+                if (lines != p->messages)
+                        return -EBADMSG;
+                if (conv && good < size) {
+                        _cleanup_close_ int fd = openat(dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+                        if (fd < 0 || ftruncate(fd, (off_t) good) < 0)
+                                return -errno;
+                }
+                r = append_file_at(dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
+                if (r < 0)
+                        return r;
+                p->messages++;
+        }
+        return 0;
+}
+
 int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **ret_reason) {
         _cleanup_free_ char *text = NULL, *breaker = NULL;
-        _cleanup_close_ int dir_fd = -EBADF;
         TaskProgress *p = &t->progress;
         const Config *c = &t->manager->config;
         Breaker b;
@@ -2032,41 +2075,7 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
         p->breaker_commit = mfree_ptr(p->breaker_commit);
 
         /* The decision reaches the model as a message of its conversation. */
-        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (dir_fd < 0)
-                return -errno;
-        {
-                _cleanup_json_ json_object *m = message_new("user", text);
-                _cleanup_free_ char *line = NULL;
-                _cleanup_free_ char *conv = NULL;
-                size_t size = 0;
-                unsigned lines = 0;
-
-                if (!m || asprintf(&line, "%s\n", json_to_line(m)) < 0)
-                        return -ENOMEM;
-                /* Cut what the state file does not acknowledge first, then append. */
-                r = read_file_at(dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &conv, &size);
-                if (r < 0 && r != -ENOENT)
-                        return r;
-                size_t good = 0;
-                for (size_t i = 0; conv && i < size && lines < p->messages; i++)
-                        if (conv[i] == '\n') {
-                                lines++;
-                                good = i + 1;
-                        }
-                if (lines != p->messages)
-                        return -EBADMSG;
-                if (conv && good < size) {
-                        _cleanup_close_ int fd = openat(dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-                        if (fd < 0 || ftruncate(fd, (off_t) good) < 0)
-                                return -errno;
-                }
-                r = append_file_at(dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
-                if (r < 0)
-                        return r;
-                p->messages++;
-        }
-        return 0;
+        return conversation_append_user(t, text);
 }
 
 int agent_import_repository(Task *t, uint64_t max_bytes, sd_bus_error *error) {
@@ -2187,4 +2196,75 @@ int agent_checkpoints(Task *t, json_object **ret) {
         if (r < 0)
                 return r;
         return ledger_checkpoints(l, ret);
+}
+
+int agent_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 41], sd_bus_error *error) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        _cleanup_json_ json_object *list = NULL;
+        _cleanup_free_ char *text = NULL;
+        char base[41], found[41] = "";
+        unsigned found_step = 0;
+        size_t n = rev ? strlen(rev) : 0;
+        int r;
+
+        /* A commit id of the branch, abbreviated to no less than 7 digits, or "base". */
+        if (!rev || (!streq(rev, "base") && (n < 7 || n > 40 || strspn(rev, "0123456789abcdef") != n)))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "'%s' is neither 'base' nor a commit id of 7 to 40 lowercase hex digits.", strempty(rev));
+
+        r = task_ledger_open(t, &l);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot open the ledger of task '%s': %m", t->id);
+        r = ledger_base(l, base);
+        if (r >= 0)
+                r = ledger_checkpoints(l, &list);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot read the checkpoints of task '%s': %m", t->id);
+
+        if (streq(rev, "base") || strneq(base, rev, n))
+                memcpy(found, base, sizeof(found));
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+                json_object *c = json_object_array_get_idx(list, i);
+                const char *commit;
+                uint64_t step;
+
+                if (json_get_string(c, "commit", &commit) < 0 || json_get_uint64(c, "step", &step) < 0 ||
+                    streq(rev, "base") || !strneq(commit, rev, n))
+                        continue;
+                if (found[0] && !streq(found, commit))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "'%s' is ambiguous among the checkpoints of task '%s'.", rev, t->id);
+                strncpy(found, commit, sizeof(found) - 1);
+                found_step = (unsigned) step;
+        }
+        if (!found[0])
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "'%s' is not the base nor a checkpoint of task '%s' (see its Checkpoints).", rev, t->id);
+
+        /* Resume goes on from here; the model hears what is gone. */
+        TaskProgress *p = &t->progress;
+        if (free_and_strdup(&p->checkpoint, found) < 0 || free_and_strdup(&p->head, found) < 0)
+                return -ENOMEM;
+        if (found_step > 0)
+                r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to the checkpoint of step %u "
+                             "(commit %s): everything you did after it is undone. Continue from there.",
+                             (unsigned) uid, found_step, found);
+        else
+                r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to where the task started "
+                             "(commit %s): everything you did is undone. Start again from there.", (unsigned) uid, found);
+        if (r < 0)
+                return -ENOMEM;
+        r = conversation_append_user(t, text);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot tell the model about the reset of task '%s': %m", t->id);
+        /* Acknowledged first: should the reset itself fail, a resume makes
+         * the workspace match this checkpoint anyway. */
+        r = task_save(t);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot save task '%s': %m", t->id);
+        r = ledger_reset(l, found);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot reset the workspace of task '%s' to %s: %m", t->id, found);
+        memcpy(ret_commit, found, 41);
+        return found_step;
 }

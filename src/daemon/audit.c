@@ -103,6 +103,20 @@ void audit_task_request(Task *t, const char *event, uid_t caller, const char *co
         task_event(t, "request", caller, "request", event, comment ? "comment" : NULL, comment, NULL, NULL);
 }
 
+void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit) {
+        (void) sd_journal_send("MESSAGE=Task %s reset to %s (%s%u) by uid %u.", t->id, commit,
+                               step ? "step " : "base, step ", step, (unsigned) caller,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_RESET_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=reset",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_UID=%u", (unsigned) caller,
+                               "AGENTFAB_STEP=%u", step,
+                               "AGENTFAB_COMMIT=%s", commit,
+                               NULL);
+        task_event(t, "reset", caller, "commit", commit, NULL, NULL, NULL, NULL);
+}
+
 void audit_denied(const char *task_id, const char *action, uid_t caller) {
         (void) sd_journal_send("MESSAGE=Denied %s to uid %u on task %s.", action, (unsigned) caller, strempty(task_id),
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DENIED_STR,

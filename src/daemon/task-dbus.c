@@ -201,6 +201,39 @@ static int method_resume(sd_bus_message *message, void *userdata, sd_bus_error *
                            TASK_FAILED, TASK_QUEUED, DECISION_RESUME, error);
 }
 
+static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        const char *rev;
+        char commit[41];
+        Task *t = userdata;
+        uid_t uid;
+        int r;
+
+        r = sd_bus_message_read(message, "s", &rev);
+        if (r < 0)
+                return r;
+        /* A running task's workspace is the sandbox's: stop it first. */
+        r = require_state(t, TASK_FAILED, error);
+        if (r < 0)
+                return r;
+        r = manager_verify_access(t->manager, message, t, "org.agentfab.manage", true, error);
+        if (r <= 0)
+                return r < 0 ? r : 1;
+        r = require_state(t, TASK_FAILED, error);
+        if (r < 0)
+                return r;
+        r = bus_message_get_caller(message, &uid);
+        if (r < 0)
+                return r;
+
+        audit_task_request(t, "reset", uid, rev);
+        r = agent_reset_to(t, rev, uid, commit, error);
+        if (r < 0)
+                return r;
+        audit_task_reset(t, uid, (unsigned) r, commit);
+        task_bus_send_progress(t);
+        return sd_bus_reply_method_return(message, "us", (uint32_t) r, commit);
+}
+
 static int method_get_summary(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         _cleanup_free_ char *text = NULL;
         Task *t = userdata;
@@ -299,6 +332,8 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("Approve", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_approve, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Reject", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_reject, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Resume", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ResetTo", SD_BUS_ARGS("s", commit), SD_BUS_RESULT("u", step, "s", commit),
+                                method_reset_to, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetSummary", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", summary), method_get_summary, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Export", SD_BUS_ARGS("s", format), SD_BUS_RESULT("h", fd), method_export, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END

@@ -377,6 +377,65 @@ EOF
                 ok "its test run is the Agentfab-Tests trailer" || fail "no tests trailer"
 }
 
+t_reset_to() {
+        echo "=== ResetTo: a failed task goes back to a checkpoint and resumes from there"
+        cat > "$WORK/reset.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: two files, then more.\nRisks: none."}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+ {"reply": {"content": "Second file", "tool_calls": [{"name": "write_file", "arguments": {"path": "two.txt", "content": "two\n"}}]}},
+ {"status": 400, "body": "{\"error\": {\"message\": \"scripted refusal\"}}"}
+]
+EOF
+        model "$WORK/reset.json" --by-step || { fail "model server"; return; }
+        make_repo resetme
+        local id out step1 step2 base T=/var/lib/agentfab/tasks
+        id=$(submit resetme) || { fail "submit: $id"; return; }
+        if wait_state "$id" failed; then ok "the task failed after two checkpoints"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        step1=$(hx git --git-dir="$T/$id/ledger.git" log --format=%H --grep="Agentfab-Step: 1$" "agentfab/$id" | head -1)
+        step2=$(hx git --git-dir="$T/$id/ledger.git" log --format=%H --grep="Agentfab-Step: 2$" "agentfab/$id" | head -1)
+        [ -n "$step1" ] && [ -n "$step2" ] && ok "two checkpoints" || { fail "checkpoints: '$step1' '$step2'"; return; }
+        out=$(hx_as alice "${CTL[@]}" status "$id" 2>&1)
+        grep -q "Checkpoints: 1 ${step1:0:10} Fix add" <<<"$out" && grep -q "^ *2 ${step2:0:10} Second file" <<<"$out" &&
+                ok "agentfabctl status lists the checkpoints" || fail "status: $out"
+
+        out=$(hx_as alice "${CTL[@]}" reset "$id" 0123456 2>&1) && fail "unknown commit accepted" ||
+                { grep -q "not the base nor a checkpoint" <<<"$out" && ok "an unknown commit refused" || fail "unknown: $out"; }
+        out=$(hx_as alice "${CTL[@]}" reset "$id" "../../etc" 2>&1) && fail "a path accepted" ||
+                { grep -q "neither 'base' nor a commit id" <<<"$out" && ok "a malformed commit refused" || fail "malformed: $out"; }
+        out=$(hx_as carol "${CTL[@]}" reset "$id" "${step1:0:10}" 2>&1) && fail "another user reset alice's task" ||
+                ok "another user without an administrator's password cannot reset it"
+        [ "$(hx git --git-dir="$T/$id/ledger.git" rev-parse "agentfab/$id")" = "$step2" ] && ok "refusals changed nothing" || fail "changed"
+
+        out=$(hx_as alice "${CTL[@]}" reset "$id" "${step1:0:10}" 2>&1) && ok "reset to step 1 by an abbreviated id: $out" ||
+                { fail "reset: $out"; return; }
+        [ "$(hx git --git-dir="$T/$id/ledger.git" rev-parse "agentfab/$id")" = "$step1" ] && ok "the branch is at step 1" || fail "branch not reset"
+        hx grep -q "a + b" "$T/$id/workspace/calc.py" && hx test ! -e "$T/$id/workspace/two.txt" &&
+                ok "the workspace is step 1's: two.txt gone" || fail "workspace not reset"
+        [ "$(task_prop "$id" HeadCommit)" = "$step1" ] && ok "HeadCommit follows" || fail "HeadCommit $(task_prop "$id" HeadCommit)"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=reset | grep -q "\"AGENTFAB_COMMIT\":\"$step1\"" &&
+                ok "journal: a reset entry with AGENTFAB_COMMIT" || fail "no reset journal entry"
+
+        # Resumed: the model hears of the reset and finishes from step 1.
+        cat > "$WORK/reset2.json" <<'EOF'
+[
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds"}}]}}
+]
+EOF
+        model "$WORK/reset2.json" || { fail "model server"; return; }
+        hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 || { fail "resume"; return; }
+        if wait_state "$id" succeeded; then ok "resumed after the reset and delivered"; else
+                fail "after reset: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        grep -q "reset the workspace and the branch to the checkpoint of step 1" "$WORK/requests.jsonl" &&
+                ok "the model was told of the reset" || fail "model not told"
+        hx git --git-dir="$T/$id/ledger.git" merge-base --is-ancestor "$step1" "agentfab/$id" &&
+                ! hx git --git-dir="$T/$id/ledger.git" merge-base --is-ancestor "$step2" "agentfab/$id" &&
+                ok "the delivered branch holds step 1, not step 2" || fail "delivered history"
+        out=$(hx_as alice "${CTL[@]}" reset "$id" base 2>&1) && fail "reset of a succeeded task accepted" ||
+                { grep -q "not failed" <<<"$out" && ok "a delivered task cannot be reset" || fail "succeeded: $out"; }
+}
+
 t_replay() {
         echo "=== replay of a finished task: same commits, no model"
         [ -n "${FIX_ID:-}" ] || { fail "no finished task to replay"; return; }
@@ -907,7 +966,7 @@ main() {
 
         # ONLY="t_a t_b" runs just those scenarios.
         local t
-        for t in t_fix_and_deliver t_step_trailers t_replay t_breaker_and_approval t_protected_reject t_budget t_faults t_context_budget t_huge_output t_api_key t_https_repo t_ssh_repo t_push_pr t_kill9_resume; do
+        for t in t_fix_and_deliver t_step_trailers t_reset_to t_replay t_breaker_and_approval t_protected_reject t_budget t_faults t_context_budget t_huge_output t_api_key t_https_repo t_ssh_repo t_push_pr t_kill9_resume; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 "$t"
         done
