@@ -76,32 +76,41 @@ static int compare(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-/* Median wall time of n runs, in ns; 0 if a run failed. */
-static uint64_t median_of_filtered(char *const argv[], int n, bool allow_all_filter) {
-        uint64_t *t = calloc((size_t) n, sizeof(uint64_t));
-        if (!t)
-                return 0;
-        if (run(argv, true, allow_all_filter) != 0) { /* warm-up, and a check that it works at all */
-                fprintf(stderr, "'%s' failed; skipping.\n", argv[0]);
-                free(t);
-                return 0;
-        }
-        for (int i = 0; i < n; i++) {
-                uint64_t s = now_ns();
-                if (run(argv, true, allow_all_filter) != 0) {
-                        free(t);
-                        return 0;
-                }
-                t[i] = now_ns() - s;
-        }
-        qsort(t, (size_t) n, sizeof(uint64_t), compare);
-        uint64_t m = t[n / 2];
-        free(t);
-        return m;
-}
+typedef struct Contender {
+        char *const *argv;      /* NULL: left out (e.g. no bwrap installed) */
+        bool allow_all_filter;
+} Contender;
 
-static uint64_t median_of(char *const argv[], int n) {
-        return median_of_filtered(argv, n, false);
+/* The medians of n runs of each contender, taken in turns (a, b, c, a, b,
+ * c, ...), so that what drifts during the run (the other core's load, the
+ * clock's frequency) weighs on all of them alike. A contender that fails
+ * gets 0. */
+static void medians_interleaved(const Contender *c, size_t n_c, int n, uint64_t *ret) {
+        uint64_t *t = calloc((size_t) n * n_c, sizeof(uint64_t));
+        bool *ok = calloc(n_c, sizeof(bool));
+
+        for (size_t k = 0; k < n_c; k++) {
+                ret[k] = 0;
+                /* A warm-up, and a check that it works at all. */
+                ok[k] = t && c[k].argv && run(c[k].argv, true, c[k].allow_all_filter) == 0;
+                if (c[k].argv && !ok[k])
+                        fprintf(stderr, "'%s' failed; skipping.\n", c[k].argv[0]);
+        }
+        for (int i = 0; t && i < n; i++)
+                for (size_t k = 0; k < n_c; k++) {
+                        if (!ok[k])
+                                continue;
+                        uint64_t s = now_ns();
+                        ok[k] = run(c[k].argv, true, c[k].allow_all_filter) == 0;
+                        t[k * (size_t) n + (size_t) i] = now_ns() - s;
+                }
+        for (size_t k = 0; t && k < n_c; k++)
+                if (ok[k]) {
+                        qsort(t + k * (size_t) n, (size_t) n, sizeof(uint64_t), compare);
+                        ret[k] = t[k * (size_t) n + (size_t) n / 2];
+                }
+        free(t);
+        free(ok);
 }
 
 static void row(const char *name, uint64_t ns, uint64_t baseline, const char *baseline_name) {
@@ -118,7 +127,7 @@ static void row(const char *name, uint64_t ns, uint64_t baseline, const char *ba
 int main(int argc, char *argv[]) {
         const char *sandbox = "/usr/bin/agentfab-sandbox", *bwrap = "/usr/bin/bwrap", *workspace = NULL;
         char dd_count[32] = "count=1000000";
-        int runs = 50, dd_runs = 5, c;
+        int runs = 50, dd_runs = 9, c;
         bool scope = true;
 
         static const struct option options[] = {
@@ -159,10 +168,15 @@ int main(int argc, char *argv[]) {
                        (char *) "--dir", (char *) "/tmp/workspace", (char *) "--bind", (char *) workspace, (char *) "/tmp/workspace", (char *) "--chdir", (char *) "/tmp/workspace",
                        (char *) "--unsetenv", (char *) "HOME", (char *) "/bin/true", NULL };
 
-        printf("Cold start until /bin/true has run (median of %d):\n", runs);
-        uint64_t t_plain = median_of(plain, runs);
-        uint64_t t_bwrap = access(bwrap, X_OK) == 0 ? median_of(bw, runs) : 0;
-        uint64_t t_af = median_of(agentfab, runs);
+        /* In blocks, not in turns: a start leaves work behind (the kernel
+         * frees a network namespace later, systemd removes a cgroup), and
+         * each contender is to meet its own, as in a steady stream of starts. */
+        printf("Cold start until /bin/true has run (median of %d, in blocks):\n", runs);
+        uint64_t t_plain, t_bwrap = 0, t_af;
+        medians_interleaved((const Contender[]) { { plain, false } }, 1, runs, &t_plain);
+        if (access(bwrap, X_OK) == 0)
+                medians_interleaved((const Contender[]) { { bw, false } }, 1, runs, &t_bwrap);
+        medians_interleaved((const Contender[]) { { agentfab, false } }, 1, runs, &t_af);
         row("plain fork+exec (baseline)", t_plain, 0, "");
         row("bwrap: same namespaces, ro /, tmpfs, workspace", t_bwrap, t_plain, "of fork+exec");
         row(scope ? "agentfab-sandbox, with transient scope" : "agentfab-sandbox, no scope", t_af, t_plain, "of fork+exec");
@@ -210,10 +224,10 @@ int main(int argc, char *argv[]) {
         char *dd[] = { (char *) "/bin/dd", (char *) "if=/dev/zero", (char *) "of=/dev/null", (char *) "bs=1", dd_count, NULL };
         char *dd_sb[] = { (char *) sandbox, ws_opt, (char *) (scope ? "--tmp-size=64M" : "--no-scope"), (char *) "--",
                           (char *) "/bin/dd", (char *) "if=/dev/zero", (char *) "of=/dev/null", (char *) "bs=1", dd_count, NULL };
-        printf("\nSyscall-heavy loop, dd bs=1 count=1000000 (2M syscalls; median of %d):\n", dd_runs);
-        uint64_t t_dd = median_of(dd, dd_runs);
-        uint64_t t_dd_any = median_of_filtered(dd, dd_runs, true);
-        uint64_t t_dd_sb = median_of(dd_sb, dd_runs);
+        printf("\nSyscall-heavy loop, dd bs=1 count=1000000 (2M syscalls; median of %d, taken in turns):\n", dd_runs);
+        uint64_t loop[3];
+        medians_interleaved((const Contender[]) { { dd, false }, { dd, true }, { dd_sb, false } }, 3, dd_runs, loop);
+        uint64_t t_dd = loop[0], t_dd_any = loop[1], t_dd_sb = loop[2];
         row("dd, no filter (baseline)", t_dd, 0, "");
         row("dd, a one-instruction allow-all filter", t_dd_any, t_dd, "of unfiltered (any filter's floor)");
         row("dd in agentfab-sandbox, seccomp filter", t_dd_sb, t_dd, "of unfiltered");
