@@ -2078,50 +2078,6 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
         return conversation_append_user(t, text);
 }
 
-int agent_import_repository(Task *t, uint64_t max_bytes, sd_bus_error *error) {
-        _cleanup_(ledger_freep) Ledger *l = NULL;
-        _cleanup_free_ char *message = NULL;
-        _cleanup_close_ int dir_fd = -EBADF;
-        int r;
-
-        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (dir_fd < 0)
-                return sd_bus_error_set_errnof(error, errno, "Failed to open the directory of task '%s': %m", t->id);
-
-        LedgerOptions o = { .max_bytes = max_bytes, .submodules = t->spec.submodules };
-        struct stat st;
-        if (fstat(t->spec.repository_fd, &st) < 0)
-                return sd_bus_error_set_errnof(error, errno, "Cannot look at 'repository_fd': %m");
-        if (S_ISDIR(st.st_mode))
-                r = ledger_create(dir_fd, t->spec.repository, t->spec.repository_fd, t->spec.base ?: "HEAD", t->branch, &o,
-                                  &message, &l);
-        else {
-                /* A bundle, in a memfd (checked by the spec parser). Opened
-                 * again for an offset of our own: the submitter shares the
-                 * one of the fd it sent. */
-                char proc[64];
-                (void) snprintf(proc, sizeof(proc), "/proc/self/fd/%d", t->spec.repository_fd);
-                _cleanup_close_ int bundle_fd = open(proc, O_RDONLY | O_CLOEXEC);
-                if (bundle_fd < 0)
-                        return sd_bus_error_set_errnof(error, errno, "Cannot open the bundle passed as 'repository_fd': %m");
-                r = ledger_create_from_bundle(dir_fd, bundle_fd, t->branch, &o, &message, &l);
-        }
-        if (r == -ENOMEM)
-                return r;
-        /* An fd spares the daemon the way to the repository, not the
-         * permission bits of the repository's own directories: the client
-         * can send the history as a bundle instead. */
-        if (r == -EACCES && S_ISDIR(st.st_mode))
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_REPOSITORY_UNREADABLE,
-                                         "Repository '%s' cannot be read by agentfabd even through the file descriptor: "
-                                         "its own directories are not readable by others. Send it as a bundle "
-                                         "(agentfabctl does so by itself).", t->spec.repository);
-        if (r < 0)
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC, "%s",
-                                         message ?: "The repository passed as 'repository_fd' cannot be read.");
-        return 0;
-}
-
 void agent_prepare_resume(Task *t) {
         /* Back to queued: it is prepared again (workspace and sandbox kept or
          * made) and goes on from its acknowledged checkpoint. */

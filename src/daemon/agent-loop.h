@@ -32,10 +32,6 @@ int agent_start(Task *t);
  * its model call, end its sandbox. Safe from any callback. */
 void agent_stop(Task *t);
 
-/* Makes the task's own repository and workspace from the directory fd the
- * submitter handed over (t->spec.repository_fd), at submission: the fd is
- * read only here. Errors are org.agentfab.Error.InvalidSpec. */
-int agent_import_repository(Task *t, uint64_t max_bytes, sd_bus_error *error);
 
 /* At shutdown: frees the task's agent at once. */
 void agent_destroy(Task *t);

@@ -7,6 +7,7 @@
 #include "fs-util.h"
 #include "log.h"
 #include "manager.h"
+#include "submission.h"
 #include "repository.h"
 #include "string-util.h"
 #include "task-store.h"
@@ -258,7 +259,7 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
                 r = task_id_generate(id);
                 if (r < 0)
                         return r;
-        } while (manager_find_task(m, id));
+        } while (manager_find_task(m, id) || submission_has_id(m, id));
 
         r = task_new(&t, id);
         if (r < 0)
@@ -269,35 +270,39 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
         t->created_usec = t->updated_usec = now_usec();
         t->tasks_fd = m->tasks_fd;
 
+        /* The fd does not outlive this call (nor a restart of the daemon):
+         * the task's own repository is made from it, in a worker thread,
+         * and the call answered when that is done. */
+        if (t->spec.repository_fd >= 0) {
+                r = submission_start(m, message, TAKE_PTR(t), error);
+                return r < 0 ? r : 1;
+        }
+
         r = task_create(t);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Failed to store task: %m");
+        return manager_submit_finish(m, message, TAKE_PTR(t));
+}
 
-        /* The fd does not outlive this call (nor a restart of the daemon):
-         * the task's own repository is made from it now. */
-        if (t->spec.repository_fd >= 0) {
-                r = agent_import_repository(t, m->config.max_repository_size, error);
-                t->spec.repository_fd = safe_close(t->spec.repository_fd);
-                if (r < 0) {
-                        (void) rm_rf_at(m->tasks_fd, t->id);
-                        return r;
-                }
-        }
+int manager_submit_finish(Manager *m, sd_bus_message *message, Task *t) {
+        _cleanup_free_ char *path = NULL;
+        int r;
 
         r = manager_add_task(m, t);
-        if (r < 0)
+        if (r < 0) {
+                task_free(t);
                 return r;
-        Task *added = TAKE_PTR(t);
+        }
 
         /* 5. Audit, announce, reply. */
-        audit_task_submitted(added, caller.uid);
-        (void) manager_bus_send_state_changed(m, added);
+        audit_task_submitted(t, t->owner);
+        (void) manager_bus_send_state_changed(m, t);
         manager_update_status(m);
 
-        path = task_object_path(added);
+        path = task_object_path(t);
         if (!path)
                 return -ENOMEM;
-        return sd_bus_reply_method_return(message, "so", added->id, path);
+        return sd_bus_reply_method_return(message, "so", t->id, path);
 }
 
 static int method_list_tasks(sd_bus_message *message, void *userdata, sd_bus_error *error) {

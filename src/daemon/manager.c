@@ -15,6 +15,7 @@
 #include "fs-util.h"
 #include "log.h"
 #include "manager.h"
+#include "submission.h"
 #include "stream.h"
 #include "string-util.h"
 #include "task-store.h"
@@ -75,6 +76,7 @@ Manager *manager_free(Manager *m) {
         m->viewers = sd_bus_track_unref(m->viewers);
         sd_event_source_unref(m->idle_timer);
 
+        submissions_abandon(m);
         for (size_t i = 0; i < m->n_tasks; i++) {
                 agent_destroy(m->tasks[i]);
                 task_free(m->tasks[i]);
@@ -129,7 +131,7 @@ unsigned manager_active_tasks(Manager *m) {
 }
 
 unsigned manager_unfinished_tasks_of(Manager *m, uid_t uid) {
-        unsigned n = 0;
+        unsigned n = submissions_of(m, uid);
         for (size_t i = 0; i < m->n_tasks; i++)
                 if ((uid == UID_INVALID || m->tasks[i]->owner == uid) && !task_state_is_final(m->tasks[i]->state))
                         n++;
@@ -349,7 +351,7 @@ int manager_listen_stream(Manager *m, const char *socket_path) {
 }
 
 static bool manager_is_idle(Manager *m) {
-        return manager_active_tasks(m) == 0 &&
+        return manager_active_tasks(m) == 0 && m->n_submissions == 0 &&
                 stream_server_clients(m->stream) == 0 &&
                 polkit_registry_pending(m->polkit) == 0;
 }

@@ -44,6 +44,10 @@ typedef struct Manager {
         ModelProfiles profiles;        /* [Model] sections of the configuration */
         sd_event_source *schedule;     /* starts and resumes agents (manager_schedule()) */
 
+        /* SubmitTask() calls whose repository is being imported (submission.h). */
+        struct Submission **submissions;
+        size_t n_submissions;
+
         sd_event_source *idle_timer;
         uint64_t last_activity_usec;   /* CLOCK_MONOTONIC */
         bool name_released;
@@ -62,7 +66,11 @@ int manager_run(Manager *m);
 Task *manager_find_task(Manager *m, const char *id);
 int manager_add_task(Manager *m, Task *t);
 unsigned manager_active_tasks(Manager *m);
-/* Unfinished tasks of uid, or of everybody with UID_INVALID. */
+/* Adds a task just stored, announces it and answers its SubmitTask() call;
+ * takes t (freed if it cannot be added). */
+int manager_submit_finish(Manager *m, sd_bus_message *message, Task *t);
+/* Unfinished tasks of uid, or of everybody with UID_INVALID (submissions
+ * still importing their repository included). */
 unsigned manager_unfinished_tasks_of(Manager *m, uid_t uid);
 
 void manager_update_status(Manager *m);

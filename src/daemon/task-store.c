@@ -326,33 +326,63 @@ int task_save(Task *t) {
         return task_write_state(t, fd);
 }
 
-int task_create(Task *t) {
-        _cleanup_free_ char *tmp = NULL;
-        int r;
+static char *new_dir_name(const Task *t) {
+        char *name;
+        return asprintf(&name, ".new-%s", t->id) < 0 ? NULL : name;
+}
 
-        if (asprintf(&tmp, ".new-%s", t->id) < 0)
+int task_create_begin(Task *t, int *ret_dir_fd) {
+        _cleanup_free_ char *tmp = new_dir_name(t);
+
+        if (!tmp)
                 return -ENOMEM;
-
         (void) rm_rf_at(t->tasks_fd, tmp);
         if (mkdirat(t->tasks_fd, tmp, 0700) < 0)
                 return -errno;
+        int fd = openat(t->tasks_fd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+                int r = -errno;
+                (void) rm_rf_at(t->tasks_fd, tmp);
+                return r;
+        }
+        *ret_dir_fd = fd;
+        return 0;
+}
 
-        _cleanup_close_ int fd = openat(t->tasks_fd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                r = -errno;
-        else
-                r = task_write_state(t, fd);
+int task_create_commit(Task *t, int dir_fd) {
+        _cleanup_free_ char *tmp = new_dir_name(t);
+        int r;
 
+        if (!tmp)
+                return -ENOMEM;
+        r = task_write_state(t, dir_fd);
         /* renameat2(RENAME_NOREPLACE): never replace a task that is already there. */
         if (r >= 0 && renameat2(t->tasks_fd, tmp, t->tasks_fd, t->id, RENAME_NOREPLACE) < 0)
                 r = -errno;
         if (r >= 0)
                 r = fsync_directory(t->tasks_fd);
         if (r < 0) {
-                (void) rm_rf_at(t->tasks_fd, tmp);
+                task_create_abort(t);
                 return r;
         }
         return 0;
+}
+
+void task_create_abort(Task *t) {
+        _cleanup_free_ char *tmp = new_dir_name(t);
+
+        if (tmp)
+                (void) rm_rf_at(t->tasks_fd, tmp);
+}
+
+int task_create(Task *t) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        r = task_create_begin(t, &fd);
+        if (r < 0)
+                return r;
+        return task_create_commit(t, fd);
 }
 
 int task_load(int tasks_fd, const char *id, Task **ret) {

@@ -28,6 +28,13 @@ int task_save(Task *t);
  * one step that a crash cannot leave half done: everything is built in
  * ".new-<id>" and renamed into place. */
 int task_create(Task *t);
+/* The same in two halves, for a task whose directory is filled first (its
+ * repository imported): begin makes the hidden ".new-ID" directory and
+ * returns its fd, commit writes the state file into it and renames it to
+ * ID, abort removes it. task_store_clean() removes what a crash left. */
+int task_create_begin(Task *t, int *ret_dir_fd);
+int task_create_commit(Task *t, int dir_fd);
+void task_create_abort(Task *t);
 
 /* Reads tasks/<id>. A record that cannot be read still yields a task,
  * marked broken and failed with the reason, so it is visible and nothing is
