@@ -543,6 +543,8 @@ static int agent_open_sandbox(AgentRun *run) {
                 agent_fail(run, "Cannot start the task's sandbox: %s", error ?: strerror(-r));
                 return r;
         }
+        audit_sandbox(t, sandbox_session_get_unit(run->session), sandbox_session_get_pid(run->session),
+                      sandbox_session_get_uid(run->session));
         return 0;
 }
 

@@ -236,6 +236,24 @@ void audit_step(Task *t, unsigned step, const char *commit, const char *subject,
         task_event(t, "step", UID_INVALID, "step", step_s, commit ? "commit" : NULL, commit, "subject", subject);
 }
 
+void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid) {
+        char uid_s[16] = "";
+
+        if (uid != UID_INVALID)
+                snprintf(uid_s, sizeof(uid_s), "%u", (unsigned) uid);
+        (void) sd_journal_send("MESSAGE=Task %s has its sandbox in %s (pid %i, commands as uid %s).", t->id, unit, (int) pid,
+                               uid_s[0] ? uid_s : "unknown",
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_SANDBOX_STR,
+                               "PRIORITY=%i", LOG_INFO,
+                               "AGENTFAB_EVENT=sandbox",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_UNIT=%s", unit,
+                               "AGENTFAB_SANDBOX_PID=%i", (int) pid,
+                               "AGENTFAB_SANDBOX_UID=%s", uid_s,
+                               NULL);
+        task_event(t, "sandbox", UID_INVALID, "unit", unit, uid_s[0] ? "sandbox_uid" : NULL, uid_s, NULL, NULL);
+}
+
 void audit_breaker(Task *t, const char *breaker, const char *reason) {
         (void) sd_journal_send("MESSAGE=Task %s paused by breaker %s: %s", t->id, breaker, reason,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_BREAKER_STR,

@@ -29,6 +29,7 @@ void audit_command(Task *t, unsigned step, const char *tool, const char *command
 void audit_file_change(Task *t, unsigned step, const char *tool, const char *path);
 void audit_step(Task *t, unsigned step, const char *commit, const char *subject, const char *tests);
 void audit_breaker(Task *t, const char *breaker, const char *reason);
+void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid);
 void audit_delivered(Task *t, const char *head, const char *diffstat);
 /* Delivery to a forge (never with the token): the branch was pushed to
  * spec.push_url; a pull request was opened at url; or either failed

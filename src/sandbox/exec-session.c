@@ -27,6 +27,7 @@ struct SandboxSession {
         int fd;
         char *unit;
         pid_t pid;
+        uid_t uid;                 /* what the task's commands run as */
         char *memory_cgroup;
 
         /* Replies read but not yet parsed, at most one line. */
@@ -359,6 +360,8 @@ int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *t
             json_get_uint64(reply, "pid", &pid) < 0 || pid <= 1 || pid > INT32_MAX)
                 return -EBADMSG;
         s->pid = (pid_t) pid;
+        uint64_t uid;
+        s->uid = json_get_uint64(reply, "uid", &uid) >= 0 && uid > 0 && uid < UINT32_MAX ? (uid_t) uid : UID_INVALID;
         /* Anything after "ready" came from the sandbox before it was asked: dropped. */
         s->rlen = 0;
 
@@ -436,6 +439,10 @@ const char *sandbox_session_get_unit(const SandboxSession *s) {
 
 pid_t sandbox_session_get_pid(const SandboxSession *s) {
         return s ? s->pid : 0;
+}
+
+uid_t sandbox_session_get_uid(const SandboxSession *s) {
+        return s ? s->uid : UID_INVALID;
 }
 
 bool sandbox_session_is_busy(const SandboxSession *s) {

@@ -59,6 +59,8 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
 
 const char *sandbox_session_get_unit(const SandboxSession *s);
 pid_t sandbox_session_get_pid(const SandboxSession *s);
+/* The uid the sandbox's commands run as, as the launcher said (UID_INVALID: it did not). */
+uid_t sandbox_session_get_uid(const SandboxSession *s);
 bool sandbox_session_is_busy(const SandboxSession *s);
 
 /* Asks the launcher to stop every agentfab-task-*.scope whose id is not in

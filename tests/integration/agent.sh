@@ -359,6 +359,7 @@ t_step_trailers() {
  {"reply": {"content": "Fix add() and prove it", "tool_calls": [
    {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}},
    {"name": "run_command", "arguments": {"command": "python3 -c 'import calc; print(calc.add(2, 3))'"}},
+   {"name": "run_command", "arguments": {"command": "echo \"uid=$(id -u) gid=$(id -g) owner=$(stat -c %u /workspace)\""}},
    {"name": "run_tests", "arguments": {}}]}},
  {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds."}}]}}
 ]
@@ -375,6 +376,17 @@ EOF
                 ok "the step's command is an Agentfab-Command trailer" || fail "no command trailer"
         grep -q "Agentfab-Tests: pass (python3 -m unittest -v, exit 0)" <<<"$log" &&
                 ok "its test run is the Agentfab-Tests trailer" || fail "no tests trailer"
+
+        # The sandbox's commands ran as a uid of the task's own, which the journal names.
+        local suid afuid out
+        suid=$(hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=sandbox _SYSTEMD_UNIT=agentfab.service |
+                python3 -c 'import json,sys; print([json.loads(l)["AGENTFAB_SANDBOX_UID"] for l in sys.stdin][0])' 2>/dev/null)
+        afuid=$(hx id -u agentfab)
+        out=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1)
+        [[ "$suid" =~ ^[0-9]+$ ]] && [ "$suid" -ge 393216 ] && [ "$suid" -le 458751 ] && [ "$suid" != "$afuid" ] &&
+                grep -q "uid=$suid gid=$suid owner=$suid" <<<"$out" &&
+                ok "commands ran as the task's own uid $suid (agentfab is $afuid), owning /workspace there" ||
+                fail "sandbox uid '$suid' (agentfab $afuid): $(grep 'uid=' <<<"$out")"
 }
 
 t_reset_to() {
