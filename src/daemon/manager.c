@@ -236,6 +236,9 @@ static int on_schedule(sd_event_source *s, void *userdata) {
         unsigned running = 0;
 
         (void) s;
+        /* On the way out after idling: the next instance starts them. */
+        if (m->name_released)
+                return 0;
         for (size_t i = 0; i < m->n_tasks; i++)
                 if (m->tasks[i]->run)
                         running++;
@@ -363,33 +366,47 @@ static int on_idle_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
         (void) usec;
 
-        if (!manager_is_idle(m))
-                manager_touch(m);
+        if (!m->name_released) {
+                if (!manager_is_idle(m))
+                        manager_touch(m);
 
-        deadline = m->last_activity_usec + m->config.idle_timeout_usec;
-        if (now_monotonic() < deadline) {
-                r = sd_event_source_set_time(s, deadline);
+                deadline = m->last_activity_usec + m->config.idle_timeout_usec;
+                if (now_monotonic() < deadline) {
+                        r = sd_event_source_set_time(s, deadline);
+                        if (r < 0)
+                                return r;
+                        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                }
+
+                log_info("Idle for %llus, exiting.", (unsigned long long) (m->config.idle_timeout_usec / USEC_PER_SEC));
+                audit_daemon_idle();
+                (void) sd_notify(false, "STOPPING=1\nSTATUS=Idle, exiting.");
+
+                /* Give the name back first, so that new calls queue up for D-Bus
+                 * activation of the next instance, then answer whatever reached us
+                 * before that. The stream socket belongs to systemd: connections
+                 * waiting in its backlog start the next instance. */
+                if (m->bus) {
+                        r = sd_bus_release_name(m->bus, AGENTFAB_BUS_NAME);
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to release bus name, ignoring: %m");
+                        m->name_released = true;
+                        while ((r = sd_bus_process(m->bus, NULL)) > 0)
+                                ;
+                        (void) sd_bus_flush(m->bus);
+                }
+        }
+
+        /* A call answered just now may have started importing its
+         * repository, or be waiting for polkit: its caller waits for the
+         * answer, which would go with us (and the import's task with it).
+         * Looked at again shortly; the loop serves them meanwhile, and
+         * starts no agent (on_schedule()). */
+        if (m->name_released && (m->n_submissions > 0 || polkit_registry_pending(m->polkit) > 0)) {
+                r = sd_event_source_set_time(s, now_monotonic() + USEC_PER_SEC / 10);
                 if (r < 0)
                         return r;
                 return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-        }
-
-        log_info("Idle for %llus, exiting.", (unsigned long long) (m->config.idle_timeout_usec / USEC_PER_SEC));
-        audit_daemon_idle();
-        (void) sd_notify(false, "STOPPING=1\nSTATUS=Idle, exiting.");
-
-        /* Give the name back first, so that new calls queue up for D-Bus
-         * activation of the next instance, then answer whatever reached us
-         * before that. The stream socket belongs to systemd: connections
-         * waiting in its backlog start the next instance. */
-        if (m->bus) {
-                r = sd_bus_release_name(m->bus, AGENTFAB_BUS_NAME);
-                if (r < 0)
-                        log_warning_errno(r, "Failed to release bus name, ignoring: %m");
-                m->name_released = true;
-                while ((r = sd_bus_process(m->bus, NULL)) > 0)
-                        ;
-                (void) sd_bus_flush(m->bus);
         }
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }

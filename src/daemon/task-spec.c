@@ -435,6 +435,14 @@ int task_spec_from_message(TaskSpec *spec, sd_bus_message *m, sd_bus_error *erro
                                 return r;
                         if (fstat(fd, &st) < 0)
                                 return sd_bus_error_set_errnof(error, errno, "Cannot look at 'repository_fd': %m");
+                        /* SECURITY: the repository is read through the fd with the
+                         * daemon's rights. An O_PATH fd opens a directory without
+                         * read permission on it: it proves nothing. */
+                        int flags = fcntl(fd, F_GETFL);
+                        if (flags < 0)
+                                return -errno;
+                        if (flags & O_PATH)
+                                return invalid(error, "'%s' is an O_PATH file descriptor: open the repository for reading.", key);
                         /* SECURITY: a pipe, a socket or a file on FUSE could keep the
                          * daemon waiting in read(): a bundle comes in a memfd only. */
                         if (!S_ISDIR(st.st_mode) && !(S_ISREG(st.st_mode) && fcntl(fd, F_GET_SEALS) >= 0))

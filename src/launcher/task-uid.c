@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -7,6 +9,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -46,9 +49,74 @@ static int open_lock(const char *lock_dir) {
         return fd < 0 ? -errno : fd;
 }
 
+#define TASK_UID_N (TASK_UID_MAX - TASK_UID_MIN + 1)
+
+/* SECURITY: newuidmap(1) lets a user map the ids of their /etc/subuid (and
+ * newgidmap(1) their /etc/subgid) range into a user namespace of theirs, so
+ * an id there is that user's: their processes could run as the task's uid
+ * and signal or ptrace its commands. Debian's useradd gives each user 65536
+ * ids from 100000 on: the fifth user's range already reaches 0x60000. Marks
+ * every id of ours that such a range covers in taken. A file we cannot read
+ * is an error: better no sandbox than one that shares its uid. */
+static int subid_file_mark(const char *path, uint8_t taken[static TASK_UID_N / 8]) {
+        _cleanup_free_ char *line = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        f = fopen(path, "re");
+        if (!f)
+                return errno == ENOENT ? 0 : -errno;
+        while (getline(&line, &size, f) >= 0) {
+                /* name:first:count; anything else is no range that newuidmap takes. */
+                char *count = strrchr(line, ':'), *end;
+                if (!count || count == line)
+                        continue;
+                *count++ = '\0';
+                char *first = strrchr(line, ':');
+                if (!first)
+                        continue;
+                first++;
+                if (!isdigit((unsigned char) *first) || !isdigit((unsigned char) *count))
+                        continue;
+                errno = 0;
+                unsigned long long a = strtoull(first, &end, 10);
+                if (errno != 0 || *end != '\0')
+                        continue;
+                unsigned long long k = strtoull(count, &end, 10);
+                if (errno != 0 || (*end != '\0' && *end != '\n') || k == 0)
+                        continue;
+                unsigned long long b = a + k - 1 < a ? ULLONG_MAX : a + k - 1;
+                if (b < TASK_UID_MIN || a > TASK_UID_MAX)
+                        continue;
+                for (unsigned long long id = MAX(a, (unsigned long long) TASK_UID_MIN);
+                     id <= MIN(b, (unsigned long long) TASK_UID_MAX); id++)
+                        taken[(id - TASK_UID_MIN) / 8] |= (uint8_t) (1U << ((id - TASK_UID_MIN) % 8));
+        }
+        int r = ferror(f) ? -EIO : 0;
+        fclose(f);
+        return r;
+}
+
 int task_uid_acquire(const char *lock_dir, const char *task_id, uid_t *ret_uid) {
-        const uint32_t n = TASK_UID_MAX - TASK_UID_MIN + 1;
+        static const char *const subid_files[] = { "/etc/subuid", "/etc/subgid", NULL };
+
+        return task_uid_acquire_full(lock_dir, subid_files, task_id, ret_uid);
+}
+
+int task_uid_acquire_full(const char *lock_dir, const char *const *subid_files, const char *task_id, uid_t *ret_uid) {
+        const uint32_t n = TASK_UID_N;
+        _cleanup_free_ uint8_t *taken = NULL;
         _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        taken = calloc(TASK_UID_N / 8, 1);
+        if (!taken)
+                return -ENOMEM;
+        for (const char *const *p = subid_files; p && *p; p++) {
+                r = subid_file_mark(*p, taken);
+                if (r < 0)
+                        return r;
+        }
 
         fd = open_lock(lock_dir);
         if (fd < 0)
@@ -57,6 +125,8 @@ int task_uid_acquire(const char *lock_dir, const char *task_id, uid_t *ret_uid) 
         uint32_t start = hash_id(task_id) % n;
         for (uint32_t i = 0; i < n; i++) {
                 uid_t id = TASK_UID_MIN + (start + i) % n;
+                if (taken[(id - TASK_UID_MIN) / 8] & (1U << ((id - TASK_UID_MIN) % 8)))
+                        continue;
                 struct flock fl = {
                         .l_type = F_WRLCK,
                         .l_whence = SEEK_SET,

@@ -21,10 +21,14 @@
 #define TASK_UID_LOCK_FILE "task-uids.lock"
 
 /* The first id of the range from the task id's hash on, that is free:
- * not locked by another sandbox, not in the user or group database.
+ * not locked by another sandbox, not in the user or group database, not in
+ * a user's subordinate range (/etc/subuid, /etc/subgid).
  * Returns the lock's fd (keep it open as long as the id is used).
  * -EBUSY when every id is taken. */
 int task_uid_acquire(const char *lock_dir, const char *task_id, uid_t *ret_uid);
+/* The same, skipping the ids of the subordinate id files given (NULL
+ * terminated; task_uid_acquire() passes /etc/subuid and /etc/subgid). */
+int task_uid_acquire_full(const char *lock_dir, const char *const *subid_files, const char *task_id, uid_t *ret_uid);
 
 /* Whether id is in the range. */
 bool task_uid_in_range(uid_t id);

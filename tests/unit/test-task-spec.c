@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "agentfab-bus.h"
 #include "tap.h"
@@ -353,8 +356,55 @@ static void test_delivery(void) {
         task_spec_done(&s);
 }
 
+/* Parses a spec whose repository_fd is fd; returns the parse's result. */
+static int parse_fd(int fd, sd_bus_error *e) {
+        sd_bus_message *m = new_call();
+        TaskSpec s;
+        int r;
+
+        sd_bus_message_append(m, "a{sv}", 2, "goal", "s", "g", "repository_fd", "h", fd);
+        task_spec_init(&s);
+        r = parse_message(m, &s, e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+        return r;
+}
+
+static void test_repository_fd(void) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        int fd;
+
+        /* An open directory is read through with the daemon's rights: the
+         * submitter must have been able to read it, which an O_PATH fd does
+         * not show (it opens a directory without read permission). */
+        fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        CHECK(parse_fd(fd, &e) < 0 && is_invalid_spec(&e), "an O_PATH directory refused: %s", strempty(e.message));
+        sd_bus_error_free(&e);
+        safe_close(fd);
+
+        fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(parse_fd(fd, &e) >= 0, "a directory opened for reading taken: %s", strempty(e.message));
+        sd_bus_error_free(&e);
+        safe_close(fd);
+
+        fd = memfd_create("bundle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        CHECK(parse_fd(fd, &e) >= 0, "a memfd taken: %s", strempty(e.message));
+        sd_bus_error_free(&e);
+        safe_close(fd);
+
+        /* A pipe could keep the import waiting in read() forever. */
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                abort();
+        CHECK(parse_fd(p[0], &e) < 0 && is_invalid_spec(&e), "a pipe refused: %s", strempty(e.message));
+        sd_bus_error_free(&e);
+        safe_close(p[0]);
+        safe_close(p[1]);
+}
+
 int main(void) {
         test_strings();
+        test_repository_fd();
         test_repository_urls();
         test_delivery();
         test_limits();
