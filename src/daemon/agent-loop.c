@@ -2156,7 +2156,8 @@ int agent_checkpoints(Task *t, json_object **ret) {
         return ledger_checkpoints(l, ret);
 }
 
-int agent_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 41], sd_bus_error *error) {
+int agent_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 41], char ret_undone[static 41],
+                   sd_bus_error *error) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
         _cleanup_json_ json_object *list = NULL;
         _cleanup_free_ char *text = NULL;
@@ -2176,6 +2177,9 @@ int agent_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 4
         r = ledger_base(l, base);
         if (r >= 0)
                 r = ledger_checkpoints(l, &list);
+        /* The tip that goes off the branch, for the journal: its objects stay. */
+        if (r >= 0)
+                r = ledger_head(l, ret_undone);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Cannot read the checkpoints of task '%s': %m", t->id);
 

@@ -44,10 +44,11 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
 
 /* ResetTo() of a failed task: its workspace and branch go back to rev (a
  * checkpoint's commit id, maybe abbreviated, or "base"), its progress says
- * so and the model is told. Returns the checkpoint's step (0: base) and the
- * full commit id. The task's progress is saved before the workspace is
- * reset. */
-int agent_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 41], sd_bus_error *error);
+ * so and the model is told. Returns the checkpoint's step (0: base), the
+ * full commit id and the tip the branch had (ret_undone). The task's
+ * progress is saved before the workspace is reset. */
+int agent_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 41], char ret_undone[static 41],
+                   sd_bus_error *error);
 
 /* A failed task is resumed: it starts again from its last checkpoint. */
 void agent_prepare_resume(Task *t);

@@ -103,7 +103,7 @@ void audit_task_request(Task *t, const char *event, uid_t caller, const char *co
         task_event(t, "request", caller, "request", event, comment ? "comment" : NULL, comment, NULL, NULL);
 }
 
-void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit) {
+void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit, const char *undone) {
         (void) sd_journal_send("MESSAGE=Task %s reset to %s (%s%u) by uid %u.", t->id, commit,
                                step ? "step " : "base, step ", step, (unsigned) caller,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_RESET_STR,
@@ -113,8 +113,9 @@ void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit) 
                                "AGENTFAB_UID=%u", (unsigned) caller,
                                "AGENTFAB_STEP=%u", step,
                                "AGENTFAB_COMMIT=%s", commit,
+                               "AGENTFAB_UNDONE=%s", undone,
                                NULL);
-        task_event(t, "reset", caller, "commit", commit, NULL, NULL, NULL, NULL);
+        task_event(t, "reset", caller, "commit", commit, "undone", undone, NULL, NULL);
 }
 
 void audit_denied(const char *task_id, const char *action, uid_t caller) {

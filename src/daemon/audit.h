@@ -17,7 +17,7 @@ void audit_task_submitted(Task *t, uid_t caller);
 void audit_task_state(Task *t, TaskState old_state, uid_t caller);
 /* event: "cancel", "approve", "reject", "resume" */
 void audit_task_request(Task *t, const char *event, uid_t caller, const char *comment);
-void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit);
+void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit, const char *undone);
 void audit_denied(const char *task_id, const char *action, uid_t caller);
 void audit_task_broken(Task *t);
 /* The agent at work (agent-loop.c). */

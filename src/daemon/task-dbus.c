@@ -203,7 +203,7 @@ static int method_resume(sd_bus_message *message, void *userdata, sd_bus_error *
 
 static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         const char *rev;
-        char commit[41];
+        char commit[41], undone[41];
         Task *t = userdata;
         uid_t uid;
         int r;
@@ -226,10 +226,10 @@ static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error
                 return r;
 
         audit_task_request(t, "reset", uid, rev);
-        r = agent_reset_to(t, rev, uid, commit, error);
+        r = agent_reset_to(t, rev, uid, commit, undone, error);
         if (r < 0)
                 return r;
-        audit_task_reset(t, uid, (unsigned) r, commit);
+        audit_task_reset(t, uid, (unsigned) r, commit, undone);
         task_bus_send_progress(t);
         return sd_bus_reply_method_return(message, "us", (uint32_t) r, commit);
 }

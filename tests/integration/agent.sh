@@ -426,7 +426,8 @@ EOF
         hx grep -q "a + b" "$T/$id/workspace/calc.py" && hx test ! -e "$T/$id/workspace/two.txt" &&
                 ok "the workspace is step 1's: two.txt gone" || fail "workspace not reset"
         [ "$(task_prop "$id" HeadCommit)" = "$step1" ] && ok "HeadCommit follows" || fail "HeadCommit $(task_prop "$id" HeadCommit)"
-        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=reset | grep -q "\"AGENTFAB_COMMIT\":\"$step1\"" &&
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=reset | grep "\"AGENTFAB_COMMIT\":\"$step1\"" |
+                grep -q "\"AGENTFAB_UNDONE\":\"$step2\"" &&
                 ok "journal: a reset entry with AGENTFAB_COMMIT" || fail "no reset journal entry"
 
         # Resumed: the model hears of the reset and finishes from step 1.
