@@ -631,28 +631,36 @@ static int load_task(sd_bus *bus, const char *id, sd_bus_message **ret_reply, Ta
 }
 
 /* "Checkpoints:" lines, one per commit of the task's branch (step, short
- * id, subject); the subjects come from the model, so control characters
- * are shown as '?'. */
-static void print_checkpoints(sd_bus *bus, const char *id) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-        _cleanup_free_ char *path = NULL;
-        const char *commit, *subject;
+ * id, subject), from the task's GetAll() reply; the subjects come from the
+ * model, so control characters are shown as '?'. */
+static void print_checkpoints(sd_bus_message *reply) {
+        const char *name, *commit, *subject;
         unsigned n = 0;
         uint32_t step;
 
-        if (get_task_path(bus, id, &path) < 0 ||
-            sd_bus_get_property(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "Checkpoints", &error, &m, "a(uss)") < 0 ||
-            sd_bus_message_enter_container(m, SD_BUS_TYPE_ARRAY, "(uss)") < 0)
+        if (sd_bus_message_rewind(reply, true) < 0 || sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "{sv}") < 0)
                 return;
-        while (sd_bus_message_read(m, "(uss)", &step, &commit, &subject) > 0) {
-                _cleanup_free_ char *s = strdup(subject);
-                if (!s)
+        while (sd_bus_message_enter_container(reply, SD_BUS_TYPE_DICT_ENTRY, "sv") > 0) {
+                if (sd_bus_message_read(reply, "s", &name) < 0)
                         return;
-                for (char *c = s; *c; c++)
-                        if ((unsigned char) *c < ' ')
-                                *c = '?';
-                printf("%s%u %.10s %s\n", n++ == 0 ? "  Checkpoints: " : "               ", step, commit, s);
+                if (!streq(name, "Checkpoints")) {
+                        if (sd_bus_message_skip(reply, "v") < 0 || sd_bus_message_exit_container(reply) < 0)
+                                return;
+                        continue;
+                }
+                if (sd_bus_message_enter_container(reply, SD_BUS_TYPE_VARIANT, "a(uss)") <= 0 ||
+                    sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "(uss)") <= 0)
+                        return;
+                while (sd_bus_message_read(reply, "(uss)", &step, &commit, &subject) > 0) {
+                        _cleanup_free_ char *c = strdup(subject);
+                        if (!c)
+                                return;
+                        for (char *x = c; *x; x++)
+                                if ((unsigned char) *x < ' ')
+                                        *x = '?';
+                        printf("%s%u %.10s %s\n", n++ == 0 ? "  Checkpoints: " : "               ", step, commit, c);
+                }
+                return;
         }
 }
 
@@ -696,7 +704,7 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         printf("         Step: %u (%" PRIu64 " tokens, %" PRIu64 " commands)\n", info.step, info.tokens, info.commands);
         if (!isempty(info.head))
                 printf("         Head: %s\n", info.head);
-        print_checkpoints(bus, argv[1]);
+        print_checkpoints(reply);
         if (!isempty(info.breaker))
                 printf("      Breaker: %s\n", info.breaker);
         if (!isempty(info.push_url))

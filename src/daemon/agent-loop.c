@@ -635,10 +635,20 @@ static int changes_to_breaker(const FileChange *c, size_t n, BreakerChange **ret
         return 0;
 }
 
-/* The changes from commit from (NULL: the base) to the workspace, against
- * the rules of bc: 1 and *trip if one tripped. */
-static int check_changes(AgentRun *run, const char *from, const BreakerConfig *bc, BreakerTrip *trip) {
+/* Changes against the rules of bc: 1 and *trip if one tripped. */
+static int check_file_changes(const FileChange *changes, size_t n, const BreakerConfig *bc, BreakerTrip *trip) {
         _cleanup_free_ BreakerChange *bch = NULL;
+        int r;
+
+        r = changes_to_breaker(changes, n, &bch);
+        if (r < 0)
+                return r;
+        return breakers_check_changes(bc, bch, n, trip);
+}
+
+/* The changes from commit from (NULL: the base) to the workspace, against
+ * the rules of bc. */
+static int check_changes(AgentRun *run, const char *from, const BreakerConfig *bc, BreakerTrip *trip) {
         FileChange *changes = NULL;
         size_t n = 0;
         int r;
@@ -646,30 +656,31 @@ static int check_changes(AgentRun *run, const char *from, const BreakerConfig *b
         r = ledger_changes(run->ledger, from, &changes, &n);
         if (r < 0)
                 return r;
-        r = changes_to_breaker(changes, n, &bch);
-        if (r >= 0)
-                r = breakers_check_changes(bc, bch, n, trip);
+        r = check_file_changes(changes, n, bc, trip);
         file_changes_free(changes, n);
         return r;
 }
 
+typedef struct StepChanges {
+        FileChange *c;
+        size_t n;
+        bool known;                /* false: ledger_changes() failed, ask again */
+} StepChanges;
+
+static void step_changes_done(StepChanges *s) {
+        file_changes_free(s->c, s->n);
+}
+
 #define STEP_BODY_FILES_MAX 50U
 
-/* Appends the files the step changed (against from; NULL: the base). */
-static int step_body_add_changes(AgentRun *run, const char *from) {
-        FileChange *changes = NULL;
+/* Appends the files the step changed to the commit body. */
+static int step_body_add_changes(AgentRun *run, const FileChange *changes, size_t n) {
         char *buf = NULL;
-        size_t n = 0, size = 0;
-        int r;
+        size_t size = 0;
 
-        r = ledger_changes(run->ledger, from, &changes, &n);
-        if (r < 0)
-                return r;
         FILE *f = open_memstream(&buf, &size);
-        if (!f) {
-                file_changes_free(changes, n);
+        if (!f)
                 return -ENOMEM;
-        }
         fputs(strempty(run->body), f);
         if (n > 0)
                 fputs(run->body ? "\nFiles:\n" : "Files:\n", f);
@@ -678,7 +689,6 @@ static int step_body_add_changes(AgentRun *run, const char *from) {
                         changes[i].path);
         if (n > STEP_BODY_FILES_MAX)
                 fprintf(f, "  and %zu more\n", n - STEP_BODY_FILES_MAX);
-        file_changes_free(changes, n);
         if (fclose(f) != 0) {
                 free(buf);
                 return -ENOMEM;
@@ -688,10 +698,11 @@ static int step_body_add_changes(AgentRun *run, const char *from) {
         return 0;
 }
 
-/* Checks after a step. Path rules look at what this step changed; size
- * rules at everything since the base, with the allowance approvals added.
- * Returns 1 if a breaker tripped (the task is paused). */
-static int agent_check_breakers(AgentRun *run, const char *commit_before) {
+/* Checks after a step. Path rules look at what this step changed (step,
+ * from commit_before); size rules at everything since the base, with the
+ * allowance approvals added. Returns 1 if a breaker tripped (the task is
+ * paused). */
+static int agent_check_breakers(AgentRun *run, const char *commit_before, const StepChanges *step) {
         _cleanup_(breaker_config_done) BreakerConfig bc = {};
         _cleanup_(breaker_trip_done) BreakerTrip trip = {};
         Task *t = run->task;
@@ -745,7 +756,8 @@ static int agent_check_breakers(AgentRun *run, const char *commit_before) {
         BreakerConfig step_only = bc;
         step_only.max_files_changed = UINT_MAX;
         step_only.max_lines_changed = UINT_MAX;
-        r = check_changes(run, commit_before, &step_only, &trip);
+        r = step->known ? check_file_changes(step->c, step->n, &step_only, &trip) :
+                          check_changes(run, commit_before, &step_only, &trip);
         if (r != 0)
                 return r < 0 ? r : (agent_trip(run, trip.breaker, trip.reason, commit_before), 1);
 
@@ -805,6 +817,7 @@ static int agent_check_budget(AgentRun *run) {
 
 static void agent_end_step(AgentRun *run) {
         _cleanup_free_ char *error = NULL, *commit_before = NULL, *subject = NULL;
+        _cleanup_(step_changes_done) StepChanges changes = {};
         struct passwd *pw;
         Task *t = run->task;
         TaskProgress *p = &t->progress;
@@ -818,9 +831,10 @@ static void agent_end_step(AgentRun *run) {
 
         if (!run->subject && asprintf(&run->subject, "Step %u", step) < 0)
                 return agent_fail(run, "Out of memory.");
-        /* What the step changed, for a reviewer reading git log. */
-        r = step_body_add_changes(run, p->checkpoint);
-        if (r == -ENOMEM)
+        /* What the step changed: for a reviewer reading git log, and for the
+         * breakers' path rules below (the commit leaves the workspace as it is). */
+        changes.known = ledger_changes(run->ledger, commit_before, &changes.c, &changes.n) >= 0;
+        if (changes.known && step_body_add_changes(run, changes.c, changes.n) < 0)
                 return agent_fail(run, "Out of memory.");
 
         pw = getpwuid(t->owner);
@@ -878,7 +892,7 @@ static void agent_end_step(AgentRun *run) {
         audit_step(t, step, commit[0] ? commit : NULL, run->subject, cp.tests);
         task_bus_send_progress(t);
 
-        r = agent_check_breakers(run, commit_before);
+        r = agent_check_breakers(run, commit_before, &changes);
         if (r < 0)
                 return agent_fail(run, "Cannot check the step's changes: %s", strerror(-r));
         agent_step_done_reset(run);
@@ -1123,7 +1137,6 @@ static char *step_subject_from(const ModelReply *reply, unsigned step) {
 /* The commit body's first part: what the model said beyond the subject line
  * (bounded), then the tools it called. The ledger sanitizes it. */
 static char *step_body_from(const ModelReply *reply) {
-        _cleanup_free_ char *words = NULL;
         char *buf = NULL;
         size_t size = 0;
         FILE *f = open_memstream(&buf, &size);
@@ -1977,44 +1990,40 @@ int agent_start(Task *t) {
 /* Adds a user message to a task's conversation file (no run holds it):
  * what the state file does not acknowledge is cut first. */
 static int conversation_append_user(Task *t, const char *text) {
+        _cleanup_json_ json_object *m = message_new("user", text);
+        _cleanup_free_ char *line = NULL, *conv = NULL;
         _cleanup_close_ int dir_fd = -EBADF;
         TaskProgress *p = &t->progress;
+        size_t size = 0, good = 0;
+        unsigned lines = 0;
         int r;
 
+        if (!m || asprintf(&line, "%s\n", json_to_line(m)) < 0)
+                return -ENOMEM;
         dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dir_fd < 0)
                 return -errno;
-        {
-                _cleanup_json_ json_object *m = message_new("user", text);
-                _cleanup_free_ char *line = NULL;
-                _cleanup_free_ char *conv = NULL;
-                size_t size = 0;
-                unsigned lines = 0;
 
-                if (!m || asprintf(&line, "%s\n", json_to_line(m)) < 0)
-                        return -ENOMEM;
-                /* Cut what the state file does not acknowledge first, then append. */
-                r = read_file_at(dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &conv, &size);
-                if (r < 0 && r != -ENOENT)
-                        return r;
-                size_t good = 0;
-                for (size_t i = 0; conv && i < size && lines < p->messages; i++)
-                        if (conv[i] == '\n') {
-                                lines++;
-                                good = i + 1;
-                        }
-                if (lines != p->messages)
-                        return -EBADMSG;
-                if (conv && good < size) {
-                        _cleanup_close_ int fd = openat(dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-                        if (fd < 0 || ftruncate(fd, (off_t) good) < 0)
-                                return -errno;
+        /* Cut what the state file does not acknowledge first, then append. */
+        r = read_file_at(dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &conv, &size);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        for (size_t i = 0; conv && i < size && lines < p->messages; i++)
+                if (conv[i] == '\n') {
+                        lines++;
+                        good = i + 1;
                 }
-                r = append_file_at(dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
-                if (r < 0)
-                        return r;
-                p->messages++;
+        if (lines != p->messages)
+                return -EBADMSG;
+        if (conv && good < size) {
+                _cleanup_close_ int fd = openat(dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (fd < 0 || ftruncate(fd, (off_t) good) < 0)
+                        return -errno;
         }
+        r = append_file_at(dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
+        if (r < 0)
+                return r;
+        p->messages++;
         return 0;
 }
 

@@ -84,24 +84,19 @@ static void submission_remove(Manager *m, Submission *s) {
                 }
 }
 
-static int reply_import_error(Submission *s, int r, const char *message) {
-        Task *t = s->task;
-
+static int reply_import_error(Submission *s, int r, const char *message, bool directory) {
         if (r == -ENOMEM)
                 return sd_bus_reply_method_errnof(s->message, r, "Out of memory.");
         /* An fd spares the daemon the way to the repository, not the
          * permission bits of the repository's own directories: the client
-         * can send the history as a bundle instead. */
-        if (r == -EACCES && !message)
-                return sd_bus_reply_method_errorf(s->message, AGENTFAB_ERROR_REPOSITORY_UNREADABLE,
-                                                  "Repository '%s' cannot be read by agentfabd even through the file "
-                                                  "descriptor: its own directories are not readable by others. Send it "
-                                                  "as a bundle (agentfabctl does so by itself).", strempty(t->spec.repository));
-        if (r == -EACCES)
+         * can send the history as a bundle instead. (A bundle's EACCES is
+         * no permission problem of ours.) */
+        if (r == -EACCES && directory)
                 return sd_bus_reply_method_errorf(s->message, AGENTFAB_ERROR_REPOSITORY_UNREADABLE,
                                                   "Repository '%s' cannot be read by agentfabd even through the file "
                                                   "descriptor (%s). Send it as a bundle (agentfabctl does so by itself).",
-                                                  strempty(t->spec.repository), message);
+                                                  strempty(s->task->spec.repository),
+                                                  message ?: "its own directories are not readable by others");
         return sd_bus_reply_method_errorf(s->message, AGENTFAB_ERROR_INVALID_SPEC, "%s",
                                           message ?: "The repository passed as 'repository_fd' cannot be read.");
 }
@@ -117,11 +112,9 @@ static void on_import_done(Worker *w, int r, void *p, void *userdata) {
         manager_touch(m);
 
         if (r < 0) {
-                /* The bundle check's own EACCES is no permission problem of ours. */
-                int k = j->bundle && r == -EACCES ? -EINVAL : r;
                 log_info("Submission of '%s' refused: %s", strempty(s->task->spec.repository), j->error ?: strerror(-r));
                 task_create_abort(s->task);
-                (void) reply_import_error(s, k, j->error);
+                (void) reply_import_error(s, r, j->error, !j->bundle);
                 submission_free(s);
                 return;
         }

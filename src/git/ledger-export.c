@@ -182,13 +182,11 @@ int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n)
                 k++;
         }
 
-        /* n entries allocated; k used. */
         r = changes_of_submodules(l, tree, &c, &k);
         if (r < 0) {
                 file_changes_free(c, k);
                 return r;
         }
-        (void) n;
 
         *ret = c;
         *ret_n = k;
