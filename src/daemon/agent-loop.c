@@ -3,16 +3,16 @@
 #include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agent-loop.h"
+#include "agent-run.h"
+#include "conversation.h"
+#include "delivery.h"
 #include "audit.h"
 #include "breakers.h"
 #include "exec-session.h"
-#include "forge.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "ledger.h"
@@ -26,70 +26,14 @@
 #include "tools.h"
 #include "worker.h"
 
-#define CONVERSATION_MAX   (64u * 1024u * 1024u)
 #define TOOL_OUTPUT_MAX    (1024u * 1024u)
 #define FILE_MAX           (8u * 1024u * 1024u)
 #define LIST_MAX_ENTRIES   2000u
 #define SEARCH_MAX_MATCHES 200u
-#define TREE_MAX_ENTRIES   300u
-#define INSTRUCTIONS_MAX   (32u * 1024u)
-#define KEEP_RECENT        6u   /* messages never elided at the end of the conversation */
 
-typedef enum AgentPhase {
-        PHASE_IDLE,                /* nothing in flight: agent_advance() decides */
-        PHASE_PREPARE,             /* the workspace is being made, in a worker thread */
-        PHASE_BASELINE,            /* the test command before any change */
-        PHASE_MODEL,               /* a model call in flight */
-        PHASE_TOOL,                /* a command of a tool call in flight */
-        PHASE_DELIVER,             /* the push and the pull request, in a worker thread */
-} AgentPhase;
 
-struct AgentRun {
-        Task *task;                /* NULL once stopped: callbacks then do nothing */
-        Manager *manager;
-        sd_event_source *defer;    /* runs agent_advance() */
-        sd_event_source *dispose;  /* frees a stopped run outside its own callbacks */
-        AgentPhase phase;
 
-        int dir_fd;                /* tasks/<id> */
-        int log_fd;                /* output.log */
-        Ledger *ledger;
-        SandboxSession *session;
-        const ModelProfile *profile;
-        char *api_key;
-        char *model_name;          /* "<profile>/<model>" for trailers and the journal */
-        ModelCall *call;
-        Worker *worker;            /* making the workspace, or delivering to a forge */
-        ModelReplay *replay;       /* with spec.replay: the recorded exchanges instead of the endpoint */
-        json_object *messages;     /* the conversation: acknowledged messages, then the step in flight */
-        json_object *tools;
-        uint64_t clock_usec;       /* CLOCK_MONOTONIC when wall-clock use was last counted */
-
-        /* The step in flight. */
-        json_object *calls;        /* the tool calls of the model's reply */
-        size_t next_call;
-        char *call_id;             /* of the tool call whose command runs */
-        ToolKind call_kind;
-        char *call_command;
-        char **commands;           /* run in this step, for the Agentfab-Command: trailers */
-        char *subject;
-        char *body;                /* the reply's words after its first line, and its tool calls */
-        bool tests_ran;
-        bool tests_passed;
-        int test_exit;
-        int tests_n_passed;
-        bool network;              /* a command failed for want of the network */
-        char *network_command;
-        bool finish;               /* finish called and its tests passed */
-        unsigned good_calls;       /* tool calls of this step that parsed */
-        unsigned bad_calls;        /* and those that did not */
-        char *finish_summary;
-};
-
-static void agent_schedule(AgentRun *run);
-static void agent_fail(AgentRun *run, const char *fmt, ...) _printf_(2, 3);
-
-static uint64_t now_monotonic(void) {
+uint64_t agent_now_usec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
@@ -178,18 +122,18 @@ void agent_destroy(Task *t) {
 
 /* Counts wall-clock time the agent was at work, for the budget. */
 static void agent_count_clock(AgentRun *run) {
-        uint64_t now = now_monotonic();
+        uint64_t now = agent_now_usec();
         if (run->clock_usec > 0 && now > run->clock_usec)
                 run->task->progress.wall_usec += now - run->clock_usec;
         run->clock_usec = now;
 }
 
-static int agent_save(AgentRun *run) {
+int agent_save(AgentRun *run) {
         agent_count_clock(run);
         return task_save(run->task);
 }
 
-static void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
+void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         Task *t = run->task;
         int r;
@@ -203,7 +147,7 @@ static void agent_set_state(AgentRun *run, TaskState state, const char *reason) 
                 agent_stop(t);
 }
 
-static void agent_fail(AgentRun *run, const char *fmt, ...) {
+void agent_fail(AgentRun *run, const char *fmt, ...) {
         _cleanup_free_ char *reason = NULL;
         va_list ap;
 
@@ -213,161 +157,6 @@ static void agent_fail(AgentRun *run, const char *fmt, ...) {
         va_end(ap);
         log_error("Task '%s' failed: %s", run->task->id, strempty(reason));
         agent_set_state(run, TASK_FAILED, reason ?: "out of memory");
-}
-
-/* ---- The conversation: JSON lines, appended; the state file says how
- * many of them count. ---- */
-
-static int conversation_append(AgentRun *run, json_object *message) {
-        _cleanup_free_ char *line = NULL;
-        int r;
-
-        if (asprintf(&line, "%s\n", json_to_line(message)) < 0)
-                return -ENOMEM;
-        r = append_file_at(run->dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
-        if (r < 0)
-                return r;
-        return json_object_array_add(run->messages, json_object_get(message)) < 0 ? -ENOMEM : 0;
-}
-
-/* Messages of the step in flight go to memory only; at the checkpoint they
- * are appended and counted. */
-static int conversation_add(AgentRun *run, json_object *message) {
-        return json_object_array_add(run->messages, message) < 0 ? -ENOMEM : 0;
-}
-
-static int conversation_load(AgentRun *run) {
-        _cleanup_free_ char *text = NULL;
-        unsigned want = run->task->progress.messages, n = 0;
-        size_t size = 0, good = 0;
-        int r;
-
-        run->messages = json_object_new_array();
-        if (!run->messages)
-                return -ENOMEM;
-
-        r = read_file_at(run->dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &text, &size);
-        if (r == -ENOENT)
-                return want == 0 ? 0 : -EBADMSG;
-        if (r < 0)
-                return r;
-
-        for (char *p = text, *nl; n < want && p < text + size; p = nl + 1) {
-                _cleanup_json_ json_object *j = NULL;
-
-                nl = memchr(p, '\n', (size_t) (text + size - p));
-                if (!nl)
-                        break;   /* a torn last line is not acknowledged */
-                if (json_parse_strict(p, (size_t) (nl - p), &j) < 0 || !json_object_is_type(j, json_type_object))
-                        return -EBADMSG;
-                if (json_object_array_add(run->messages, TAKE_PTR(j)) < 0)
-                        return -ENOMEM;
-                n++;
-                good = (size_t) (nl + 1 - text);
-        }
-        if (n < want)
-                return -EBADMSG;
-
-        /* Whatever follows belongs to a step the state file never
-         * acknowledged: cut it off, so it cannot count later. */
-        if (good < size) {
-                _cleanup_close_ int fd = openat(run->dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-                if (fd < 0 || ftruncate(fd, (off_t) good) < 0 || fsync(fd) < 0)
-                        return -errno;
-        }
-        return 0;
-}
-
-static json_object *message_new(const char *role, const char *content) {
-        _cleanup_json_ json_object *m = json_object_new_object();
-        if (!m || json_add_string(m, "role", role) < 0 ||
-            json_object_object_add(m, "content", json_object_new_string(strempty(content))) < 0)
-                return NULL;
-        return TAKE_PTR(m);
-}
-
-static json_object *tool_message_new(const char *call_id, const char *name, const char *content) {
-        _cleanup_json_ json_object *m = message_new("tool", content);
-        if (!m || json_add_string(m, "tool_call_id", call_id) < 0 || json_add_string(m, "name", name) < 0)
-                return NULL;
-        return TAKE_PTR(m);
-}
-
-/* What is sent to the model: the conversation, with the oldest tool outputs
- * replaced by a note while it is larger than the profile's context budget
- * (about 4 bytes a token). The system prompt, the goal and the latest
- * messages are never elided; the choice depends only on the conversation,
- * so a redone step sends the same request. */
-static json_object *conversation_for_model(AgentRun *run) {
-        size_t n = json_object_array_length(run->messages), total = 0;
-        uint64_t budget = run->profile->context_budget ? run->profile->context_budget * 4 : UINT64_MAX;
-        _cleanup_json_ json_object *out = json_object_new_array();
-
-        if (!out)
-                return NULL;
-        for (size_t i = 0; i < n; i++)
-                total += strlen(json_object_to_json_string(json_object_array_get_idx(run->messages, i)));
-
-        for (size_t i = 0; i < n; i++) {
-                json_object *m = json_object_array_get_idx(run->messages, i);
-                const char *role = NULL;
-                json_object *content;
-
-                (void) json_get_string(m, "role", &role);
-                if (total > budget && i >= 2 && i + KEEP_RECENT < n && streq_ptr(role, "tool") &&
-                    json_object_object_get_ex(m, "content", &content) &&
-                    json_object_get_string_len(content) > 200) {
-                        _cleanup_json_ json_object *copy = NULL;
-                        char note[128];
-                        size_t len = (size_t) json_object_get_string_len(content);
-
-                        if (json_object_deep_copy(m, &copy, NULL) < 0)
-                                return NULL;
-                        snprintf(note, sizeof(note), "[output of %zu bytes elided to fit the context budget]", len);
-                        json_object_object_add(copy, "content", json_object_new_string(note));
-                        total -= len - strlen(note);
-                        if (json_object_array_add(out, TAKE_PTR(copy)) < 0)
-                                return NULL;
-                        continue;
-                }
-                if (json_object_array_add(out, json_object_get(m)) < 0)
-                        return NULL;
-        }
-        return TAKE_PTR(out);
-}
-
-static int system_prompt(AgentRun *run, char **ret) {
-        _cleanup_free_ char *tree = NULL, *instructions = NULL;
-        Task *t = run->task;
-        int ws = ledger_workspace_fd(run->ledger);
-
-        (void) workspace_tree(ws, TREE_MAX_ENTRIES, &tree);
-        (void) workspace_agent_instructions(ws, INSTRUCTIONS_MAX, &instructions);
-
-        if (asprintf(ret,
-                     "You are agentfab's software engineering agent. You work on a git repository checked out at "
-                     "/workspace, through the tools you are given. Commands run in a sandbox without network access.\n\n"
-                     "# Goal\n%s\n\n"
-                     "# Acceptance criteria\n%s\n\n"
-                     "# Test command\n%s\n\n"
-                     "# Files\n%s\n"
-                     "%s%s%s"
-                     "# Rules\n"
-                     "- Work in small steps. Read before you edit. Keep changes to what the goal needs.\n"
-                     "- Paths are relative to the workspace. Never try to leave it.\n"
-                     "- Run the tests (run_tests) to check your work; call finish with a summary when the goal is met "
-                     "and the tests pass. finish runs the tests again and is refused while they fail.\n"
-                     "- Changes to protected paths (authentication, payment, migrations, CI configuration, lock files), "
-                     "dependency manifests and deleting tests need a human's approval; avoid them unless the goal "
-                     "requires them.\n",
-                     t->spec.goal,
-                     isempty(t->spec.acceptance) ? "(none given: the goal and the tests decide)" : t->spec.acceptance,
-                     isempty(t->spec.test_command) ? "(none: there is no test command; say in your summary how you checked your work)" : t->spec.test_command,
-                     strempty(tree),
-                     instructions ? "# The repository's instructions for agents\n" : "",
-                     strempty(instructions), instructions ? "\n\n" : "") < 0)
-                return -ENOMEM;
-        return 0;
 }
 
 /* ---- Preparing: the workspace, the sandbox, the baseline. ---- */
@@ -912,7 +701,7 @@ static void agent_end_step(AgentRun *run) {
 static void agent_next_tool(AgentRun *run);
 
 static void agent_tool_result(AgentRun *run, const char *call_id, const char *name, const char *text) {
-        json_object *m = tool_message_new(call_id, name, text);
+        json_object *m = conversation_tool_message_new(call_id, name, text);
         if (!m || conversation_add(run, m) < 0)
                 return agent_fail(run, "Out of memory.");
 }
@@ -1212,7 +1001,7 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
         }
 
         if (planning) {
-                json_object *m = message_new("assistant", reply->content);
+                json_object *m = conversation_message_new("assistant", reply->content);
                 if (!m || conversation_append(run, m) < 0) {
                         json_object_put(m);
                         return agent_fail(run, "Cannot record the plan.");
@@ -1235,7 +1024,7 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
         run->body = step_body_from(reply);
 
         if (reply->n_tool_calls == 0) {
-                json_object *nudge = message_new("user",
+                json_object *nudge = conversation_message_new("user",
                         "Use the tools to work towards the goal; call finish with a summary when the tests pass.");
                 if (!nudge || conversation_add(run, nudge) < 0)
                         return agent_fail(run, "Out of memory.");
@@ -1285,17 +1074,17 @@ static int agent_begin_conversation(AgentRun *run) {
         if (json_object_array_length(run->messages) > 0)
                 return 0;
 
-        r = system_prompt(run, &prompt);
+        r = conversation_system_prompt(run, &prompt);
         if (r < 0)
                 return r;
-        m = message_new("system", prompt);
+        m = conversation_message_new("system", prompt);
         if (!m)
                 return -ENOMEM;
         r = conversation_append(run, m);
         json_object_put(m);
         if (r < 0)
                 return r;
-        m = message_new("user",
+        m = conversation_message_new("user",
                         "First write a plan: the steps you intend to take, the ambiguities you see in the goal, and "
                         "the risks. Do not call tools yet; answer with the plan only.");
         if (!m)
@@ -1324,7 +1113,7 @@ static int agent_start_plan_steps(AgentRun *run) {
         if (!streq_ptr(role, "assistant"))
                 return 0;
 
-        json_object *m = message_new("user", "Now carry out the plan, step by step, with the tools.");
+        json_object *m = conversation_message_new("user", "Now carry out the plan, step by step, with the tools.");
         if (!m)
                 return -ENOMEM;
         r = conversation_append(run, m);
@@ -1333,436 +1122,6 @@ static int agent_start_plan_steps(AgentRun *run) {
                 return r;
         t->progress.messages = (unsigned) json_object_array_length(run->messages);
         return agent_save(run);
-}
-
-/* ---- Delivery ---- */
-
-static int summary_write(AgentRun *run, const char *diffstat) {
-        _cleanup_json_ json_object *checkpoints = NULL;
-        _cleanup_free_ char *events = NULL;
-        Task *t = run->task;
-        TaskProgress *p = &t->progress;
-        FILE *f;
-        char *text = NULL;
-        size_t size = 0;
-        int r;
-
-        (void) ledger_checkpoints(run->ledger, &checkpoints);
-        (void) read_file_at(run->dir_fd, TASK_EVENTS_FILE, 16 * 1024 * 1024, &events, NULL);
-
-        f = open_memstream(&text, &size);
-        if (!f)
-                return -ENOMEM;
-        fprintf(f, "# agentfab task %s\n\n## Goal\n\n%s\n\n", t->id, t->spec.goal);
-        if (!isempty(p->summary))
-                fprintf(f, "## What the agent says it did\n\n%s\n\n", p->summary);
-        if (!isempty(p->plan))
-                fprintf(f, "## Plan\n\n%s\n\n", p->plan);
-
-        fprintf(f, "## Steps\n\n");
-        for (size_t i = 0; checkpoints && i < json_object_array_length(checkpoints); i++) {
-                json_object *c = json_object_array_get_idx(checkpoints, i);
-                const char *commit = NULL, *subject = NULL;
-                uint64_t step = 0;
-                (void) json_get_string(c, "commit", &commit);
-                (void) json_get_string(c, "subject", &subject);
-                (void) json_get_uint64(c, "step", &step);
-                fprintf(f, "- step %llu, %.12s: %s\n", (unsigned long long) step, strempty(commit), strempty(subject));
-        }
-
-        fprintf(f, "\n## Files changed\n\n```\n%s```\n\n", strempty(diffstat));
-        fprintf(f, "## Tests\n\n");
-        if (isempty(t->spec.test_command))
-                fprintf(f, "No test command was given.\n\n");
-        else
-                fprintf(f, "`%s`: %s (exit status %i)\n\n", t->spec.test_command, strempty(p->last_tests),
-                        p->last_test_exit);
-
-        /* Breakers and decisions, from the task's own history. */
-        fprintf(f, "## Breakers and approvals\n\n");
-        bool any = false, approved = false;
-        for (char *line = events, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-                _cleanup_json_ json_object *e = NULL;
-                const char *type = NULL, *what = NULL, *reason = NULL, *comment = NULL;
-                uint64_t uid = UINT64_MAX, usec = 0;
-
-                nl = strchr(line, '\n');
-                if (json_parse_strict(line, nl ? (size_t) (nl - line) : strlen(line), &e) < 0)
-                        continue;
-                (void) json_get_string(e, "type", &type);
-                (void) json_get_uint64(e, "uid", &uid);
-                (void) json_get_uint64(e, "usec", &usec);
-                if (streq_ptr(type, "breaker")) {
-                        (void) json_get_string(e, "breaker", &what);
-                        (void) json_get_string(e, "reason", &reason);
-                        fprintf(f, "- breaker **%s**: %s\n", strempty(what), strempty(reason));
-                        any = true;
-                } else if (streq_ptr(type, "request")) {
-                        (void) json_get_string(e, "request", &what);
-                        (void) json_get_string(e, "comment", &comment);
-                        if (!streq_ptr(what, "approve") && !streq_ptr(what, "reject"))
-                                continue;
-                        time_t when = (time_t) (usec / USEC_PER_SEC);
-                        struct tm tm;
-                        char ts[64] = "";
-                        if (gmtime_r(&when, &tm))
-                                strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S UTC", &tm);
-                        struct passwd *pw = uid != UINT64_MAX ? getpwuid((uid_t) uid) : NULL;
-                        fprintf(f, "- %s by %s (uid %llu) at %s%s%s\n", streq(what, "approve") ? "approved" : "rejected",
-                                pw ? pw->pw_name : "?", (unsigned long long) uid, ts,
-                                comment ? ": " : "", strempty(comment));
-                        if (streq(what, "approve"))
-                                approved = true;
-                        any = true;
-                }
-        }
-        if (!any)
-                fprintf(f, "None.\n");
-
-        fprintf(f, "\n## Budget used\n\n- steps: %u\n- model tokens: %llu\n- commands: %llu\n- wall clock: %llu s\n",
-                p->step, (unsigned long long) p->tokens, (unsigned long long) p->commands,
-                (unsigned long long) (p->wall_usec / USEC_PER_SEC));
-
-        fprintf(f, "\n## Needs human confirmation\n\n");
-        bool needs = false;
-        if (isempty(t->spec.test_command)) {
-                fprintf(f, "- There is no test command: nothing checked the change automatically.\n");
-                needs = true;
-        }
-        if (approved) {
-                fprintf(f, "- A breaker stopped this task and a person let it go on: review those steps above all.\n");
-                needs = true;
-        }
-        if (isempty(t->spec.acceptance)) {
-                fprintf(f, "- No acceptance criteria were given: check that the change does what was meant.\n");
-                needs = true;
-        }
-        if (!needs)
-                fprintf(f, "- Review the diff as you would any contribution.\n");
-
-        if (fclose(f) != 0) {
-                free(text);
-                return -ENOMEM;
-        }
-        r = write_file_atomic(run->dir_fd, TASK_SUMMARY_FILE, text, size, 0600);
-        free(text);
-        return r;
-}
-
-#define DELIVERY_REASON_MAX 1024u
-
-/* A task's Reason from what a remote or a forge said: one line, bounded
- * (the state file takes at most 4096 bytes of it). NULL when out of memory. */
-static char *delivery_reason(const char *fmt, ...) _printf_(1, 2);
-static char *delivery_reason(const char *fmt, ...) {
-        char *s = NULL;
-        va_list ap;
-
-        va_start(ap, fmt);
-        if (vasprintf(&s, fmt, ap) < 0)
-                s = NULL;
-        va_end(ap);
-        if (!s)
-                return NULL;
-        if (strlen(s) > DELIVERY_REASON_MAX)
-                s[DELIVERY_REASON_MAX] = '\0';
-        for (char *c = s; *c; c++)
-                if ((unsigned char) *c < ' ' || *c == 127)
-                        *c = ' ';
-        utf8_sanitize(s, strlen(s));
-        return s;
-}
-
-/* The pull request's body: the summary as written, bounded (forges refuse
- * very long bodies) and valid UTF-8 (it goes into JSON). */
-static int pull_request_body(AgentRun *run, char **ret) {
-        _cleanup_free_ char *text = NULL;
-        size_t size = 0;
-        int r;
-
-        r = read_file_at(run->dir_fd, TASK_SUMMARY_FILE, 16u * 1024u * 1024u, &text, &size);
-        if (r < 0)
-                return r;
-        if (size > FORGE_BODY_MAX - 256) {
-                size = FORGE_BODY_MAX - 256;
-                text[size] = '\0';
-                utf8_sanitize(text, size);
-                char *cut = NULL;
-                if (asprintf(&cut, "%s\n\n*(The summary is cut here: \"agentfabctl summary %s\" shows all of it.)*\n",
-                             text, run->task->id) < 0)
-                        return -ENOMEM;
-                *ret = cut;
-                return 0;
-        }
-        utf8_sanitize(text, size);
-        *ret = TAKE_PTR(text);
-        return 0;
-}
-
-/* Delivery beyond the factory, when the spec asks for it: pushes the
- * branch to spec.push_url, then opens a pull request on spec.forge with
- * the summary as its body and the goal's first line as its title.
- *
- * Both block the event loop (libgit2 and libcurl's easy interface); the
- * forge call has bounded timeouts, the push those of the transport.
- *
- * A failure here does not fail the task: the work is done, checked and
- * delivered in the factory (the branch, its export, "agentfabctl fetch"),
- * and failing it would offer only Resume(), which would redo nothing but
- * this. So the task succeeds, and the returned text (NULL: all went well
- * or nothing was asked) says what failed; it becomes the task's Reason,
- * and the journal has it too (audit_delivery_failed()). What succeeded is
- * recorded in the progress before the next part is tried, so that a
- * restart in the middle neither pushes again nor opens a second pull
- * request. */
-/* The push and the pull request talk to other hosts, which may be slow or
- * hang (libgit2 1.5 has no timeout for a push): they run in a worker
- * thread. The job borrows the run's ledger for its life and owns copies of
- * everything else; if the run is stopped meanwhile, the job frees them. */
-typedef struct DeliverJob {
-        Ledger *ledger;
-        char *push_url;
-        char *token;               /* wiped */
-        bool push;
-        bool pull_request;
-        ForgeKind kind;
-        char *api, *owner, *repo, *head, *base, *title, *body, *forge_name;
-        char head_commit[41];
-        char *diffstat;            /* for the delivered entry, computed once */
-        /* Results. */
-        int push_result;
-        char *push_error;
-        int pr_result;
-        char *pr_error;
-        char *pr_url;
-} DeliverJob;
-
-static void deliver_job_free(void *p) {
-        DeliverJob *j = p;
-
-        if (!j)
-                return;
-        ledger_free(j->ledger);
-        forge_token_free(j->token);
-        free(j->push_url);
-        free(j->api);
-        free(j->owner);
-        free(j->repo);
-        free(j->head);
-        free(j->base);
-        free(j->title);
-        free(j->body);
-        free(j->forge_name);
-        free(j->diffstat);
-        free(j->push_error);
-        free(j->pr_error);
-        free(j->pr_url);
-        free(j);
-}
-
-static int deliver_job_run(void *p) {
-        DeliverJob *j = p;
-
-        if (j->push) {
-                /* The token only goes with an https push, which
-                 * manager_check_delivery() has checked is on the forge's host. */
-                j->push_result = ledger_push(j->ledger, j->push_url,
-                                             strneq(j->push_url, "https://", 8) ? j->token : NULL, &j->push_error);
-                if (j->push_result < 0)
-                        return 0;
-        }
-        if (j->pull_request) {
-                ForgeRequest req = {
-                        .kind = j->kind,
-                        .api = j->api,
-                        .token = j->token,
-                        .owner = j->owner,
-                        .repo = j->repo,
-                        .head = j->head,
-                        .base = j->base,
-                        .title = j->title,
-                        .body = j->body,
-                };
-                j->pr_result = forge_open_pull_request(&req, &j->pr_url, &j->pr_error);
-        }
-        return 0;
-}
-
-static void agent_finish_delivery(AgentRun *run, const char *head, const char *diffstat, const char *problem) {
-        audit_delivered(run->task, head, diffstat);
-        agent_set_state(run, TASK_SUCCEEDED, problem);
-}
-
-static void on_deliver_done(Worker *w, int result, void *p, void *userdata) {
-        _cleanup_free_ char *reason = NULL;
-        DeliverJob *j = p;
-        AgentRun *run = userdata;
-        Task *t = run->task;
-        int r;
-
-        (void) w, (void) result;
-        run->worker = NULL;
-        run->phase = PHASE_IDLE;
-        run->ledger = TAKE_PTR(j->ledger);   /* back from the job */
-        if (!t)
-                return;
-
-        if (j->push) {
-                if (j->push_result < 0) {
-                        audit_delivery_failed(t, "push", j->push_error ?: strerror(-j->push_result));
-                        reason = delivery_reason("Delivered here only: the push to '%s' failed: %s", j->push_url,
-                                                 j->push_error ?: strerror(-j->push_result));
-                        return agent_finish_delivery(run, j->head_commit, j->diffstat, reason);
-                }
-                t->progress.pushed = true;
-                r = agent_save(run);
-                if (r < 0)
-                        log_warning_errno(r, "Failed to record the push of task '%s', ignoring: %m", t->id);
-                audit_pushed(t, j->head_commit);
-        }
-        if (j->pull_request) {
-                if (j->pr_result < 0) {
-                        audit_delivery_failed(t, "pull-request", j->pr_error ?: strerror(-j->pr_result));
-                        reason = delivery_reason("Pushed to '%s', but the pull request on forge '%s' failed: %s",
-                                                 j->push_url, j->forge_name, j->pr_error ?: strerror(-j->pr_result));
-                        return agent_finish_delivery(run, j->head_commit, j->diffstat, reason);
-                }
-                t->progress.pull_request = TAKE_PTR(j->pr_url);
-                r = agent_save(run);
-                if (r < 0)
-                        log_warning_errno(r, "Failed to record the pull request of task '%s', ignoring: %m", t->id);
-                audit_pull_request(t, t->progress.pull_request);
-        }
-        agent_finish_delivery(run, j->head_commit, j->diffstat, NULL);
-}
-
-/* Starts the push and the pull request the task asks for: 1 if a job runs
- * (it finishes the delivery), 0 if there is nothing to do or it could not
- * start, with *ret_problem saying why for the task's Reason. */
-static int agent_deliver_forge(AgentRun *run, const char *head, const char *diffstat, char **ret_problem) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(forge_token_freep) char *token = NULL;
-        _cleanup_free_ char *message = NULL;
-        Task *t = run->task;
-        const ForgeConfig *f;
-        DeliverJob *j;
-        int r;
-
-        *ret_problem = NULL;
-        if (!t->spec.push_url)
-                return 0;
-
-        /* The configuration may have changed since the task was submitted. */
-        r = manager_check_delivery(&run->manager->config, &t->spec, &error);
-        if (r < 0) {
-                audit_delivery_failed(t, "push", error.message ?: strerror(-r));
-                *ret_problem = delivery_reason("Delivered here only, not pushed: %s", error.message ?: strerror(-r));
-                return 0;
-        }
-        f = config_find_forge(&run->manager->config, t->spec.forge);
-        if (f) {
-                r = config_forge_read_token(f, &token);
-                if (r < 0) {
-                        message = delivery_reason("cannot read credential '%s' of forge '%s': %s",
-                                                  f->token_credential, f->name, strerror(-r));
-                        audit_delivery_failed(t, "push", strempty(message));
-                        *ret_problem = delivery_reason("Delivered here only, not pushed: %s", strempty(message));
-                        return 0;
-                }
-        }
-
-        j = calloc(1, sizeof(DeliverJob));
-        if (!j)
-                return -ENOMEM;
-        j->push = !t->progress.pushed;
-        j->pull_request = f && !t->progress.pull_request;
-        j->push_url = strdup(t->spec.push_url);
-        j->token = TAKE_PTR(token);
-        snprintf(j->head_commit, sizeof(j->head_commit), "%s", head);
-        j->diffstat = diffstat ? strdup(diffstat) : NULL;
-        r = j->push_url && (!diffstat || j->diffstat) ? 0 : -ENOMEM;
-        if (r >= 0 && j->pull_request) {
-                /* The goal's first line that says something. */
-                const char *goal = t->spec.goal + strspn(t->spec.goal, " \t\n");
-
-                j->kind = f->kind;
-                j->api = strdup(f->api);
-                j->forge_name = strdup(f->name);
-                j->head = strdup(t->branch);
-                j->base = strdup(t->spec.pull_request_base ?: TASK_PULL_REQUEST_BASE_DEFAULT);
-                j->title = strshorten_line(goal, 120);
-                if (!j->api || !j->forge_name || !j->head || !j->base || !j->title)
-                        r = -ENOMEM;
-                else
-                        utf8_sanitize(j->title, strlen(j->title));
-                if (r >= 0)
-                        r = forge_repository_split(t->spec.forge_repository, &j->owner, &j->repo);
-                if (r >= 0)
-                        r = pull_request_body(run, &j->body);
-                if (r < 0 && r != -ENOMEM) {
-                        audit_delivery_failed(t, "pull-request", strerror(-r));
-                        j->pull_request = false;
-                        *ret_problem = delivery_reason("Pushed to '%s', but no pull request: %s", t->spec.push_url,
-                                                       strerror(-r));
-                        r = 0;
-                }
-        }
-        if (r < 0 || (!j->push && !j->pull_request)) {
-                deliver_job_free(j);
-                return r;
-        }
-
-        j->ledger = TAKE_PTR(run->ledger);
-        r = worker_start(run->manager->event, deliver_job_run, on_deliver_done, deliver_job_free, j, run, &run->worker);
-        if (r < 0) {
-                run->ledger = TAKE_PTR(j->ledger);
-                deliver_job_free(j);
-                return r;
-        }
-        run->phase = PHASE_DELIVER;
-        return 1;
-}
-
-static void agent_deliver(AgentRun *run) {
-        _cleanup_free_ char *error = NULL, *diffstat = NULL, *problem = NULL;
-        Task *t = run->task;
-        char commit[41] = "", head[41] = "";
-        int r;
-
-        /* Anything left uncommitted is committed as a last step. */
-        Checkpoint cp = {
-                .task_id = t->id,
-                .step = t->progress.step + 1,
-                .subject = "Final state of the workspace",
-                .model = run->model_name,
-                .tests = t->progress.last_tests ?: "not-run",
-                .test_command = t->spec.test_command,
-                .test_exit = t->progress.last_test_exit,
-                .uid = t->owner,
-        };
-        r = ledger_checkpoint(run->ledger, &cp, commit, &error);
-        if (r < 0)
-                return agent_fail(run, "Cannot commit the final state: %s", error ?: strerror(-r));
-        if (r > 0) {
-                t->progress.step++;
-                (void) free_and_strdup(&t->progress.checkpoint, commit);
-        }
-        r = ledger_head(run->ledger, head);
-        if (r < 0)
-                return agent_fail(run, "Cannot read the branch: %s", strerror(-r));
-        (void) free_and_strdup(&t->progress.head, head);
-        (void) ledger_diffstat(run->ledger, &diffstat);
-
-        r = summary_write(run, diffstat);
-        if (r < 0)
-                return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
-
-        r = agent_deliver_forge(run, head, diffstat, &problem);
-        if (r > 0)
-                return;   /* on_deliver_done() finishes */
-        if (r < 0 && !problem)
-                problem = delivery_reason("Delivered here only: the push could not start: %s", strerror(-r));
-        agent_finish_delivery(run, head, diffstat, problem);
 }
 
 /* ---- The driver ---- */
@@ -1866,7 +1225,7 @@ static void agent_advance(AgentRun *run) {
         case TASK_DELIVERING:
                 if (agent_begin_running(run) < 0)
                         return;
-                return agent_deliver(run);
+                return delivery_start(run);
 
         default:
                 agent_stop(t);
@@ -1879,7 +1238,7 @@ static int on_defer(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-static void agent_schedule(AgentRun *run) {
+void agent_schedule(AgentRun *run) {
         if (run->task)
                 (void) sd_event_source_set_enabled(run->defer, SD_EVENT_ONESHOT);
 }
@@ -1929,7 +1288,7 @@ int agent_start(Task *t) {
         run->manager = m;
         run->dir_fd = run->log_fd = -EBADF;
         run->tests_n_passed = -1;
-        run->clock_usec = now_monotonic();
+        run->clock_usec = agent_now_usec();
 
         run->dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (run->dir_fd < 0)
@@ -1984,46 +1343,6 @@ int agent_start(Task *t) {
         (void) sd_event_source_set_description(run->defer, "agent");
 
         t->run = TAKE_PTR(run);
-        return 0;
-}
-
-/* Adds a user message to a task's conversation file (no run holds it):
- * what the state file does not acknowledge is cut first. */
-static int conversation_append_user(Task *t, const char *text) {
-        _cleanup_json_ json_object *m = message_new("user", text);
-        _cleanup_free_ char *line = NULL, *conv = NULL;
-        _cleanup_close_ int dir_fd = -EBADF;
-        TaskProgress *p = &t->progress;
-        size_t size = 0, good = 0;
-        unsigned lines = 0;
-        int r;
-
-        if (!m || asprintf(&line, "%s\n", json_to_line(m)) < 0)
-                return -ENOMEM;
-        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (dir_fd < 0)
-                return -errno;
-
-        /* Cut what the state file does not acknowledge first, then append. */
-        r = read_file_at(dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &conv, &size);
-        if (r < 0 && r != -ENOENT)
-                return r;
-        for (size_t i = 0; conv && i < size && lines < p->messages; i++)
-                if (conv[i] == '\n') {
-                        lines++;
-                        good = i + 1;
-                }
-        if (lines != p->messages)
-                return -EBADMSG;
-        if (conv && good < size) {
-                _cleanup_close_ int fd = openat(dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-                if (fd < 0 || ftruncate(fd, (off_t) good) < 0)
-                        return -errno;
-        }
-        r = append_file_at(dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
-        if (r < 0)
-                return r;
-        p->messages++;
         return 0;
 }
 
@@ -2101,141 +1420,3 @@ void agent_prepare_resume(Task *t) {
         t->progress.pushed = false;
 }
 
-int agent_read_summary(Task *t, char **ret) {
-        _cleanup_close_ int dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (dir_fd < 0)
-                return -errno;
-        return read_file_at(dir_fd, TASK_SUMMARY_FILE, 4 * 1024 * 1024, ret, NULL);
-}
-
-static int task_ledger_open(Task *t, Ledger **ret) {
-        _cleanup_close_ int dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (dir_fd < 0)
-                return -errno;
-        return ledger_open(dir_fd, t->branch, ret);
-}
-
-int agent_export(Task *t, const char *format, int *ret_fd, sd_bus_error *error) {
-        _cleanup_(ledger_freep) Ledger *l = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        int r;
-
-        if (!streq(format, "bundle") && !streq(format, "mbox") && !streq(format, "diff"))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "Unknown export format '%s': use bundle, mbox or diff.", format);
-        if (!t->progress.checkpoint && !t->progress.head)
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' has no commits yet.", t->id);
-
-        r = task_ledger_open(t, &l);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot open the ledger of task '%s': %m", t->id);
-
-        /* A memfd holds the export, so that the caller reads it at its own
-         * pace and the daemon never blocks on a slow reader. */
-        fd = memfd_create("agentfab-export", MFD_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        r = streq(format, "bundle") ? ledger_export_bundle(l, fd) :
-                streq(format, "mbox") ? ledger_export_mbox(l, fd) : ledger_export_diff(l, fd);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot export task '%s': %m", t->id);
-        if (lseek(fd, 0, SEEK_SET) < 0)
-                return -errno;
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
-int agent_base_commit(Task *t, char ret[static 41]) {
-        _cleanup_(ledger_freep) Ledger *l = NULL;
-        int r;
-
-        r = task_ledger_open(t, &l);
-        if (r < 0)
-                return r;
-        return ledger_base(l, ret);
-}
-
-int agent_checkpoints(Task *t, json_object **ret) {
-        _cleanup_(ledger_freep) Ledger *l = NULL;
-        int r;
-
-        r = task_ledger_open(t, &l);
-        if (r < 0)
-                return r;
-        return ledger_checkpoints(l, ret);
-}
-
-int agent_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 41], char ret_undone[static 41],
-                   sd_bus_error *error) {
-        _cleanup_(ledger_freep) Ledger *l = NULL;
-        _cleanup_json_ json_object *list = NULL;
-        _cleanup_free_ char *text = NULL;
-        char base[41], found[41] = "";
-        unsigned found_step = 0;
-        size_t n = rev ? strlen(rev) : 0;
-        int r;
-
-        /* A commit id of the branch, abbreviated to no less than 7 digits, or "base". */
-        if (!rev || (!streq(rev, "base") && (n < 7 || n > 40 || strspn(rev, "0123456789abcdef") != n)))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "'%s' is neither 'base' nor a commit id of 7 to 40 lowercase hex digits.", strempty(rev));
-
-        r = task_ledger_open(t, &l);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot open the ledger of task '%s': %m", t->id);
-        r = ledger_base(l, base);
-        if (r >= 0)
-                r = ledger_checkpoints(l, &list);
-        /* The tip that goes off the branch, for the journal: its objects stay. */
-        if (r >= 0)
-                r = ledger_head(l, ret_undone);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot read the checkpoints of task '%s': %m", t->id);
-
-        if (streq(rev, "base") || strneq(base, rev, n))
-                memcpy(found, base, sizeof(found));
-        for (size_t i = 0; i < json_object_array_length(list); i++) {
-                json_object *c = json_object_array_get_idx(list, i);
-                const char *commit;
-                uint64_t step;
-
-                if (json_get_string(c, "commit", &commit) < 0 || json_get_uint64(c, "step", &step) < 0 ||
-                    streq(rev, "base") || !strneq(commit, rev, n))
-                        continue;
-                if (found[0] && !streq(found, commit))
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "'%s' is ambiguous among the checkpoints of task '%s'.", rev, t->id);
-                strncpy(found, commit, sizeof(found) - 1);
-                found_step = (unsigned) step;
-        }
-        if (!found[0])
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "'%s' is not the base nor a checkpoint of task '%s' (see its Checkpoints).", rev, t->id);
-
-        /* Resume goes on from here; the model hears what is gone. */
-        TaskProgress *p = &t->progress;
-        if (free_and_strdup(&p->checkpoint, found) < 0 || free_and_strdup(&p->head, found) < 0)
-                return -ENOMEM;
-        if (found_step > 0)
-                r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to the checkpoint of step %u "
-                             "(commit %s): everything you did after it is undone. Continue from there.",
-                             (unsigned) uid, found_step, found);
-        else
-                r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to where the task started "
-                             "(commit %s): everything you did is undone. Start again from there.", (unsigned) uid, found);
-        if (r < 0)
-                return -ENOMEM;
-        r = conversation_append_user(t, text);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot tell the model about the reset of task '%s': %m", t->id);
-        /* Acknowledged first: should the reset itself fail, a resume makes
-         * the workspace match this checkpoint anyway. */
-        r = task_save(t);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot save task '%s': %m", t->id);
-        r = ledger_reset(l, found);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot reset the workspace of task '%s' to %s: %m", t->id, found);
-        memcpy(ret_commit, found, 41);
-        return found_step;
-}

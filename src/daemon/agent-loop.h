@@ -52,15 +52,3 @@ int agent_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 4
 
 /* A failed task is resumed: it starts again from its last checkpoint. */
 void agent_prepare_resume(Task *t);
-
-/* The delivery summary (Markdown), once written. */
-int agent_read_summary(Task *t, char **ret);
-
-/* An export of the task's branch as a readable fd: "bundle", "mbox" or "diff". */
-int agent_export(Task *t, const char *format, int *ret_fd, sd_bus_error *error);
-
-/* The commit the task's branch started from. */
-int agent_base_commit(Task *t, char ret[static 41]);
-
-/* Checkpoints as JSON [{step, commit, subject}], read from the ledger. */
-int agent_checkpoints(Task *t, json_object **ret);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "agent-loop.h"
+#include "task-ledger.h"
 #include "agentfab-bus.h"
 #include "audit.h"
 #include "fs-util.h"
@@ -208,7 +209,7 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
                 /* The same answers only make sense on the same code: start
                  * from the commit the original started from. */
                 char base[41];
-                r = agent_base_commit(original, base);
+                r = task_ledger_base_commit(original, base);
                 if (r < 0)
                         return sd_bus_error_set_errnof(error, r, "Cannot read the base commit of task '%s': %m", spec.replay);
                 r = free_and_strdup(&spec.base, base);

@@ -2,6 +2,8 @@
 #include <stdio.h>
 
 #include "agent-loop.h"
+#include "summary.h"
+#include "task-ledger.h"
 #include "agentfab-bus.h"
 #include "audit.h"
 #include "json-util.h"
@@ -226,7 +228,7 @@ static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error
                 return r;
 
         audit_task_request(t, "reset", uid, rev);
-        r = agent_reset_to(t, rev, uid, commit, undone, error);
+        r = task_ledger_reset_to(t, rev, uid, commit, undone, error);
         if (r < 0)
                 return r;
         audit_task_reset(t, uid, (unsigned) r, commit, undone);
@@ -241,7 +243,7 @@ static int method_get_summary(sd_bus_message *message, void *userdata, sd_bus_er
 
         /* Reading needs no more than seeing the task: the object lookup has
          * checked that already. */
-        r = agent_read_summary(t, &text);
+        r = summary_read(t, &text);
         if (r == -ENOENT)
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
                                          "Task '%s' has no summary: it is %s, and only a delivered task has one.",
@@ -263,7 +265,7 @@ static int method_export(sd_bus_message *message, void *userdata, sd_bus_error *
                 return r;
         if (t->broken)
                 return require_state(t, t->state, error);
-        r = agent_export(t, format, &fd, error);
+        r = task_ledger_export(t, format, &fd, error);
         if (r < 0)
                 return r;
         return sd_bus_reply_method_return(message, "h", fd);
@@ -278,7 +280,7 @@ static int property_get_checkpoints(sd_bus *bus, const char *path, const char *i
         (void) bus, (void) path, (void) interface, (void) property, (void) error;
 
         if (!t->broken && (t->progress.checkpoint || t->progress.head))
-                (void) agent_checkpoints(t, &list);
+                (void) task_ledger_checkpoints(t, &list);
 
         r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(uss)");
         if (r < 0)

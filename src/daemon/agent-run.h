@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The agent's run of one task, shared by the modules of the agent: the loop
+ * (agent-loop.c, the state machine), its conversation (conversation.c), the
+ * summary (summary.c) and the delivery (delivery.c). Not for anyone else:
+ * the rest of the daemon talks to the agent through agent-loop.h. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <json-c/json.h>
+#include <systemd/sd-event.h>
+
+#include "exec-session.h"
+#include "ledger.h"
+#include "macro.h"
+#include "manager.h"
+#include "model-client.h"
+#include "model-profile.h"
+#include "task.h"
+#include "tools.h"
+#include "worker.h"
+
+typedef enum AgentPhase {
+        PHASE_IDLE,                /* nothing in flight: agent_advance() decides */
+        PHASE_PREPARE,             /* the workspace is being made, in a worker thread */
+        PHASE_BASELINE,            /* the test command before any change */
+        PHASE_MODEL,               /* a model call in flight */
+        PHASE_TOOL,                /* a command of a tool call in flight */
+        PHASE_DELIVER,             /* the push and the pull request, in a worker thread */
+} AgentPhase;
+
+struct AgentRun {
+        Task *task;                /* NULL once stopped: callbacks then do nothing */
+        Manager *manager;
+        sd_event_source *defer;    /* runs agent_advance() */
+        sd_event_source *dispose;  /* frees a stopped run outside its own callbacks */
+        AgentPhase phase;
+
+        int dir_fd;                /* tasks/<id> */
+        int log_fd;                /* output.log */
+        Ledger *ledger;
+        SandboxSession *session;
+        const ModelProfile *profile;
+        char *api_key;
+        char *model_name;          /* "<profile>/<model>" for trailers and the journal */
+        ModelCall *call;
+        Worker *worker;            /* making the workspace, or delivering to a forge */
+        ModelReplay *replay;       /* with spec.replay: the recorded exchanges instead of the endpoint */
+        json_object *messages;     /* the conversation: acknowledged messages, then the step in flight */
+        json_object *tools;
+        uint64_t clock_usec;       /* CLOCK_MONOTONIC when wall-clock use was last counted */
+
+        /* The step in flight. */
+        json_object *calls;        /* the tool calls of the model's reply */
+        size_t next_call;
+        char *call_id;             /* of the tool call whose command runs */
+        ToolKind call_kind;
+        char *call_command;
+        char **commands;           /* run in this step, for the Agentfab-Command: trailers */
+        char *subject;
+        char *body;                /* the reply's words after its first line, and its tool calls */
+        bool tests_ran;
+        bool tests_passed;
+        int test_exit;
+        int tests_n_passed;
+        bool network;              /* a command failed for want of the network */
+        char *network_command;
+        bool finish;               /* finish called and its tests passed */
+        unsigned good_calls;       /* tool calls of this step that parsed */
+        unsigned bad_calls;        /* and those that did not */
+        char *finish_summary;
+};
+
+/* CLOCK_MONOTONIC in microseconds. */
+uint64_t agent_now_usec(void);
+
+/* Runs agent_advance() from the event loop, soon. */
+void agent_schedule(AgentRun *run);
+
+/* Saves the task's state file, with the wall-clock time counted so far. */
+int agent_save(AgentRun *run);
+
+/* Moves the task to state; a state that is not active stops the run. */
+void agent_set_state(AgentRun *run, TaskState state, const char *reason);
+
+/* The task fails with the reason given. */
+void agent_fail(AgentRun *run, const char *fmt, ...) _printf_(2, 3);

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "agent-loop.h"
+#include "agent-run.h"
+#include "conversation.h"
+#include "fs-util.h"
+#include "json-util.h"
+#include "string-util.h"
+#include "tools.h"
+
+#define CONVERSATION_MAX   (64u * 1024u * 1024u)
+#define TREE_MAX_ENTRIES   300u
+#define INSTRUCTIONS_MAX   (32u * 1024u)
+#define KEEP_RECENT        6u   /* messages never elided at the end of the conversation */
+
+int conversation_append(AgentRun *run, json_object *message) {
+        _cleanup_free_ char *line = NULL;
+        int r;
+
+        if (asprintf(&line, "%s\n", json_to_line(message)) < 0)
+                return -ENOMEM;
+        r = append_file_at(run->dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
+        if (r < 0)
+                return r;
+        return json_object_array_add(run->messages, json_object_get(message)) < 0 ? -ENOMEM : 0;
+}
+
+/* Messages of the step in flight go to memory only; at the checkpoint they
+ * are appended and counted. */
+int conversation_add(AgentRun *run, json_object *message) {
+        return json_object_array_add(run->messages, message) < 0 ? -ENOMEM : 0;
+}
+
+int conversation_load(AgentRun *run) {
+        _cleanup_free_ char *text = NULL;
+        unsigned want = run->task->progress.messages, n = 0;
+        size_t size = 0, good = 0;
+        int r;
+
+        run->messages = json_object_new_array();
+        if (!run->messages)
+                return -ENOMEM;
+
+        r = read_file_at(run->dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &text, &size);
+        if (r == -ENOENT)
+                return want == 0 ? 0 : -EBADMSG;
+        if (r < 0)
+                return r;
+
+        for (char *p = text, *nl; n < want && p < text + size; p = nl + 1) {
+                _cleanup_json_ json_object *j = NULL;
+
+                nl = memchr(p, '\n', (size_t) (text + size - p));
+                if (!nl)
+                        break;   /* a torn last line is not acknowledged */
+                if (json_parse_strict(p, (size_t) (nl - p), &j) < 0 || !json_object_is_type(j, json_type_object))
+                        return -EBADMSG;
+                if (json_object_array_add(run->messages, TAKE_PTR(j)) < 0)
+                        return -ENOMEM;
+                n++;
+                good = (size_t) (nl + 1 - text);
+        }
+        if (n < want)
+                return -EBADMSG;
+
+        /* Whatever follows belongs to a step the state file never
+         * acknowledged: cut it off, so it cannot count later. */
+        if (good < size) {
+                _cleanup_close_ int fd = openat(run->dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (fd < 0 || ftruncate(fd, (off_t) good) < 0 || fsync(fd) < 0)
+                        return -errno;
+        }
+        return 0;
+}
+
+json_object *conversation_message_new(const char *role, const char *content) {
+        _cleanup_json_ json_object *m = json_object_new_object();
+        if (!m || json_add_string(m, "role", role) < 0 ||
+            json_object_object_add(m, "content", json_object_new_string(strempty(content))) < 0)
+                return NULL;
+        return TAKE_PTR(m);
+}
+
+json_object *conversation_tool_message_new(const char *call_id, const char *name, const char *content) {
+        _cleanup_json_ json_object *m = conversation_message_new("tool", content);
+        if (!m || json_add_string(m, "tool_call_id", call_id) < 0 || json_add_string(m, "name", name) < 0)
+                return NULL;
+        return TAKE_PTR(m);
+}
+
+/* What is sent to the model: the conversation, with the oldest tool outputs
+ * replaced by a note while it is larger than the profile's context budget
+ * (about 4 bytes a token). The system prompt, the goal and the latest
+ * messages are never elided; the choice depends only on the conversation,
+ * so a redone step sends the same request. */
+json_object *conversation_for_model(AgentRun *run) {
+        size_t n = json_object_array_length(run->messages), total = 0;
+        uint64_t budget = run->profile->context_budget ? run->profile->context_budget * 4 : UINT64_MAX;
+        _cleanup_json_ json_object *out = json_object_new_array();
+
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                total += strlen(json_object_to_json_string(json_object_array_get_idx(run->messages, i)));
+
+        for (size_t i = 0; i < n; i++) {
+                json_object *m = json_object_array_get_idx(run->messages, i);
+                const char *role = NULL;
+                json_object *content;
+
+                (void) json_get_string(m, "role", &role);
+                if (total > budget && i >= 2 && i + KEEP_RECENT < n && streq_ptr(role, "tool") &&
+                    json_object_object_get_ex(m, "content", &content) &&
+                    json_object_get_string_len(content) > 200) {
+                        _cleanup_json_ json_object *copy = NULL;
+                        char note[128];
+                        size_t len = (size_t) json_object_get_string_len(content);
+
+                        if (json_object_deep_copy(m, &copy, NULL) < 0)
+                                return NULL;
+                        snprintf(note, sizeof(note), "[output of %zu bytes elided to fit the context budget]", len);
+                        json_object_object_add(copy, "content", json_object_new_string(note));
+                        total -= len - strlen(note);
+                        if (json_object_array_add(out, TAKE_PTR(copy)) < 0)
+                                return NULL;
+                        continue;
+                }
+                if (json_object_array_add(out, json_object_get(m)) < 0)
+                        return NULL;
+        }
+        return TAKE_PTR(out);
+}
+
+int conversation_system_prompt(AgentRun *run, char **ret) {
+        _cleanup_free_ char *tree = NULL, *instructions = NULL;
+        Task *t = run->task;
+        int ws = ledger_workspace_fd(run->ledger);
+
+        (void) workspace_tree(ws, TREE_MAX_ENTRIES, &tree);
+        (void) workspace_agent_instructions(ws, INSTRUCTIONS_MAX, &instructions);
+
+        if (asprintf(ret,
+                     "You are agentfab's software engineering agent. You work on a git repository checked out at "
+                     "/workspace, through the tools you are given. Commands run in a sandbox without network access.\n\n"
+                     "# Goal\n%s\n\n"
+                     "# Acceptance criteria\n%s\n\n"
+                     "# Test command\n%s\n\n"
+                     "# Files\n%s\n"
+                     "%s%s%s"
+                     "# Rules\n"
+                     "- Work in small steps. Read before you edit. Keep changes to what the goal needs.\n"
+                     "- Paths are relative to the workspace. Never try to leave it.\n"
+                     "- Run the tests (run_tests) to check your work; call finish with a summary when the goal is met "
+                     "and the tests pass. finish runs the tests again and is refused while they fail.\n"
+                     "- Changes to protected paths (authentication, payment, migrations, CI configuration, lock files), "
+                     "dependency manifests and deleting tests need a human's approval; avoid them unless the goal "
+                     "requires them.\n",
+                     t->spec.goal,
+                     isempty(t->spec.acceptance) ? "(none given: the goal and the tests decide)" : t->spec.acceptance,
+                     isempty(t->spec.test_command) ? "(none: there is no test command; say in your summary how you checked your work)" : t->spec.test_command,
+                     strempty(tree),
+                     instructions ? "# The repository's instructions for agents\n" : "",
+                     strempty(instructions), instructions ? "\n\n" : "") < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+
+/* Adds a user message to a task's conversation file (no run holds it):
+ * what the state file does not acknowledge is cut first. */
+int conversation_append_user(Task *t, const char *text) {
+        _cleanup_json_ json_object *m = conversation_message_new("user", text);
+        _cleanup_free_ char *line = NULL, *conv = NULL;
+        _cleanup_close_ int dir_fd = -EBADF;
+        TaskProgress *p = &t->progress;
+        size_t size = 0, good = 0;
+        unsigned lines = 0;
+        int r;
+
+        if (!m || asprintf(&line, "%s\n", json_to_line(m)) < 0)
+                return -ENOMEM;
+        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (dir_fd < 0)
+                return -errno;
+
+        /* Cut what the state file does not acknowledge first, then append. */
+        r = read_file_at(dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &conv, &size);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        for (size_t i = 0; conv && i < size && lines < p->messages; i++)
+                if (conv[i] == '\n') {
+                        lines++;
+                        good = i + 1;
+                }
+        if (lines != p->messages)
+                return -EBADMSG;
+        if (conv && good < size) {
+                _cleanup_close_ int fd = openat(dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (fd < 0 || ftruncate(fd, (off_t) good) < 0)
+                        return -errno;
+        }
+        r = append_file_at(dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
+        if (r < 0)
+                return r;
+        p->messages++;
+        return 0;
+}
+

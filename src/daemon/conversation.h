@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* A task's conversation with its model: JSON lines in conversation.jsonl,
+ * appended; the state file says how many of them count. Messages of the
+ * step in flight stay in memory until its checkpoint acknowledges them. */
+
+#include <json-c/json.h>
+
+#include "agent-run.h"
+#include "task.h"
+
+/* Appends message to the file and to run->messages (a reference is taken). */
+int conversation_append(AgentRun *run, json_object *message);
+
+/* Adds message (owned) to run->messages only: the step in flight. */
+int conversation_add(AgentRun *run, json_object *message);
+
+/* Reads the acknowledged messages into run->messages and cuts off what
+ * follows them. -EBADMSG if fewer are there than the state file counts. */
+int conversation_load(AgentRun *run);
+
+/* A chat message {role, content}; NULL when out of memory. */
+json_object *conversation_message_new(const char *role, const char *content);
+
+/* A tool's answer to call_id. */
+json_object *conversation_tool_message_new(const char *call_id, const char *name, const char *content);
+
+/* What is sent to the model: run->messages with old tool outputs elided
+ * while it exceeds the profile's context budget. */
+json_object *conversation_for_model(AgentRun *run);
+
+/* The system prompt: goal, acceptance criteria, test command, the files,
+ * the repository's instructions for agents, the rules. */
+int conversation_system_prompt(AgentRun *run, char **ret);
+
+/* Adds a user message to the conversation of t, which no run holds (a
+ * decision, a reset): what the state file does not acknowledge is cut first,
+ * and t->progress.messages counts the new one (the caller saves t). */
+int conversation_append_user(Task *t, const char *text);

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "agent-run.h"
+#include "audit.h"
+#include "delivery.h"
+#include "forge.h"
+#include "fs-util.h"
+#include "log.h"
+#include "string-util.h"
+#include "summary.h"
+#include "task-store.h"
+#include "worker.h"
+
+#define DELIVERY_REASON_MAX 1024u
+
+/* A task's Reason from what a remote or a forge said: one line, bounded
+ * (the state file takes at most 4096 bytes of it). NULL when out of memory. */
+static char *delivery_reason(const char *fmt, ...) _printf_(1, 2);
+static char *delivery_reason(const char *fmt, ...) {
+        char *s = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&s, fmt, ap) < 0)
+                s = NULL;
+        va_end(ap);
+        if (!s)
+                return NULL;
+        if (strlen(s) > DELIVERY_REASON_MAX)
+                s[DELIVERY_REASON_MAX] = '\0';
+        for (char *c = s; *c; c++)
+                if ((unsigned char) *c < ' ' || *c == 127)
+                        *c = ' ';
+        utf8_sanitize(s, strlen(s));
+        return s;
+}
+
+/* Delivery beyond the factory, when the spec asks for it: pushes the
+ * branch to spec.push_url, then opens a pull request on spec.forge with
+ * the summary as its body and the goal's first line as its title.
+ *
+ * Both block the event loop (libgit2 and libcurl's easy interface); the
+ * forge call has bounded timeouts, the push those of the transport.
+ *
+ * A failure here does not fail the task: the work is done, checked and
+ * delivered in the factory (the branch, its export, "agentfabctl fetch"),
+ * and failing it would offer only Resume(), which would redo nothing but
+ * this. So the task succeeds, and the returned text (NULL: all went well
+ * or nothing was asked) says what failed; it becomes the task's Reason,
+ * and the journal has it too (audit_delivery_failed()). What succeeded is
+ * recorded in the progress before the next part is tried, so that a
+ * restart in the middle neither pushes again nor opens a second pull
+ * request. */
+/* The push and the pull request talk to other hosts, which may be slow or
+ * hang (libgit2 1.5 has no timeout for a push): they run in a worker
+ * thread. The job borrows the run's ledger for its life and owns copies of
+ * everything else; if the run is stopped meanwhile, the job frees them. */
+typedef struct DeliverJob {
+        Ledger *ledger;
+        char *push_url;
+        char *token;               /* wiped */
+        bool push;
+        bool pull_request;
+        ForgeKind kind;
+        char *api, *owner, *repo, *head, *base, *title, *body, *forge_name;
+        char head_commit[41];
+        char *diffstat;            /* for the delivered entry, computed once */
+        /* Results. */
+        int push_result;
+        char *push_error;
+        int pr_result;
+        char *pr_error;
+        char *pr_url;
+} DeliverJob;
+
+static void deliver_job_free(void *p) {
+        DeliverJob *j = p;
+
+        if (!j)
+                return;
+        ledger_free(j->ledger);
+        forge_token_free(j->token);
+        free(j->push_url);
+        free(j->api);
+        free(j->owner);
+        free(j->repo);
+        free(j->head);
+        free(j->base);
+        free(j->title);
+        free(j->body);
+        free(j->forge_name);
+        free(j->diffstat);
+        free(j->push_error);
+        free(j->pr_error);
+        free(j->pr_url);
+        free(j);
+}
+
+static int deliver_job_run(void *p) {
+        DeliverJob *j = p;
+
+        if (j->push) {
+                /* The token only goes with an https push, which
+                 * manager_check_delivery() has checked is on the forge's host. */
+                j->push_result = ledger_push(j->ledger, j->push_url,
+                                             strneq(j->push_url, "https://", 8) ? j->token : NULL, &j->push_error);
+                if (j->push_result < 0)
+                        return 0;
+        }
+        if (j->pull_request) {
+                ForgeRequest req = {
+                        .kind = j->kind,
+                        .api = j->api,
+                        .token = j->token,
+                        .owner = j->owner,
+                        .repo = j->repo,
+                        .head = j->head,
+                        .base = j->base,
+                        .title = j->title,
+                        .body = j->body,
+                };
+                j->pr_result = forge_open_pull_request(&req, &j->pr_url, &j->pr_error);
+        }
+        return 0;
+}
+
+static void agent_finish_delivery(AgentRun *run, const char *head, const char *diffstat, const char *problem) {
+        audit_delivered(run->task, head, diffstat);
+        agent_set_state(run, TASK_SUCCEEDED, problem);
+}
+
+static void on_deliver_done(Worker *w, int result, void *p, void *userdata) {
+        _cleanup_free_ char *reason = NULL;
+        DeliverJob *j = p;
+        AgentRun *run = userdata;
+        Task *t = run->task;
+        int r;
+
+        (void) w, (void) result;
+        run->worker = NULL;
+        run->phase = PHASE_IDLE;
+        run->ledger = TAKE_PTR(j->ledger);   /* back from the job */
+        if (!t)
+                return;
+
+        if (j->push) {
+                if (j->push_result < 0) {
+                        audit_delivery_failed(t, "push", j->push_error ?: strerror(-j->push_result));
+                        reason = delivery_reason("Delivered here only: the push to '%s' failed: %s", j->push_url,
+                                                 j->push_error ?: strerror(-j->push_result));
+                        return agent_finish_delivery(run, j->head_commit, j->diffstat, reason);
+                }
+                t->progress.pushed = true;
+                r = agent_save(run);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to record the push of task '%s', ignoring: %m", t->id);
+                audit_pushed(t, j->head_commit);
+        }
+        if (j->pull_request) {
+                if (j->pr_result < 0) {
+                        audit_delivery_failed(t, "pull-request", j->pr_error ?: strerror(-j->pr_result));
+                        reason = delivery_reason("Pushed to '%s', but the pull request on forge '%s' failed: %s",
+                                                 j->push_url, j->forge_name, j->pr_error ?: strerror(-j->pr_result));
+                        return agent_finish_delivery(run, j->head_commit, j->diffstat, reason);
+                }
+                t->progress.pull_request = TAKE_PTR(j->pr_url);
+                r = agent_save(run);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to record the pull request of task '%s', ignoring: %m", t->id);
+                audit_pull_request(t, t->progress.pull_request);
+        }
+        agent_finish_delivery(run, j->head_commit, j->diffstat, NULL);
+}
+
+/* Starts the push and the pull request the task asks for: 1 if a job runs
+ * (it finishes the delivery), 0 if there is nothing to do or it could not
+ * start, with *ret_problem saying why for the task's Reason. */
+static int agent_deliver_forge(AgentRun *run, const char *head, const char *diffstat, char **ret_problem) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(forge_token_freep) char *token = NULL;
+        _cleanup_free_ char *message = NULL;
+        Task *t = run->task;
+        const ForgeConfig *f;
+        DeliverJob *j;
+        int r;
+
+        *ret_problem = NULL;
+        if (!t->spec.push_url)
+                return 0;
+
+        /* The configuration may have changed since the task was submitted. */
+        r = manager_check_delivery(&run->manager->config, &t->spec, &error);
+        if (r < 0) {
+                audit_delivery_failed(t, "push", error.message ?: strerror(-r));
+                *ret_problem = delivery_reason("Delivered here only, not pushed: %s", error.message ?: strerror(-r));
+                return 0;
+        }
+        f = config_find_forge(&run->manager->config, t->spec.forge);
+        if (f) {
+                r = config_forge_read_token(f, &token);
+                if (r < 0) {
+                        message = delivery_reason("cannot read credential '%s' of forge '%s': %s",
+                                                  f->token_credential, f->name, strerror(-r));
+                        audit_delivery_failed(t, "push", strempty(message));
+                        *ret_problem = delivery_reason("Delivered here only, not pushed: %s", strempty(message));
+                        return 0;
+                }
+        }
+
+        j = calloc(1, sizeof(DeliverJob));
+        if (!j)
+                return -ENOMEM;
+        j->push = !t->progress.pushed;
+        j->pull_request = f && !t->progress.pull_request;
+        j->push_url = strdup(t->spec.push_url);
+        j->token = TAKE_PTR(token);
+        snprintf(j->head_commit, sizeof(j->head_commit), "%s", head);
+        j->diffstat = diffstat ? strdup(diffstat) : NULL;
+        r = j->push_url && (!diffstat || j->diffstat) ? 0 : -ENOMEM;
+        if (r >= 0 && j->pull_request) {
+                /* The goal's first line that says something. */
+                const char *goal = t->spec.goal + strspn(t->spec.goal, " \t\n");
+
+                j->kind = f->kind;
+                j->api = strdup(f->api);
+                j->forge_name = strdup(f->name);
+                j->head = strdup(t->branch);
+                j->base = strdup(t->spec.pull_request_base ?: TASK_PULL_REQUEST_BASE_DEFAULT);
+                j->title = strshorten_line(goal, 120);
+                if (!j->api || !j->forge_name || !j->head || !j->base || !j->title)
+                        r = -ENOMEM;
+                else
+                        utf8_sanitize(j->title, strlen(j->title));
+                if (r >= 0)
+                        r = forge_repository_split(t->spec.forge_repository, &j->owner, &j->repo);
+                if (r >= 0)
+                        r = summary_pull_request_body(run, &j->body);
+                if (r < 0 && r != -ENOMEM) {
+                        audit_delivery_failed(t, "pull-request", strerror(-r));
+                        j->pull_request = false;
+                        *ret_problem = delivery_reason("Pushed to '%s', but no pull request: %s", t->spec.push_url,
+                                                       strerror(-r));
+                        r = 0;
+                }
+        }
+        if (r < 0 || (!j->push && !j->pull_request)) {
+                deliver_job_free(j);
+                return r;
+        }
+
+        j->ledger = TAKE_PTR(run->ledger);
+        r = worker_start(run->manager->event, deliver_job_run, on_deliver_done, deliver_job_free, j, run, &run->worker);
+        if (r < 0) {
+                run->ledger = TAKE_PTR(j->ledger);
+                deliver_job_free(j);
+                return r;
+        }
+        run->phase = PHASE_DELIVER;
+        return 1;
+}
+
+void delivery_start(AgentRun *run) {
+        _cleanup_free_ char *error = NULL, *diffstat = NULL, *problem = NULL;
+        Task *t = run->task;
+        char commit[41] = "", head[41] = "";
+        int r;
+
+        /* Anything left uncommitted is committed as a last step. */
+        Checkpoint cp = {
+                .task_id = t->id,
+                .step = t->progress.step + 1,
+                .subject = "Final state of the workspace",
+                .model = run->model_name,
+                .tests = t->progress.last_tests ?: "not-run",
+                .test_command = t->spec.test_command,
+                .test_exit = t->progress.last_test_exit,
+                .uid = t->owner,
+        };
+        r = ledger_checkpoint(run->ledger, &cp, commit, &error);
+        if (r < 0)
+                return agent_fail(run, "Cannot commit the final state: %s", error ?: strerror(-r));
+        if (r > 0) {
+                t->progress.step++;
+                (void) free_and_strdup(&t->progress.checkpoint, commit);
+        }
+        r = ledger_head(run->ledger, head);
+        if (r < 0)
+                return agent_fail(run, "Cannot read the branch: %s", strerror(-r));
+        (void) free_and_strdup(&t->progress.head, head);
+        (void) ledger_diffstat(run->ledger, &diffstat);
+
+        r = summary_write(run, diffstat);
+        if (r < 0)
+                return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
+
+        r = agent_deliver_forge(run, head, diffstat, &problem);
+        if (r > 0)
+                return;   /* on_deliver_done() finishes */
+        if (r < 0 && !problem)
+                problem = delivery_reason("Delivered here only: the push could not start: %s", strerror(-r));
+        agent_finish_delivery(run, head, diffstat, problem);
+}

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The delivery summary (summary.md): what was done, the steps, the tests,
+ * the breakers and approvals, the budget used and what a person should
+ * still confirm. It is the pull request's body too. */
+
+#include "agent-run.h"
+#include "task.h"
+
+/* Writes summary.md of the run's task; diffstat may be NULL. */
+int summary_write(AgentRun *run, const char *diffstat);
+
+/* The pull request's body: the summary, bounded and valid UTF-8. */
+int summary_pull_request_body(AgentRun *run, char **ret);
+
+/* The summary of t (Markdown), once written: -ENOENT before. */
+int summary_read(Task *t, char **ret);
