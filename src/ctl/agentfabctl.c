@@ -51,6 +51,7 @@ static const char *arg_forge = NULL;
 static const char *arg_forge_repository = NULL;
 static const char *arg_pr_base = NULL;
 static bool arg_submodules = false;
+static const char *arg_environment = NULL;
 static char **arg_limits = NULL;
 
 static pid_t agent_pid = 0;
@@ -76,6 +77,7 @@ static void help(void) {
                "  diff ID                      Show the task's changes as a patch\n"
                "  export ID [--format=FORMAT]  Write the task's branch as mbox (default), bundle or diff\n"
                "  fetch ID [--repo=PATH]       Import branch agentfab/ID into the task's repository\n"
+               "  environments                 List the environments a task may name\n"
                "\nOptions:\n"
                "  -h --help                    Show this help\n"
                "     --version                 Show package version\n"
@@ -95,6 +97,7 @@ static void help(void) {
                "     --test=CMD                Test command that judges the result\n"
                "     --base=REF                Commit to start from (default: HEAD)\n"
                "     --submodules              Fetch the submodules of base too\n"
+               "     --environment=NAME        Build and test in this environment (see environments)\n"
                "     --model=PROFILE           Model profile\n"
                "     --limit=KEY=N             A limit, e.g. max_steps=20 (repeatable)\n"
                "     --push-url=URL            At delivery, push branch agentfab/ID there (https://)\n"
@@ -246,6 +249,7 @@ static int get_task_path(sd_bus *bus, const char *id, char **ret_path) {
 typedef struct TaskInfo {
         const char *id, *state, *reason, *repository, *goal, *acceptance, *test_command, *base, *model, *branch;
         const char *plan, *head, *breaker, *push_url, *forge, *forge_repository, *pull_request_base, *pull_request;
+        const char *environment, *environment_identity;
         uint32_t owner, step;
         uint64_t created, updated, tokens, commands;
 } TaskInfo;
@@ -287,6 +291,8 @@ static int read_task_properties(sd_bus_message *reply, TaskInfo *info) {
                 else if (streq(name, "ForgeRepository")) s = &info->forge_repository;
                 else if (streq(name, "PullRequestBase")) s = &info->pull_request_base;
                 else if (streq(name, "PullRequest")) s = &info->pull_request;
+                else if (streq(name, "Environment")) s = &info->environment;
+                else if (streq(name, "EnvironmentIdentity")) s = &info->environment_identity;
 
                 if (s && streq(contents, "s"))
                         r = sd_bus_message_read(reply, "v", "s", s);
@@ -352,6 +358,8 @@ static json_object *task_info_to_json(const TaskInfo *i) {
         (void) json_add_string(j, "test_command", i->test_command);
         (void) json_add_string(j, "base", i->base);
         (void) json_add_string(j, "model", i->model);
+        (void) json_add_string(j, "environment", isempty(i->environment) ? "default" : i->environment);
+        (void) json_add_string(j, "environment_identity", isempty(i->environment_identity) ? NULL : i->environment_identity);
         (void) json_add_string(j, "branch", i->branch);
         (void) json_add_string(j, "push_url", isempty(i->push_url) ? NULL : i->push_url);
         (void) json_add_string(j, "forge", isempty(i->forge) ? NULL : i->forge);
@@ -411,6 +419,8 @@ static int submit_message_new(sd_bus *bus, const char *repo, int repo_fd, sd_bus
                 r = append_string_entry(m, "forge_repository", arg_forge_repository);
         if (r >= 0)
                 r = append_string_entry(m, "pull_request_base", arg_pr_base);
+        if (r >= 0)
+                r = append_string_entry(m, "environment", arg_environment);
         if (r >= 0 && arg_submodules)
                 r = sd_bus_message_append(m, "{sv}", "submodules", "b", 1);
         if (r >= 0 && arg_limits) {
@@ -550,6 +560,45 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
         } else
                 printf("%s\n", id);
         return EXIT_OK;
+}
+
+static int verb_environments(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_json_ json_object *array = NULL;
+        const char *name, *image, *identity, *network, *caches;
+        int r;
+
+        (void) argc, (void) argv;
+        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
+                               "ListEnvironments", &error, &reply, NULL);
+        if (r < 0)
+                return fail_bus("list environments", &error, r);
+        if (arg_json) {
+                array = json_object_new_array();
+                if (!array)
+                        return EXIT_FAIL;
+        } else
+                printf("%-16s  %-10s  %-24s  %s\n", "NAME", "NETWORK", "IMAGE", "SYSTEM");
+        r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "(sssss)");
+        if (r < 0)
+                return EXIT_FAIL;
+        while ((r = sd_bus_message_read(reply, "(sssss)", &name, &image, &identity, &network, &caches)) > 0) {
+                if (arg_json) {
+                        json_object *j = json_object_new_object();
+                        if (!j || json_add_string(j, "name", name) < 0 || json_add_string(j, "image", image) < 0 ||
+                            json_add_string(j, "identity", identity) < 0 || json_add_string(j, "network", network) < 0 ||
+                            json_add_string(j, "caches", caches) < 0 || json_object_array_add(array, j) < 0)
+                                return EXIT_FAIL;
+                } else
+                        printf("%-16s  %-10s  %-24s  %s%s%s\n", name, network, isempty(image) ? "(host)" : image, identity,
+                               isempty(caches) ? "" : "; caches: ", caches);
+        }
+        if (r < 0)
+                return EXIT_FAIL;
+        if (arg_json)
+                printf("%s\n", json_object_to_json_string_ext(array, JSON_C_TO_STRING_PRETTY));
+        return 0;
 }
 
 static int verb_list(sd_bus *bus, int argc, char *argv[]) {
@@ -701,6 +750,8 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
                "      Updated: %s\n",
                isempty(info.test_command) ? "(none)" : info.test_command,
                isempty(info.model) ? "(default)" : info.model, created, updated);
+        printf("  Environment: %s\n", !isempty(info.environment_identity) ? info.environment_identity :
+                                      !isempty(info.environment) ? info.environment : "default");
         printf("         Step: %u (%" PRIu64 " tokens, %" PRIu64 " commands)\n", info.step, info.tokens, info.commands);
         if (!isempty(info.head))
                 printf("         Head: %s\n", info.head);
@@ -1261,13 +1312,14 @@ static const Verb verbs[] = {
         { "diff",    1, true,  verb_diff    },
         { "export",  1, true,  verb_export  },
         { "fetch",   1, true,  verb_fetch   },
+        { "environments", 0, true, verb_environments },
 };
 
 static int parse_argv(int argc, char *argv[]) {
         enum {
                 ARG_VERSION = 0x100, ARG_JSON, ARG_NO_ASK_PASSWORD, ARG_SYSTEM, ARG_SESSION, ARG_BUS_ADDRESS,
                 ARG_SOCKET, ARG_REPO, ARG_GOAL, ARG_ACCEPTANCE, ARG_TEST, ARG_BASE, ARG_MODEL, ARG_COMMENT, ARG_LIMIT, ARG_FORMAT,
-                ARG_PUSH_URL, ARG_FORGE, ARG_FORGE_REPOSITORY, ARG_PR_BASE, ARG_SUBMODULES,
+                ARG_PUSH_URL, ARG_FORGE, ARG_FORGE_REPOSITORY, ARG_PR_BASE, ARG_SUBMODULES, ARG_ENVIRONMENT,
         };
         static const struct option options[] = {
                 { "help",            no_argument,       NULL, 'h'                 },
@@ -1294,6 +1346,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "forge-repository", required_argument, NULL, ARG_FORGE_REPOSITORY },
                 { "pr-base",         required_argument, NULL, ARG_PR_BASE         },
                 { "submodules",      no_argument,       NULL, ARG_SUBMODULES      },
+                { "environment",     required_argument, NULL, ARG_ENVIRONMENT     },
                 {}
         };
         int c;
@@ -1322,6 +1375,7 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_FORGE_REPOSITORY: arg_forge_repository = optarg; break;
                 case ARG_PR_BASE: arg_pr_base = optarg; break;
                 case ARG_SUBMODULES: arg_submodules = true; break;
+                case ARG_ENVIRONMENT: arg_environment = optarg; break;
                 case ARG_LIMIT:
                         if (strv_extend(&arg_limits, optarg) < 0)
                                 return -ENOMEM;

@@ -10,6 +10,7 @@
 #include "agent-run.h"
 #include "conversation.h"
 #include "delivery.h"
+#include "environment-identity.h"
 #include "audit.h"
 #include "breakers.h"
 #include "exec-session.h"
@@ -304,30 +305,93 @@ static uint64_t agent_command_timeout_usec(AgentRun *run) {
                 t->spec.limits[TASK_LIMIT_COMMAND_TIMEOUT_SEC] * USEC_PER_SEC : run->manager->config.command_timeout_usec;
 }
 
+/* The task's dependency cache: state/cache/ENVIRONMENT/OWNER-UID, made
+ * on first use. SECURITY: per environment and per owner, never shared
+ * between users, so that a poisoned cache reaches nobody else's task. */
+static int agent_open_cache(AgentRun *run, const Environment *e) {
+        char owner[32];
+        int fd = -EBADF;
+        const char *parts[] = { "cache", e->name, owner };
+
+        snprintf(owner, sizeof(owner), "%u", (unsigned) run->task->owner);
+        for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
+                int dir = i == 0 ? run->manager->state_fd : fd;
+                if (mkdirat(dir, parts[i], 0700) < 0 && errno != EEXIST) {
+                        int r = -errno;
+                        if (i > 0)
+                                safe_close(fd);
+                        return r;
+                }
+                int next = openat(dir, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (i > 0)
+                        safe_close(fd);
+                if (next < 0)
+                        return -errno;
+                fd = next;
+        }
+        return fd;
+}
+
 static int agent_open_sandbox(AgentRun *run) {
         _cleanup_free_ char *error = NULL;
+        _cleanup_strv_free_ char **env = NULL;
+        _cleanup_close_ int cache_fd = -EBADF;
         const Config *c = &run->manager->config;
         Task *t = run->task;
+        const Environment *e;
         int r;
 
         if (run->session)
                 return 0;
 
+        e = environments_find(&run->manager->environments, t->spec.environment ?: ENVIRONMENT_DEFAULT);
+        if (!e) {
+                _cleanup_free_ char *known = environments_names(&run->manager->environments);
+                agent_fail(run, "The task's environment '%s' is no longer configured; known: %s.",
+                           t->spec.environment, strempty(known));
+                return -ENOENT;
+        }
+        /* Where the branch is built, once: every commit names the same. */
+        if (!t->progress.environment_identity) {
+                r = environment_identity(e, &t->progress.environment_identity);
+                if (r < 0) {
+                        agent_fail(run, "Cannot read the image of environment '%s': %s", e->name, strerror(-r));
+                        return r;
+                }
+                (void) agent_save(run);
+        }
+        for (char **v = e->vars; v && *v; v++)
+                if (strv_env_set(&env, *v) < 0)
+                        return agent_fail(run, "Out of memory."), -ENOMEM;
+        if (e->caches) {
+                cache_fd = agent_open_cache(run, e);
+                if (cache_fd < 0) {
+                        agent_fail(run, "Cannot open the dependency cache of environment '%s': %s", e->name,
+                                   strerror(-cache_fd));
+                        return cache_fd;
+                }
+                if (environment_cache_vars(e->caches, &env) < 0)
+                        return agent_fail(run, "Out of memory."), -ENOMEM;
+        }
+
         SandboxLimits limits = {
                 .memory_max = t->spec.limits[TASK_LIMIT_MEMORY_MAX] != TASK_LIMIT_UNSET ?
-                        t->spec.limits[TASK_LIMIT_MEMORY_MAX] : c->memory_max,
+                        t->spec.limits[TASK_LIMIT_MEMORY_MAX] : e->memory_max != UINT64_MAX ? e->memory_max : c->memory_max,
                 .tasks_max = t->spec.limits[TASK_LIMIT_TASKS_MAX] != TASK_LIMIT_UNSET ?
-                        t->spec.limits[TASK_LIMIT_TASKS_MAX] : c->tasks_max,
+                        t->spec.limits[TASK_LIMIT_TASKS_MAX] : e->tasks_max != UINT64_MAX ? e->tasks_max : c->tasks_max,
                 .cpu_quota_percent = t->spec.limits[TASK_LIMIT_CPU_QUOTA_PERCENT] != TASK_LIMIT_UNSET ?
-                        t->spec.limits[TASK_LIMIT_CPU_QUOTA_PERCENT] : c->cpu_quota_percent,
+                        t->spec.limits[TASK_LIMIT_CPU_QUOTA_PERCENT] :
+                        e->cpu_quota_percent != UINT64_MAX ? e->cpu_quota_percent : c->cpu_quota_percent,
         };
         /* The task's wall-clock budget is checked between steps; the scope's
          * RuntimeMaxSec= is the backstop that ends the sandbox even if a step
          * never ends: what is left of the budget, plus one command's time. */
         uint64_t wall = agent_wall_budget_usec(run), used = t->progress.wall_usec;
         limits.runtime_max_sec = ((wall > used ? wall - used : 0) + agent_command_timeout_usec(run)) / USEC_PER_SEC + 60;
-        r = sandbox_session_open(run->manager->event, c->launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, t->id,
-                                 ledger_workspace_fd(run->ledger), &limits, NULL, &error, &run->session);
+        r = sandbox_session_open_in(run->manager->event, c->launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, t->id,
+                                    ledger_workspace_fd(run->ledger), &limits, env,
+                                    streq(e->name, ENVIRONMENT_DEFAULT) ? NULL : e->name, cache_fd,
+                                    &error, &run->session);
         if (r < 0) {
                 agent_fail(run, "Cannot start the task's sandbox: %s", error ?: strerror(-r));
                 return r;
@@ -638,6 +702,7 @@ static void agent_end_step(AgentRun *run) {
                 .test_command = t->spec.test_command,
                 .test_exit = run->test_exit,
                 .uid = t->owner,
+                .environment = t->progress.environment_identity,
                 .user_name = pw ? pw->pw_name : NULL,
         };
         r = ledger_checkpoint(run->ledger, &cp, commit, &error);

@@ -277,6 +277,7 @@ void delivery_start(AgentRun *run) {
                 .test_command = t->spec.test_command,
                 .test_exit = t->progress.last_test_exit,
                 .uid = t->owner,
+                .environment = t->progress.environment_identity,
         };
         r = ledger_checkpoint(run->ledger, &cp, commit, &error);
         if (r < 0)

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "agent-loop.h"
+#include "environment-identity.h"
 #include "task-ledger.h"
 #include "agentfab-bus.h"
 #include "audit.h"
@@ -187,6 +188,12 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
                                          "There is no model profile '%s' (see agentfab.conf(5)).",
                                          spec.model ?: MODEL_PROFILE_DEFAULT_NAME);
+        if (!environments_find(&m->environments, spec.environment ?: ENVIRONMENT_DEFAULT)) {
+                _cleanup_free_ char *known = environments_names(&m->environments);
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                         "There is no environment '%s'; known: %s (see agentfabctl environments).",
+                                         spec.environment, strempty(known));
+        }
         r = manager_check_delivery(&m->config, &spec, error);
         if (r < 0)
                 return r;
@@ -382,6 +389,46 @@ static int method_get_task(sd_bus_message *message, void *userdata, sd_bus_error
         return sd_bus_reply_method_return(message, "o", path);
 }
 
+/* The environments a task may name: anyone may list them (they say what
+ * the administrator offers, nothing of anybody's tasks). */
+static int method_list_environments(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Manager *m = userdata;
+        int r;
+
+        (void) error;
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(sssss)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m->environments.n; i++) {
+                const Environment *e = m->environments.list + i;
+                _cleanup_free_ char *identity = NULL, *caches = NULL, *allow = NULL;
+                char *names[_CACHE_KIND_MAX + 1] = {};
+                size_t n = 0;
+
+                if (environment_identity(e, &identity) < 0)
+                        identity = NULL;   /* a broken image: listed, and its tasks fail with the reason */
+                for (CacheKind k = 0; k < _CACHE_KIND_MAX; k++)
+                        if (e->caches & (1U << k))
+                                names[n++] = (char *) cache_kind_to_string(k);
+                caches = strv_join(names, " ");
+                if (!caches)
+                        return -ENOMEM;
+                r = sd_bus_message_append(reply, "(sssss)", e->name, strempty(e->image),
+                                          identity ?: "(the image cannot be read)",
+                                          network_mode_to_string(e->network), caches);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -400,6 +447,11 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_ARGS("s", id),
                                 SD_BUS_RESULT("o", task),
                                 method_get_task,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListEnvironments",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("a(sssss)", environments),
+                                method_list_environments,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TaskStateChanged",
                                 SD_BUS_ARGS("s", id, "s", state),

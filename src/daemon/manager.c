@@ -52,6 +52,9 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
                 r = model_profiles_load(&m->profiles, m->config_path);
         if (r < 0)
                 return log_error_errno(r, "Failed to load model profiles: %m");
+        r = environments_load(&m->environments, m->config_path, true);
+        if (r < 0)
+                return log_error_errno(r, "Failed to load the environments: %m");
 
         r = sd_event_default(&m->event);
         if (r < 0)
@@ -85,6 +88,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->schedule);
         m->model = model_client_free(m->model);
         model_profiles_done(&m->profiles);
+        environments_done(&m->environments);
 
         sd_bus_flush_close_unref(m->bus);
         sd_event_unref(m->event);

@@ -7,6 +7,7 @@
 
 #include "bus-polkit.h"
 #include "config.h"
+#include "environments.h"
 #include "model-client.h"
 #include "model-profile.h"
 #include "task.h"
@@ -42,6 +43,7 @@ typedef struct Manager {
 
         ModelClient *model;            /* one libcurl multi handle for every task's model calls */
         ModelProfiles profiles;        /* [Model] sections of the configuration */
+        Environments environments;     /* [Environment] sections, and "default" */
         sd_event_source *schedule;     /* starts and resumes agents (manager_schedule()) */
 
         /* SubmitTask() calls whose repository is being imported (submission.h). */

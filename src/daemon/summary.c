@@ -31,6 +31,8 @@ int summary_write(AgentRun *run, const char *diffstat) {
         if (!f)
                 return -ENOMEM;
         fprintf(f, "# agentfab task %s\n\n## Goal\n\n%s\n\n", t->id, t->spec.goal);
+        if (p->environment_identity)
+                fprintf(f, "## Environment\n\n%s\n\n", p->environment_identity);
         if (!isempty(p->summary))
                 fprintf(f, "## What the agent says it did\n\n%s\n\n", p->summary);
         if (!isempty(p->plan))

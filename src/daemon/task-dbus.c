@@ -316,6 +316,8 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("ForgeRepository", "s", property_get_string_ptr, offsetof(Task, spec.forge_repository), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("PullRequestBase", "s", property_get_pull_request_base, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Submodules", "b", property_get_bool, offsetof(Task, spec.submodules), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Environment", "s", property_get_string_ptr, offsetof(Task, spec.environment), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("EnvironmentIdentity", "s", property_get_string_ptr, offsetof(Task, progress.environment_identity), 0),
         SD_BUS_PROPERTY("Limits", "a{st}", property_get_limits, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("State", "s", property_get_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Reason", "s", property_get_string_ptr, offsetof(Task, reason), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),

@@ -7,6 +7,7 @@
 #include "agentfab-bus.h"
 #include "forge.h"
 #include "string-util.h"
+#include "environments.h"
 #include "task-spec.h"
 
 static const char *const task_limit_table[_TASK_LIMIT_MAX] = {
@@ -52,6 +53,7 @@ void task_spec_done(TaskSpec *spec) {
         free(spec->push_url);
         free(spec->forge);
         free(spec->forge_repository);
+        free(spec->environment);
         free(spec->pull_request_base);
         safe_close(spec->repository_fd);
         task_spec_init(spec);
@@ -189,6 +191,10 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
                 field = &spec->model, max = TASK_MODEL_MAX, multiline = false;
                 if (!task_model_is_valid(value))
                         return invalid(error, "Key 'model' must be a profile name: letters, digits, '_', '.', '-', at most 64.", NULL);
+        } else if (streq(key, "environment")) {
+                field = &spec->environment, max = ENVIRONMENT_NAME_MAX, multiline = false;
+                if (!environment_name_is_valid(value))
+                        return invalid(error, "Key 'environment' must be an environment's name: letters, digits, '_', '.', '-', at most 64.", NULL);
         } else if (streq(key, "replay")) {
                 field = &spec->replay, max = AGENTFAB_TASK_ID_LEN, multiline = false;
                 if (strlen(value) != AGENTFAB_TASK_ID_LEN || strspn(value, "0123456789abcdef") != AGENTFAB_TASK_ID_LEN)
@@ -386,7 +392,7 @@ static int read_limits(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error) {
 
 static bool key_is_string(const char *key) {
         static const char *const keys[] = { "repository", "goal", "acceptance", "test_command", "base", "model", "replay",
-                                            "push_url", "forge", "forge_repository", "pull_request_base" };
+                                            "push_url", "forge", "forge_repository", "pull_request_base", "environment" };
 
         for (size_t i = 0; i < ELEMENTSOF(keys); i++)
                 if (streq(keys[i], key))

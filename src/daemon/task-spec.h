@@ -55,6 +55,8 @@ typedef struct TaskSpec {
         char *forge;
         char *forge_repository;
         char *pull_request_base;
+        /* The [Environment] the sandbox is built from (agentfab.conf(5)); NULL the default. */
+        char *environment;
         /* The repository as an open directory the submitter handed over
          * (SubmitTask()'s repository_fd), or a memfd holding a git bundle of
          * it: read through it only, at submission. Never stored. */

@@ -42,7 +42,8 @@ static json_object *progress_to_json(const TaskProgress *p) {
             json_object_object_add(j, "finished", json_object_new_boolean(p->finished)) < 0 ||
             json_add_string(j, "summary", p->summary) < 0 ||
             json_object_object_add(j, "pushed", json_object_new_boolean(p->pushed)) < 0 ||
-            json_add_string(j, "pull_request", p->pull_request) < 0)
+            json_add_string(j, "pull_request", p->pull_request) < 0 ||
+            json_add_string(j, "environment_identity", p->environment_identity) < 0)
                 return NULL;
         return TAKE_PTR(j);
 }
@@ -134,7 +135,8 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
             (r = progress_string(j, "breaker", 64, &p->breaker)) < 0 ||
             (r = progress_string(j, "breaker_commit", 40, &p->breaker_commit)) < 0 ||
             (r = progress_string(j, "summary", 65536, &p->summary)) < 0 ||
-            (r = progress_string(j, "pull_request", FORGE_URL_MAX, &p->pull_request)) < 0)
+            (r = progress_string(j, "pull_request", FORGE_URL_MAX, &p->pull_request)) < 0 ||
+            (r = progress_string(j, "environment_identity", 1024, &p->environment_identity)) < 0)
                 return r;
         if (!commit_id_is_valid(p->checkpoint) || !commit_id_is_valid(p->head) || !commit_id_is_valid(p->breaker_commit))
                 return -EBADMSG;
@@ -168,6 +170,7 @@ json_object *task_to_json(const Task *t) {
             json_add_string(spec, "forge", t->spec.forge) < 0 ||
             json_add_string(spec, "forge_repository", t->spec.forge_repository) < 0 ||
             json_add_string(spec, "pull_request_base", t->spec.pull_request_base) < 0 ||
+            json_add_string(spec, "environment", t->spec.environment) < 0 ||
             (t->spec.submodules && json_object_object_add(spec, "submodules", json_object_new_boolean(true)) < 0) ||
             json_object_object_add(spec, "limits", TAKE_PTR(limits)) < 0)
                 return NULL;

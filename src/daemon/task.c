@@ -66,6 +66,7 @@ void task_progress_done(TaskProgress *p) {
         free(p->breaker_commit);
         free(p->summary);
         free(p->pull_request);
+        free(p->environment_identity);
         *p = (TaskProgress) { .baseline_passed = -1 };
 }
 

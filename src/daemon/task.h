@@ -44,6 +44,7 @@ typedef struct TaskProgress {
         bool finished;             /* finish accepted: deliver */
         char *summary;             /* the model's own summary at finish */
         bool pushed;               /* delivery pushed the branch to spec.push_url */
+        char *environment_identity; /* "NAME (os-release; digest)": where the branch was built */
         char *pull_request;        /* the forge's URL of the pull request delivery opened */
 } TaskProgress;
 

@@ -1857,6 +1857,10 @@ static int build_message(const Checkpoint *c, char **ret) {
                 else
                         r = append(&msg, &n, "Agentfab-Tests: %s (%s, exit %i)\n", tests, test_command, c->test_exit);
         }
+        if (r >= 0 && c->environment) {
+                _cleanup_free_ char *environment = ledger_one_line(c->environment, LEDGER_TRAILER_VALUE_MAX);
+                r = environment ? append(&msg, &n, "Agentfab-Environment: %s\n", environment) : -ENOMEM;
+        }
         if (r >= 0)
                 r = append(&msg, &n, "Agentfab-Submitter: %s (uid %u)\n", user, (unsigned) c->uid);
         if (r < 0)

@@ -118,6 +118,7 @@ typedef struct Checkpoint {
         int test_exit;
         uid_t uid;
         const char *user_name;
+        const char *environment;    /* "NAME (system; identity)", an Agentfab-Environment: trailer; NULL none */
 } Checkpoint;
 
 /* Bounds on what goes into a commit message. */

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "environments.h"
 #include "json-util.h"
 #include "launcher-request.h"
 #include "log.h"
@@ -44,6 +45,7 @@
 
 static LauncherLimits arg_maxima = LAUNCHER_LIMITS_DEFAULT;
 static uint64_t arg_tmp_size = 512ULL << 20;
+static const char *arg_config = ENVIRONMENTS_CONFIG_FILE;
 
 static uint64_t now_usec(void) {
         struct timespec ts;
@@ -189,8 +191,13 @@ static int check_peer(int fd, uid_t agentfab_uid, struct ucred *ret) {
  * stream read at a message that carries fds, so peeking shows at most up
  * to there; then exactly what was peeked, up to the newline, is read for
  * real, with the fds. */
-static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int *ret_fd) {
-        _cleanup_close_ int passed = -EBADF;
+#define REQUEST_FDS_MAX 2   /* the workspace, and the cache when the request says so */
+
+static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int ret_fds[static REQUEST_FDS_MAX],
+                        size_t *ret_n_fds) {
+        _cleanup_close_ int passed0 = -EBADF, passed1 = -EBADF;
+        int *passed[REQUEST_FDS_MAX] = { &passed0, &passed1 };
+        size_t n_passed = 0;
         uint64_t deadline = now_usec() + REQUEST_TIMEOUT_USEC;
         size_t len = 0;
         bool extra_fds = false;
@@ -244,8 +251,8 @@ static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int *ret
                         size_t nfds = MIN((c->cmsg_len - CMSG_LEN(0)) / sizeof(int), ELEMENTSOF(fds));
                         memcpy(fds, CMSG_DATA(c), nfds * sizeof(int));
                         for (size_t i = 0; i < nfds; i++) {
-                                if (passed < 0 && !extra_fds)
-                                        passed = fds[i];
+                                if (n_passed < REQUEST_FDS_MAX && !extra_fds)
+                                        *passed[n_passed++] = fds[i];
                                 else {
                                         safe_close(fds[i]);
                                         extra_fds = true;
@@ -259,11 +266,13 @@ static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int *ret
                         return -E2BIG;
         }
 
-        /* SECURITY: exactly one fd or none; never keep one of several. */
+        /* SECURITY: at most two fds; never keep some of more. */
         if (extra_fds)
                 return -ETOOMANYREFS;
         *ret_len = len - 1; /* without the newline */
-        *ret_fd = TAKE_FD(passed);
+        ret_fds[0] = TAKE_FD(passed0);
+        ret_fds[1] = TAKE_FD(passed1);
+        *ret_n_fds = n_passed;
         return 0;
 }
 
@@ -355,7 +364,36 @@ static const char *wait_setup(int error_fd, pid_t pid, char *msg, size_t size) {
 }
 
 /* Takes fd over once the sandbox is ready. */
-static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, const struct stat *st) {
+/* SECURITY: the daemon names an environment; its image comes from our own
+ * reading of the configuration, never from the request, and is checked at
+ * every start (an administrator may have broken it since). */
+static int find_image(int fd, const LauncherRequest *req, char **ret_image) {
+        _cleanup_(environments_done) Environments envs = {};
+        _cleanup_free_ char *why = NULL, *message = NULL;
+        const Environment *e;
+        int r;
+
+        *ret_image = NULL;
+        r = environments_load(&envs, arg_config, false);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read '%s': %m", arg_config), reply_error(fd, "cannot read the configuration");
+        e = environments_find(&envs, isempty(req->environment) ? ENVIRONMENT_DEFAULT : req->environment);
+        if (!e)
+                return reply_error(fd, "unknown environment");
+        if (!e->image)
+                return 0;
+        r = environment_image_check(e->image, &why);
+        if (r < 0) {
+                if (asprintf(&message, "environment '%s': %s", e->name, why ?: strerror(-r)) < 0)
+                        return log_oom();
+                log_error("Refusing the sandbox of task '%s': %s", req->task, message);
+                return reply_error(fd, message);
+        }
+        *ret_image = strdup(e->image);
+        return *ret_image ? 1 : log_oom();
+}
+
+static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, int cache_fd, const struct stat *st) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_strv_free_ char **env = NULL;
@@ -388,6 +426,11 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
         if (!env)
                 return log_oom();
 
+        _cleanup_free_ char *image = NULL;
+        r = find_image(fd, req, &image);
+        if (r < 0)
+                return r;
+
         /* SECURITY: commands run as a uid of the task's own, never root, never
          * agentfab (whose workspace they see as theirs through an idmapped
          * mount), without capabilities. The id is ours as long as we live,
@@ -416,6 +459,8 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, con
                 .seccomp = &seccomp_builtin_program,
                 .tmp_size = arg_tmp_size,
                 .serve_fd = fd,
+                .image = image,
+                .cache_fd = cache_fd,
         };
 
         if (pipe2(pipes, O_CLOEXEC) < 0)
@@ -584,8 +629,10 @@ static int run_reap(int fd, const LauncherRequest *req) {
 }
 
 int main(int argc, char *argv[]) {
-        _cleanup_close_ int workspace_fd = -EBADF;
+        _cleanup_close_ int workspace_fd = -EBADF, cache_fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
+        int fds[REQUEST_FDS_MAX] = { -EBADF, -EBADF };
+        size_t n_fds = 0;
         LauncherRequest req = {};
         const char *error;
         struct ucred peer = {};
@@ -625,10 +672,12 @@ int main(int argc, char *argv[]) {
         buf = malloc(LAUNCHER_REQUEST_MAX + 1);
         if (!buf)
                 return log_oom(), EXIT_FAILURE;
-        r = read_request(fd, buf, LAUNCHER_REQUEST_MAX, &len, &workspace_fd);
+        r = read_request(fd, buf, LAUNCHER_REQUEST_MAX, &len, fds, &n_fds);
+        workspace_fd = fds[0];
+        cache_fd = fds[1];
         if (r < 0) {
                 error = r == -E2BIG ? "request too long" :
-                        r == -ETOOMANYREFS ? "at most one fd may come with a request" :
+                        r == -ETOOMANYREFS ? "at most two fds may come with a request" :
                         r == -ETIMEDOUT ? "timed out waiting for the request" : NULL;
                 if (error)
                         log_warning("Refused request from pid %i: %s", (int) peer.pid, error);
@@ -646,15 +695,23 @@ int main(int argc, char *argv[]) {
         }
         buf = mfree_ptr(buf);
 
+        struct stat cache_st;
         if (req.type == LAUNCHER_REQUEST_REAP) {
                 workspace_fd = safe_close(workspace_fd);
+                cache_fd = safe_close(cache_fd);
                 r = run_reap(fd, &req);
-        } else if ((error = check_workspace(workspace_fd, agentfab_uid, &st))) {
+        } else if ((error = check_workspace(workspace_fd, agentfab_uid, &st)) ||
+                   (req.cache != (cache_fd >= 0) && (error = req.cache ? "the request names a cache but no cache fd came" :
+                                                     "a second fd came with a request that names no cache")) ||
+                   (cache_fd >= 0 && (error = check_workspace(cache_fd, agentfab_uid, &cache_st)))) {
                 log_warning("Refused sandbox request for task '%s' from pid %i: %s", req.task, (int) peer.pid, error);
                 (void) reply_error(fd, error);
                 r = -EPERM;
+        } else if (cache_fd >= 0 && (cache_st.st_uid != st.st_uid || cache_st.st_gid != st.st_gid)) {
+                (void) reply_error(fd, "the cache and the workspace have different owners");
+                r = -EPERM;
         } else
-                r = run_sandbox(fd, &req, workspace_fd, &st);
+                r = run_sandbox(fd, &req, workspace_fd, cache_fd, &st);
 
         launcher_request_done(&req);
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;

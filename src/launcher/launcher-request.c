@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "json-util.h"
+#include "environments.h"
 #include "launcher-request.h"
 #include "macro.h"
 #include "string-util.h"
@@ -120,6 +121,15 @@ static const char *parse_sandbox(json_object *j, LauncherRequest *r) {
                 } else if (streq(key, "env")) {
                         if ((error = parse_env(v, r)))
                                 return error;
+                } else if (streq(key, "environment")) {
+                        if (!json_object_is_type(v, json_type_string) || !string_is_clean(v, ENVIRONMENT_NAME_MAX) ||
+                            !environment_name_is_valid(json_object_get_string(v)))
+                                return "'environment' must be an environment's name";
+                        memcpy(r->environment, json_object_get_string(v), strlen(json_object_get_string(v)) + 1);
+                } else if (streq(key, "cache")) {
+                        if (!json_object_is_type(v, json_type_boolean))
+                                return "'cache' must be a boolean";
+                        r->cache = json_object_get_boolean(v);
                 } else
                         return "unknown field in a sandbox request";
         }

@@ -47,6 +47,8 @@ typedef struct LauncherRequest {
         LauncherLimits limits;                  /* sandbox: granted, i.e. clamped */
         bool clamped;                           /* some limit asked for more than the maximum */
         char **env;                             /* sandbox: NAME=VALUE */
+        char environment[64 + 1];               /* sandbox: the environment's name; "" the default */
+        bool cache;                             /* sandbox: a second fd, the dependency cache, comes along */
         char **keep;                            /* reap: task ids whose scopes stay */
 } LauncherRequest;
 

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "environments.h"
 #include "log.h"
 #include "macro.h"
 #include "sandbox.h"
@@ -26,6 +27,7 @@ static uint64_t arg_timeout_usec = UINT64_MAX;
 static uint64_t arg_tmp_size = 512ULL * 1024 * 1024;
 static bool arg_scope = true;
 static int arg_serve_fd = -1;
+static const char *arg_image = NULL;
 static ScopeLimits arg_limits = {
         .memory_max = 2ULL * 1024 * 1024 * 1024,
         .tasks_max = 512,
@@ -53,6 +55,8 @@ static void help(void) {
                "     --tmp-size=BYTES     Size of /tmp (default 512M)\n"
                "     --unit=NAME          Name of the transient scope (default: agentfab-sandbox-PID.scope)\n"
                "     --no-scope           Do not create a transient scope\n"
+               "     --image=DIR          The system directories from this image instead of the host's\n"
+               "                          (root's, writable by nobody else; see agentfab.conf(5))\n"
                "     --serve-fd=FD        Keep the sandbox and serve exec requests on FD, a connected\n"
                "                          socket (JSON lines); instead of COMMAND\n"
                "\nExits with COMMAND's exit status, 128+N if a signal N ended it, 127 if the\n"
@@ -64,6 +68,7 @@ static int parse_argv(int argc, char *argv[]) {
         enum {
                 ARG_VERSION = 0x100, ARG_WORKSPACE, ARG_CHDIR, ARG_SETENV, ARG_UID, ARG_GID, ARG_TIMEOUT,
                 ARG_MEMORY_MAX, ARG_TASKS_MAX, ARG_CPU_QUOTA, ARG_TMP_SIZE, ARG_UNIT, ARG_NO_SCOPE, ARG_SERVE_FD,
+                ARG_IMAGE,
         };
         static const struct option options[] = {
                 { "help",       no_argument,       NULL, 'h'            },
@@ -81,10 +86,11 @@ static int parse_argv(int argc, char *argv[]) {
                 { "unit",       required_argument, NULL, ARG_UNIT       },
                 { "no-scope",   no_argument,       NULL, ARG_NO_SCOPE   },
                 { "serve-fd",   required_argument, NULL, ARG_SERVE_FD   },
+                { "image",      required_argument, NULL, ARG_IMAGE      },
                 {}
         };
         uint64_t u;
-        int c;
+        int c, r;
 
         /* "+": stop at the first non-option, so COMMAND's own options stay its own. */
         while ((c = getopt_long(argc, argv, "+h", options, NULL)) >= 0)
@@ -168,6 +174,16 @@ static int parse_argv(int argc, char *argv[]) {
                         }
                         arg_serve_fd = (int) u;
                         break;
+                case ARG_IMAGE: {
+                        _cleanup_free_ char *why = NULL;
+                        r = environment_image_check(optarg, &why);
+                        if (r < 0) {
+                                log_error("Refusing --image='%s': %s", optarg, why ?: strerror(-r));
+                                return -EINVAL;
+                        }
+                        arg_image = optarg;
+                        break;
+                }
                 default:
                         return -EINVAL;
                 }
@@ -315,6 +331,8 @@ int main(int argc, char *argv[]) {
                 .seccomp = &seccomp_builtin_program,
                 .tmp_size = arg_tmp_size,
                 .serve_fd = arg_serve_fd,
+                .image = arg_image,
+                .cache_fd = -EBADF,
         };
         if (userns) {
                 /* Unprivileged: the sandbox's user is the caller, mapped to itself. */

@@ -71,25 +71,27 @@ static int connect_launcher(const char *path, int *ret) {
 }
 
 /* The request line, with pass_fd (if >= 0) attached to its first byte. */
-static int send_request(int fd, const char *line, int pass_fd) {
+static int send_request(int fd, const char *line, int pass_fd, int pass_fd2) {
         size_t n = strlen(line), done = 0;
+        int fds[2] = { pass_fd, pass_fd2 };
+        size_t n_fds = pass_fd < 0 ? 0 : pass_fd2 < 0 ? 1 : 2;
 
         while (done < n) {
                 union {
                         struct cmsghdr h;
-                        char buf[CMSG_SPACE(sizeof(int))];
+                        char buf[CMSG_SPACE(sizeof(int) * 2)];
                 } control = {};
                 struct iovec iov = { .iov_base = (char *) line + done, .iov_len = n - done };
                 struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-                if (done == 0 && pass_fd >= 0) {
+                if (done == 0 && n_fds > 0) {
                         mh.msg_control = &control;
-                        mh.msg_controllen = sizeof(control);
+                        mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
                         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
                         c->cmsg_level = SOL_SOCKET;
                         c->cmsg_type = SCM_RIGHTS;
-                        c->cmsg_len = CMSG_LEN(sizeof(int));
-                        memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+                        c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+                        memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
                 }
                 ssize_t k = sendmsg(fd, &mh, MSG_NOSIGNAL);
                 if (k < 0) {
@@ -291,6 +293,13 @@ static int on_io(sd_event_source *source, int fd, uint32_t revents, void *userda
 
 int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                          const SandboxLimits *limits, char **env, char **ret_error, SandboxSession **ret) {
+        return sandbox_session_open_in(e, launcher_socket, task_id, workspace_fd, limits, env, NULL, -EBADF,
+                                       ret_error, ret);
+}
+
+int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                            const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
+                            char **ret_error, SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
         _cleanup_json_ json_object *j = NULL, *l = NULL, *en = NULL, *reply = NULL;
         _cleanup_free_ char *line = NULL;
@@ -328,6 +337,8 @@ int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *t
         }
         if (json_object_object_add(j, "limits", json_object_get(l)) < 0 ||
             json_object_object_add(j, "env", json_object_get(en)) < 0 ||
+            (environment && json_add_string(j, "environment", environment) < 0) ||
+            (cache_fd >= 0 && json_object_object_add(j, "cache", json_object_new_boolean(true)) < 0) ||
             asprintf(&line, "%s\n", json_to_line(j)) < 0)
                 return -ENOMEM;
 
@@ -345,7 +356,7 @@ int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *t
         r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &s->fd);
         if (r < 0)
                 return r;
-        r = send_request(s->fd, line, workspace_fd);
+        r = send_request(s->fd, line, workspace_fd, cache_fd);
         if (r < 0)
                 return r;
         r = read_line(s->fd, s->rbuf, LAUNCHER_REPLY_MAX, &len, deadline);
@@ -470,7 +481,7 @@ int sandbox_session_reap(const char *launcher_socket, char **keep_ids) {
         r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &fd);
         if (r < 0)
                 return r;
-        r = send_request(fd, line, -EBADF);
+        r = send_request(fd, line, -EBADF, -EBADF);
         if (r < 0)
                 return r;
         r = read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, now_usec() + SANDBOX_SESSION_REAP_TIMEOUT_USEC);

@@ -41,6 +41,13 @@ typedef struct SandboxSession SandboxSession;
 int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                          const SandboxLimits *limits, char **env, char **ret_error, SandboxSession **ret);
 
+/* The same, in a task environment (environments.h; NULL: the default),
+ * with the dependency cache directory cache_fd (-EBADF: none) mounted
+ * writable at /cache. The launcher finds the environment's image itself. */
+int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                            const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
+                            char **ret_error, SandboxSession **ret);
+
 /* error: 0, or -EINVAL (the sandbox refused the request), -ECONNRESET (the
  * sandbox ended), -EBADMSG (it sent nonsense), -ETIMEDOUT (it did not end
  * a timed-out command); after any but -EINVAL the session is dead. result

@@ -135,26 +135,28 @@ static void tmpfs_at(const char *path, const char *options, unsigned long flags)
                 die("Failed to mount tmpfs on '%s'", path);
 }
 
-/* The host's system directories, read-only; symlinks (merged /usr) copied as symlinks. */
-static void setup_system(void) {
+/* The system directories, read-only, of the host or of the environment's
+ * image (root); symlinks (merged /usr) copied as symlinks. */
+static void setup_system(const char *root) {
         static const char *const dirs[] = { "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
-        char target[256], link[256];
+        char source[4096], target[256], link[256];
         struct stat st;
 
         for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
-                if (lstat(dirs[i], &st) < 0)
+                snprintf(source, sizeof(source), "%s%s", root ?: "", dirs[i]);
+                if (lstat(source, &st) < 0)
                         continue;
                 snprintf(target, sizeof(target), NEW_ROOT "%s", dirs[i]);
                 if (S_ISLNK(st.st_mode)) {
-                        ssize_t n = readlink(dirs[i], link, sizeof(link) - 1);
+                        ssize_t n = readlink(source, link, sizeof(link) - 1);
                         if (n < 0)
-                                die("Failed to read link '%s'", dirs[i]);
+                                die("Failed to read link '%s'", source);
                         link[n] = '\0';
                         if (symlink(link, target) < 0)
                                 die("Failed to create link '%s'", dirs[i]);
                 } else if (S_ISDIR(st.st_mode)) {
                         mkdir_p_in_root(dirs[i]);
-                        bind_read_only(dirs[i], target);
+                        bind_read_only(source, target);
                 }
         }
 
@@ -174,46 +176,50 @@ static void setup_system(void) {
  * bound here: clone the same path's mount tree in our copy of it, before
  * the new root hides that path, and check that it is the very directory the
  * parent opened. */
-static int clone_workspace(int workspace_fd) {
+static int clone_directory(int dir_fd, const char *what) {
         char proc[64], path[4096];
         struct stat want, got;
 
-        snprintf(proc, sizeof(proc), "/proc/self/fd/%i", workspace_fd);
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%i", dir_fd);
         ssize_t n = readlink(proc, path, sizeof(path) - 1);
         if (n < 0)
-                die("Failed to resolve the workspace");
+                die("Failed to resolve the %s", what);
         path[n] = '\0';
-        if (fstat(workspace_fd, &want) < 0)
-                die("Failed to stat the workspace");
+        if (fstat(dir_fd, &want) < 0)
+                die("Failed to stat the %s", what);
 
         int tree = (int) syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
         if (tree < 0)
-                die("Failed to clone the workspace mount '%s'", path);
+                die("Failed to clone the %s mount '%s'", what, path);
         if (fstat(tree, &got) < 0 || got.st_dev != want.st_dev || got.st_ino != want.st_ino) {
                 errno = 0;
-                die("The workspace changed while the sandbox was set up");
+                die("The %s changed while the sandbox was set up", what);
         }
         return tree;
 }
 
-static void setup_workspace(const SandboxConfig *c, int tree) {
+/* Mounts a cloned tree (the workspace, the cache) writable at target. */
+static void setup_writable(const SandboxConfig *c, int tree, const char *target, const char *what) {
+        char path[256];
+
         /* The task's own uid owns what agentfab owns on disk, here only. */
         if (c->idmap) {
                 struct mount_attr idmap = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t) c->idmap_userns_fd };
                 if (mount_setattr_(tree, "", AT_EMPTY_PATH, &idmap) < 0) {
                         if (errno == EINVAL)
-                                die("The workspace's file system does not support idmapped mounts, which give the task "
-                                    "its own uid (it needs ext4, xfs, btrfs or tmpfs; not overlayfs or NFS)");
-                        die("Failed to map the workspace to the task's uid");
+                                die("The %s's file system does not support idmapped mounts, which give the task "
+                                    "its own uid (it needs ext4, xfs, btrfs or tmpfs; not overlayfs or NFS)", what);
+                        die("Failed to map the %s to the task's uid", what);
                 }
         }
-        mkdir_p_in_root(SANDBOX_WORKSPACE);
-        if (syscall(SYS_move_mount, tree, "", AT_FDCWD, NEW_ROOT SANDBOX_WORKSPACE, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                die("Failed to mount the workspace");
+        mkdir_p_in_root(target);
+        snprintf(path, sizeof(path), NEW_ROOT "%s", target);
+        if (syscall(SYS_move_mount, tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                die("Failed to mount the %s", what);
         safe_close(tree);
         struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
-        if (mount_setattr_(AT_FDCWD, NEW_ROOT SANDBOX_WORKSPACE, AT_SYMLINK_NOFOLLOW, &attr) < 0)
-                die("Failed to restrict the workspace mount");
+        if (mount_setattr_(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, &attr) < 0)
+                die("Failed to restrict the %s mount", what);
 }
 
 static void setup_dev(void) {
@@ -273,15 +279,28 @@ static void setup_root(const SandboxConfig *c) {
                 die("Failed to make mounts private");
         sandbox_trace("child: mounts private");
 
-        int workspace = clone_workspace(c->workspace_fd);
+        int workspace = clone_directory(c->workspace_fd, "workspace");
+        int cache = c->cache_fd >= 0 ? clone_directory(c->cache_fd, "cache") : -EBADF;
         sandbox_trace("child: workspace cloned");
+
+        /* The image is opened before the new root may hide its path (the
+         * new root is mounted on /tmp) and bound through its fd. */
+        char image_root[64] = "";
+        if (c->image) {
+                int image_fd = open(c->image, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (image_fd < 0)
+                        die("Failed to open the image '%s'", c->image);
+                snprintf(image_root, sizeof(image_root), "/proc/self/fd/%i", image_fd);
+        }
 
         if (mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
                 die("Failed to mount the new root");
 
-        setup_system();
+        setup_system(c->image ? image_root : NULL);
         sandbox_trace("child: system dirs bound");
-        setup_workspace(c, workspace);
+        setup_writable(c, workspace, SANDBOX_WORKSPACE, "workspace");
+        if (cache >= 0)
+                setup_writable(c, cache, SANDBOX_CACHE, "cache");
 
         snprintf(options, sizeof(options), "mode=1777,size=%llu", (unsigned long long) c->tmp_size);
         tmpfs_at("/tmp", options, MS_NOSUID | MS_NODEV);

@@ -8,6 +8,7 @@
 #include "seccomp-policy.h"
 
 #define SANDBOX_WORKSPACE "/workspace"
+#define SANDBOX_CACHE     "/cache"
 
 /* One sandbox: the policy every task command gets. */
 typedef struct SandboxConfig {
@@ -23,6 +24,8 @@ typedef struct SandboxConfig {
         const SeccompProgram *seccomp;
         uint64_t tmp_size;             /* bytes of /tmp */
         int serve_fd;                  /* >= 0: a live sandbox serving exec requests on it (exec-service.h) */
+        const char *image;             /* the system directories' root (environments.h); NULL: the host's */
+        int cache_fd;                  /* >= 0: the dependency cache, writable at SANDBOX_CACHE, idmapped like the workspace */
 } SandboxConfig;
 
 /* Runs in the child made with the namespace flags, as PID 1 of its pid
