@@ -183,7 +183,21 @@ TokenCredential=forge-token
 [Git]
 SSHKeyCredential=git-key
 SSHKnownHostsCredential=git-known-hosts
+
+# t_environments: a tiny image made from the host's files, and a broken one.
+[Environment]
+Name=tiny
+Image=/var/lib/machines/tiny
+Cache=pip
+Environment=FOO=bar
+
+[Environment]
+Name=loose
+Image=/var/lib/machines/loose
 EOF
+        bash "$SRC/tests/integration/lib/tiny-image.sh" "$R/var/lib/machines/tiny" sh cat ls id env true echo test grep mkdir || return 1
+        bash "$SRC/tests/integration/lib/tiny-image.sh" "$R/var/lib/machines/loose" sh cat true grep || return 1
+        chmod o+w "$R/var/lib/machines/loose/usr/bin"
         # The key is a credential of the service, as an administrator would set it up.
         printf 'sk-test-secret-4711\n' > "$R/etc/agentfab/model-key"
         chmod 600 "$R/etc/agentfab/model-key"
@@ -809,6 +823,74 @@ PY
         hx systemctl is-active agentfab.service >/dev/null && ok "the daemon is fine" || fail "daemon not active"
 }
 
+# A repository of user $1 named $2 with one file; the tiny image has no python.
+make_plain_repo() {
+        hx_as "$1" bash -c "set -e; cd ~ && rm -rf $2 && mkdir $2 && cd $2 && git init -q && echo hello > README &&
+                git add . && git -c user.name=$1 -c user.email=$1@example.com commit -q -m start && chmod -R a+rX ~/$2"
+}
+
+t_environments() {
+        echo "=== task environments: an image as the root, variables, a cache per owner, a broken image refused"
+        local out id id2 id3 id4 log
+        out=$(hx_as alice "${CTL[@]}" submit --repo /home/alice --goal x --environment=nope 2>&1)
+        [[ $out == *"There is no environment 'nope'; known: default, tiny, loose"* ]] &&
+                ok "an unknown environment is refused at submission with the known ones" || fail "unknown environment: $out"
+        out=$(hx_as alice "${CTL[@]}" environments 2>&1)
+        grep -q '^tiny .*off .*/var/lib/machines/tiny .*tiny (agentfab tiny test image; image [0-9a-f]\{12\}); caches: pip' <<<"$out" &&
+                grep -q '^default .*(host) .*default (host: ' <<<"$out" &&
+                ok "agentfabctl environments lists them with their system" || fail "environments: $out"
+
+        cat > "$WORK/env.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: look around and fill the cache."}},
+ {"reply": {"content": "Look around", "tool_calls": [{"name": "run_command", "arguments": {"command": "cat /etc/os-release; echo FOO=$FOO PIP=$PIP_CACHE_DIR; mkdir -p /cache/pip && echo cached-by-alice > /cache/pip/marker; echo hi > note"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "looked"}}]}}
+]
+EOF
+        model "$WORK/env.json" --by-step || { fail "model server"; return; }
+        make_plain_repo alice envrepo
+        id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/envrepo --goal "look" --environment=tiny \
+                --test "grep -q agentfab-tiny /etc/os-release" 2>&1) || { fail "submit: $id"; return; }
+        if wait_state "$id" succeeded; then ok "a task in the tiny image succeeded (its tests ran there)"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        out=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1)
+        grep -q 'PRETTY_NAME="agentfab tiny test image"' <<<"$out" && ! grep -q 'Debian' <<<"$out" &&
+                ok "its commands see the image's os-release, not the host's" || fail "os-release: $(head -c 400 <<<"$out")"
+        grep -q 'FOO=bar PIP=/cache/pip' <<<"$out" && ok "Environment= and the cache's variable are set" || fail "variables: $out"
+        log=$(ledger_log "$id")
+        grep -q '^    Agentfab-Environment: tiny (agentfab tiny test image; image [0-9a-f]\{12\})$' <<<"$log" &&
+                ok "every commit names the environment and its image" || fail "trailer: $(grep Environment <<<"$log")"
+        [[ $(task_prop "$id" EnvironmentIdentity) == "tiny (agentfab tiny test image; image "* ]] &&
+                ok "EnvironmentIdentity property" || fail "EnvironmentIdentity: $(task_prop "$id" EnvironmentIdentity)"
+        hx_as alice "${CTL[@]}" summary "$id" 2>&1 | grep -q '^tiny (agentfab tiny test image' &&
+                ok "the summary says where it was built" || fail "summary has no environment"
+
+        # The cache persists for the same owner, and no one else sees it.
+        cat > "$WORK/env2.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: read the cache."}},
+ {"reply": {"content": "Read the cache", "tool_calls": [{"name": "run_command", "arguments": {"command": "cat /cache/pip/marker 2>/dev/null || echo NO-MARKER; echo x > seen"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "read"}}]}}
+]
+EOF
+        model "$WORK/env2.json" --by-step || { fail "model server"; return; }
+        id2=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/envrepo --goal "read" --environment=tiny 2>&1) || { fail "submit: $id2"; return; }
+        make_plain_repo carol envrepo
+        id3=$(hx_as carol "${CTL[@]}" submit --repo /home/carol/envrepo --goal "read" --environment=tiny 2>&1) || { fail "submit: $id3"; return; }
+        wait_state "$id2" succeeded && wait_state "$id3" succeeded || fail "cache tasks: $(task_prop "$id2" Reason) $(task_prop "$id3" Reason)"
+        hx_as alice "${CTL[@]}" logs "$id2" 2>&1 | grep -q '^cached-by-alice' &&
+                ok "the owner's next task finds what the first one cached" || fail "alice's cache not kept"
+        hx_as carol "${CTL[@]}" logs "$id3" 2>&1 | grep -q 'NO-MARKER' &&
+                ok "another user's task does not see it" || fail "the cache is shared between users"
+
+        make_plain_repo alice looserepo
+        id4=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/looserepo --goal "x" --environment=loose 2>&1) || { fail "submit: $id4"; return; }
+        if wait_state "$id4" failed; then
+                [[ $(task_prop "$id4" Reason) == *"environment "*"loose"*"not safe"*"usr/bin"* ]] &&
+                        ok "a world-writable image fails the task with the reason" || fail "reason: $(task_prop "$id4" Reason)"
+        else fail "a task in a world-writable image: $(task_prop "$id4" State)"; fi
+}
+
 t_kill9_resume() {
         echo "=== SIGKILL of the daemon in the middle of a step"
         cat > "$WORK/kill.json" <<'EOF'
@@ -979,7 +1061,7 @@ main() {
 
         # ONLY="t_a t_b" runs just those scenarios.
         local t
-        for t in t_fix_and_deliver t_step_trailers t_reset_to t_replay t_breaker_and_approval t_protected_reject t_budget t_faults t_context_budget t_huge_output t_api_key t_https_repo t_ssh_repo t_push_pr t_kill9_resume; do
+        for t in t_fix_and_deliver t_step_trailers t_reset_to t_replay t_breaker_and_approval t_protected_reject t_budget t_faults t_context_budget t_huge_output t_environments t_api_key t_https_repo t_ssh_repo t_push_pr t_kill9_resume; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 "$t"
         done

@@ -757,6 +757,9 @@ harness_boot() {
                 (( had_e )) && set -e
                 (( rc == 0 )) || { _harness_boot_fail "harness_prepare_root failed (exit status $rc)"; return 1; }
         fi
+        # The boot's deadlines count from here: preparing the root (installing,
+        # making keys and images) is no part of booting and takes long on a busy machine.
+        t0=$(_harness_now_ms)
 
         _harness_write_launcher || { _harness_boot_fail "cannot write the launcher"; return 1; }
         # script(1) gives PID 1 a pty as its console and records it; setsid keeps a
