@@ -351,6 +351,13 @@ static int agent_open_sandbox(AgentRun *run) {
                            t->spec.environment, strempty(known));
                 return -ENOENT;
         }
+        /* SECURITY: a mode that needs the egress proxy never silently runs
+         * without it (nor with more than it allows). */
+        if (e->network != NETWORK_OFF && !run->manager->proxy_available) {
+                agent_fail(run, "Environment '%s' asks for Network=%s, but this agentfabd has no egress proxy to give it.",
+                           e->name, network_mode_to_string(e->network));
+                return -EOPNOTSUPP;
+        }
         /* Where the branch is built, once: every commit names the same. */
         if (!t->progress.environment_identity) {
                 r = environment_identity(e, &t->progress.environment_identity);
