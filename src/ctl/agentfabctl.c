@@ -78,6 +78,7 @@ static void help(void) {
                "  export ID [--format=FORMAT]  Write the task's branch as mbox (default), bundle or diff\n"
                "  fetch ID [--repo=PATH]       Import branch agentfab/ID into the task's repository\n"
                "  environments                 List the environments a task may name\n"
+               "  cache [clear ENVIRONMENT]    Show the sizes of your dependency caches, or clear one\n"
                "\nOptions:\n"
                "  -h --help                    Show this help\n"
                "     --version                 Show package version\n"
@@ -593,6 +594,51 @@ static int verb_environments(sd_bus *bus, int argc, char *argv[]) {
                 } else
                         printf("%-16s  %-10s  %-24s  %s%s%s\n", name, network, isempty(image) ? "(host)" : image, identity,
                                isempty(caches) ? "" : "; caches: ", caches);
+        }
+        if (r < 0)
+                return EXIT_FAIL;
+        if (arg_json)
+                printf("%s\n", json_object_to_json_string_ext(array, JSON_C_TO_STRING_PRETTY));
+        return 0;
+}
+
+static int verb_cache(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_json_ json_object *array = NULL;
+        const char *name;
+        uint64_t bytes, files;
+        int r;
+
+        if (argc > 1 && !(argc == 3 && streq(argv[1], "clear"))) {
+                fprintf(stderr, "Usage: agentfabctl cache [clear ENVIRONMENT]\n");
+                return EXIT_USAGE;
+        }
+        if (argc == 3)
+                r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
+                                       "ClearCache", &error, &reply, "s", argv[2]);
+        else
+                r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
+                                       "ListCaches", &error, &reply, NULL);
+        if (r < 0)
+                return fail_bus(argc == 3 ? "clear the cache" : "list the caches", &error, r);
+        if (arg_json) {
+                array = json_object_new_array();
+                if (!array)
+                        return EXIT_FAIL;
+        } else
+                printf("%-16s  %12s  %s\n", "ENVIRONMENT", "BYTES", "FILES");
+        r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "(stt)");
+        if (r < 0)
+                return EXIT_FAIL;
+        while ((r = sd_bus_message_read(reply, "(stt)", &name, &bytes, &files)) > 0) {
+                if (arg_json) {
+                        json_object *j = json_object_new_object();
+                        if (!j || json_add_string(j, "environment", name) < 0 || json_add_uint64(j, "bytes", bytes) < 0 ||
+                            json_add_uint64(j, "files", files) < 0 || json_object_array_add(array, j) < 0)
+                                return EXIT_FAIL;
+                } else
+                        printf("%-16s  %12" PRIu64 "  %" PRIu64 "\n", name, bytes, files);
         }
         if (r < 0)
                 return EXIT_FAIL;
@@ -1290,7 +1336,7 @@ static int verb_logs(sd_bus *bus, int argc, char *argv[]) {
 
 typedef struct Verb {
         const char *name;
-        int args;          /* positional arguments after the verb */
+        int args;          /* positional arguments after the verb; -1: the verb checks them */
         bool needs_bus;
         int (*run)(sd_bus *bus, int argc, char *argv[]);
 } Verb;
@@ -1313,6 +1359,7 @@ static const Verb verbs[] = {
         { "export",  1, true,  verb_export  },
         { "fetch",   1, true,  verb_fetch   },
         { "environments", 0, true, verb_environments },
+        { "cache",   -1, true,  verb_cache   },
 };
 
 static int parse_argv(int argc, char *argv[]) {
@@ -1409,7 +1456,7 @@ int main(int argc, char *argv[]) {
                 fprintf(stderr, "Unknown command '%s'. See '%s --help'.\n", argv[optind], program_invocation_short_name);
                 return EXIT_USAGE;
         }
-        if (argc - optind - 1 != verb->args && !(verb->args == 0 && streq(verb->name, "submit"))) {
+        if (verb->args >= 0 && argc - optind - 1 != verb->args && !(verb->args == 0 && streq(verb->name, "submit"))) {
                 fprintf(stderr, "'%s' takes %s.\n", verb->name,
                         verb->args == 2 ? "a task id and a commit" : verb->args == 1 ? "one task id" : "no arguments");
                 return EXIT_USAGE;

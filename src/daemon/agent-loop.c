@@ -8,6 +8,7 @@
 
 #include "agent-loop.h"
 #include "agent-run.h"
+#include "cache.h"
 #include "conversation.h"
 #include "delivery.h"
 #include "environment-identity.h"
@@ -144,8 +145,11 @@ void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
         if (r < 0)
                 log_error("Task '%s': cannot become %s: %s", t->id, task_state_to_string(state),
                           error.message ?: strerror(-r));
-        if (!task_state_is_active(t->state))
+        if (!task_state_is_active(t->state)) {
+                cache_prune_later(run->manager, environments_find(&run->manager->environments,
+                                                                  t->spec.environment ?: ENVIRONMENT_DEFAULT), t->owner);
                 agent_stop(t);
+        }
 }
 
 void agent_fail(AgentRun *run, const char *fmt, ...) {
@@ -305,33 +309,6 @@ static uint64_t agent_command_timeout_usec(AgentRun *run) {
                 t->spec.limits[TASK_LIMIT_COMMAND_TIMEOUT_SEC] * USEC_PER_SEC : run->manager->config.command_timeout_usec;
 }
 
-/* The task's dependency cache: state/cache/ENVIRONMENT/OWNER-UID, made
- * on first use. SECURITY: per environment and per owner, never shared
- * between users, so that a poisoned cache reaches nobody else's task. */
-static int agent_open_cache(AgentRun *run, const Environment *e) {
-        char owner[32];
-        int fd = -EBADF;
-        const char *parts[] = { "cache", e->name, owner };
-
-        snprintf(owner, sizeof(owner), "%u", (unsigned) run->task->owner);
-        for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
-                int dir = i == 0 ? run->manager->state_fd : fd;
-                if (mkdirat(dir, parts[i], 0700) < 0 && errno != EEXIST) {
-                        int r = -errno;
-                        if (i > 0)
-                                safe_close(fd);
-                        return r;
-                }
-                int next = openat(dir, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (i > 0)
-                        safe_close(fd);
-                if (next < 0)
-                        return -errno;
-                fd = next;
-        }
-        return fd;
-}
-
 static int agent_open_sandbox(AgentRun *run) {
         _cleanup_free_ char *error = NULL;
         _cleanup_strv_free_ char **env = NULL;
@@ -371,7 +348,9 @@ static int agent_open_sandbox(AgentRun *run) {
                 if (strv_env_set(&env, *v) < 0)
                         return agent_fail(run, "Out of memory."), -ENOMEM;
         if (e->caches) {
-                cache_fd = agent_open_cache(run, e);
+                /* SECURITY: per environment and per owner, never shared between
+                 * users, so that a poisoned cache reaches nobody else's task. */
+                cache_fd = cache_open(run->manager->state_fd, e->name, t->owner, true);
                 if (cache_fd < 0) {
                         agent_fail(run, "Cannot open the dependency cache of environment '%s': %s", e->name,
                                    strerror(-cache_fd));

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "agent-loop.h"
+#include "cache.h"
 #include "environment-identity.h"
 #include "task-ledger.h"
 #include "agentfab-bus.h"
@@ -452,6 +453,16 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("a(sssss)", environments),
                                 method_list_environments,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListCaches",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("a(stt)", caches),
+                                method_list_caches,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ClearCache",
+                                SD_BUS_ARGS("s", environment),
+                                SD_BUS_RESULT("a(stt)", caches),
+                                method_clear_cache,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TaskStateChanged",
                                 SD_BUS_ARGS("s", id, "s", state),

@@ -189,13 +189,14 @@ SSHKnownHostsCredential=git-known-hosts
 Name=tiny
 Image=/var/lib/machines/tiny
 Cache=pip
+CacheMaxSize=64K
 Environment=FOO=bar
 
 [Environment]
 Name=loose
 Image=/var/lib/machines/loose
 EOF
-        bash "$SRC/tests/integration/lib/tiny-image.sh" "$R/var/lib/machines/tiny" sh cat ls id env true echo test grep mkdir || return 1
+        bash "$SRC/tests/integration/lib/tiny-image.sh" "$R/var/lib/machines/tiny" sh cat ls id env true echo test grep mkdir head || return 1
         bash "$SRC/tests/integration/lib/tiny-image.sh" "$R/var/lib/machines/loose" sh cat true grep || return 1
         chmod o+w "$R/var/lib/machines/loose/usr/bin"
         # The key is a credential of the service, as an administrator would set it up.
@@ -843,7 +844,7 @@ t_environments() {
         cat > "$WORK/env.json" <<'EOF'
 [
  {"reply": {"content": "Plan: look around and fill the cache."}},
- {"reply": {"content": "Look around", "tool_calls": [{"name": "run_command", "arguments": {"command": "cat /etc/os-release; echo FOO=$FOO PIP=$PIP_CACHE_DIR; mkdir -p /cache/pip && echo cached-by-alice > /cache/pip/marker; echo hi > note"}}]}},
+ {"reply": {"content": "Look around", "tool_calls": [{"name": "run_command", "arguments": {"command": "cat /etc/os-release; echo FOO=$FOO PIP=$PIP_CACHE_DIR; mkdir -p /cache/pip && head -c 300000 /dev/zero > /cache/pip/big && echo cached-by-alice > /cache/pip/marker; echo hi > note"}}]}},
  {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "looked"}}]}}
 ]
 EOF
@@ -882,6 +883,18 @@ EOF
                 ok "the owner's next task finds what the first one cached" || fail "alice's cache not kept"
         hx_as carol "${CTL[@]}" logs "$id3" 2>&1 | grep -q 'NO-MARKER' &&
                 ok "another user's task does not see it" || fail "the cache is shared between users"
+        local c
+        c=/var/lib/agentfab/cache/tiny/$(hx id -u alice)/pip
+        ! hx test -e "$c/big" && hx test -e "$c/marker" &&
+                ok "CacheMaxSize=64K pruned the least recently written file after the task" || fail "cache: $(hx ls -l "$c")"
+        out=$(hx_as alice "${CTL[@]}" cache 2>&1)
+        grep -q '^tiny  *[1-9][0-9]*  *1$' <<<"$out" && ok "agentfabctl cache shows its size: $(tail -1 <<<"$out")" || fail "cache: $out"
+        out=$(hx_as alice "${CTL[@]}" cache clear tiny 2>&1)
+        grep -q '^tiny  *0  *0$' <<<"$out" && ! hx test -e "$c" && hx test -d "/var/lib/agentfab/cache/tiny/$(hx id -u carol)" &&
+                ok "agentfabctl cache clear empties the caller's own cache only" || fail "cache clear: $out"
+        out=$(hx_as alice "${CTL[@]}" cache clear default 2>&1)
+        [[ $out == *"does not exist or keeps no cache"* ]] && ok "clearing an environment without a cache is refused" ||
+                fail "cache clear default: $out"
 
         make_plain_repo alice looserepo
         id4=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/looserepo --goal "x" --environment=loose 2>&1) || { fail "submit: $id4"; return; }
