@@ -13,6 +13,7 @@
 #include "environments.h"
 #include "log.h"
 #include "macro.h"
+#include "proxy-env.h"
 #include "sandbox.h"
 #include "scope.h"
 #include "string-util.h"
@@ -28,6 +29,8 @@ static uint64_t arg_tmp_size = 512ULL * 1024 * 1024;
 static bool arg_scope = true;
 static int arg_serve_fd = -1;
 static const char *arg_image = NULL;
+static int arg_proxy_fd = -1;
+static uint16_t arg_proxy_port = 0;
 static ScopeLimits arg_limits = {
         .memory_max = 2ULL * 1024 * 1024 * 1024,
         .tasks_max = 512,
@@ -59,6 +62,9 @@ static void help(void) {
                "                          (root's, writable by nobody else; see agentfab.conf(5))\n"
                "     --serve-fd=FD        Keep the sandbox and serve exec requests on FD, a connected\n"
                "                          socket (JSON lines); instead of COMMAND\n"
+               "     --proxy-fd=FD        The task's channel to agentfab-proxy(8): its commands reach the\n"
+               "                          network through the egress proxy (HTTP_PROXY and the like are set)\n"
+               "     --proxy-port=PORT    The proxy's port on the sandbox's loopback (default 3128)\n"
                "\nExits with COMMAND's exit status, 128+N if a signal N ended it, 127 if the\n"
                "sandbox could not be set up. See agentfab-sandbox(1).\n",
                program_invocation_short_name);
@@ -69,6 +75,7 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_VERSION = 0x100, ARG_WORKSPACE, ARG_CHDIR, ARG_SETENV, ARG_UID, ARG_GID, ARG_TIMEOUT,
                 ARG_MEMORY_MAX, ARG_TASKS_MAX, ARG_CPU_QUOTA, ARG_TMP_SIZE, ARG_UNIT, ARG_NO_SCOPE, ARG_SERVE_FD,
                 ARG_IMAGE,
+                ARG_PROXY_FD, ARG_PROXY_PORT,
         };
         static const struct option options[] = {
                 { "help",       no_argument,       NULL, 'h'            },
@@ -87,6 +94,8 @@ static int parse_argv(int argc, char *argv[]) {
                 { "no-scope",   no_argument,       NULL, ARG_NO_SCOPE   },
                 { "serve-fd",   required_argument, NULL, ARG_SERVE_FD   },
                 { "image",      required_argument, NULL, ARG_IMAGE      },
+                { "proxy-fd",   required_argument, NULL, ARG_PROXY_FD   },
+                { "proxy-port", required_argument, NULL, ARG_PROXY_PORT },
                 {}
         };
         uint64_t u;
@@ -184,6 +193,20 @@ static int parse_argv(int argc, char *argv[]) {
                         arg_image = optarg;
                         break;
                 }
+                case ARG_PROXY_FD:
+                        if (safe_atou64(optarg, &u) < 0 || u < 3 || u > INT32_MAX || fcntl((int) u, F_GETFD) < 0) {
+                                log_error("--proxy-fd= needs an open file descriptor above 2.");
+                                return -EINVAL;
+                        }
+                        arg_proxy_fd = (int) u;
+                        break;
+                case ARG_PROXY_PORT:
+                        if (safe_atou64(optarg, &u) < 0 || u == 0 || u > 65535) {
+                                log_error("Invalid port '%s'.", optarg);
+                                return -EINVAL;
+                        }
+                        arg_proxy_port = (uint16_t) u;
+                        break;
                 default:
                         return -EINVAL;
                 }
@@ -333,6 +356,8 @@ int main(int argc, char *argv[]) {
                 .serve_fd = arg_serve_fd,
                 .image = arg_image,
                 .cache_fd = -EBADF,
+                .proxy_fd = arg_proxy_fd,
+                .proxy_port = arg_proxy_port,
         };
         if (userns) {
                 /* Unprivileged: the sandbox's user is the caller, mapped to itself. */
@@ -352,6 +377,17 @@ int main(int argc, char *argv[]) {
                 return 2;
         }
 
+        if (arg_proxy_fd >= 0) {
+                /* The proxy's variables first, so that --setenv= may override them. */
+                _cleanup_strv_free_ char **pe = proxy_environment(arg_proxy_port);
+                if (!pe)
+                        return log_oom(), 127;
+                for (char **s = arg_setenv; s && *s; s++)
+                        if (strv_extend(&pe, *s) < 0)
+                                return log_oom(), 127;
+                strv_free(arg_setenv);
+                arg_setenv = TAKE_PTR(pe);
+        }
         env = sandbox_environment(arg_setenv);
         if (!env)
                 return log_oom(), 127;
@@ -384,6 +420,8 @@ int main(int argc, char *argv[]) {
         child_pid = pid;
         if (arg_serve_fd >= 0)
                 safe_close(arg_serve_fd); /* the sandbox's now; its end tells the client when it is gone */
+        if (arg_proxy_fd >= 0)
+                safe_close(arg_proxy_fd); /* likewise: the proxy ends the task when the sandbox's copy closes */
         safe_close(sync_pipe[0]);
         safe_close(error_pipe[1]);
 

@@ -17,11 +17,13 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "macro.h"
 #include "exec-service.h"
+#include "proxy-env.h"
 #include "sandbox.h"
 #include "string-util.h"
 
@@ -352,6 +354,46 @@ static void setup_network(void) {
                 die("Failed to set the host name");
 }
 
+/* The forwarder of the egress proxy: a listening socket on the sandbox's
+ * own loopback, handed over the task's channel to agentfab-proxy, which
+ * accepts the commands' connections on it itself. Nothing of the proxy
+ * runs in here, so no command can stop, trace or starve it, and no byte
+ * is copied through the sandbox. The channel stays open in PID 1 (and in
+ * nothing else: close-on-exec) for the sandbox's life: its closing ends
+ * the task's proxy state. */
+static void setup_proxy_listener(const SandboxConfig *c) {
+        struct sockaddr_in sa = {
+                .sin_family = AF_INET,
+                .sin_port = htons(c->proxy_port ?: AGENTFAB_PROXY_PORT),
+                .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+        };
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } control = {};
+        struct iovec iov = { .iov_base = (char *) "L", .iov_len = 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof(control) };
+
+        if (fcntl(c->proxy_fd, F_SETFD, FD_CLOEXEC) < 0)
+                die("Failed to set close-on-exec on the proxy channel");
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                die("Failed to open the forwarder's socket");
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                die("Failed to bind the forwarder to 127.0.0.1:%u", (unsigned) ntohs(sa.sin_port));
+        if (listen(fd, 128) < 0)
+                die("Failed to listen on the forwarder's socket");
+
+        struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(h), &fd, sizeof(int));
+        if (sendmsg(c->proxy_fd, &mh, MSG_NOSIGNAL) < 0)
+                die("Failed to hand the forwarder's socket to the proxy");
+        /* Our copy goes: only the proxy accepts on it. */
+}
+
 static void drop_privileges(const SandboxConfig *c) {
         /* Everything the process could ever gain goes first, while we may still drop it. */
         for (unsigned long cap = 0; cap <= 63; cap++)
@@ -454,14 +496,16 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
         sandbox_trace("child: go 1");
 
         setup_network();
+        if (c->proxy_fd > 2)
+                setup_proxy_listener(c);
         sandbox_trace("child: network, hostname");
         setup_root(c);
         drop_privileges(c);
         sandbox_trace("child: privileges dropped");
 
-        /* Only stdin, stdout, stderr, our error pipe, the go pipe and the
-         * exec service's connection survive. */
-        int keep[] = { sync_fd, error_fd, c->serve_fd };
+        /* Only stdin, stdout, stderr, our error pipe, the go pipe, the
+         * exec service's connection and the proxy channel survive. */
+        int keep[] = { sync_fd, error_fd, c->serve_fd, c->proxy_fd > 2 ? c->proxy_fd : -1 };
         close_all_but(keep, ELEMENTSOF(keep));
 
         if (seccomp_program_load(c->seccomp) < 0)

@@ -26,6 +26,9 @@ typedef struct SandboxConfig {
         int serve_fd;                  /* >= 0: a live sandbox serving exec requests on it (exec-service.h) */
         const char *image;             /* the system directories' root (environments.h); NULL: the host's */
         int cache_fd;                  /* >= 0: the dependency cache, writable at SANDBOX_CACHE, idmapped like the workspace */
+        int proxy_fd;                  /* > 2: the task's channel to the egress proxy (agentfab-proxy(8));
+                                        * 0 (left unset) or negative: no network at all */
+        uint16_t proxy_port;           /* the forwarder's port on the loopback; 0: AGENTFAB_PROXY_PORT */
 } SandboxConfig;
 
 /* Runs in the child made with the namespace flags, as PID 1 of its pid
