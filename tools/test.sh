@@ -91,9 +91,11 @@ run_counted "integration tests" bash tests/integration/run.sh build
 run_counted "sandbox attacks" bash tests/integration/sandbox-attacks.sh build
 run_counted "launcher" bash tests/integration/launcher.sh build
 run_counted "agent end to end" bash tests/integration/agent.sh build
+run_counted "egress proxy" bash tests/integration/proxy.sh build
 [ -d build-asan ] && run_counted "integration tests (ASan/UBSan)" bash tests/integration/run.sh build-asan
 [ -d build-asan ] && run_counted "launcher (ASan/UBSan)" bash tests/integration/launcher.sh build-asan
 [ -d build-asan ] && run_counted "agent end to end (ASan/UBSan)" bash tests/integration/agent.sh build-asan
+[ -d build-asan ] && run_counted "egress proxy (ASan/UBSan)" bash tests/integration/proxy.sh build-asan
 
 # The sandbox benchmark: figures and ratios against bwrap and fork+exec,
 # measured in this run. It prints; it does not judge (targets are in the

@@ -227,40 +227,48 @@ static bool conn_relay_finished(ProxyConn *c) {
         return up_done && down_done;
 }
 
-static bool conn_account(ProxyConn *c, size_t n, bool up) {
-        ProxyTask *t = c->task;
-
+static void conn_account(ProxyConn *c, size_t n, bool up) {
         if (up)
                 c->bytes_up += n;
         else
                 c->bytes_down += n;
-        t->bytes += n;
+        c->task->bytes += n;
         c->last_activity_usec = now_usec();
-        if (t->bytes > t->max_bytes) {
-                c->end_reason = "byte limit of the task reached";
-                proxy_task_send_refusal(t, PROXY_EVENT_LIMIT, c->host_text, c->request.port, c->address_text,
-                                        c->end_reason);
-                return false;
-        }
-        return true;
+}
+
+/* Bytes to pass and none left of the task's limit: the connection is cut. */
+static bool conn_limit_reached(ProxyConn *c) {
+        c->end_reason = "byte limit of the task reached";
+        proxy_task_send_refusal(c->task, PROXY_EVENT_LIMIT, c->host_text, c->request.port, c->address_text,
+                                c->end_reason);
+        return false;
+}
+
+/* How many more bytes the task may pass: a write never goes past its limit. */
+static size_t conn_budget(ProxyConn *c, size_t want) {
+        ProxyTask *t = c->task;
+        return t->bytes >= t->max_bytes ? 0 : (size_t) MIN((uint64_t) want, t->max_bytes - t->bytes);
 }
 
 /* One step of the relay on whichever side is ready. false: the connection
  * is to be freed. */
 static bool conn_relay(ProxyConn *c) {
         ssize_t n;
+        size_t k;
 
         /* Client to upstream. */
         if (c->in_off < c->in_len) {
-                n = send(c->upstream_fd, c->in + c->in_off, c->in_len - c->in_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+                k = conn_budget(c, c->in_len - c->in_off);
+                if (k == 0)
+                        return conn_limit_reached(c);
+                n = send(c->upstream_fd, c->in + c->in_off, k, MSG_DONTWAIT | MSG_NOSIGNAL);
                 if (n < 0 && errno != EAGAIN && errno != EINTR) {
                         c->end_reason = "upstream connection failed";
                         return false;
                 }
                 if (n > 0) {
                         c->in_off += (size_t) n;
-                        if (!conn_account(c, (size_t) n, true))
-                                return false;
+                        conn_account(c, (size_t) n, true);
                 }
         }
         if (c->in_off == c->in_len && !c->client_eof && !c->client_done_reading) {
@@ -287,15 +295,17 @@ static bool conn_relay(ProxyConn *c) {
 
         /* Upstream to client. */
         if (c->out_off < c->out_len) {
-                n = send(c->client_fd, c->out + c->out_off, c->out_len - c->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+                k = conn_budget(c, c->out_len - c->out_off);
+                if (k == 0)
+                        return conn_limit_reached(c);
+                n = send(c->client_fd, c->out + c->out_off, k, MSG_DONTWAIT | MSG_NOSIGNAL);
                 if (n < 0 && errno != EAGAIN && errno != EINTR) {
                         c->end_reason = "client connection reset";
                         return false;
                 }
                 if (n > 0) {
                         c->out_off += (size_t) n;
-                        if (!conn_account(c, (size_t) n, false))
-                                return false;
+                        conn_account(c, (size_t) n, false);
                 }
         }
         if (c->out_off == c->out_len && !c->upstream_eof) {

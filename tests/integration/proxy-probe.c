@@ -9,11 +9,18 @@
  *                                    prints "exit N", then every event that came ("event ...")
  *   close TASK                       closes our copy of TASK's channel
  *   limits MAXCONN MAXBYTES IDLESEC  limits of the next registrations
+ *   sleep MS                         waits (for the proxy to see a channel close)
+ *
+ * With --as=USER (run as root), the control connection is made as USER
+ * (SO_PEERCRED records the effective uid at connect()) and the commands
+ * run as root: as in agentfab, where agentfabd registers the task and the
+ * root launcher makes its sandbox.
  *
  * Used by tests/integration/proxy.sh; not installed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +69,21 @@ int main(int argc, char *argv[]) {
         int r;
 
         setvbuf(stdout, NULL, _IOLBF, 0);
+        const char *as = argc > 1 && strneq(argv[1], "--as=", 5) ? argv[1] + 5 : NULL;
+        if (as) {
+                struct passwd *pw = getpwnam(as);
+                if (!pw || setresgid((gid_t) -1, pw->pw_gid, (gid_t) -1) < 0 ||
+                    setresuid((uid_t) -1, pw->pw_uid, (uid_t) -1) < 0) {
+                        printf("error cannot become '%s'\n", as);
+                        return 1;
+                }
+                argc--, argv++;
+        }
         r = proxy_client_connect(argc > 1 ? argv[1] : NULL, &c);
+        if (as && (setresuid((uid_t) -1, 0, (uid_t) -1) < 0 || setresgid((gid_t) -1, 0, (gid_t) -1) < 0)) {
+                printf("error cannot become root again\n");
+                return 1;
+        }
         if (r < 0) {
                 printf("error %d cannot connect: %s\n", -r, strerror(-r));
                 return 1;
@@ -86,7 +107,8 @@ int main(int argc, char *argv[]) {
                         fflush(stdout);
                         pid_t pid = fork();
                         if (pid == 0) {
-                                if (dup2(*ch, 3) < 0)
+                                int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                                if (dup2(*ch, 3) < 0 || null < 0 || dup2(null, 0) < 0)
                                         _exit(126);
                                 execl("/bin/sh", "sh", "-c", rest, NULL);
                                 _exit(127);
@@ -142,6 +164,9 @@ int main(int argc, char *argv[]) {
                         if (ch)
                                 *ch = safe_close(*ch);
                         printf("closed\n");
+                } else if (streq(verb, "sleep") && n == 1) {
+                        (void) usleep((useconds_t) MIN(strtoul(words[0], NULL, 10), 10000UL) * 1000);
+                        printf("slept\n");
                 } else if (streq(verb, "events")) {
                         print_events(c, 500);
                 } else
