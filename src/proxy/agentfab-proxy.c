@@ -181,7 +181,22 @@ static int check_listener(int fd) {
         l = sizeof(v);
         if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || v != 1)
                 return -EINVAL;
-        return 0;
+
+        /* Bound to a loopback address: a listener on any other would let
+         * others than the task's commands speak as the task. */
+        union {
+                struct sockaddr sa;
+                struct sockaddr_in in;
+                struct sockaddr_in6 in6;
+        } sa = {};
+        l = sizeof(sa);
+        if (getsockname(fd, &sa.sa, &l) < 0)
+                return -errno;
+        if (sa.sa.sa_family == AF_INET && (ntohl(sa.in.sin_addr.s_addr) >> 24) == 127)
+                return 0;
+        if (sa.sa.sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&sa.in6.sin6_addr))
+                return 0;
+        return -EADDRNOTAVAIL;
 }
 
 /* The channel: the sandbox's one message (its listener), then nothing

@@ -65,6 +65,7 @@ struct ProxyConn {
         uint64_t start_usec, last_activity_usec;
         uint64_t bytes_up, bytes_down;
         bool allowed;                           /* was connected: journaled when it ends */
+        bool over_limit;                        /* accepted past the task's connection limit */
         const char *end_reason;
 };
 
@@ -147,6 +148,14 @@ static void conn_reply_error(ProxyConn *c, int status, const char *reason) {
                          status, text, strlen(reason) + 17, reason);
         if (n > 0 && (size_t) n < sizeof(reply))
                 (void) send(c->client_fd, reply, (size_t) n, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+        /* Closing a socket with unread bytes makes the kernel send a reset,
+         * which may destroy the reply before the client read it: end our
+         * side first and drop what is there. */
+        (void) shutdown(c->client_fd, SHUT_WR);
+        char drain[4096];
+        for (unsigned i = 0; i < 16 && recv(c->client_fd, drain, sizeof(drain), MSG_DONTWAIT) > 0; i++)
+                ;
 }
 
 static void conn_refuse(ProxyConn *c, int status, ProxyRefusalKind kind, const char *reason) {
@@ -637,6 +646,12 @@ static int on_client(sd_event_source *s, int fd, uint32_t revents, void *userdat
         }
         if (r == 0)
                 return 0;
+        if (c->over_limit) {
+                snprintf(c->host_text, sizeof(c->host_text), c->request.host_bracketed ? "[%s]" : "%s",
+                         c->request.host);
+                conn_refuse(c, 429, PROXY_EVENT_LIMIT, "connection limit of the task reached");
+                return 0;
+        }
 
         conn_dispatch(c);
         return 0;
@@ -693,15 +708,20 @@ int proxy_conn_new(ProxyTask *t, int fd) {
                 return -ENOMEM;
         }
 
-        if (t->n_conns > t->max_connections || p->n_conns > PROXY_CONNS_MAX) {
+        /* Past the task's limit, the request is still read (briefly), so
+         * that the refusal names its destination and reaches the client
+         * whole; far past it, or past the proxy's, the connection is
+         * refused at once. */
+        if (t->n_conns > 2 * t->max_connections + 16 || p->n_conns > PROXY_CONNS_MAX) {
                 conn_refuse(c, 429, PROXY_EVENT_LIMIT,
-                            t->n_conns > t->max_connections ? "connection limit of the task reached" :
-                                                              "connection limit of the proxy reached");
+                            p->n_conns > PROXY_CONNS_MAX ? "connection limit of the proxy reached" :
+                                                           "connection limit of the task reached");
                 return -EBUSY;
         }
+        c->over_limit = t->n_conns > t->max_connections;
 
         if (sd_event_add_io(p->event, &c->client_source, fd, EPOLLIN, on_client, c) < 0 ||
-            conn_arm_timer(c, PROXY_HEAD_TIMEOUT_USEC) < 0) {
+            conn_arm_timer(c, c->over_limit ? PROXY_HEAD_TIMEOUT_USEC / 10 : PROXY_HEAD_TIMEOUT_USEC) < 0) {
                 proxy_conn_free(c);
                 return -ENOMEM;
         }
