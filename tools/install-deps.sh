@@ -11,6 +11,8 @@ packages=(
         systemd systemd-sysv dbus polkitd pkexec
         # tools the tests drive them with
         git python3 util-linux procps passwd iproute2 man-db groff-base
+        # the egress proxy test fetches through it with curl
+        curl
         # the ssh server the ssh:// repository scenario fetches from, and the
         # certificate and trust store of the https:// one
         openssh-server openssl ca-certificates
