@@ -9,6 +9,7 @@
 #include "breakers.h"
 #include "dependencies.h"
 #include "json-util.h"
+#include "string-util.h"
 #include "toml-walk.h"
 
 static int set_error(char **ret_error, int r, const char *format, ...) _printf_(3, 4);
@@ -289,7 +290,10 @@ static int parse_requirements(const char *text, size_t size, DependencyList *l) 
                 while (s < e && isspace((unsigned char) *s))
                         s++;
                 /* Options (-r, -c, -e, --index-url), paths and URLs name no PyPI release. */
-                if (s < e && !strchr("-./", *s) && !memmem(s, (size_t) (e - s), "://", 3)) {
+                c = s;
+                while (c < e && !isspace((unsigned char) *c))
+                        c++;
+                if (s < e && !strchr("-./", *s) && !memmem(s, (size_t) (c - s), "://", 3)) {
                         r = pep508_add(l, s, (size_t) (e - s));
                         if (r < 0)
                                 return r;
@@ -306,6 +310,7 @@ typedef struct TomlState {
         DependencyList *list;
         unsigned index;                 /* Cargo.lock: the [[package]] being read */
         char *name, *version;
+        char **unversioned;             /* tables seen without (yet) a version: { path = "..." } */
 } TomlState;
 
 static bool str_in(const char *s, const char *const *l, size_t n) {
@@ -329,10 +334,21 @@ static int toml_dep(TomlState *s, const char *name, const TomlValue *v, const ch
         if (!sub)
                 return py ? list_add_pypi(l, name, strlen(name), v->is_string ? v->value : NULL, v->is_string ? strlen(v->value) : 0)
                           : list_add(l, NULL, name, strlen(name), v->is_string ? v->value : NULL, v->is_string ? strlen(v->value) : 0);
-        if (streq(sub, "version") && v->is_string)
+        if (streq(sub, "version") && v->is_string) {
+                /* Listed with its version: no longer one without. */
+                for (char **u = s->unversioned; u && *u; u++)
+                        if (streq(*u, name))
+                                **u = '\0';
                 return py ? list_add_pypi(l, name, strlen(name), v->value, strlen(v->value))
                           : list_add(l, NULL, name, strlen(name), v->value, strlen(v->value));
-        return 0;
+        }
+        for (char **u = s->unversioned; u && *u; u++)
+                if (streq(*u, name))
+                        return 0;
+        /* Bounded lower than entries: this list is searched linearly. */
+        if (strv_length(s->unversioned) >= 4096)
+                return -E2BIG;
+        return strv_extend(&s->unversioned, name);
 }
 
 static int toml_manifest_value(const TomlValue *v, void *userdata) {
@@ -403,6 +419,15 @@ static int parse_toml_manifest(ManifestKind kind, const char *text, size_t size,
         int r;
 
         r = toml_walk(text, size, toml_manifest_value, &s, ret_error);
+        /* What had no version in the end: a path or git dependency. */
+        for (char **u = s.unversioned; r >= 0 && u && *u; u++) {
+                bool versioned = (*u)[0] == '\0';
+                for (size_t i = 0; !versioned && i < l->n; i++)
+                        versioned = streq(l->entries[i].name, *u);
+                if (!versioned)
+                        r = kind == MANIFEST_PYPROJECT ? list_add_pypi(l, *u, strlen(*u), NULL, 0) : list_add(l, NULL, *u, strlen(*u), NULL, 0);
+        }
+        strv_free(s.unversioned);
         free(s.name);
         free(s.version);
         return r;

@@ -13,21 +13,21 @@ static const struct {
         const char *name;
         const char *description;
 } secret_kind_table[_SECRET_KIND_MAX] = {
-        [SECRET_PRIVATE_KEY] = { "private-key", "a private key" },
-        [SECRET_AWS_ACCESS_KEY_ID] = { "aws-access-key-id", "an AWS access key id" },
-        [SECRET_GITHUB_TOKEN] = { "github-token", "a GitHub token" },
-        [SECRET_GITLAB_TOKEN] = { "gitlab-token", "a GitLab personal access token" },
-        [SECRET_SLACK_TOKEN] = { "slack-token", "a Slack token" },
-        [SECRET_SLACK_WEBHOOK] = { "slack-webhook", "a Slack webhook URL" },
-        [SECRET_GOOGLE_API_KEY] = { "google-api-key", "a Google API key" },
-        [SECRET_STRIPE_KEY] = { "stripe-key", "a Stripe live key" },
-        [SECRET_NPM_TOKEN] = { "npm-token", "an npm access token" },
-        [SECRET_PYPI_TOKEN] = { "pypi-token", "a PyPI upload token" },
-        [SECRET_ANTHROPIC_KEY] = { "anthropic-api-key", "an Anthropic API key" },
-        [SECRET_OPENAI_KEY] = { "openai-api-key", "an OpenAI API key" },
-        [SECRET_SENDGRID_KEY] = { "sendgrid-api-key", "a SendGrid API key" },
-        [SECRET_URL_CREDENTIALS] = { "url-credentials", "a password in a URL" },
-        [SECRET_HIGH_ENTROPY] = { "high-entropy-assignment", "a high-entropy value assigned to a secret's name" },
+        [SECRET_PRIVATE_KEY] = { "private-key", "private key" },
+        [SECRET_AWS_ACCESS_KEY_ID] = { "aws-access-key-id", "AWS access key id" },
+        [SECRET_GITHUB_TOKEN] = { "github-token", "GitHub token" },
+        [SECRET_GITLAB_TOKEN] = { "gitlab-token", "GitLab personal access token" },
+        [SECRET_SLACK_TOKEN] = { "slack-token", "Slack token" },
+        [SECRET_SLACK_WEBHOOK] = { "slack-webhook", "Slack webhook URL" },
+        [SECRET_GOOGLE_API_KEY] = { "google-api-key", "Google API key" },
+        [SECRET_STRIPE_KEY] = { "stripe-key", "Stripe live key" },
+        [SECRET_NPM_TOKEN] = { "npm-token", "npm access token" },
+        [SECRET_PYPI_TOKEN] = { "pypi-token", "PyPI upload token" },
+        [SECRET_ANTHROPIC_KEY] = { "anthropic-api-key", "Anthropic API key" },
+        [SECRET_OPENAI_KEY] = { "openai-api-key", "OpenAI API key" },
+        [SECRET_SENDGRID_KEY] = { "sendgrid-api-key", "SendGrid API key" },
+        [SECRET_URL_CREDENTIALS] = { "url-credentials", "password in a URL" },
+        [SECRET_HIGH_ENTROPY] = { "high-entropy-assignment", "high-entropy value assigned to a secret's name" },
 };
 
 const char *secret_kind_to_string(SecretKind k) {

@@ -40,7 +40,7 @@ typedef enum SecretKind {
 /* "private-key", "aws-access-key-id", "github-token", ..., "url-credentials",
  * "high-entropy-assignment": the rule of a finding. */
 const char *secret_kind_to_string(SecretKind k);
-/* "a private key", "an AWS access key id", ...: for messages. */
+/* "private key", "AWS access key id", ...: for messages. */
 const char *secret_kind_description(SecretKind k);
 
 #define SECRET_MIN_ENTROPY_DEFAULT 3.5  /* bits per character, values of mixed characters */

@@ -348,10 +348,15 @@ static int parse_value(Toml *t, unsigned depth, bool in_array) {
                 return parse_inline_table(t, depth);
         default: {
                 const char *b = t->p;
-                while (t->p < t->end && !strchr(",]}#\n\r", *t->p))
+                while (t->p < t->end && !strchr(",]}#\n\r \t", *t->p))
                         t->p++;
-                while (t->p > b && (t->p[-1] == ' ' || t->p[-1] == '\t'))
-                        t->p--;
+                /* A date and a time may be separated by a space: "1979-05-27 07:32:00". */
+                if (t->p - b == 10 && b[4] == '-' && b[7] == '-' && t->end - t->p > 1 && t->p[0] == ' ' &&
+                    t->p[1] >= '0' && t->p[1] <= '9') {
+                        t->p++;
+                        while (t->p < t->end && !strchr(",]}#\n\r \t", *t->p))
+                                t->p++;
+                }
                 if (t->p == b)
                         return toml_error(t, "expected a value");
                 s = strndup(b, (size_t) (t->p - b));
