@@ -218,7 +218,7 @@ static int add_submodule_objects(git_odb *odb, Ledger *l, unsigned depth) {
  * submodules' ledgers and writes to memory only, so that trees with each
  * gitlink replaced by its submodule's tree can be made for a diff without
  * leaving anything behind. */
-static int export_repo_open(Ledger *l, git_repository **ret) {
+int export_repo_open(Ledger *l, git_repository **ret) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_odb_freep) git_odb *odb = NULL;
         git_odb_backend *mem = NULL;
@@ -305,7 +305,7 @@ static int flatten_tree(Ledger *l, git_repository *repo, const git_oid *tree_id,
 }
 
 /* The tree of commit as a reviewer reads it: submodules' files in place. */
-static int review_tree(Ledger *l, git_repository *repo, const git_oid *commit, git_tree **ret) {
+int review_tree(Ledger *l, git_repository *repo, const git_oid *commit, git_tree **ret) {
         _cleanup_(git_commit_freep) git_commit *c = NULL;
         git_oid flat;
         int r;
@@ -320,7 +320,7 @@ static int review_tree(Ledger *l, git_repository *repo, const git_oid *commit, g
         return git_tree_lookup(ret, repo, &flat) < 0 ? -EBADMSG : 0;
 }
 
-static int diff_base_head(Ledger *l, git_repository *repo, bool binary, git_diff **ret) {
+int diff_base_head(Ledger *l, git_repository *repo, bool binary, git_diff **ret) {
         _cleanup_(git_tree_freep) git_tree *from = NULL, *to = NULL;
         git_diff_options o;
         (void) git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);

@@ -95,3 +95,11 @@ bool ledger_submodule_path_safe(const char *path);
  * through a symlink. -ENOENT, -ENOTDIR or -ELOOP when the sandbox removed or
  * replaced it. */
 int ledger_submodule_attach(Ledger *parent, LedgerSubmodule *s);
+
+/* For exports and the review (ledger-export.c): a handle on the ledger
+ * whose object database also reads the fetched submodules' ledgers (NULL,
+ * and 0, without submodules: use l->repo), a commit's tree with every
+ * fetched submodule's files in place, and the diff base..tip of those. */
+int export_repo_open(Ledger *l, git_repository **ret);
+int review_tree(Ledger *l, git_repository *repo, const git_oid *commit, git_tree **ret);
+int diff_base_head(Ledger *l, git_repository *repo, bool binary, git_diff **ret);

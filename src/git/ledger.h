@@ -181,6 +181,37 @@ void file_changes_free(FileChange *c, size_t n);
  * submodules checked out), never "Subproject commit" lines. */
 int ledger_diffstat(Ledger *l, char **ret);
 
+/* For the review stage (ledger-review.c): what base..tip added, file by
+ * file, with the same view as the exports (fetched submodules' files in
+ * place, renames detected). */
+typedef struct LedgerAddedLine {
+        unsigned number;        /* in the file at the tip */
+        char *text;             /* without its newline, NUL-terminated */
+        size_t length;          /* of text; a NUL in the file ends what a C string shows */
+} LedgerAddedLine;
+
+typedef struct LedgerFileLines {
+        char *path;             /* at the tip */
+        char status;            /* 'A', 'M', 'R', 'T' (deleted files are not listed) */
+        bool binary;            /* no lines given */
+        LedgerAddedLine *lines; /* ascending by number */
+        size_t n_lines;
+} LedgerFileLines;
+
+#define LEDGER_ADDED_BYTES_MAX (64U * 1024U * 1024U)
+
+/* The lines base..tip added or changed ("+" lines of the diff), per file.
+ * -E2BIG past LEDGER_ADDED_BYTES_MAX of added text: the review must then
+ * say it could not read everything rather than pass on a part. */
+int ledger_added_lines(Ledger *l, LedgerFileLines **ret, size_t *ret_n);
+void ledger_file_lines_free(LedgerFileLines *f, size_t n);
+
+/* A file's content in base's tree (at_tip false) or the tip's, as the
+ * review sees them (fetched submodules' files in place): -ENOENT when
+ * there is none, -EISDIR for a directory or gitlink, -ELOOP for a
+ * symlink (never followed), -EFBIG past max bytes. NUL-terminated. */
+int ledger_read_file(Ledger *l, bool at_tip, const char *path, size_t max, char **ret, size_t *ret_size);
+
 /* Unified patch base..tip (binary files as git binary patches). */
 int ledger_export_diff(Ledger *l, int out_fd);
 /* One mail per commit of base..tip, as git format-patch writes them. */

@@ -257,6 +257,8 @@ static int pep508_add(DependencyList *l, const char *s, size_t n) {
                 s++;
         if (s < end && *s == '@')       /* a direct reference: no version */
                 return list_add_pypi(l, name, name_len, NULL, 0);
+        if (s > end)
+                s = end;
         spec_end = memchr(s, ';', (size_t) (end - s)) ?: end;
         if (s < spec_end && *s == '(') {
                 s++;
