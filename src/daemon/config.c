@@ -58,6 +58,8 @@ void config_init(Config *c) {
                 .max_files_changed = 20,
                 .max_lines_changed = 1000,
                 .max_malformed = 3,
+
+                .coverage_tolerance = 1.0,
         };
 }
 
@@ -74,6 +76,11 @@ void config_done(Config *c) {
         c->n_forges = 0;
         free(c->launcher_socket);
         strv_free(c->protected_paths);
+        free(c->vulnerability_database);
+        strv_free(c->secret_scan_ignore);
+        strv_free(c->checkers);
+        c->vulnerability_database = NULL;
+        c->secret_scan_ignore = c->checkers = NULL;
         free(c->ssh_key_credential);
         free(c->ssh_known_hosts_credential);
         c->ssh_key_credential = c->ssh_known_hosts_credential = NULL;
@@ -232,6 +239,66 @@ static int config_assign_breakers(Config *c, const char *key, const char *value)
                 return parse_unsigned(value, 1, 1000, &c->max_malformed);
         if (streq(key, "ProtectedPaths"))
                 return parse_globs(c, value);
+        return -ENOENT;
+}
+
+static int config_assign_review(Config *c, const char *key, const char *value) {
+        if (streq(key, "VulnerabilityDatabase")) {
+                /* Empty: no dependency vulnerability check. The daemon never downloads one. */
+                if (isempty(value))
+                        return free_and_strdup(&c->vulnerability_database, NULL);
+                if (value[0] != '/' || strlen(value) > 4096 || !string_is_safe(value, false))
+                        return -EINVAL;
+                return free_and_strdup(&c->vulnerability_database, value);
+        }
+        if (streq(key, "CoverageTolerance")) {
+                char *end = NULL;
+                double d;
+
+                if (isempty(value))
+                        return -EINVAL;
+                errno = 0;
+                d = strtod(value, &end);
+                if (errno != 0 || *end != '\0' || !(d >= 0 && d <= 100))
+                        return -ERANGE;
+                c->coverage_tolerance = d;
+                return 0;
+        }
+        if (streq(key, "SecretScanIgnore")) {
+                _cleanup_free_ char *copy = NULL;
+
+                if (isempty(value)) {
+                        strv_free(c->secret_scan_ignore);
+                        c->secret_scan_ignore = NULL;
+                        return 0;
+                }
+                copy = strdup(value);
+                if (!copy)
+                        return -ENOMEM;
+                for (char *next = copy, *w; (w = strsep(&next, " \t"));) {
+                        if (w[0] == '\0')
+                                continue;
+                        if (w[0] == '/' || strlen(w) > 255 || !string_is_safe(w, false))
+                                return -EINVAL;
+                        if (strv_length(c->secret_scan_ignore) >= 256)
+                                return -E2BIG;
+                        if (strv_extend(&c->secret_scan_ignore, w) < 0)
+                                return -ENOMEM;
+                }
+                return 0;
+        }
+        if (streq(key, "Checker")) {
+                if (isempty(value)) {
+                        strv_free(c->checkers);
+                        c->checkers = NULL;
+                        return 0;
+                }
+                if (strlen(value) > 1024 || !string_is_safe(value, false))
+                        return -EINVAL;
+                if (strv_length(c->checkers) >= 16)
+                        return -E2BIG;
+                return strv_extend(&c->checkers, value);
+        }
         return -ENOENT;
 }
 
@@ -405,6 +472,8 @@ static int config_assign(Config *c, const char *section, const char *key, const 
                 return config_assign_breakers(c, key, value);
         if (streq(section, "Git"))
                 return config_assign_git(c, key, value);
+        if (streq(section, "Review"))
+                return config_assign_review(c, key, value);
         return 0; /* [Model] sections are read by the model profiles (model-profile.c), [Forge] below. */
 }
 

@@ -63,6 +63,12 @@ typedef struct Config {
         char *ssh_key_credential;          /* SSHKeyCredential= : private key; NULL none */
         char *ssh_known_hosts_credential;  /* SSHKnownHostsCredential= : known_hosts lines; NULL refuses ssh:// */
 
+        /* [Review]: the review stage between the last step and delivery (src/review/). */
+        char *vulnerability_database;   /* VulnerabilityDatabase= : osv.dev export directory; NULL: no check */
+        double coverage_tolerance;      /* CoverageTolerance= : percentage points a coverage may drop */
+        char **secret_scan_ignore;      /* SecretScanIgnore= : globs the secret scan skips; empty resets */
+        char **checkers;                /* Checker= : command lines, one per assignment; empty resets */
+
         /* [Forge] sections, in the order first seen. */
         ForgeConfig forges[CONFIG_FORGES_MAX];
         size_t n_forges;

@@ -29,6 +29,17 @@ int main(void) {
         config_parse(&c, "[Model:local]\nEndpoint=http://x\n[Daemon]\nMaxTasksPerUser=0\n", "test");
         CHECK(c.max_tasks_per_user == 16, "out-of-range value ignored");
 
+        /* [Review]: lists add up and an empty assignment resets, as in systemd. */
+        config_init(&c);
+        CHECK(c.coverage_tolerance == 1.0 && !c.vulnerability_database && !c.checkers, "review defaults");
+        config_parse(&c, "[Review]\nVulnerabilityDatabase=/var/lib/osv\nCoverageTolerance=0.5\nCoverageTolerance=-1\n"
+                     "SecretScanIgnore=a/** b/*.pem\nSecretScanIgnore=\nSecretScanIgnore=tests/fixtures/**\n"
+                     "Checker=shellcheck -f gcc {files}\nChecker=cppcheck --template=gcc {files}\nVulnerabilityDatabase=relative\n", "test");
+        CHECK(streq_ptr(c.vulnerability_database, "/var/lib/osv") && c.coverage_tolerance == 0.5, "review database and tolerance");
+        CHECK(c.secret_scan_ignore && streq(c.secret_scan_ignore[0], "tests/fixtures/**") && !c.secret_scan_ignore[1] &&
+              c.checkers && c.checkers[1] && !c.checkers[2], "review lists");
+        config_done(&c);
+
         /* Drop-ins override the main file, in lexical order. */
         char dir[] = "/tmp/test-config-XXXXXX", path[128], dropins[160];
         if (!mkdtemp(dir))
