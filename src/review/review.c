@@ -217,9 +217,10 @@ int review_run(const ReviewConfig *c, const ReviewInput *in, ReviewResult *ret) 
                         return r;
                 if (r < 0)
                         r = strv_extend(&res.warnings, ".agentfab.md is too large; its review settings are ignored.");
+                else
+                        res.warnings = TAKE_PTR(settings.warnings);
                 if (r < 0)
                         return r;
-                res.warnings = TAKE_PTR(settings.warnings);
         }
         for (char **g = c->secret_scan_ignore; g && *g; g++)
                 if (strv_extend(&ignore, *g) < 0)

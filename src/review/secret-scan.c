@@ -161,9 +161,24 @@ static void scan_add(Scan *s, SecretKind kind, size_t offset, size_t length) {
         s->matches[s->n++] = (SecretMatch) { .kind = kind, .offset = offset, .length = length };
 }
 
+/* memmem() for short haystacks and needles: memchr() of the first byte,
+ * then a compare. glibc's memmem() sets up a two-way search on each call,
+ * which costs more than a source line takes to scan. */
 static const char *find_n(const char *h, size_t n, const char *needle) {
         size_t k = strlen(needle);
-        return k <= n ? memmem(h, n, needle, k) : NULL;
+        const char *end = h + n;
+
+        if (k == 0 || k > n)
+                return NULL;
+        for (const char *p = h; (size_t) (end - p) >= k; p++) {
+                /* Only where the whole needle still fits. */
+                p = memchr(p, needle[0], (size_t) (end - p) - (k - 1));
+                if (!p)
+                        return NULL;
+                if (memcmp(p, needle, k) == 0)
+                        return p;
+        }
+        return NULL;
 }
 
 static void scan_private_keys(Scan *s, const char *t, size_t n) {
@@ -188,8 +203,14 @@ static void scan_private_keys(Scan *s, const char *t, size_t n) {
 }
 
 static void scan_tokens(Scan *s, const char *t, size_t n) {
+        bool first[256] = {};
+
+        /* Only the bytes that begin a prefix are worth a look at the rules. */
+        for (size_t r = 0; r < ELEMENTSOF(token_rules); r++)
+                first[(unsigned char) token_rules[r].prefix[0]] = true;
+
         for (size_t i = 0; i < n; i++) {
-                if (i > 0 && is_alnum(t[i - 1]))
+                if (!first[(unsigned char) t[i]] || (i > 0 && is_alnum(t[i - 1])))
                         continue;
                 for (size_t r = 0; r < ELEMENTSOF(token_rules); r++) {
                         size_t pl, run = 0;
@@ -313,10 +334,9 @@ static void scan_assignments(Scan *s, const SecretScanOptions *o, const char *t,
                 }
                 while (i < n && is_name_char(t[i]))
                         i++;
-                if (!name_is_secret(t + start, i - start))
-                        continue;
 
-                /* NAME ["'] [ws] (= | : | := | =>) [ws] ["'`] VALUE */
+                /* NAME ["'] [ws] (= | : | := | =>) [ws] ["'`] VALUE; the cheap
+                 * part first, most names are not assigned to. */
                 v = i;
                 if (v < n && (t[v] == '"' || t[v] == '\''))
                         v++;
@@ -327,6 +347,8 @@ static void scan_assignments(Scan *s, const SecretScanOptions *o, const char *t,
                 if (v < n && t[v] == '=')
                         v++;
                 else if (v == i || t[v - 1] != ':')
+                        continue;
+                if (!name_is_secret(t + start, i - start))
                         continue;
                 if (v < n && t[v] == '>')
                         v++;

@@ -120,10 +120,14 @@ static int cmp_digits(const char *a, size_t an, const char *b, size_t bn) {
 }
 
 static int semver_cmp_pre(const SemVer *a, const SemVer *b) {
-        const char *x = a->pre, *y = b->pre, *xe = a->pre + a->pre_len, *ye = b->pre + b->pre_len;
+        const char *x, *y, *xe, *ye;
 
         if (!a->pre || !b->pre)
                 return a->pre ? -1 : b->pre ? 1 : 0;
+        x = a->pre;
+        y = b->pre;
+        xe = x + a->pre_len;
+        ye = y + b->pre_len;
         for (;;) {
                 const char *xd, *yd;
                 size_t xn, yn;
