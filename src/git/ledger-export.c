@@ -14,6 +14,7 @@
 #include "ledger-internal.h"
 #include "log.h"
 #include "string-util.h"
+#include "trace.h"
 
 #define CHANGES_MAX 100000U
 #define BUNDLE_HEADER_MAX (64U * 1024U)
@@ -119,25 +120,16 @@ static int changes_of_submodules(Ledger *l, git_tree *from_tree, FileChange **c,
         return 0;
 }
 
-int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n) {
-        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+/* The workspace compared by libgit2's own walk: what ledger_changes() does
+ * for a ledger with fetched submodules, whose gitlinks only a checkpoint
+ * moves. */
+static int changes_workdir(Ledger *l, git_tree *tree, FileChange **ret, size_t *ret_n) {
         _cleanup_(git_diff_freep) git_diff *diff = NULL;
         git_diff_options o;
         (void) git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
         git_diff_find_options fo;
         (void) git_diff_find_options_init(&fo, GIT_DIFF_FIND_OPTIONS_VERSION);
-        git_oid id = l->base;
         int r;
-
-        assert(l);
-        assert(ret);
-        assert(ret_n);
-
-        if (from && git_oid_fromstr(&id, from) < 0)
-                return -EINVAL;
-        r = commit_tree(l->repo, &id, &tree);
-        if (r < 0)
-                return r;
 
         /* The workspace as it is, untracked files included: what the step did. */
         o.flags = GIT_DIFF_INCLUDE_UNTRACKED | GIT_DIFF_RECURSE_UNTRACKED_DIRS | GIT_DIFF_SHOW_UNTRACKED_CONTENT |
@@ -191,6 +183,168 @@ int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n)
         *ret = c;
         *ret_n = k;
         return 0;
+}
+
+static int lines_cmp(const git_oid *a_old, const git_oid *a_new, const LedgerLines *b) {
+        int c = git_oid_cmp(a_old, &b->old_id);
+        return c != 0 ? c : git_oid_cmp(a_new, &b->new_id);
+}
+
+static LedgerLines *lines_find(Ledger *l, const git_oid *old_id, const git_oid *new_id) {
+        size_t lo = 0, hi = l->n_lines;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int c = lines_cmp(old_id, new_id, &l->lines[mid]);
+                if (c == 0)
+                        return &l->lines[mid];
+                if (c < 0)
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        return NULL;
+}
+
+static int lines_sort_cmp(const void *a, const void *b) {
+        const LedgerLines *x = a;
+        return lines_cmp(&x->old_id, &x->new_id, b);
+}
+
+/* Keeps what the last two calls used (a step asks from its start and from
+ * base, in turns), sorted for the next lookup. */
+static int lines_update(Ledger *l, LedgerLines *fresh, size_t n_fresh) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < l->n_lines; i++)
+                if (l->lines[i].used + 1 >= l->lines_generation)
+                        l->lines[n++] = l->lines[i];
+        if (n_fresh > 0) {
+                LedgerLines *t = realloc(l->lines, (n + n_fresh) * sizeof(LedgerLines));
+                if (!t)
+                        return -ENOMEM;
+                l->lines = t;
+                memcpy(l->lines + n, fresh, n_fresh * sizeof(LedgerLines));
+                n += n_fresh;
+        }
+        l->n_lines = n;
+        if (n > 0)
+                qsort(l->lines, n, sizeof(LedgerLines), lines_sort_cmp);
+        return 0;
+}
+
+/* From tree to what is staged: a tree-to-tree diff, which skips every
+ * subtree both have alike, so it costs what changed, not what exists.
+ * Line counts come from the previous calls where the blob pair is the
+ * same. */
+static int changes_staged(Ledger *l, git_tree *tree, FileChange **ret, size_t *ret_n) {
+        _cleanup_(git_tree_freep) git_tree *staged = NULL;
+        _cleanup_(git_diff_freep) git_diff *diff = NULL;
+        _cleanup_free_ LedgerLines *fresh = NULL;
+        size_t n_fresh = 0;
+        git_diff_options o;
+        (void) git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
+        git_diff_find_options fo;
+        (void) git_diff_find_options_init(&fo, GIT_DIFF_FIND_OPTIONS_VERSION);
+        uint64_t t0 = TRACE_BEGIN();
+
+        if (git_tree_lookup(&staged, l->repo, &l->staged_tree) < 0)
+                return -EBADMSG;
+        o.flags = GIT_DIFF_INCLUDE_TYPECHANGE;
+        o.ignore_submodules = GIT_SUBMODULE_IGNORE_ALL;
+        if (git_diff_tree_to_tree(&diff, l->repo, tree, staged, &o) < 0)
+                return log_debug_errno(-EIO, "Cannot diff the workspace: %s", ledger_git_message());
+        fo.flags = GIT_DIFF_FIND_RENAMES;
+        if (git_diff_find_similar(diff, &fo) < 0)
+                return -EIO;
+
+        size_t n = git_diff_num_deltas(diff), k = 0;
+        if (n > CHANGES_MAX)
+                return -E2BIG;
+        FileChange *c = calloc(MAX(n, (size_t) 1), sizeof(FileChange));
+        fresh = calloc(MAX(n, (size_t) 1), sizeof(LedgerLines));
+        if (!c || !fresh) {
+                free(c);
+                return -ENOMEM;
+        }
+        l->lines_generation++;
+
+        for (size_t i = 0; i < n; i++) {
+                const git_diff_delta *d = git_diff_get_delta(diff, i);
+                size_t added = 0, removed = 0;
+                char s = delta_status(d->status);
+
+                /* Gitlinks are not files of the change (see ledger_changes()). */
+                if (s == 0 || (d->old_file.mode == GIT_FILEMODE_COMMIT && d->new_file.mode == GIT_FILEMODE_COMMIT))
+                        continue;
+                LedgerLines *known = lines_find(l, &d->old_file.id, &d->new_file.id);
+                if (known) {
+                        known->used = l->lines_generation;
+                        added = known->added;
+                        removed = known->removed;
+                } else {
+                        _cleanup_(git_patch_freep) git_patch *p = NULL;
+                        if (git_patch_from_diff(&p, diff, i) >= 0 && p)
+                                (void) git_patch_line_stats(NULL, &added, &removed, p);
+                        fresh[n_fresh++] = (LedgerLines) {
+                                .old_id = d->old_file.id, .new_id = d->new_file.id,
+                                .added = (unsigned) MIN(added, (size_t) UINT_MAX),
+                                .removed = (unsigned) MIN(removed, (size_t) UINT_MAX),
+                                .used = l->lines_generation,
+                        };
+                }
+                c[k].path = strdup(s == 'D' ? d->old_file.path : d->new_file.path);
+                c[k].old_path = s == 'R' ? strdup(d->old_file.path) : NULL;
+                if (!c[k].path || (s == 'R' && !c[k].old_path)) {
+                        file_changes_free(c, k + 1);
+                        return -ENOMEM;
+                }
+                c[k].status = s;
+                c[k].added = (unsigned) MIN(added, (size_t) UINT_MAX);
+                c[k].removed = (unsigned) MIN(removed, (size_t) UINT_MAX);
+                k++;
+        }
+        if (lines_update(l, fresh, n_fresh) < 0) {
+                file_changes_free(c, k);
+                return -ENOMEM;
+        }
+        TRACE_END("changes", t0);
+
+        *ret = c;
+        *ret_n = k;
+        return 0;
+}
+
+int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n) {
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        git_oid id;
+        int r;
+
+        assert(l);
+        assert(ret);
+        assert(ret_n);
+
+        id = l->base;
+        if (from && git_oid_fromstr(&id, from) < 0)
+                return -EINVAL;
+        r = commit_tree(l->repo, &id, &tree);
+        if (r < 0)
+                return r;
+
+        if (l->n_subs > 0)
+                return changes_workdir(l, tree, ret, ret_n);
+
+        /* SECURITY: the stage reads the workspace as a checkpoint does
+         * (through directory fds, never following a symlink). A workspace a
+         * checkpoint would refuse (a FIFO, a file over the bound) is still
+         * listed, by libgit2's walk; the checkpoint then says why it
+         * refuses it. */
+        r = ledger_stage(l, false, NULL);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return changes_workdir(l, tree, ret, ret_n);
+        return changes_staged(l, tree, ret, ret_n);
 }
 
 /* ---- submodules flattened into the superproject, for review ---- */

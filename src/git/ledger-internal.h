@@ -4,6 +4,7 @@
 #include <git2.h>
 #include <git2/sys/odb_backend.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 
 #include "ledger.h"
 #include "macro.h"
@@ -24,6 +25,14 @@ typedef struct LedgerSubmodule {
 #define LEDGER_SUBMODULES_MAX 32U      /* in all, at every depth */
 #define LEDGER_SUBMODULE_DEPTH_MAX 4U
 
+/* Line counts of one blob pair, kept from one ledger_changes() to the next
+ * (see ledger-stage.c): a step's diff computes only what is new. */
+typedef struct LedgerLines {
+        git_oid old_id, new_id;
+        unsigned added, removed;
+        unsigned long used;     /* the generation that last asked */
+} LedgerLines;
+
 struct Ledger {
         git_repository *repo;
         LedgerSubmodule *subs;
@@ -33,6 +42,20 @@ struct Ledger {
         git_oid base;
         uint64_t max_bytes;
         int workspace_fd;
+
+        /* The stat index and what is staged (ledger-stage.c). */
+        git_index *index;       /* ledger.git/index, kept open */
+        struct stat index_st;   /* the index file as we last wrote it */
+        bool have_index_st;
+        git_oid staged_tree;    /* the tree the index holds */
+        bool have_staged;
+        bool track;             /* the caller reports changes (ledger_note_*()) */
+        bool dirty_all;         /* a scan is needed */
+        char **dirty;           /* paths reported since the last stage */
+        size_t n_dirty;
+        LedgerLines *lines;     /* sorted by (old_id, new_id) */
+        size_t n_lines;
+        unsigned long lines_generation;
 };
 
 /* Where the base commit is remembered, so that ledger_open() finds it again. */
@@ -103,3 +126,12 @@ int ledger_submodule_attach(Ledger *parent, LedgerSubmodule *s);
 int export_repo_open(Ledger *l, git_repository **ret);
 int review_tree(Ledger *l, git_repository *repo, const git_oid *commit, git_tree **ret);
 int diff_base_head(Ledger *l, git_repository *repo, bool binary, git_diff **ret);
+
+/* Brings the index up to the workspace and makes its tree
+ * (l->staged_tree): a scan of the whole workspace's metadata when full, when
+ * changes are not tracked or a command may have changed anything, else
+ * only the reported paths, else nothing. Hashes only what moved. */
+int ledger_stage(Ledger *l, bool full, char **ret_error);
+/* After a reset or a failed stage: the next stage scans. */
+void ledger_stage_forget(Ledger *l);
+void ledger_stage_free(Ledger *l);

@@ -17,13 +17,13 @@
 #include "ledger-internal.h"
 #include "log.h"
 #include "string-util.h"
+#include "trace.h"
 
 /* Bounds on the source's refs we read by hand, and on a workspace scan. */
 #define REF_FILE_MAX (64U * 1024U)
 #define PACKED_REFS_MAX (64U * 1024U * 1024U)
 #define SYMREF_DEPTH_MAX 5
 #define SCAN_DEPTH_MAX 128
-#define SCAN_ENTRIES_MAX 1000000U
 
 void ledger_library_init(void) {
         static bool initialized = false;
@@ -169,6 +169,7 @@ Ledger *ledger_free(Ledger *l) {
         if (!l)
                 return NULL;
         ledger_submodules_free(l->subs, l->n_subs);
+        ledger_stage_free(l);
         git_repository_free(l->repo);
         free(l->branch);
         free(l->ref);
@@ -1487,303 +1488,11 @@ int ledger_open(int task_dir_fd, const char *branch, Ledger **ret) {
 
 /* ---- checkpoints ---- */
 
-typedef struct Scan {
-        Ledger *ledger;
-        git_repository *repo;
-        git_odb *odb;
-        git_index *index;
-        uint64_t max;
-        unsigned entries;
-        int64_t racy;           /* files changed in or after this second are hashed again */
-        char **seen;            /* paths that are in the index after the scan */
-        size_t n_seen, n_allocated;
-        char **error;
-} Scan;
-
-static void scan_done(Scan *s) {
-        for (size_t i = 0; i < s->n_seen; i++)
-                free(s->seen[i]);
-        free(s->seen);
-}
-
-/* The index entry still describes the file: same size, mode, inode, mtime
- * and ctime (which no one can set back). What git calls "stat clean". */
-static bool entry_unchanged(const git_index_entry *e, const struct stat *st) {
-        uint32_t mode = S_ISLNK(st->st_mode) ? GIT_FILEMODE_LINK :
-                        (st->st_mode & 0100) ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
-
-        return e->mode == mode && e->file_size == (uint32_t) st->st_size && e->ino == (uint32_t) st->st_ino &&
-               e->mtime.seconds == (int32_t) st->st_mtim.tv_sec && e->mtime.nanoseconds == (uint32_t) st->st_mtim.tv_nsec &&
-               e->ctime.seconds == (int32_t) st->st_ctim.tv_sec && e->ctime.nanoseconds == (uint32_t) st->st_ctim.tv_nsec;
-}
-
-static int scan_see(Scan *s, const char *path) {
-        if (s->n_seen >= s->n_allocated) {
-                size_t n = MAX(s->n_allocated * 2, (size_t) 64);
-                char **t = realloc(s->seen, n * sizeof(char *));
-                if (!t)
-                        return -ENOMEM;
-                s->seen = t;
-                s->n_allocated = n;
-        }
-        s->seen[s->n_seen] = strdup(path);
-        if (!s->seen[s->n_seen])
-                return -ENOMEM;
-        s->n_seen++;
-        return 0;
-}
-
-/* Streams size bytes of fd into a blob. */
-static int hash_fd(git_odb *odb, int fd, uint64_t size, git_oid *ret) {
-        git_odb_stream *stream = NULL;
-        char buf[64 * 1024];
-        uint64_t left = size;
-        int r = 0;
-
-        if (git_odb_open_wstream(&stream, odb, (git_object_size_t) size, GIT_OBJECT_BLOB) < 0)
-                return -EIO;
-        while (left > 0) {
-                ssize_t k = read(fd, buf, (size_t) MIN((uint64_t) sizeof(buf), left));
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = -errno;
-                        break;
-                }
-                if (k == 0) {
-                        r = -EBUSY;     /* Shrank while we read it. */
-                        break;
-                }
-                if (git_odb_stream_write(stream, buf, (size_t) k) < 0) {
-                        r = -EIO;
-                        break;
-                }
-                left -= (uint64_t) k;
-        }
-        if (r >= 0 && git_odb_stream_finalize_write(ret, stream) < 0)
-                r = -EIO;
-        git_odb_stream_free(stream);
-        return r;
-}
-
-/* Records one file of the workspace in the index, unless its stat data
- * says it is unchanged. SECURITY: the content is read through dir_fd (a
- * directory opened without following symlinks, all the way down from the
- * workspace fd) with O_NOFOLLOW, never by path: libgit2's own
- * git_index_add_bypath() opens "workdir/path", and a directory swapped for
- * a symlink meanwhile would let it read any file the daemon can (and put
- * it into the history, where a reset hands it to the sandbox). O_NONBLOCK
- * keeps a FIFO swapped in from blocking us. No filters apply: content is
- * stored as it is, as checkout writes it back. */
-static int scan_stage(Scan *s, int dir_fd, const char *name, const char *path, const struct stat *st, const git_index_entry *e) {
-        git_index_entry entry = { .path = path };
-        struct stat fst = *st;
-        int r;
-
-        if (e && entry_unchanged(e, st) && (int64_t) st->st_mtim.tv_sec < s->racy)
-                return scan_see(s, path);
-
-        if (S_ISLNK(st->st_mode)) {
-                char target[PATH_MAX + 1];
-
-                ssize_t n = readlinkat(dir_fd, name, target, sizeof(target) - 1);
-                if (n < 0)
-                        return ledger_set_error(s->error, -errno, "Cannot read the symlink '%s': %m", path);
-                if (git_blob_create_from_buffer(&entry.id, s->repo, target, (size_t) n) < 0)
-                        return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
-                entry.mode = GIT_FILEMODE_LINK;
-                fst.st_size = n;
-        } else {
-                _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-                if (fd < 0)
-                        return ledger_set_error(s->error, -errno, "Cannot open '%s' (did it change meanwhile?): %m", path);
-                if (fstat(fd, &fst) < 0)
-                        return -errno;
-                if (!S_ISREG(fst.st_mode))
-                        return ledger_set_error(s->error, -EPERM,
-                                                "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
-                if (s->max != UINT64_MAX && (uint64_t) fst.st_size > s->max)
-                        return ledger_set_error(s->error, -EFBIG,
-                                                "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
-                                                path, s->max);
-                r = hash_fd(s->odb, fd, (uint64_t) fst.st_size, &entry.id);
-                if (r < 0)
-                        return ledger_set_error(s->error, r, "Cannot read '%s': %s", path,
-                                                r == -EIO ? ledger_git_message() : strerror(-r));
-                entry.mode = (fst.st_mode & 0100) ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
-        }
-
-        entry.ctime.seconds = (int32_t) fst.st_ctim.tv_sec;
-        entry.ctime.nanoseconds = (uint32_t) fst.st_ctim.tv_nsec;
-        entry.mtime.seconds = (int32_t) fst.st_mtim.tv_sec;
-        entry.mtime.nanoseconds = (uint32_t) fst.st_mtim.tv_nsec;
-        entry.dev = (uint32_t) fst.st_dev;
-        entry.ino = (uint32_t) fst.st_ino;
-        entry.uid = (uint32_t) fst.st_uid;
-        entry.gid = (uint32_t) fst.st_gid;
-        entry.file_size = (uint32_t) fst.st_size;
-        if (git_index_add(s->index, &entry) < 0)
-                return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
-        return scan_see(s, path);
-}
-
-static bool index_has_prefix(git_index *index, const char *prefix) {
-        size_t pos;
-        return git_index_find_prefix(&pos, index, prefix) == 0;
-}
-
 static LedgerSubmodule *submodule_by_path(Ledger *l, const char *path) {
         for (size_t i = 0; i < l->n_subs; i++)
                 if (streq(l->subs[i].path, path))
                         return &l->subs[i];
         return NULL;
-}
-
-/* A gitlink's directory. A fetched submodule was checkpointed in its own
- * ledger already: the gitlink moves to its tip. The directory of one that
- * was not fetched must stay empty: whatever the task put there cannot be
- * recorded, and must not vanish without a word. */
-static int scan_gitlink(Scan *s, int dir_fd, const char *name, const char *path, const git_index_entry *e) {
-        LedgerSubmodule *sub = submodule_by_path(s->ledger, path);
-
-        if (sub) {
-                if (!sub->have_staged)
-                        return ledger_set_error(s->error, -EBUSY, "Submodule '%s' changed while it was checkpointed.", path);
-                if (!git_oid_equal(&e->id, &sub->staged)) {
-                        git_index_entry entry = { .path = path, .mode = GIT_FILEMODE_COMMIT, .id = sub->staged };
-                        if (git_index_add(s->index, &entry) < 0)
-                                return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
-                }
-                return scan_see(s, path);
-        }
-
-        DIR *d = xopendirat(dir_fd, name, O_NOFOLLOW);
-        if (!d)
-                return ledger_set_error(s->error, -errno, "Cannot open '%s': %m", path);
-        int r = 0;
-        for (struct dirent *de; (de = readdir(d));) {
-                if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
-                        continue;
-                r = ledger_set_error(s->error, -ENOTEMPTY,
-                                     "'%s/%s' is inside '%s', a submodule that was not fetched: it cannot be checkpointed. "
-                                     "Move it out of '%s' (or create the task with submodules).",
-                                     path, de->d_name, path, path);
-                break;
-        }
-        closedir(d);
-        return r < 0 ? r : scan_see(s, path);
-}
-
-/* Walks the workspace without following symlinks and stages what a
- * checkpoint records. This is done here rather than with
- * git_index_add_all(): libgit2 stops at directories holding a .git (an
- * agent's "git init" or "cargo new") and refuses them, while their files
- * belong to the work like any other. Anything named .git is skipped. With
- * only_tracked, only files the index has already are looked at (inside an
- * ignored directory). */
-static int scan_dir(Scan *s, int dir_fd, const char *prefix, unsigned depth, bool only_tracked) {
-        int r;
-
-        if (depth > SCAN_DEPTH_MAX)
-                return ledger_set_error(s->error, -ELOOP, "Directory '%s' is nested too deeply.", prefix);
-
-        /* A new open file description: reading must not move the offset of
-         * the workspace fd we hand out. */
-        DIR *d = xopendirat(dir_fd, ".", 0);
-        if (!d)
-                return -errno;
-
-        r = 0;
-        for (struct dirent *de; r >= 0 && (de = readdir(d));) {
-                _cleanup_free_ char *path = NULL;
-                struct stat st;
-                int ignored = 0;
-
-                if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
-                        continue;
-                if (++s->entries > SCAN_ENTRIES_MAX) {
-                        r = ledger_set_error(s->error, -E2BIG, "The workspace has more than %u files.", SCAN_ENTRIES_MAX);
-                        break;
-                }
-                if (asprintf(&path, "%s%s", prefix, de->d_name) < 0) {
-                        r = -ENOMEM;
-                        break;
-                }
-                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                        if (errno == ENOENT)
-                                continue;
-                        r = ledger_set_error(s->error, -errno, "Cannot look at '%s': %m", path);
-                        break;
-                }
-                const git_index_entry *e = git_index_get_bypath(s->index, path, 0);
-
-                if (S_ISDIR(st.st_mode)) {
-                        _cleanup_free_ char *dir = NULL;
-
-                        /* A gitlink (a submodule of base). */
-                        if (e && e->mode == GIT_FILEMODE_COMMIT) {
-                                r = scan_gitlink(s, dirfd(d), de->d_name, path, e);
-                                continue;
-                        }
-                        if (asprintf(&dir, "%s/", path) < 0) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        bool sub_only_tracked = only_tracked ||
-                                (git_ignore_path_is_ignored(&ignored, s->repo, dir) >= 0 && ignored);
-                        if (sub_only_tracked && !index_has_prefix(s->index, dir))
-                                continue;
-                        _cleanup_close_ int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                        if (sub < 0) {
-                                r = ledger_set_error(s->error, -errno, "Cannot open '%s': %m", path);
-                                break;
-                        }
-                        r = scan_dir(s, sub, dir, depth + 1, sub_only_tracked);
-                        continue;
-                }
-
-                /* An ignored file is recorded only if it is tracked already. */
-                if (!e && (only_tracked || (git_ignore_path_is_ignored(&ignored, s->repo, path) >= 0 && ignored)))
-                        continue;
-
-                if (S_ISLNK(st.st_mode))
-                        r = scan_stage(s, dirfd(d), de->d_name, path, &st, e);        /* Stored as a link, never followed. */
-                else if (!S_ISREG(st.st_mode))
-                        r = ledger_set_error(s->error, -EPERM,
-                                             "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
-                else if (s->max != UINT64_MAX && (uint64_t) st.st_size > s->max)
-                        r = ledger_set_error(s->error, -EFBIG,
-                                             "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
-                                             path, s->max);
-                else
-                        r = scan_stage(s, dirfd(d), de->d_name, path, &st, e);
-        }
-        closedir(d);
-        return r;
-}
-
-static int strcmp_ptr(const void *a, const void *b) {
-        return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
-/* Drops every index entry the scan did not see: deleted files. */
-static int scan_remove_unseen(Scan *s) {
-        if (s->n_seen > 0)
-                qsort(s->seen, s->n_seen, sizeof(char *), strcmp_ptr);
-
-        for (size_t i = git_index_entrycount(s->index); i-- > 0;) {
-                const git_index_entry *e = git_index_get_byindex(s->index, i);
-                const char *p = e->path;
-
-                if (s->n_seen > 0 && bsearch(&p, s->seen, s->n_seen, sizeof(char *), strcmp_ptr))
-                        continue;
-                _cleanup_free_ char *path = strdup(e->path);
-                if (!path)
-                        return -ENOMEM;
-                if (git_index_remove(s->index, path, git_index_entry_stage(e)) < 0)
-                        return ledger_set_error(s->error, -EIO, "Cannot drop '%s': %s", path, ledger_git_message());
-        }
-        return 0;
 }
 
 static int append(char **s, size_t *n, const char *fmt, ...) _printf_(3, 4);
@@ -1884,7 +1593,6 @@ static int make_signature(git_signature **ret) {
 }
 
 int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41], char **ret_error) {
-        _cleanup_(git_index_freep) git_index *index = NULL;
         _cleanup_(git_commit_freep) git_commit *parent = NULL;
         _cleanup_(git_tree_freep) git_tree *tree = NULL;
         _cleanup_(git_signature_freep) git_signature *sig = NULL;
@@ -1906,58 +1614,42 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
         if (git_commit_lookup(&parent, l->repo, &tip) < 0)
                 return ledger_set_error(ret_error, -EBADMSG, "Cannot read the tip of '%s': %s", l->branch, ledger_git_message());
 
-        if (git_repository_index(&index, l->repo) < 0 || git_index_read(index, 1) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
-
-        /* What changed within the second the index was last written may
-         * look unchanged by its stat data: such files are hashed again. */
-        struct stat ist;
-        int64_t racy = INT64_MIN;
-        const char *index_path = git_index_path(index);
-        racy = index_path && stat(index_path, &ist) >= 0 ? (int64_t) ist.st_mtim.tv_sec : INT64_MIN;
-
-        /* Special files and files over the bound are refused before libgit2
-         * reads them: it would block on a FIFO and read a device, and a huge
-         * file would be copied into the history. */
-        _cleanup_(git_odb_freep) git_odb *odb = NULL;
-        if (git_repository_odb(&odb, l->repo) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot open the ledger's objects: %s", ledger_git_message());
         /* Submodules first, each in its own ledger with the same message:
          * the superproject's commit then moves their gitlinks. */
-        for (size_t i = 0; i < l->n_subs; i++) {
-                LedgerSubmodule *sub = &l->subs[i];
-                const git_index_entry *e = git_index_get_bypath(index, sub->path, 0);
-                _cleanup_free_ char *sub_error = NULL;
-                char sub_commit[GIT_OID_HEXSZ + 1];
+        if (l->n_subs > 0) {
+                _cleanup_(git_index_freep) git_index *index = NULL;
 
-                sub->have_staged = false;
-                /* Removed or replaced by the task: the scan records what stands there. */
-                if (!e || e->mode != GIT_FILEMODE_COMMIT || ledger_submodule_attach(l, sub) < 0)
-                        continue;
-                r = ledger_checkpoint(sub->ledger, c, sub_commit, &sub_error);
-                if (r < 0)
-                        return ledger_set_error(ret_error, r, "In submodule '%s': %s", sub->path,
-                                                sub_error ?: strerror(-r));
-                r = ledger_tip(sub->ledger, &sub->staged);
-                if (r < 0)
-                        return ledger_set_error(ret_error, r, "Branch of submodule '%s' is gone.", sub->path);
-                sub->have_staged = true;
+                if (git_repository_index(&index, l->repo) < 0 || git_index_read(index, 0) < 0)
+                        return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
+                for (size_t i = 0; i < l->n_subs; i++) {
+                        LedgerSubmodule *sub = &l->subs[i];
+                        const git_index_entry *e = git_index_get_bypath(index, sub->path, 0);
+                        _cleanup_free_ char *sub_error = NULL;
+                        char sub_commit[GIT_OID_HEXSZ + 1];
+
+                        sub->have_staged = false;
+                        /* Removed or replaced by the task: the scan records what stands there. */
+                        if (!e || e->mode != GIT_FILEMODE_COMMIT || ledger_submodule_attach(l, sub) < 0)
+                                continue;
+                        r = ledger_checkpoint(sub->ledger, c, sub_commit, &sub_error);
+                        if (r < 0)
+                                return ledger_set_error(ret_error, r, "In submodule '%s': %s", sub->path,
+                                                        sub_error ?: strerror(-r));
+                        r = ledger_tip(sub->ledger, &sub->staged);
+                        if (r < 0)
+                                return ledger_set_error(ret_error, r, "Branch of submodule '%s' is gone.", sub->path);
+                        sub->have_staged = true;
+                }
         }
 
-        Scan s = { .ledger = l, .repo = l->repo, .odb = odb, .index = index, .max = l->max_bytes, .racy = racy, .error = ret_error };
-        r = scan_dir(&s, l->workspace_fd, "", 0, false);
-        if (r >= 0)
-                r = scan_remove_unseen(&s);
-        scan_done(&s);
-        if (r < 0) {
-                (void) git_index_read(index, 1);        /* Forget the half-staged state. */
-                return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot scan the workspace: %s", strerror(-r));
-        }
-
-        if (git_index_write_tree(&tree_id, index) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot record the workspace: %s", ledger_git_message());
-        if (git_index_write(index) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot write the index: %s", ledger_git_message());
+        /* What ledger_changes() staged for this step is committed as it is
+         * (with tracking on and nothing reported since); else the
+         * workspace is staged now. With submodules, always now: their new
+         * commits move the gitlinks. */
+        r = ledger_stage(l, l->n_subs > 0, ret_error);
+        if (r < 0)
+                return r;
+        tree_id = l->staged_tree;
 
         if (git_oid_equal(&tree_id, git_commit_tree_id(parent)))
                 return 0;
@@ -1972,9 +1664,11 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
                 return ledger_set_error(ret_error, -EIO, "Cannot read the new tree: %s", ledger_git_message());
 
         const git_commit *parents[] = { parent };
+        uint64_t t0 = TRACE_BEGIN();
         /* Passing the ref makes libgit2 check that its tip is still parent. */
         if (git_commit_create(&id, l->repo, l->ref, sig, sig, NULL, msg, tree, 1, parents) < 0)
                 return ledger_set_error(ret_error, -ESTALE, "Cannot commit on '%s': %s", l->branch, ledger_git_message());
+        TRACE_END("commit", t0);
 
         git_oid_tostr(ret_commit, GIT_OID_HEXSZ + 1, &id);
         return 1;
@@ -2158,6 +1852,9 @@ int ledger_reset(Ledger *l, const char *commit) {
 
         /* Only the branch's own history since base: never anything the
          * sandbox could not have produced. */
+        /* Whatever was staged is void now; the next stage scans. */
+        ledger_stage_forget(l);
+
         if (!git_oid_equal(&id, &l->base) && !git_oid_equal(&id, &tip) &&
             !(git_graph_descendant_of(l->repo, &tip, &id) == 1 && git_graph_descendant_of(l->repo, &id, &l->base) == 1))
                 return -ENXIO;

@@ -149,6 +149,25 @@ typedef struct Checkpoint {
  * that was not fetched makes the checkpoint fail (-ENOTEMPTY, the message
  * names the file): it could not be recorded, and is not dropped silently. */
 int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41], char **ret_error);
+/* Change tracking. By default every checkpoint and ledger_changes() looks
+ * at the metadata of the whole workspace (a scan; only files whose stat
+ * data moved are read). A caller that knows what touches the workspace
+ * turns tracking on and reports it: ledger_note_path() for a file it wrote
+ * itself (workspace-relative), ledger_note_all() when anything may have
+ * changed (a command ran in the sandbox). Then a step that only wrote
+ * files through the caller looks at those files alone, and one that did
+ * nothing at nothing; ledger_changes() and the checkpoint that follows it
+ * record exactly the same tree. A reset, and any path that is not a plain
+ * file below plain directories, makes the next one scan. */
+void ledger_track_changes(Ledger *l, bool track);
+void ledger_note_path(Ledger *l, const char *path);
+void ledger_note_all(Ledger *l);
+
+/* For tests: called with the workspace-relative path right before a file's
+ * content is read by a stage, on the thread that stages. NULL: none. */
+typedef void (*LedgerStageHook)(const char *path, void *userdata);
+void ledger_set_stage_hook(LedgerStageHook hook, void *userdata);
+
 /* Resets the workspace and the branch to commit (full hex), which must be
  * base or between base and the tip (-ENXIO otherwise). Untracked and
  * ignored files go too, also inside the directories of gitlinks that were

@@ -1,0 +1,1045 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <assert.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs-util.h"
+#include "ledger-internal.h"
+#include "log.h"
+#include "string-util.h"
+#include "trace.h"
+
+/* Staging: what a checkpoint records, found without reading the whole tree.
+ *
+ * The ledger's index (ledger.git/index, kept open in the Ledger) is a stat
+ * cache of the workspace: for every recorded file its blob, mode and the
+ * stat data it had when it was hashed. A stage compares the workspace's
+ * stat data with it and hashes only files whose stat data moved, then makes
+ * the tree from the index. Which files it looks at:
+ *
+ *   - all of them (a "scan"): after a command ran in the sandbox, after a
+ *     reset, when the caller does not report changes (ledger_track_changes()
+ *     off, the default), and whenever a reported path is odd. The scan
+ *     reads each directory with getdents64() on a directory fd opened
+ *     relative to its parent (O_NOFOLLOW) and asks for the metadata of its
+ *     entries with statx() relative to that fd, many at a time through
+ *     io_uring: no path is ever looked up from the top, no symlink followed.
+ *   - only the paths the file tools reported (ledger_note_path()), when
+ *     nothing else can have changed the workspace since the last stage.
+ *   - none, when nothing was reported since the last stage: the staged tree
+ *     stands, so ledger_changes() and ledger_checkpoint() of one step
+ *     commit exactly what was hashed for its change list.
+ *
+ * Racy files (git's "racily clean"): an entry is trusted only when the
+ * file's last change is older than the stage that recorded it. A file
+ * whose mtime or ctime is not older than the start of the scan that hashed
+ * it could have changed again within the timestamp granularity without its
+ * stat data moving; its entry is "smudged" (ctime nanoseconds set to a value
+ * no clock gives) so that the next stage hashes it again. Entries written
+ * at or after the index file's own mtime are hashed again as well (git's
+ * rule, which also covers indexes written before smudging existed).
+ *
+ * A file that changes while it is hashed (its stat data before and after
+ * the read differ, or it shrank) is tried again twice; if it still moves,
+ * its entry stays what it was (the last version recorded, or absent) and
+ * the next stage looks at it again: a checkpoint records one whole version
+ * of every file, never a mix, and what it could not pin down shows up in
+ * the next step. */
+
+#define SCAN_DEPTH_MAX 128U
+#define SCAN_ENTRIES_MAX 1000000U
+#define NOTED_MAX 1024U
+#define RING_ENTRIES 256U
+#define HASH_ATTEMPTS 3U
+#define SMUDGED_NSEC 1999999999U      /* > any tv_nsec: never matches */
+
+static LedgerStageHook stage_hook = NULL;
+static void *stage_hook_userdata = NULL;
+
+void ledger_set_stage_hook(LedgerStageHook hook, void *userdata) {
+        stage_hook = hook;
+        stage_hook_userdata = userdata;
+}
+
+/* ---- what the caller reports ---- */
+
+void ledger_track_changes(Ledger *l, bool track) {
+        assert(l);
+        /* Submodules' ledgers keep scanning: a ledger with submodules
+         * scans anyway (see ledger_checkpoint()). */
+        l->track = track;
+        l->dirty_all = true;
+}
+
+void ledger_note_all(Ledger *l) {
+        assert(l);
+        l->dirty_all = true;
+}
+
+void ledger_note_path(Ledger *l, const char *path) {
+        assert(l);
+
+        if (l->dirty_all)
+                return;
+        /* Only plain relative paths are worth keeping; anything else is
+         * looked for by a scan. */
+        if (isempty(path) || path[0] == '/' || strlen(path) > PATH_MAX || l->n_dirty >= NOTED_MAX) {
+                l->dirty_all = true;
+                return;
+        }
+        char **t = realloc(l->dirty, (l->n_dirty + 1) * sizeof(char *));
+        if (!t) {
+                l->dirty_all = true;
+                return;
+        }
+        l->dirty = t;
+        l->dirty[l->n_dirty] = strdup(path);
+        if (!l->dirty[l->n_dirty]) {
+                l->dirty_all = true;
+                return;
+        }
+        l->n_dirty++;
+}
+
+static void noted_clear(Ledger *l) {
+        for (size_t i = 0; i < l->n_dirty; i++)
+                free(l->dirty[i]);
+        l->dirty = mfree_ptr(l->dirty);
+        l->n_dirty = 0;
+}
+
+void ledger_stage_forget(Ledger *l) {
+        l->have_staged = false;
+        l->dirty_all = true;
+        noted_clear(l);
+}
+
+void ledger_stage_free(Ledger *l) {
+        noted_clear(l);
+        git_index_free(l->index);
+        l->index = NULL;
+        free(l->lines);
+        l->lines = NULL;
+        l->n_lines = 0;
+}
+
+/* ---- one stage ---- */
+
+typedef struct Edit {
+        char *path;
+        git_index_entry entry;  /* mode 0: remove the entry */
+} Edit;
+
+typedef struct ScanDir ScanDir;
+
+typedef struct Stage {
+        Ledger *ledger;
+        git_repository *repo;
+        git_odb *odb;
+        git_index *index;
+        uint64_t max;
+        struct timespec racy;   /* the index file's mtime: entries changed at or after it are hashed again */
+        struct timespec start;  /* the scan's start: what changed at or after it is smudged */
+        uint8_t *seen;          /* a bit per index position */
+        size_t n_index;
+        Edit *edits;
+        size_t n_edits, n_alloc;
+        unsigned entries;
+        unsigned hashed;
+        uint64_t hash_usec;
+        struct io_uring ring;
+        bool have_ring;
+        unsigned inflight;
+        char **error;
+} Stage;
+
+struct ScanDir {
+        ScanDir *parent;
+        ScanDir *next;          /* on the stack of directories to read */
+        int fd;
+        unsigned refs;
+        unsigned depth;
+        int only_tracked;       /* -1: not known yet (asked when an untracked entry shows up) */
+        char *name;             /* in the parent */
+        char *path;             /* "" or "a/b/" */
+};
+
+typedef struct ScanItem {
+        ScanDir *dir;
+        char *path;
+        const char *name;       /* in path */
+        unsigned char d_type;
+        struct statx stx;
+} ScanItem;
+
+static void stage_done(Stage *s) {
+        for (size_t i = 0; i < s->n_edits; i++)
+                free(s->edits[i].path);
+        free(s->edits);
+        free(s->seen);
+        if (s->have_ring)
+                io_uring_queue_exit(&s->ring);
+}
+
+static bool ts_before(int64_t sec, uint32_t nsec, const struct timespec *t) {
+        return sec < (int64_t) t->tv_sec || (sec == (int64_t) t->tv_sec && (long) nsec < t->tv_nsec);
+}
+
+static uint32_t stx_git_mode(const struct statx *x) {
+        return S_ISLNK(x->stx_mode) ? GIT_FILEMODE_LINK :
+               (x->stx_mode & 0100) ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
+}
+
+/* The entry still describes the file (what git calls "stat clean"), and it
+ * was not racy when it was recorded. ctime is compared too: no one can set
+ * it back, unlike mtime. */
+static bool entry_clean(const Stage *s, const git_index_entry *e, const struct statx *x) {
+        if (e->ctime.nanoseconds == SMUDGED_NSEC)
+                return false;
+        if (!(e->mode == stx_git_mode(x) && e->file_size == (uint32_t) x->stx_size && e->ino == (uint32_t) x->stx_ino &&
+              e->mtime.seconds == (int32_t) x->stx_mtime.tv_sec && e->mtime.nanoseconds == x->stx_mtime.tv_nsec &&
+              e->ctime.seconds == (int32_t) x->stx_ctime.tv_sec && e->ctime.nanoseconds == x->stx_ctime.tv_nsec))
+                return false;
+        return ts_before(x->stx_mtime.tv_sec, x->stx_mtime.tv_nsec, &s->racy) &&
+               ts_before(x->stx_ctime.tv_sec, x->stx_ctime.tv_nsec, &s->racy);
+}
+
+static int edit_add(Stage *s, const char *path, const git_index_entry *entry) {
+        if (s->n_edits >= s->n_alloc) {
+                size_t n = MAX(s->n_alloc * 2, (size_t) 64);
+                Edit *t = realloc(s->edits, n * sizeof(Edit));
+                if (!t)
+                        return -ENOMEM;
+                s->edits = t;
+                s->n_alloc = n;
+        }
+        Edit *e = &s->edits[s->n_edits];
+        *e = (Edit) { .path = strdup(path) };
+        if (!e->path)
+                return -ENOMEM;
+        if (entry)
+                e->entry = *entry;
+        s->n_edits++;
+        return 0;
+}
+
+static void stat_to_entry(git_index_entry *entry, const struct stat *st) {
+        entry->ctime.seconds = (int32_t) st->st_ctim.tv_sec;
+        entry->ctime.nanoseconds = (uint32_t) st->st_ctim.tv_nsec;
+        entry->mtime.seconds = (int32_t) st->st_mtim.tv_sec;
+        entry->mtime.nanoseconds = (uint32_t) st->st_mtim.tv_nsec;
+        entry->dev = (uint32_t) st->st_dev;
+        entry->ino = (uint32_t) st->st_ino;
+        entry->uid = (uint32_t) st->st_uid;
+        entry->gid = (uint32_t) st->st_gid;
+        entry->file_size = (uint32_t) st->st_size;
+}
+
+static bool same_version(const struct stat *a, const struct stat *b) {
+        return a->st_size == b->st_size && a->st_ino == b->st_ino && a->st_mode == b->st_mode &&
+               a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+               a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Streams size bytes of fd into a blob. -EBUSY: it shrank meanwhile. */
+static int hash_fd(git_odb *odb, int fd, uint64_t size, git_oid *ret) {
+        git_odb_stream *stream = NULL;
+        char buf[64 * 1024];
+        uint64_t left = size;
+        off_t offset = 0;
+        int r = 0;
+
+        if (git_odb_open_wstream(&stream, odb, (git_object_size_t) size, GIT_OBJECT_BLOB) < 0)
+                return -EIO;
+        while (left > 0) {
+                ssize_t k = pread(fd, buf, (size_t) MIN((uint64_t) sizeof(buf), left), offset);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                if (k == 0) {
+                        r = -EBUSY;
+                        break;
+                }
+                if (git_odb_stream_write(stream, buf, (size_t) k) < 0) {
+                        r = -EIO;
+                        break;
+                }
+                left -= (uint64_t) k;
+                offset += k;
+        }
+        if (r >= 0 && git_odb_stream_finalize_write(ret, stream) < 0)
+                r = -EIO;
+        git_odb_stream_free(stream);
+        return r;
+}
+
+static bool racy_now(const Stage *s, const struct stat *st) {
+        return !ts_before(st->st_mtim.tv_sec, (uint32_t) st->st_mtim.tv_nsec, &s->start) ||
+               !ts_before(st->st_ctim.tv_sec, (uint32_t) st->st_ctim.tv_nsec, &s->start);
+}
+
+/* Records one non-directory entry whose stat data moved (or that is new):
+ * a symlink as a link, a regular file by its content. SECURITY: read
+ * through dir_fd (opened without following symlinks, all the way down from
+ * the workspace fd) with O_NOFOLLOW, never by path; O_NONBLOCK keeps a FIFO
+ * swapped in from blocking us. No filters apply: content is stored as it
+ * is, as checkout writes it back. */
+static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const git_index_entry *old) {
+        git_index_entry entry = {};
+        struct stat before = {}, after = {};
+        uint64_t t0 = trace_now_usec();
+        int r;
+
+        s->hashed++;
+        for (unsigned attempt = 0;; attempt++) {
+                if (attempt >= HASH_ATTEMPTS) {
+                        /* Still moving: keep the entry as it was, and make sure the
+                         * next stage looks again. */
+                        if (s->ledger->track)
+                                ledger_note_path(s->ledger, path);
+                        if (old) {
+                                git_index_entry keep = *old;
+                                keep.ctime.nanoseconds = SMUDGED_NSEC;
+                                r = edit_add(s, path, &keep);
+                        } else
+                                r = 0;
+                        goto finish;
+                }
+
+                if (fstatat(dir_fd, name, &before, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno == ENOENT) {
+                                r = old ? edit_add(s, path, NULL) : 0;  /* Gone meanwhile. */
+                                goto finish;
+                        }
+                        r = ledger_set_error(s->error, -errno, "Cannot look at '%s': %m", path);
+                        goto finish;
+                }
+
+                if (S_ISLNK(before.st_mode)) {
+                        char target[PATH_MAX + 1];
+
+                        if (stage_hook)
+                                stage_hook(path, stage_hook_userdata);
+                        ssize_t n = readlinkat(dir_fd, name, target, sizeof(target) - 1);
+                        if (n < 0) {
+                                if (errno == EINVAL || errno == ENOENT)
+                                        continue;       /* Replaced meanwhile. */
+                                r = ledger_set_error(s->error, -errno, "Cannot read the symlink '%s': %m", path);
+                                goto finish;
+                        }
+                        if (fstatat(dir_fd, name, &after, AT_SYMLINK_NOFOLLOW) < 0 || !same_version(&before, &after))
+                                continue;
+                        if (git_odb_write(&entry.id, s->odb, target, (size_t) n, GIT_OBJECT_BLOB) < 0) {
+                                r = ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
+                                goto finish;
+                        }
+                        entry.mode = GIT_FILEMODE_LINK;
+                        after.st_size = n;
+                        break;
+                }
+
+                if (S_ISDIR(before.st_mode)) {
+                        /* A directory now: the scan (which stops here) goes there. */
+                        r = -EAGAIN;
+                        goto finish;
+                }
+
+                _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+                if (fd < 0) {
+                        if (errno == ENOENT || errno == ELOOP)
+                                continue;       /* Replaced meanwhile: look again. */
+                        r = ledger_set_error(s->error, -errno, "Cannot open '%s' (did it change meanwhile?): %m", path);
+                        goto finish;
+                }
+                if (fstat(fd, &before) < 0) {
+                        r = -errno;
+                        goto finish;
+                }
+                if (!S_ISREG(before.st_mode)) {
+                        r = ledger_set_error(s->error, -EPERM,
+                                             "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
+                        goto finish;
+                }
+                if (s->max != UINT64_MAX && (uint64_t) before.st_size > s->max) {
+                        r = ledger_set_error(s->error, -EFBIG,
+                                             "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
+                                             path, s->max);
+                        goto finish;
+                }
+                if (stage_hook)
+                        stage_hook(path, stage_hook_userdata);
+                r = hash_fd(s->odb, fd, (uint64_t) before.st_size, &entry.id);
+                if (r == -EBUSY)
+                        continue;
+                if (r < 0) {
+                        r = ledger_set_error(s->error, r, "Cannot read '%s': %s", path,
+                                             r == -EIO ? ledger_git_message() : strerror(-r));
+                        goto finish;
+                }
+                if (fstat(fd, &after) < 0) {
+                        r = -errno;
+                        goto finish;
+                }
+                if (!same_version(&before, &after))
+                        continue;
+                entry.mode = (after.st_mode & 0100) ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
+                break;
+        }
+
+        stat_to_entry(&entry, &after);
+        if (racy_now(s, &after))
+                entry.ctime.nanoseconds = SMUDGED_NSEC;
+        r = edit_add(s, path, &entry);
+finish:
+        s->hash_usec += trace_now_usec() - t0;
+        return r;
+}
+
+static bool index_has_prefix(git_index *index, const char *prefix) {
+        size_t pos;
+        return git_index_find_prefix(&pos, index, prefix) == 0;
+}
+
+static LedgerSubmodule *submodule_by_path(Ledger *l, const char *path) {
+        for (size_t i = 0; i < l->n_subs; i++)
+                if (streq(l->subs[i].path, path))
+                        return &l->subs[i];
+        return NULL;
+}
+
+/* The entry at path; mark: it stands in the workspace (not deleted). */
+static const git_index_entry *index_lookup(Stage *s, const char *path, bool mark) {
+        size_t pos;
+
+        if (git_index_find(&pos, s->index, path) < 0)
+                return NULL;
+        if (mark && s->seen && pos < s->n_index)
+                s->seen[pos / 8] |= (uint8_t) (1U << (pos % 8));
+        return git_index_get_byindex(s->index, pos);
+}
+
+/* A gitlink's directory. A fetched submodule was checkpointed in its own
+ * ledger already: the gitlink moves to its tip. The directory of one that
+ * was not fetched must stay empty: whatever the task put there cannot be
+ * recorded, and must not vanish without a word. */
+static int stage_gitlink(Stage *s, int dir_fd, const char *name, const char *path, const git_index_entry *e) {
+        LedgerSubmodule *sub = submodule_by_path(s->ledger, path);
+
+        if (sub) {
+                if (!sub->have_staged)
+                        return ledger_set_error(s->error, -EBUSY, "Submodule '%s' changed while it was checkpointed.", path);
+                if (!git_oid_equal(&e->id, &sub->staged)) {
+                        git_index_entry entry = { .mode = GIT_FILEMODE_COMMIT, .id = sub->staged };
+                        return edit_add(s, path, &entry);
+                }
+                return 0;
+        }
+
+        DIR *d = xopendirat(dir_fd, name, O_NOFOLLOW);
+        if (!d)
+                return ledger_set_error(s->error, -errno, "Cannot open '%s': %m", path);
+        int r = 0;
+        for (struct dirent *de; (de = readdir(d));) {
+                if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
+                        continue;
+                r = ledger_set_error(s->error, -ENOTEMPTY,
+                                     "'%s/%s' is inside '%s', a submodule that was not fetched: it cannot be checkpointed. "
+                                     "Move it out of '%s' (or create the task with submodules).",
+                                     path, de->d_name, path, path);
+                break;
+        }
+        closedir(d);
+        return r;
+}
+
+static bool path_ignored(Stage *s, const char *path) {
+        int ignored = 0;
+        return git_ignore_path_is_ignored(&ignored, s->repo, path) >= 0 && ignored;
+}
+
+/* Whether only tracked files count below d (d or a parent is ignored).
+ * Asked only when an untracked entry shows up: a tree without untracked
+ * files costs no lookup of ignore rules at all. */
+static bool dir_only_tracked(Stage *s, ScanDir *d) {
+        if (d->only_tracked < 0)
+                d->only_tracked = (d->parent && dir_only_tracked(s, d->parent)) || (!isempty(d->path) && path_ignored(s, d->path));
+        return d->only_tracked > 0;
+}
+
+static ScanDir *scan_dir_unref(ScanDir *d) {
+        while (d && --d->refs == 0) {
+                ScanDir *parent = d->parent;
+                safe_close(d->fd);
+                free(d->name);
+                free(d->path);
+                free(d);
+                d = parent;
+        }
+        return NULL;
+}
+
+static int scan_dir_new(ScanDir *parent, const char *name, const char *path, ScanDir **ret) {
+        ScanDir *d = calloc(1, sizeof(ScanDir));
+        if (!d)
+                return -ENOMEM;
+        d->fd = -EBADF;
+        d->refs = 1;
+        d->only_tracked = -1;
+        d->name = strdup(name);
+        if (asprintf(&d->path, "%s%s", path, isempty(path) ? "" : "/") < 0)
+                d->path = NULL;
+        if (!d->name || !d->path) {
+                free(d->name);
+                free(d->path);
+                free(d);
+                return -ENOMEM;
+        }
+        if (parent) {
+                d->parent = parent;
+                d->depth = parent->depth + 1;
+                parent->refs++;
+        }
+        *ret = d;
+        return 0;
+}
+
+/* A directory entry of the workspace: a directory to descend into later, or
+ * anything else, whose statx result is in item->stx. */
+static int scan_item(Stage *s, ScanItem *item, ScanDir **stack);
+
+static int scan_entry_dir(Stage *s, ScanDir *d, const char *name, const char *path, ScanDir **stack) {
+        const git_index_entry *e = index_lookup(s, path, false);
+        _cleanup_free_ char *prefix = NULL;
+
+        /* A gitlink (a submodule of base). A file the index has here is
+         * not marked: it is gone, a directory stands there now. */
+        if (e && e->mode == GIT_FILEMODE_COMMIT) {
+                (void) index_lookup(s, path, true);
+                return stage_gitlink(s, d->fd, name, path, e);
+        }
+
+        if (asprintf(&prefix, "%s/", path) < 0)
+                return -ENOMEM;
+        bool tracked = index_has_prefix(s->index, prefix);
+        ScanDir *sub = NULL;
+        int r = scan_dir_new(d, name, path, &sub);
+        if (r < 0)
+                return r;
+        if (!tracked && dir_only_tracked(s, sub)) {
+                scan_dir_unref(sub);    /* Ignored and nothing tracked inside. */
+                return 0;
+        }
+        if (sub->depth > SCAN_DEPTH_MAX) {
+                scan_dir_unref(sub);
+                return ledger_set_error(s->error, -ELOOP, "Directory '%s' is nested too deeply.", path);
+        }
+        sub->next = *stack;
+        *stack = sub;
+        return 0;
+}
+
+static int scan_item(Stage *s, ScanItem *item, ScanDir **stack) {
+        ScanDir *d = item->dir;
+        const struct statx *x = &item->stx;
+        const char *path = item->path;
+
+        if (S_ISDIR(x->stx_mode))
+                return scan_entry_dir(s, d, item->name, path, stack);
+
+        /* A gitlink replaced by a file is recorded as what stands there:
+         * its mode differs, so it is never clean. */
+        const git_index_entry *e = index_lookup(s, path, true);
+
+        /* An ignored file is recorded only if it is tracked already. */
+        if (!e && (dir_only_tracked(s, d) || path_ignored(s, path)))
+                return 0;
+
+        if (!S_ISLNK(x->stx_mode)) {
+                if (!S_ISREG(x->stx_mode))
+                        return ledger_set_error(s->error, -EPERM,
+                                                "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
+                if (s->max != UINT64_MAX && x->stx_size > s->max)
+                        return ledger_set_error(s->error, -EFBIG,
+                                                "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
+                                                path, s->max);
+        }
+        if (e && entry_clean(s, e, x))
+                return 0;
+
+        int r = stage_file(s, d->fd, item->name, path, e);
+        if (r == -EAGAIN) {     /* It became a directory meanwhile. */
+                if (e && (r = edit_add(s, path, NULL)) < 0)
+                        return r;
+                return scan_entry_dir(s, d, item->name, path, stack);
+        }
+        return r;
+}
+
+static void scan_item_free(ScanItem *item) {
+        if (!item)
+                return;
+        scan_dir_unref(item->dir);
+        free(item->path);
+        free(item);
+}
+
+/* Handles one statx completion (or a synchronous result). */
+static int scan_item_done(Stage *s, ScanItem *item, int res, ScanDir **stack) {
+        int r = 0;
+
+        if (res == -ENOENT)
+                r = 0;          /* Gone meanwhile: its entry goes. */
+        else if (res < 0)
+                r = ledger_set_error(s->error, res, "Cannot look at '%s': %s", item->path, strerror(-res));
+        else
+                r = scan_item(s, item, stack);
+        scan_item_free(item);
+        return r;
+}
+
+static int ring_reap(Stage *s, bool wait, ScanDir **stack) {
+        struct io_uring_cqe *cqe;
+        int r = 0;
+
+        while (s->inflight > 0) {
+                int k = wait ? io_uring_wait_cqe(&s->ring, &cqe) : io_uring_peek_cqe(&s->ring, &cqe);
+                if (k == -EINTR)
+                        continue;
+                if (k == -EAGAIN)
+                        break;
+                if (k < 0)
+                        return k;
+                ScanItem *item = io_uring_cqe_get_data(cqe);
+                int res = cqe->res;
+                io_uring_cqe_seen(&s->ring, cqe);
+                s->inflight--;
+                int q = scan_item_done(s, item, res, stack);
+                if (q < 0 && r == 0)
+                        r = q;
+                wait = false;
+        }
+        return r;
+}
+
+/* Asks for the metadata of one entry: through the ring, or right away. */
+static int scan_submit(Stage *s, ScanDir *d, const char *name, unsigned char d_type, ScanDir **stack) {
+        ScanItem *item = calloc(1, sizeof(ScanItem));
+        if (!item)
+                return -ENOMEM;
+        if (asprintf(&item->path, "%s%s", d->path, name) < 0) {
+                free(item);
+                return -ENOMEM;
+        }
+        item->name = item->path + strlen(d->path);
+        item->d_type = d_type;
+        item->dir = d;
+        d->refs++;
+
+        if (s->have_ring) {
+                struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
+                if (!sqe) {
+                        int r = io_uring_submit(&s->ring);
+                        if (r < 0) {
+                                scan_item_free(item);
+                                return r;
+                        }
+                        sqe = io_uring_get_sqe(&s->ring);
+                }
+                if (sqe) {
+                        io_uring_prep_statx(sqe, d->fd, item->name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+                                            STATX_TYPE | STATX_MODE | STATX_INO | STATX_SIZE | STATX_MTIME | STATX_CTIME,
+                                            &item->stx);
+                        io_uring_sqe_set_data(sqe, item);
+                        s->inflight++;
+                        /* Keep the ring from overflowing: harvest what is done. */
+                        if (s->inflight >= RING_ENTRIES) {
+                                int r = io_uring_submit(&s->ring);
+                                if (r < 0)
+                                        return r;
+                                return ring_reap(s, true, stack);
+                        }
+                        return 0;
+                }
+        }
+
+        int res = statx(d->fd, item->name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+                        STATX_TYPE | STATX_MODE | STATX_INO | STATX_SIZE | STATX_MTIME | STATX_CTIME, &item->stx) < 0 ? -errno : 0;
+        return scan_item_done(s, item, res, stack);
+}
+
+struct linux_dirent64_ {
+        uint64_t d_ino;
+        int64_t d_off;
+        unsigned short d_reclen;
+        unsigned char d_type;
+        char d_name[];
+};
+
+/* Reads one directory and submits its entries. Directories (by d_type)
+ * are pushed on the stack without a statx: opening them with O_DIRECTORY |
+ * O_NOFOLLOW checks what they are. */
+static int scan_read_dir(Stage *s, ScanDir *d, ScanDir **stack) {
+        _cleanup_free_ char *buf = NULL;
+        const size_t size = 64 * 1024;
+        int r;
+
+        buf = malloc(size);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                long n = syscall(SYS_getdents64, d->fd, buf, size);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return ledger_set_error(s->error, -errno, "Cannot read the directory '%s': %m", isempty(d->path) ? "." : d->path);
+                }
+                if (n == 0)
+                        return 0;
+                for (long off = 0; off < n;) {
+                        struct linux_dirent64_ *de = (struct linux_dirent64_ *) (buf + off);
+                        off += de->d_reclen;
+
+                        if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
+                                continue;
+                        if (++s->entries > SCAN_ENTRIES_MAX)
+                                return ledger_set_error(s->error, -E2BIG, "The workspace has more than %u files.", SCAN_ENTRIES_MAX);
+                        if (de->d_type == DT_DIR) {
+                                _cleanup_free_ char *path = NULL;
+                                if (asprintf(&path, "%s%s", d->path, de->d_name) < 0)
+                                        return -ENOMEM;
+                                r = scan_entry_dir(s, d, de->d_name, path, stack);
+                        } else
+                                r = scan_submit(s, d, de->d_name, de->d_type, stack);
+                        if (r < 0)
+                                return r;
+                }
+        }
+}
+
+/* Opens a directory popped off the stack and reads it. One that is not a
+ * directory any more is looked at as a file. */
+static int scan_open_dir(Stage *s, ScanDir *d, ScanDir **stack) {
+        int r;
+
+        if (d->parent) {
+                d->fd = openat(d->parent->fd, d->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (d->fd < 0) {
+                        if (errno == ENOENT)
+                                return 0;
+                        if (errno == ENOTDIR || errno == ELOOP)
+                                return scan_submit(s, d->parent, d->name, DT_UNKNOWN, stack);
+                        return ledger_set_error(s->error, -errno, "Cannot open '%.*s': %m",
+                                                (int) strlen(d->path) - 1, d->path);
+                }
+        } else {
+                /* A new open file description: reading must not move the
+                 * offset of the workspace fd we hand out. */
+                d->fd = openat(s->ledger->workspace_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (d->fd < 0)
+                        return -errno;
+        }
+        r = scan_read_dir(s, d, stack);
+        if (r >= 0 && s->have_ring && s->inflight > 0)
+                r = io_uring_submit(&s->ring) < 0 ? -EIO : 0;
+        return r;
+}
+
+/* Walks the whole workspace without following symlinks. This is done here
+ * rather than with git_index_add_all(): libgit2 stops at directories holding
+ * a .git (an agent's "git init" or "cargo new") and refuses them, while
+ * their files belong to the work like any other. Anything named .git is
+ * skipped. Below an ignored directory only files the index has already
+ * count. */
+static int stage_scan(Stage *s) {
+        ScanDir *stack = NULL, *root = NULL;
+        int r;
+
+        s->n_index = git_index_entrycount(s->index);
+        s->seen = calloc(s->n_index / 8 + 1, 1);
+        if (!s->seen)
+                return -ENOMEM;
+
+        s->have_ring = io_uring_queue_init(RING_ENTRIES, &s->ring, 0) >= 0;
+
+        r = scan_dir_new(NULL, "", "", &root);
+        if (r < 0)
+                return r;
+        root->only_tracked = 0;
+        stack = root;
+
+        while (r >= 0 && (stack || s->inflight > 0)) {
+                if (stack) {
+                        ScanDir *d = stack;
+                        stack = d->next;
+                        r = scan_open_dir(s, d, &stack);
+                        scan_dir_unref(d);
+                        /* Completions first when many are waiting: they hold fds. */
+                        if (r >= 0 && s->have_ring)
+                                r = ring_reap(s, false, &stack);
+                } else
+                        r = ring_reap(s, true, &stack);
+        }
+
+        /* On failure: wait for what is in flight (the kernel writes into the
+         * items), then drop the rest. */
+        if (s->have_ring && s->inflight > 0)
+                (void) io_uring_submit(&s->ring);
+        while (s->have_ring && s->inflight > 0) {
+                struct io_uring_cqe *cqe;
+                if (io_uring_wait_cqe(&s->ring, &cqe) < 0)
+                        break;
+                scan_item_free(io_uring_cqe_get_data(cqe));
+                io_uring_cqe_seen(&s->ring, cqe);
+                s->inflight--;
+        }
+        while (stack) {
+                ScanDir *d = stack;
+                stack = d->next;
+                scan_dir_unref(d);
+        }
+        if (r < 0)
+                return r;
+
+        /* Every entry the scan did not see is gone from the workspace. */
+        for (size_t i = 0; i < s->n_index; i++) {
+                if (s->seen[i / 8] & (1U << (i % 8)))
+                        continue;
+                const git_index_entry *e = git_index_get_byindex(s->index, i);
+                if (!e)
+                        continue;
+                r = edit_add(s, e->path, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- only what the tools reported ---- */
+
+/* Looks at one reported path. 1: done; 0: it needs a scan (anything but a
+ * plain file or link below plain, untracked-as-a-file directories). */
+static int stage_noted(Stage *s, const char *noted) {
+        _cleanup_free_ char *path = NULL, *copy = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char *p, *c;
+        size_t len = 0;
+        int r;
+
+        /* Normalized: no "", "." components; "..", .git: a scan decides. */
+        path = malloc(strlen(noted) + 1);
+        copy = strdup(noted);
+        if (!path || !copy)
+                return -ENOMEM;
+        for (char *save = NULL, *tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
+                if (streq(tok, "."))
+                        continue;
+                if (streq(tok, "..") || strcasecmp(tok, ".git") == 0)
+                        return 0;
+                if (len > 0)
+                        path[len++] = '/';
+                memcpy(path + len, tok, strlen(tok));
+                len += strlen(tok);
+        }
+        if (len == 0)
+                return 0;
+        path[len] = '\0';
+
+        fd = openat(s->ledger->workspace_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        for (c = path; (p = strchr(c, '/')); c = p + 1) {
+                *p = '\0';
+                /* A directory of the path that the index has as a file or a
+                 * gitlink: a scan sorts that out. */
+                if (git_index_get_bypath(s->index, path, 0)) {
+                        *p = '/';
+                        return 0;
+                }
+                int sub = openat(fd, c, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                *p = '/';
+                if (sub < 0)
+                        return 0;
+                safe_close(fd);
+                fd = sub;
+        }
+
+        struct statx x;
+        if (statx(fd, c, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+                  STATX_TYPE | STATX_MODE | STATX_INO | STATX_SIZE | STATX_MTIME | STATX_CTIME, &x) < 0) {
+                if (errno != ENOENT)
+                        return 0;
+                _cleanup_free_ char *prefix = NULL;
+                if (asprintf(&prefix, "%s/", path) < 0)
+                        return -ENOMEM;
+                if (index_has_prefix(s->index, prefix))
+                        return 0;
+                return git_index_get_bypath(s->index, path, 0) ? edit_add(s, path, NULL) : 1;
+        }
+        if (S_ISDIR(x.stx_mode))
+                return 0;
+        const git_index_entry *e = git_index_get_bypath(s->index, path, 0);
+        if (e && e->mode == GIT_FILEMODE_COMMIT)
+                return 0;
+        if (!e) {
+                /* Untracked: not recorded if it or a directory above is ignored. */
+                for (char *q = path; (q = strchr(q, '/')); q++) {
+                        char save = q[1];
+                        q[1] = '\0';
+                        bool ignored = path_ignored(s, path);
+                        q[1] = save;
+                        if (ignored)
+                                return 1;
+                }
+                if (path_ignored(s, path))
+                        return 1;
+        }
+        if (!S_ISLNK(x.stx_mode)) {
+                if (!S_ISREG(x.stx_mode))
+                        return ledger_set_error(s->error, -EPERM,
+                                                "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
+                if (s->max != UINT64_MAX && x.stx_size > s->max)
+                        return ledger_set_error(s->error, -EFBIG,
+                                                "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
+                                                path, s->max);
+        }
+        if (e && entry_clean(s, e, &x))
+                return 1;
+        r = stage_file(s, fd, c, path, e);
+        if (r == -EAGAIN)
+                return 0;
+        return r < 0 ? r : 1;
+}
+
+/* ---- the stage ---- */
+
+static int index_file_stat(Ledger *l, struct stat *ret) {
+        const char *p = git_index_path(l->index);
+        if (!p)
+                return -ENOENT;
+        return stat(p, ret) < 0 ? -errno : 0;
+}
+
+static bool same_file_version(const struct stat *a, const struct stat *b) {
+        return a->st_ino == b->st_ino && a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+               a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+static int stage_apply(Stage *s) {
+        /* Removals first: a file that became a directory (or the other way
+         * round) must leave before what replaces it comes. */
+        for (size_t i = 0; i < s->n_edits; i++)
+                if (s->edits[i].entry.mode == 0 && git_index_remove(s->index, s->edits[i].path, 0) < 0 &&
+                    git_index_get_bypath(s->index, s->edits[i].path, 0))
+                        return ledger_set_error(s->error, -EIO, "Cannot drop '%s': %s", s->edits[i].path, ledger_git_message());
+        for (size_t i = 0; i < s->n_edits; i++) {
+                Edit *e = &s->edits[i];
+                if (e->entry.mode == 0)
+                        continue;
+                e->entry.path = e->path;
+                if (git_index_add(s->index, &e->entry) < 0)
+                        return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", e->path, ledger_git_message());
+        }
+        return 0;
+}
+
+int ledger_stage(Ledger *l, bool full, char **ret_error) {
+        _cleanup_(git_odb_freep) git_odb *odb = NULL;
+        struct stat ist = {};
+        uint64_t t0 = TRACE_BEGIN();
+        int r, ir;
+
+        assert(l);
+
+        if (!l->index) {
+                if (git_repository_index(&l->index, l->repo) < 0)
+                        return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
+                l->have_staged = false;
+        }
+        /* Someone else (another Ledger on this task, by a reset) wrote the
+         * index: read it again, and trust nothing staged before. */
+        ir = index_file_stat(l, &ist);
+        if (ir < 0 || !l->have_index_st || !same_file_version(&ist, &l->index_st)) {
+                if (git_index_read(l->index, 1) < 0)
+                        return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
+                l->have_staged = false;
+        }
+
+        bool need_scan = full || !l->track || !l->have_staged || l->dirty_all;
+        if (!need_scan && l->n_dirty == 0)
+                return 0;       /* Nothing reported since the last stage: it stands. */
+
+        if (git_repository_odb(&odb, l->repo) < 0)
+                return ledger_set_error(ret_error, -EIO, "Cannot open the ledger's objects: %s", ledger_git_message());
+
+        Stage s = { .ledger = l, .repo = l->repo, .odb = odb, .index = l->index, .max = l->max_bytes, .error = ret_error };
+        (void) clock_gettime(CLOCK_REALTIME_COARSE, &s.start);
+        s.racy = ir >= 0 ? ist.st_mtim : s.start;
+        /* What is staged from here on was looked at after start. */
+        if (ts_before(s.start.tv_sec, (uint32_t) s.start.tv_nsec, &s.racy))
+                s.racy = s.start;
+
+        /* Taken over: what the stage itself notes (a file still moving) is
+         * for the next one. */
+        char **noted = TAKE_PTR(l->dirty);
+        size_t n_noted = l->n_dirty;
+        l->n_dirty = 0;
+        l->dirty_all = false;
+        r = 0;
+        for (size_t i = 0; !need_scan && r >= 0 && i < n_noted; i++) {
+                r = stage_noted(&s, noted[i]);
+                need_scan = r == 0;
+        }
+        for (size_t i = 0; i < n_noted; i++)
+                free(noted[i]);
+        free(noted);
+        if (need_scan && r >= 0) {
+                /* Start again, with everything. */
+                for (size_t i = 0; i < s.n_edits; i++)
+                        free(s.edits[i].path);
+                s.n_edits = 0;
+                r = stage_scan(&s);
+        }
+        uint64_t t1 = TRACE_BEGIN();
+        TRACE_END(need_scan ? "scan" : "noted", t0);
+        if (t0 != 0 && s.hashed > 0)
+                trace_add("hash", s.hash_usec);
+        if (r >= 0)
+                r = stage_apply(&s);
+        if (r < 0) {
+                stage_done(&s);
+                (void) git_index_read(l->index, 1);     /* Forget the half-staged state. */
+                ledger_stage_forget(l);
+                return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot scan the workspace: %s", strerror(-r));
+        }
+
+        git_oid tree;
+        if (git_index_write_tree(&tree, l->index) < 0) {
+                stage_done(&s);
+                ledger_stage_forget(l);
+                return ledger_set_error(ret_error, -EIO, "Cannot record the workspace: %s", ledger_git_message());
+        }
+        TRACE_END("tree", t1);
+        uint64_t t2 = TRACE_BEGIN();
+        if ((s.n_edits > 0 || !l->have_index_st) && git_index_write(l->index) < 0) {
+                stage_done(&s);
+                ledger_stage_forget(l);
+                return ledger_set_error(ret_error, -EIO, "Cannot write the index: %s", ledger_git_message());
+        }
+        TRACE_END("index_write", t2);
+        stage_done(&s);
+        l->have_index_st = index_file_stat(l, &l->index_st) >= 0;
+        l->staged_tree = tree;
+        l->have_staged = true;
+        return 0;
+}
