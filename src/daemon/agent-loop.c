@@ -245,6 +245,7 @@ static void on_create_done(Worker *w, int r, void *p, void *userdata) {
         if (r < 0)
                 return agent_fail(run, "Cannot prepare the workspace: %s", j->error ?: strerror(-r));
         run->ledger = TAKE_PTR(j->ledger);
+        ledger_track_changes(run->ledger, true);        /* Every change is reported below. */
         agent_schedule(run);
 }
 
@@ -259,6 +260,8 @@ static int agent_open_workspace(AgentRun *run, bool create) {
                 return 0;
 
         r = ledger_open(run->dir_fd, t->branch, &run->ledger);
+        if (r >= 0)
+                ledger_track_changes(run->ledger, true);        /* Every change is reported below. */
         if (r >= 0 || !create) {
                 if (r < 0)
                         agent_fail(run, "Cannot open the task's workspace: %s", strerror(-r));
@@ -408,6 +411,7 @@ static int agent_run_command(AgentRun *run, const char *tool, const char *comman
 
         if (asprintf(&banner, "\n$ %s\n", command) >= 0)
                 (void) write(run->log_fd, banner, strlen(banner));
+        ledger_note_all(run->ledger);   /* A command may change anything in the workspace. */
 
         ExecRequest req = {
                 .argv = argv,
@@ -662,6 +666,7 @@ static void agent_end_step(AgentRun *run) {
         TaskProgress *p = &t->progress;
         char commit[41] = "";
         unsigned step = p->step + 1;
+        _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
         int r;
 
         commit_before = p->checkpoint ? strdup(p->checkpoint) : NULL;
@@ -922,11 +927,13 @@ static void agent_next_tool(AgentRun *run) {
                         break;
                 case TOOL_WRITE_FILE:
                         r = tool_write_file(ws, &a, FILE_MAX, &out);
+                        ledger_note_path(run->ledger, a.path);
                         if (r >= 0)
                                 audit_file_change(t, t->progress.step + 1, "write_file", a.path);
                         break;
                 case TOOL_EDIT_FILE:
                         r = tool_edit_file(ws, &a, FILE_MAX, &out);
+                        ledger_note_path(run->ledger, a.path);
                         if (r >= 0)
                                 audit_file_change(t, t->progress.step + 1, "edit_file", a.path);
                         break;

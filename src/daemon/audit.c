@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <ctype.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <sys/uio.h>
 #include <systemd/sd-journal.h>
@@ -11,6 +13,7 @@
 #include "stream.h"
 #include "string-util.h"
 #include "task-store.h"
+#include "trace.h"
 
 /* Appends the event to the task's history and hands it to its watchers. */
 static void task_event(Task *t, const char *type, uid_t caller, const char *k1, const char *v1,
@@ -235,6 +238,58 @@ void audit_step(Task *t, unsigned step, const char *commit, const char *subject,
                                "AGENTFAB_TESTS=%s", tests,
                                NULL);
         task_event(t, "step", UID_INVALID, "step", step_s, commit ? "commit" : NULL, commit, "subject", subject);
+}
+
+AuditTrace audit_trace_begin(Task *t, unsigned step) {
+        TracePhase stale[TRACE_PHASES_MAX];
+
+        if (!trace_enabled())
+                return (AuditTrace) {};
+        (void) trace_take(stale);       /* What ran before is not this step's. */
+        return (AuditTrace) { .task = strdup(t->id), .step = step, .start = trace_now_usec() };
+}
+
+void audit_trace_end(AuditTrace *a) {
+        TracePhase p[TRACE_PHASES_MAX];
+        struct iovec iov[8 + TRACE_PHASES_MAX];
+        char *fields[4 + TRACE_PHASES_MAX] = {};
+        size_t n = 0, nf = 0;
+
+        if (!a->task)
+                return;
+        uint64_t total = trace_now_usec() - a->start;
+        size_t np = trace_take(p);
+        _cleanup_free_ char *text = trace_format(p, np);
+
+        if (asprintf(&fields[nf++], "MESSAGE=Task %s step %u ended in %.3f ms: %s", a->task, a->step, (double) total / 1000.0,
+                     strempty(text)) < 0 ||
+            asprintf(&fields[nf++], "AGENTFAB_TASK=%s", a->task) < 0 ||
+            asprintf(&fields[nf++], "AGENTFAB_STEP=%u", a->step) < 0 ||
+            asprintf(&fields[nf++], "AGENTFAB_TRACE_TOTAL_USEC=%" PRIu64, total) < 0)
+                goto finish;
+        for (size_t i = 0; i < np; i++) {
+                char name[TRACE_PHASE_NAME_MAX];
+                for (size_t k = 0; k < sizeof(name); k++)
+                        name[k] = (char) toupper((unsigned char) p[i].name[k]);
+                if (asprintf(&fields[nf++], "AGENTFAB_TRACE_%s_USEC=%" PRIu64, name, p[i].usec) < 0)
+                        goto finish;
+        }
+        _cleanup_free_ char *summary = NULL;
+        if (asprintf(&summary, "AGENTFAB_TRACE=%s", strempty(text)) < 0)
+                goto finish;
+
+        iov[n++] = (struct iovec) { .iov_base = (char *) "MESSAGE_ID=" AGENTFAB_MESSAGE_TRACE_STR,
+                                    .iov_len = strlen("MESSAGE_ID=" AGENTFAB_MESSAGE_TRACE_STR) };
+        iov[n++] = (struct iovec) { .iov_base = (char *) "PRIORITY=7", .iov_len = strlen("PRIORITY=7") };
+        iov[n++] = (struct iovec) { .iov_base = (char *) "AGENTFAB_EVENT=trace", .iov_len = strlen("AGENTFAB_EVENT=trace") };
+        iov[n++] = (struct iovec) { .iov_base = summary, .iov_len = strlen(summary) };
+        for (size_t i = 0; i < nf; i++)
+                iov[n++] = (struct iovec) { .iov_base = fields[i], .iov_len = strlen(fields[i]) };
+        (void) sd_journal_sendv(iov, (int) n);
+finish:
+        for (size_t i = 0; i < nf; i++)
+                free(fields[i]);
+        a->task = mfree_ptr(a->task);
 }
 
 void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid) {

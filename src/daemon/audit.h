@@ -28,6 +28,16 @@ void audit_command(Task *t, unsigned step, const char *tool, const char *command
                    bool timed_out, uint64_t duration_usec, uint64_t output_bytes);
 void audit_file_change(Task *t, unsigned step, const char *tool, const char *path);
 void audit_step(Task *t, unsigned step, const char *commit, const char *subject, const char *tests);
+/* AGENTFAB_TRACE=1 (trace.h): `_cleanup_(audit_trace_end) AuditTrace x =
+ * audit_trace_begin(t, step);` journals, when x goes out of scope, how long
+ * the scope took and the phases traced meanwhile on this thread. */
+typedef struct AuditTrace {
+        char *task;
+        unsigned step;
+        uint64_t start;
+} AuditTrace;
+AuditTrace audit_trace_begin(Task *t, unsigned step);
+void audit_trace_end(AuditTrace *a);
 void audit_breaker(Task *t, const char *breaker, const char *reason);
 void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid);
 void audit_delivered(Task *t, const char *head, const char *diffstat);

@@ -80,14 +80,12 @@ void ledger_track_changes(Ledger *l, bool track) {
 }
 
 void ledger_note_all(Ledger *l) {
-        assert(l);
-        l->dirty_all = true;
+        if (l)
+                l->dirty_all = true;
 }
 
 void ledger_note_path(Ledger *l, const char *path) {
-        assert(l);
-
-        if (l->dirty_all)
+        if (!l || l->dirty_all)
                 return;
         /* Only plain relative paths are worth keeping; anything else is
          * looked for by a scan. */

@@ -158,7 +158,8 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
  * files through the caller looks at those files alone, and one that did
  * nothing at nothing; ledger_changes() and the checkpoint that follows it
  * record exactly the same tree. A reset, and any path that is not a plain
- * file below plain directories, makes the next one scan. */
+ * file below plain directories, makes the next one scan. Both notes
+ * accept a NULL ledger (nothing to do). */
 void ledger_track_changes(Ledger *l, bool track);
 void ledger_note_path(Ledger *l, const char *path);
 void ledger_note_all(Ledger *l);
