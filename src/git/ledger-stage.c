@@ -61,8 +61,13 @@
 #define HASH_ATTEMPTS 3U
 #define SMUDGED_NSEC 1999999999U      /* > any tv_nsec: never matches */
 
+static bool use_ring = true;
 static LedgerStageHook stage_hook = NULL;
 static void *stage_hook_userdata = NULL;
+
+void ledger_set_io_uring(bool b) {
+        use_ring = b;
+}
 
 void ledger_set_stage_hook(LedgerStageHook hook, void *userdata) {
         stage_hook = hook;
@@ -768,7 +773,9 @@ static int stage_scan(Stage *s) {
         if (!s->seen)
                 return -ENOMEM;
 
-        s->have_ring = io_uring_queue_init(RING_ENTRIES, &s->ring, 0) >= 0;
+        /* Without a ring (too old a kernel, a filter that forbids it), the
+         * same statx() calls, one at a time. */
+        s->have_ring = use_ring && io_uring_queue_init(RING_ENTRIES, &s->ring, 0) >= 0;
 
         r = scan_dir_new(NULL, "", "", &root);
         if (r < 0)

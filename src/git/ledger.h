@@ -168,6 +168,9 @@ void ledger_note_all(Ledger *l);
  * content is read by a stage, on the thread that stages. NULL: none. */
 typedef void (*LedgerStageHook)(const char *path, void *userdata);
 void ledger_set_stage_hook(LedgerStageHook hook, void *userdata);
+/* For tests and benchmarks: scans ask through io_uring (true, the default)
+ * or with one statx() call after the other. */
+void ledger_set_io_uring(bool b);
 
 /* Resets the workspace and the branch to commit (full hex), which must be
  * base or between base and the tip (-ENXIO otherwise). Untracked and

@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Change detection of checkpoints (src/git/ledger-stage.c): the stat index
+ * decides what is read, so every way a file can change without its content
+ * being read again is a way to lose work. */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs-util.h"
+#include "ledger.h"
+#include "tap.h"
+
+static char root[] = "/tmp/test-ledger-stage-XXXXXX";
+static unsigned step = 1;
+
+static int run(const char *fmt, ...) _printf_(1, 2);
+static int run(const char *fmt, ...) {
+        char cmd[4096], buf[4300];
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void) vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        (void) snprintf(buf, sizeof(buf), "cd '%s' && (%s) >/dev/null 2>&1", root, cmd);
+        return system(buf);
+}
+
+static char *capture(const char *fmt, ...) _printf_(1, 2);
+static char *capture(const char *fmt, ...) {
+        char cmd[4096], buf[4300];
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void) vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        (void) snprintf(buf, sizeof(buf), "cd '%s' && (%s) 2>/dev/null", root, cmd);
+
+        FILE *f = popen(buf, "r");
+        if (!f)
+                return strdup("");
+        char *out = NULL;
+        size_t n = 0;
+        FILE *m = open_memstream(&out, &n);
+        char chunk[4096];
+        size_t k;
+        while ((k = fread(chunk, 1, sizeof(chunk), f)) > 0)
+                fwrite(chunk, 1, k, m);
+        pclose(f);
+        fclose(m);
+        while (n > 0 && out[n - 1] == '\n')
+                out[--n] = '\0';
+        return out;
+}
+
+#define GIT "git -c user.name=t -c user.email=t@t -c init.defaultBranch=main "
+#define TIP "git --git-dir=task/ledger.git "
+
+/* What the branch's tip holds at path: "mode type content" (a tree lists
+ * its entries' names). */
+static char *at_tip(const char *path) {
+        return capture(TIP "ls-tree agentfab/t -- '%s' | awk '{print $1, $2}' | tr '\\n' ' '; "
+                       TIP "cat-file -p 'agentfab/t:%s' | awk '{print $NF}' | tr '\\n' ' '", path, path);
+}
+
+/* A workspace file, written directly (as the sandbox would). */
+static int ws_write(const char *name, const char *text) {
+        char path[4096];
+        (void) snprintf(path, sizeof(path), "%s/task/workspace/%s", root, name);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return -errno;
+        return write(fd, text, strlen(text)) == (ssize_t) strlen(text) ? 0 : -EIO;
+}
+
+static int ws_set_mtime(const char *name, const struct timespec *t) {
+        char path[4096];
+        struct timespec ts[2] = { *t, *t };
+        (void) snprintf(path, sizeof(path), "%s/task/workspace/%s", root, name);
+        return utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+static int ws_stat(const char *name, struct stat *st) {
+        char path[4096];
+        (void) snprintf(path, sizeof(path), "%s/task/workspace/%s", root, name);
+        return lstat(path, st) < 0 ? -errno : 0;
+}
+
+/* Counts the reads of each file; optionally changes files while one is read. */
+typedef struct Hook {
+        char paths[32][128];
+        unsigned counts[32];
+        size_t n;
+        const char *on;         /* while this path is read ... */
+        unsigned times;         /* ... (this many times) ... */
+        void (*action)(void);   /* ... do this */
+} Hook;
+
+static Hook hook;
+
+static void hook_cb(const char *path, void *userdata) {
+        Hook *h = userdata;
+        size_t i;
+
+        for (i = 0; i < h->n; i++)
+                if (streq(h->paths[i], path))
+                        break;
+        if (i == h->n && h->n < ELEMENTSOF(h->paths)) {
+                (void) snprintf(h->paths[h->n], sizeof(h->paths[0]), "%s", path);
+                h->counts[h->n++] = 0;
+        }
+        if (i < ELEMENTSOF(h->paths))
+                h->counts[i]++;
+        if (h->on && streq(h->on, path) && h->times > 0 && h->action) {
+                h->times--;
+                h->action();
+        }
+}
+
+static unsigned reads(const char *path) {
+        for (size_t i = 0; i < hook.n; i++)
+                if (streq(hook.paths[i], path))
+                        return hook.counts[i];
+        return 0;
+}
+
+static unsigned reads_total(void) {
+        unsigned n = 0;
+        for (size_t i = 0; i < hook.n; i++)
+                n += hook.counts[i];
+        return n;
+}
+
+static void hook_reset(void) {
+        hook = (Hook) {};
+}
+
+/* 1: committed, 0: nothing changed, negative: refused (error in *ret_error). */
+static int checkpoint(Ledger *l, char **ret_error) {
+        char commit[41];
+        Checkpoint c = { .task_id = "t", .step = step++, .subject = "step", .tests = "not-run" };
+        free(*ret_error);
+        *ret_error = NULL;
+        return ledger_checkpoint(l, &c, commit, ret_error);
+}
+
+static bool has_change(const FileChange *c, size_t n, const char *path, char status) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(c[i].path, path) && c[i].status == status)
+                        return true;
+        return false;
+}
+
+/* Lets the coarse clock move on, so that what was written before is older
+ * than the next stage (else it counts as racy and is read again, which is
+ * right but makes read counts vary). */
+static void settle(void) {
+        (void) usleep(30 * 1000);
+}
+
+static void rewrite_bx(void) {
+        (void) ws_write("b.txt/x", "b changed while the scan ran\n");
+}
+
+static unsigned k = 0;
+
+static void rewrite_a(void) {
+        char text[64];
+        (void) snprintf(text, sizeof(text), "a moving %u\n", ++k);
+        (void) ws_write("a.txt", text);
+}
+
+static void run_tests(bool ring) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        _cleanup_close_ int task = -EBADF;
+        FileChange *changes = NULL;
+        size_t n = 0;
+        char path[4096], *error = NULL, *s;
+        struct stat st;
+        int r;
+
+        printf("# statx %s\n", ring ? "through io_uring" : "one call at a time");
+        ledger_set_io_uring(ring);
+        ledger_set_stage_hook(hook_cb, &hook);
+        step = 1;
+        k = 0;
+
+        (void) run("rm -rf task src");
+        CHECK(run(GIT "init -q src && cd src && mkdir -p d/e && echo one > a.txt && echo two > b.txt && "
+                  "echo three > d/e/c.txt && echo four > d/f.txt && echo link > l.txt && "
+                  "printf 'build/\\n*.o\\n' > .gitignore && " GIT "add . && " GIT "commit -q -m base") == 0,
+              "source repository");
+        (void) snprintf(path, sizeof(path), "%s/task", root);
+        (void) mkdir(path, 0755);
+        task = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        (void) snprintf(path, sizeof(path), "%s/src", root);
+        LedgerOptions o = { .max_bytes = 1024 * 1024 };
+        r = ledger_create(task, path, -EBADF, NULL, "agentfab/t", &o, &error, &l);
+        CHECK(r == 0, "ledger made: %s", strempty(error));
+        if (r < 0)
+                return;
+
+        /* The first stage after a checkout reads at most everything once;
+         * the next reads nothing. */
+        settle();
+        hook_reset();
+        CHECK(checkpoint(l, &error) == 0, "fresh workspace: nothing to commit");
+        CHECK(reads_total() <= 6, "first stage hashed %u of the 6 files", reads_total());
+        hook_reset();
+        CHECK(checkpoint(l, &error) == 0 && reads_total() == 0, "second stage read nothing (%u)", reads_total());
+
+        /* Racy: a file changed within the same second as the last scan,
+         * same size, its mtime put back to what it was. ctime (which no one
+         * sets back) and the racy rule catch it. */
+        CHECK(ws_stat("a.txt", &st) == 0, "stat a.txt");
+        CHECK(ws_write("a.txt", "ONE\n") == 0 && ws_set_mtime("a.txt", &st.st_mtim) == 0, "a.txt changed, same size and mtime");
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
+        s = at_tip("a.txt");
+        CHECK(streq(s, "100644 blob ONE "), "the new content is in the commit: %s", s);
+        free(s);
+
+        /* An mtime in the future: every stage reads the file again until its
+         * stat data is older than a stage. */
+        struct timespec future = { .tv_sec = time(NULL) + 3600 };
+        CHECK(ws_set_mtime("b.txt", &future) == 0, "b.txt dated an hour ahead");
+        hook_reset();
+        CHECK(checkpoint(l, &error) == 0 && reads("b.txt") == 1, "read once (%u), content unchanged", reads("b.txt"));
+        CHECK(checkpoint(l, &error) == 0 && reads("b.txt") == 2, "racy: read again (%u)", reads("b.txt"));
+        struct timespec past = { .tv_sec = time(NULL) - 3600 };
+        CHECK(ws_set_mtime("b.txt", &past) == 0, "b.txt dated an hour back");
+        settle();
+        CHECK(checkpoint(l, &error) == 0 && reads("b.txt") == 3, "read after its stat data moved (%u)", reads("b.txt"));
+        CHECK(checkpoint(l, &error) == 0 && reads("b.txt") == 3, "then trusted (%u)", reads("b.txt"));
+
+        /* A file replaced by a symlink, by a directory, by a FIFO. */
+        CHECK(run("cd task/workspace && rm a.txt && ln -s d/f.txt a.txt") == 0, "a.txt now a symlink");
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
+        s = at_tip("a.txt");
+        CHECK(streq(s, "120000 blob d/f.txt "), "recorded as a link, not followed: %s", s);
+        free(s);
+        CHECK(run("cd task/workspace && rm b.txt && mkdir b.txt && echo inner > b.txt/x") == 0, "b.txt now a directory");
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
+        s = at_tip("b.txt/x");
+        CHECK(streq(s, "100644 blob inner "), "its file recorded: %s", s);
+        free(s);
+        s = capture(TIP "ls-tree agentfab/t b.txt | awk '{print $2}'");
+        CHECK(streq(s, "tree"), "b.txt is a tree now: %s", s);
+        free(s);
+        CHECK(run("cd task/workspace && rm l.txt && mkfifo l.txt") == 0, "l.txt now a FIFO");
+        r = checkpoint(l, &error);
+        CHECK(r == -EPERM && error && strstr(error, "l.txt"), "FIFO refused: %d %s", r, strempty(error));
+        CHECK(ledger_changes(l, NULL, &changes, &n) == 0, "changes still listed next to the FIFO");
+        file_changes_free(changes, n);
+        CHECK(run("cd task/workspace && rm l.txt && echo link > l.txt") == 0, "FIFO gone");
+        CHECK(checkpoint(l, &error) == 0, "nothing left to commit: %s", strempty(error));
+
+        /* A directory replaced by a file. */
+        CHECK(run("cd task/workspace && rm -r d/e && echo flat > d/e") == 0, "d/e now a file");
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
+        s = at_tip("d/e");
+        CHECK(streq(s, "100644 blob flat "), "recorded as a file: %s", s);
+        free(s);
+
+        /* Mode only. */
+        CHECK(run("chmod +x task/workspace/d/f.txt") == 0, "d/f.txt made executable");
+        settle();
+        hook_reset();
+        CHECK(ledger_changes(l, NULL, &changes, &n) == 0, "changes listed");
+        CHECK(has_change(changes, n, "d/f.txt", 'M'), "mode change listed");
+        file_changes_free(changes, n);
+        CHECK(checkpoint(l, &error) == 1 && reads("d/f.txt") == 1, "committed, the file read once: %s", strempty(error));
+        s = at_tip("d/f.txt");
+        CHECK(streq(s, "100755 blob four "), "mode recorded: %s", s);
+        free(s);
+        CHECK(run("chmod -x task/workspace/d/f.txt") == 0 && checkpoint(l, &error) == 1, "and back");
+
+        /* Deleted, then recreated: with the same content in one step (nothing
+         * to commit), and over two steps. */
+        CHECK(run("cd task/workspace && rm d/f.txt && echo four > d/f.txt") == 0, "d/f.txt deleted and recreated");
+        CHECK(checkpoint(l, &error) == 0, "same content: nothing to commit: %s", strempty(error));
+        CHECK(run("rm task/workspace/d/f.txt") == 0 && checkpoint(l, &error) == 1, "deleted: committed");
+        s = capture(TIP "ls-tree -r agentfab/t --name-only | grep -c f.txt");
+        CHECK(streq(s, "0"), "gone from the tip");
+        free(s);
+        CHECK(ws_write("d/f.txt", "four\n") == 0 && checkpoint(l, &error) == 1, "recreated: committed");
+        s = at_tip("d/f.txt");
+        CHECK(streq(s, "100644 blob four "), "back: %s", s);
+        free(s);
+        /* Recreated with other content of the same size, same mtime. */
+        CHECK(ws_stat("d/f.txt", &st) == 0 && run("rm task/workspace/d/f.txt") == 0 && ws_write("d/f.txt", "FOUR\n") == 0 &&
+              ws_set_mtime("d/f.txt", &st.st_mtim) == 0, "recreated, same size and mtime");
+        CHECK(checkpoint(l, &error) == 1, "committed");
+        s = at_tip("d/f.txt");
+        CHECK(streq(s, "100644 blob FOUR "), "the new content: %s", s);
+        free(s);
+
+        /* Ignored files stay out, tracked ones that are ignored do not. */
+        CHECK(run("cd task/workspace && mkdir build && echo o > build/x.o && echo o > y.o") == 0, "ignored files");
+        CHECK(checkpoint(l, &error) == 0, "nothing to commit: %s", strempty(error));
+
+        /* A file changed while the scan reads another: the commit holds a
+         * whole version of it, the next step the rest. */
+        hook_reset();
+        hook.on = "c.txt";
+        hook.times = 1;
+        hook.action = rewrite_bx;
+        CHECK(ws_write("c.txt", "new file\n") == 0, "c.txt added");
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
+        s = at_tip("b.txt/x");
+        CHECK(streq(s, "100644 blob inner ") || streq(s, "100644 blob ran "), "b.txt/x committed whole, old or new: %s", s);
+        free(s);
+        hook_reset();
+        r = checkpoint(l, &error);
+        s = at_tip("b.txt/x");
+        CHECK(r >= 0 && streq(s, "100644 blob ran "), "the next step holds the version written during the scan: %d %s", r, s);
+        free(s);
+
+        /* A file that changes while it is read: read again; while it keeps
+         * changing, the commit keeps its last whole version, and the next
+         * step records it. */
+        hook_reset();
+        hook.action = rewrite_a;
+        hook.on = "a.txt";
+        CHECK(run("cd task/workspace && rm a.txt") == 0 && ws_write("a.txt", "a still\n") == 0, "a.txt a file again");
+        hook.times = 1;
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
+        s = at_tip("a.txt");
+        CHECK(streq(s, "100644 blob 1 "), "changed once while read: read again, the later version whole: %s", s);
+        free(s);
+        CHECK(reads("a.txt") == 2, "read twice (%u)", reads("a.txt"));
+        hook_reset();
+        hook.on = "a.txt";
+        hook.times = 100;
+        hook.action = rewrite_a;
+        CHECK(ws_write("a.txt", "a settled\n") == 0, "a.txt changed again");
+        r = checkpoint(l, &error);
+        s = at_tip("a.txt");
+        CHECK(r == 0 && streq(s, "100644 blob 1 "), "always changing while read: the last whole version stays: %d %s", r, s);
+        free(s);
+        hook_reset();
+        CHECK(checkpoint(l, &error) == 1, "next step: committed: %s", strempty(error));
+        s = at_tip("a.txt");
+        CHECK(strstr(s, "100644 blob ") && !strstr(s, "settled"), "it holds what the file has now: %s", s);
+        free(s);
+
+        /* Tracking: only what the caller reports is looked at. */
+        ledger_track_changes(l, true);
+        hook_reset();
+        CHECK(checkpoint(l, &error) == 0, "tracking on: first stage scans: %s", strempty(error));
+        CHECK(ws_write("d/f.txt", "tool wrote this\n") == 0, "a file tool writes d/f.txt");
+        ledger_note_path(l, "./d//f.txt");
+        hook_reset();
+        CHECK(ledger_changes(l, NULL, &changes, &n) == 0 && has_change(changes, n, "d/f.txt", 'M'), "listed as changed");
+        file_changes_free(changes, n);
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
+        CHECK(reads_total() == 1 && reads("d/f.txt") == 1, "only it was read, once for list and commit (%u)", reads_total());
+        s = at_tip("d/f.txt");
+        CHECK(streq(s, "100644 blob this "), "recorded: %s", s);
+        free(s);
+        CHECK(run("mkdir -p task/workspace/new/deep") == 0 && ws_write("new/deep/g.txt", "x\n") == 0 && ws_write("build/z.o", "ignored\n") == 0, "new files, one ignored");
+        ledger_note_path(l, "new/deep/g.txt");
+        ledger_note_path(l, "build/z.o");
+        hook_reset();
+        CHECK(checkpoint(l, &error) == 1 && reads_total() == 1, "the new file committed, the ignored one not read (%u)",
+              reads_total());
+        s = at_tip("new/deep/g.txt");
+        CHECK(streq(s, "100644 blob x "), "recorded: %s", s);
+        free(s);
+        s = capture(TIP "ls-tree -r agentfab/t --name-only | grep -c z.o");
+        CHECK(streq(s, "0"), "ignored file stayed out");
+        free(s);
+        /* A reported path through a symlink: a scan finds what was written. */
+        CHECK(run("cd task/workspace && ln -s new linkdir && echo via > new/v.txt") == 0, "written through a link");
+        ledger_note_path(l, "linkdir/v.txt");
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
+        s = at_tip("new/v.txt");
+        CHECK(streq(s, "100644 blob via "), "found by the scan: %s", s);
+        free(s);
+        /* Nothing reported: nothing looked at, even if something changed. */
+        CHECK(ws_write("c.txt", "unreported\n") == 0, "c.txt changed behind the ledger's back");
+        hook_reset();
+        CHECK(checkpoint(l, &error) == 0 && reads_total() == 0, "nothing reported: nothing read, nothing committed");
+        ledger_note_all(l);
+        CHECK(checkpoint(l, &error) == 1 && reads("c.txt") == 1, "a command ran: the scan finds it (%u)", reads("c.txt"));
+
+        /* The breakers' counts since base equal git's. */
+        CHECK(ledger_changes(l, NULL, &changes, &n) == 0, "changes since base");
+        unsigned added = 0, removed = 0;
+        for (size_t i = 0; i < n; i++)
+                added += changes[i].added, removed += changes[i].removed;
+        s = capture(TIP "diff --numstat $(" TIP "rev-parse refs/agentfab/base) agentfab/t | awk '{a+=$1; r+=$2; n++} END {print n, a, r}'");
+        char expect[64];
+        (void) snprintf(expect, sizeof(expect), "%zu %u %u", n, added, removed);
+        CHECK(streq(s, expect), "files, lines added and removed: ours %s, git %s", expect, s);
+        free(s);
+        file_changes_free(changes, n);
+
+        free(error);
+        ledger_set_stage_hook(NULL, NULL);
+}
+
+int main(void) {
+        if (!mkdtemp(root) || chmod(root, 0755) < 0)
+                return 1;
+        if (system("git --version >/dev/null 2>&1") != 0) {
+                printf("1..0 # SKIP git not available\n");
+                return 0;
+        }
+        run_tests(true);
+        run_tests(false);
+        (void) run("rm -rf '%s'", root);
+        return tap_done();
+}
