@@ -120,9 +120,10 @@ static int changes_of_submodules(Ledger *l, git_tree *from_tree, FileChange **c,
         return 0;
 }
 
-/* The workspace compared by libgit2's own walk: what ledger_changes() does
- * for a ledger with fetched submodules, whose gitlinks only a checkpoint
- * moves. */
+/* The workspace compared by libgit2's own walk (by full path names, every
+ * file): what ledger_changes() does for a ledger with fetched submodules,
+ * whose gitlinks only a checkpoint moves, and what it did for every ledger
+ * before the stat index (bench/step-cost measures it as the old way). */
 static int changes_workdir(Ledger *l, git_tree *tree, FileChange **ret, size_t *ret_n) {
         _cleanup_(git_diff_freep) git_diff *diff = NULL;
         git_diff_options o;
@@ -313,6 +314,19 @@ static int changes_staged(Ledger *l, git_tree *tree, FileChange **ret, size_t *r
         *ret = c;
         *ret_n = k;
         return 0;
+}
+
+int ledger_changes_walk(Ledger *l, const char *from, FileChange **ret, size_t *ret_n) {
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        git_oid id = l->base;
+        int r;
+
+        if (from && git_oid_fromstr(&id, from) < 0)
+                return -EINVAL;
+        r = commit_tree(l->repo, &id, &tree);
+        if (r < 0)
+                return r;
+        return changes_workdir(l, tree, ret, ret_n);
 }
 
 int ledger_changes(Ledger *l, const char *from, FileChange **ret, size_t *ret_n) {

@@ -47,6 +47,7 @@ struct Ledger {
         git_index *index;       /* ledger.git/index, kept open */
         struct stat index_st;   /* the index file as we last wrote it */
         bool have_index_st;
+        bool index_dirty;       /* changed since it was read or written */
         git_oid staged_tree;    /* the tree the index holds */
         bool have_staged;
         bool track;             /* the caller reports changes (ledger_note_*()) */
@@ -135,3 +136,6 @@ int ledger_stage(Ledger *l, bool full, char **ret_error);
 /* After a reset or a failed stage: the next stage scans. */
 void ledger_stage_forget(Ledger *l);
 void ledger_stage_free(Ledger *l);
+
+/* ledger_changes() by libgit2's walk of the workspace, for comparison. */
+int ledger_changes_walk(Ledger *l, const char *from, FileChange **ret, size_t *ret_n);

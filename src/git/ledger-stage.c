@@ -74,6 +74,18 @@ void ledger_set_stage_hook(LedgerStageHook hook, void *userdata) {
         stage_hook_userdata = userdata;
 }
 
+static int index_file_stat(Ledger *l, struct stat *ret) {
+        const char *p = git_index_path(l->index);
+        if (!p)
+                return -ENOENT;
+        return stat(p, ret) < 0 ? -errno : 0;
+}
+
+static bool same_file_version(const struct stat *a, const struct stat *b) {
+        return a->st_ino == b->st_ino && a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+               a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
 /* ---- what the caller reports ---- */
 
 void ledger_track_changes(Ledger *l, bool track) {
@@ -120,12 +132,21 @@ static void noted_clear(Ledger *l) {
 }
 
 void ledger_stage_forget(Ledger *l) {
+        /* The index itself stays: entries are checked against the
+         * workspace by their stat data, whatever wrote them. */
         l->have_staged = false;
         l->dirty_all = true;
         noted_clear(l);
 }
 
 void ledger_stage_free(Ledger *l) {
+        struct stat st;
+
+        /* The stat data for the next time, unless someone else wrote the
+         * file since we read it. */
+        if (l->index && l->index_dirty && l->have_index_st && index_file_stat(l, &st) >= 0 &&
+            same_file_version(&st, &l->index_st))
+                (void) git_index_write(l->index);
         noted_clear(l);
         git_index_free(l->index);
         l->index = NULL;
@@ -139,6 +160,7 @@ void ledger_stage_free(Ledger *l) {
 typedef struct Edit {
         char *path;
         git_index_entry entry;  /* mode 0: remove the entry */
+        bool stat_only;         /* same blob and mode: the tree stays */
 } Edit;
 
 typedef struct ScanDir ScanDir;
@@ -315,6 +337,8 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
                                 git_index_entry keep = *old;
                                 keep.ctime.nanoseconds = SMUDGED_NSEC;
                                 r = edit_add(s, path, &keep);
+                                if (r >= 0)
+                                        s->edits[s->n_edits - 1].stat_only = true;
                         } else
                                 r = 0;
                         goto finish;
@@ -404,6 +428,8 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
         if (racy_now(s, &after))
                 entry.ctime.nanoseconds = SMUDGED_NSEC;
         r = edit_add(s, path, &entry);
+        if (r >= 0 && old && old->mode == entry.mode && git_oid_equal(&old->id, &entry.id))
+                s->edits[s->n_edits - 1].stat_only = true;
 finish:
         s->hash_usec += trace_now_usec() - t0;
         return r;
@@ -928,18 +954,6 @@ static int stage_noted(Stage *s, const char *noted) {
 
 /* ---- the stage ---- */
 
-static int index_file_stat(Ledger *l, struct stat *ret) {
-        const char *p = git_index_path(l->index);
-        if (!p)
-                return -ENOENT;
-        return stat(p, ret) < 0 ? -errno : 0;
-}
-
-static bool same_file_version(const struct stat *a, const struct stat *b) {
-        return a->st_ino == b->st_ino && a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
-               a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
 static int stage_apply(Stage *s) {
         /* Removals first: a file that became a directory (or the other way
          * round) must leave before what replaces it comes. */
@@ -958,6 +972,54 @@ static int stage_apply(Stage *s) {
         return 0;
 }
 
+static int edit_path_cmp(const void *a, const void *b) {
+        return strcmp(((const Edit *) a)->path, ((const Edit *) b)->path);
+}
+
+/* The new tree from the last one and the edits, writing only the trees on
+ * their paths (git_index_write_tree() would read every tree of the
+ * workspace back into the index's cache). -EXDEV: a file became a
+ * directory or the other way round, which git_tree_create_updated() does
+ * not do; the caller builds the tree from the index then. */
+static int stage_tree_update(Stage *s, const git_oid *last, git_oid *ret) {
+        _cleanup_(git_tree_freep) git_tree *baseline = NULL;
+        _cleanup_free_ git_tree_update *u = NULL;
+        size_t n = 0;
+
+        qsort(s->edits, s->n_edits, sizeof(Edit), edit_path_cmp);
+        for (size_t i = 0; i < s->n_edits; i++) {
+                const char *p = s->edits[i].path;
+                for (const char *slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
+                        _cleanup_free_ char *dir = strndup(p, (size_t) (slash - p));
+                        if (!dir)
+                                return -ENOMEM;
+                        Edit key = { .path = dir };
+                        if (bsearch(&key, s->edits, s->n_edits, sizeof(Edit), edit_path_cmp))
+                                return -EXDEV;
+                }
+        }
+
+        u = calloc(MAX(s->n_edits, (size_t) 1), sizeof(git_tree_update));
+        if (!u)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->n_edits; i++) {
+                const Edit *e = &s->edits[i];
+                if (e->stat_only)
+                        continue;
+                u[n++] = e->entry.mode == 0 ?
+                        (git_tree_update) { .action = GIT_TREE_UPDATE_REMOVE, .path = e->path } :
+                        (git_tree_update) { .action = GIT_TREE_UPDATE_UPSERT, .path = e->path, .id = e->entry.id,
+                                            .filemode = (git_filemode_t) e->entry.mode };
+        }
+        if (n == 0) {
+                *ret = *last;
+                return 0;
+        }
+        if (git_tree_lookup(&baseline, s->repo, last) < 0)
+                return -EXDEV;
+        return git_tree_create_updated(ret, s->repo, baseline, n, u) < 0 ? -EXDEV : 0;
+}
+
 int ledger_stage(Ledger *l, bool full, char **ret_error) {
         _cleanup_(git_odb_freep) git_odb *odb = NULL;
         struct stat ist = {};
@@ -971,13 +1033,20 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
                         return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
                 l->have_staged = false;
         }
-        /* Someone else (another Ledger on this task, by a reset) wrote the
-         * index: read it again, and trust nothing staged before. */
+        /* The index is written when the ledger is freed (it is a cache: a
+         * resume resets the workspace anyway). Someone else wrote it (a
+         * reset, by another Ledger of this task): read it again, and trust
+         * nothing staged before. */
+        bool loaded = false;
         ir = index_file_stat(l, &ist);
         if (ir < 0 || !l->have_index_st || !same_file_version(&ist, &l->index_st)) {
                 if (git_index_read(l->index, 1) < 0)
                         return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
                 l->have_staged = false;
+                l->index_dirty = false;
+                l->index_st = ist;
+                l->have_index_st = ir >= 0;
+                loaded = true;
         }
 
         bool need_scan = full || !l->track || !l->have_staged || l->dirty_all;
@@ -989,10 +1058,15 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
 
         Stage s = { .ledger = l, .repo = l->repo, .odb = odb, .index = l->index, .max = l->max_bytes, .error = ret_error };
         (void) clock_gettime(CLOCK_REALTIME_COARSE, &s.start);
-        s.racy = ir >= 0 ? ist.st_mtim : s.start;
-        /* What is staged from here on was looked at after start. */
-        if (ts_before(s.start.tv_sec, (uint32_t) s.start.tv_nsec, &s.racy))
-                s.racy = s.start;
+        /* Entries read from the file: git's rule (not older than the file:
+         * hashed again). Entries this Ledger recorded were smudged when
+         * they were racy. */
+        if (loaded) {
+                s.racy = ir >= 0 ? ist.st_mtim : s.start;
+                if (ts_before(s.start.tv_sec, (uint32_t) s.start.tv_nsec, &s.racy))
+                        s.racy = s.start;
+        } else
+                s.racy = (struct timespec) { .tv_sec = INT64_MAX };
 
         /* Taken over: what the stage itself notes (a file still moving) is
          * for the next one. */
@@ -1019,31 +1093,35 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
         TRACE_END(need_scan ? "scan" : "noted", t0);
         if (t0 != 0 && s.hashed > 0)
                 trace_add("hash", s.hash_usec);
-        if (r >= 0)
-                r = stage_apply(&s);
         if (r < 0) {
+                /* Nothing was applied: the index is as it was. */
                 stage_done(&s);
-                (void) git_index_read(l->index, 1);     /* Forget the half-staged state. */
                 ledger_stage_forget(l);
                 return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot scan the workspace: %s", strerror(-r));
         }
 
         git_oid tree;
-        if (git_index_write_tree(&tree, l->index) < 0) {
+        r = l->have_staged ? stage_tree_update(&s, &l->staged_tree, &tree) : -EXDEV;
+        if (r == -ENOMEM) {
                 stage_done(&s);
                 ledger_stage_forget(l);
-                return ledger_set_error(ret_error, -EIO, "Cannot record the workspace: %s", ledger_git_message());
+                return ledger_set_error(ret_error, r, "Out of memory.");
+        }
+        bool from_index = r < 0;
+        r = stage_apply(&s);
+        if (r >= 0 && s.n_edits > 0)
+                l->index_dirty = true;
+        if (r >= 0 && from_index && git_index_write_tree(&tree, l->index) < 0)
+                r = ledger_set_error(ret_error, -EIO, "Cannot record the workspace: %s", ledger_git_message());
+        stage_done(&s);
+        if (r < 0) {
+                /* Half applied: start again from the file. */
+                (void) git_index_read(l->index, 1);
+                l->index_dirty = false;
+                ledger_stage_forget(l);
+                return r;
         }
         TRACE_END("tree", t1);
-        uint64_t t2 = TRACE_BEGIN();
-        if ((s.n_edits > 0 || !l->have_index_st) && git_index_write(l->index) < 0) {
-                stage_done(&s);
-                ledger_stage_forget(l);
-                return ledger_set_error(ret_error, -EIO, "Cannot write the index: %s", ledger_git_message());
-        }
-        TRACE_END("index_write", t2);
-        stage_done(&s);
-        l->have_index_st = index_file_stat(l, &l->index_st) >= 0;
         l->staged_tree = tree;
         l->have_staged = true;
         return 0;

@@ -397,6 +397,16 @@ static void run_tests(bool ring) {
         free(s);
         file_changes_free(changes, n);
 
+        /* Trees made from the last tree and the edits are what git makes of
+         * the index: the index is written when the ledger goes. */
+        l = ledger_free(l);
+        s = capture(TIP "fsck --strict --no-dangling 2>&1 && " TIP "write-tree && " TIP "rev-parse 'agentfab/t^{tree}'");
+        char *nl = strchr(s, '\n');
+        if (nl)
+                *nl = '\0';
+        CHECK(nl && streq(s, nl + 1), "fsck clean, the index's tree is the tip's: %s", s);
+        free(s);
+
         free(error);
         ledger_set_stage_hook(NULL, NULL);
 }
