@@ -986,6 +986,10 @@ static int stage_tree_update(Stage *s, const git_oid *last, git_oid *ret) {
         _cleanup_free_ git_tree_update *u = NULL;
         size_t n = 0;
 
+        if (s->n_edits == 0) {
+                *ret = *last;
+                return 0;
+        }
         qsort(s->edits, s->n_edits, sizeof(Edit), edit_path_cmp);
         for (size_t i = 0; i < s->n_edits; i++) {
                 const char *p = s->edits[i].path;
