@@ -234,6 +234,224 @@ static int lines_update(Ledger *l, LedgerLines *fresh, size_t n_fresh) {
         return 0;
 }
 
+/* ---- the quick diff ---- */
+
+typedef struct QuickDelta {
+        char *path;
+        git_oid old_id, new_id;
+        uint32_t old_mode, new_mode;    /* 0: absent */
+} QuickDelta;
+
+typedef struct Quick {
+        git_repository *repo;
+        QuickDelta *d;
+        size_t n, allocated;
+        bool complex;           /* a case only libgit2's diff gets right */
+        bool added, deleted;
+} Quick;
+
+static void quick_done(Quick *q) {
+        for (size_t i = 0; i < q->n; i++)
+                free(q->d[i].path);
+        free(q->d);
+}
+
+static bool mode_is_file(uint32_t m) {
+        return m == GIT_FILEMODE_BLOB || m == GIT_FILEMODE_BLOB_EXECUTABLE || m == GIT_FILEMODE_LINK;
+}
+
+static int quick_add(Quick *q, const char *prefix, const char *name, const git_tree_entry *o, const git_tree_entry *n) {
+        if (q->n >= CHANGES_MAX)
+                return -E2BIG;
+        if (q->n >= q->allocated) {
+                size_t k = MAX(q->allocated * 2, (size_t) 16);
+                QuickDelta *t = realloc(q->d, k * sizeof(QuickDelta));
+                if (!t)
+                        return -ENOMEM;
+                q->d = t;
+                q->allocated = k;
+        }
+        QuickDelta *d = &q->d[q->n];
+        *d = (QuickDelta) {};
+        if (asprintf(&d->path, "%s%s", prefix, name) < 0)
+                return -ENOMEM;
+        if (o) {
+                d->old_id = *git_tree_entry_id(o);
+                d->old_mode = git_tree_entry_filemode(o);
+        }
+        if (n) {
+                d->new_id = *git_tree_entry_id(n);
+                d->new_mode = git_tree_entry_filemode(n);
+        }
+        q->n++;
+        return 0;
+}
+
+static int quick_tree(Quick *q, const git_oid *old_id, const git_oid *new_id, const char *prefix, unsigned depth);
+
+/* One side only: every file below is added or deleted. */
+static int quick_entry(Quick *q, const char *prefix, const git_tree_entry *o, const git_tree_entry *n, unsigned depth) {
+        const git_tree_entry *e = o ?: n;
+        uint32_t mode = git_tree_entry_filemode(e);
+
+        if (mode == GIT_FILEMODE_TREE) {
+                _cleanup_free_ char *dir = NULL;
+                if (asprintf(&dir, "%s%s/", prefix, git_tree_entry_name(e)) < 0)
+                        return -ENOMEM;
+                return quick_tree(q, o ? git_tree_entry_id(o) : NULL, n ? git_tree_entry_id(n) : NULL, dir, depth + 1);
+        }
+        if (!mode_is_file(mode)) {
+                q->complex = true;      /* A gitlink came or went. */
+                return 0;
+        }
+        if (o)
+                q->deleted = true;
+        else
+                q->added = true;
+        return quick_add(q, prefix, git_tree_entry_name(e), o, n);
+}
+
+/* Both trees side by side, entry by entry; subtrees both have alike are
+ * skipped whole, so this costs what changed, not what exists. */
+static int quick_tree(Quick *q, const git_oid *old_id, const git_oid *new_id, const char *prefix, unsigned depth) {
+        _cleanup_(git_tree_freep) git_tree *ot = NULL, *nt = NULL;
+        int r;
+
+        if (depth > 256)
+                return -ELOOP;
+        if ((old_id && git_tree_lookup(&ot, q->repo, old_id) < 0) || (new_id && git_tree_lookup(&nt, q->repo, new_id) < 0))
+                return -EBADMSG;
+
+        size_t on = ot ? git_tree_entrycount(ot) : 0, nn = nt ? git_tree_entrycount(nt) : 0;
+        for (size_t i = 0; i < on; i++) {
+                const git_tree_entry *o = git_tree_entry_byindex(ot, i);
+                const git_tree_entry *n = nt ? git_tree_entry_byname(nt, git_tree_entry_name(o)) : NULL;
+
+                if (!n) {
+                        r = quick_entry(q, prefix, o, NULL, depth);
+                } else if (git_oid_equal(git_tree_entry_id(o), git_tree_entry_id(n)) &&
+                           git_tree_entry_filemode(o) == git_tree_entry_filemode(n)) {
+                        continue;
+                } else if (git_tree_entry_filemode(o) == GIT_FILEMODE_TREE && git_tree_entry_filemode(n) == GIT_FILEMODE_TREE) {
+                        _cleanup_free_ char *dir = NULL;
+                        if (asprintf(&dir, "%s%s/", prefix, git_tree_entry_name(o)) < 0)
+                                return -ENOMEM;
+                        r = quick_tree(q, git_tree_entry_id(o), git_tree_entry_id(n), dir, depth + 1);
+                } else {
+                        uint32_t om = git_tree_entry_filemode(o), nm = git_tree_entry_filemode(n);
+                        /* Regular to regular (content or the executable bit):
+                         * a modification. Anything else (links, trees,
+                         * gitlinks changing kind) is libgit2's. */
+                        if (om == GIT_FILEMODE_LINK || nm == GIT_FILEMODE_LINK || !mode_is_file(om) || !mode_is_file(nm)) {
+                                q->complex = true;
+                                return 0;
+                        }
+                        r = quick_add(q, prefix, git_tree_entry_name(o), o, n);
+                }
+                if (r < 0)
+                        return r;
+                if (q->complex)
+                        return 0;
+        }
+        for (size_t i = 0; i < nn; i++) {
+                const git_tree_entry *n = git_tree_entry_byindex(nt, i);
+                if (ot && git_tree_entry_byname(ot, git_tree_entry_name(n)))
+                        continue;
+                r = quick_entry(q, prefix, NULL, n, depth);
+                if (r < 0)
+                        return r;
+                if (q->complex)
+                        return 0;
+        }
+        return 0;
+}
+
+static int quick_cmp(const void *a, const void *b) {
+        return strcmp(((const QuickDelta *) a)->path, ((const QuickDelta *) b)->path);
+}
+
+static int blob_or_null(git_repository *repo, const git_oid *id, uint32_t mode, git_blob **ret) {
+        *ret = NULL;
+        if (mode == 0)
+                return 0;
+        return git_blob_lookup(ret, repo, id) < 0 ? -EBADMSG : 0;
+}
+
+/* The change list without libgit2's diff, when no rename can be among it
+ * (nothing both added and deleted) and nothing changed kind: what most
+ * steps are. 0: *ret filled; 1: not such a case (ask libgit2). */
+static int changes_quick(Ledger *l, git_tree *tree, git_tree *staged, FileChange **ret, size_t *ret_n) {
+        _cleanup_free_ LedgerLines *fresh = NULL;
+        Quick q = { .repo = l->repo };
+        size_t n_fresh = 0;
+        int r;
+
+        r = quick_tree(&q, git_tree_id(tree), git_tree_id(staged), "", 0);
+        if (r < 0 || q.complex || (q.added && q.deleted)) {
+                quick_done(&q);
+                return r < 0 ? r : 1;
+        }
+        qsort(q.d, q.n, sizeof(QuickDelta), quick_cmp);
+
+        FileChange *c = calloc(MAX(q.n, (size_t) 1), sizeof(FileChange));
+        fresh = calloc(MAX(q.n, (size_t) 1), sizeof(LedgerLines));
+        if (!c || !fresh) {
+                free(c);
+                quick_done(&q);
+                return -ENOMEM;
+        }
+        l->lines_generation++;
+        for (size_t i = 0; i < q.n; i++) {
+                QuickDelta *d = &q.d[i];
+                size_t added = 0, removed = 0;
+
+                if (d->old_mode != 0 && d->new_mode != 0 && git_oid_equal(&d->old_id, &d->new_id))
+                        ;       /* The executable bit only. */
+                else {
+                        LedgerLines *known = lines_find(l, &d->old_id, &d->new_id);
+                        if (known) {
+                                known->used = l->lines_generation;
+                                added = known->added;
+                                removed = known->removed;
+                        } else {
+                                _cleanup_(git_blob_freep) git_blob *ob = NULL, *nb = NULL;
+                                _cleanup_(git_patch_freep) git_patch *p = NULL;
+                                r = blob_or_null(l->repo, &d->old_id, d->old_mode, &ob);
+                                if (r >= 0)
+                                        r = blob_or_null(l->repo, &d->new_id, d->new_mode, &nb);
+                                if (r < 0) {
+                                        file_changes_free(c, i);
+                                        quick_done(&q);
+                                        return r;
+                                }
+                                if (git_patch_from_blobs(&p, ob, d->path, nb, d->path, NULL) >= 0 && p)
+                                        (void) git_patch_line_stats(NULL, &added, &removed, p);
+                                fresh[n_fresh++] = (LedgerLines) {
+                                        .old_id = d->old_id, .new_id = d->new_id,
+                                        .added = (unsigned) MIN(added, (size_t) UINT_MAX),
+                                        .removed = (unsigned) MIN(removed, (size_t) UINT_MAX),
+                                        .used = l->lines_generation,
+                                };
+                        }
+                }
+                c[i] = (FileChange) {
+                        .path = TAKE_PTR(d->path),
+                        .status = d->old_mode == 0 ? 'A' : d->new_mode == 0 ? 'D' : 'M',
+                        .added = (unsigned) MIN(added, (size_t) UINT_MAX),
+                        .removed = (unsigned) MIN(removed, (size_t) UINT_MAX),
+                };
+        }
+        size_t n = q.n;
+        quick_done(&q);
+        if (lines_update(l, fresh, n_fresh) < 0) {
+                file_changes_free(c, n);
+                return -ENOMEM;
+        }
+        *ret = c;
+        *ret_n = n;
+        return 0;
+}
+
 /* From tree to what is staged: a tree-to-tree diff, which skips every
  * subtree both have alike, so it costs what changed, not what exists.
  * Line counts come from the previous calls where the blob pair is the
@@ -251,6 +469,11 @@ static int changes_staged(Ledger *l, git_tree *tree, FileChange **ret, size_t *r
 
         if (git_tree_lookup(&staged, l->repo, &l->staged_tree) < 0)
                 return -EBADMSG;
+        int r = changes_quick(l, tree, staged, ret, ret_n);
+        if (r <= 0) {
+                TRACE_END("changes", t0);
+                return r;
+        }
         o.flags = GIT_DIFF_INCLUDE_TYPECHANGE;
         o.ignore_submodules = GIT_SUBMODULE_IGNORE_ALL;
         if (git_diff_tree_to_tree(&diff, l->repo, tree, staged, &o) < 0)

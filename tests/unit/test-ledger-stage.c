@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fs-util.h"
+#include "ledger-internal.h"
 #include "ledger.h"
 #include "tap.h"
 
@@ -146,6 +147,31 @@ static int checkpoint(Ledger *l, char **ret_error) {
         return ledger_checkpoint(l, &c, commit, ret_error);
 }
 
+/* The change list since base equals the one libgit2's walk of the
+ * workspace gives (what every step used before the stat index). */
+static bool same_as_walk(Ledger *l) {
+        FileChange *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        bool same;
+
+        if (ledger_changes(l, NULL, &a, &na) < 0 || ledger_changes_walk(l, NULL, &b, &nb) < 0)
+                return false;
+        same = na == nb;
+        for (size_t i = 0; same && i < na; i++) {
+                size_t j;
+                for (j = 0; j < nb; j++)
+                        if (streq(a[i].path, b[j].path))
+                                break;
+                same = j < nb && a[i].status == b[j].status && a[i].added == b[j].added &&
+                       a[i].removed == b[j].removed && streq_ptr(a[i].old_path, b[j].old_path);
+                if (!same)
+                        printf("# differs: %c %s +%u -%u\n", a[i].status, a[i].path, a[i].added, a[i].removed);
+        }
+        file_changes_free(a, na);
+        file_changes_free(b, nb);
+        return same;
+}
+
 static bool has_change(const FileChange *c, size_t n, const char *path, char status) {
         for (size_t i = 0; i < n; i++)
                 if (streq(c[i].path, path) && c[i].status == status)
@@ -220,6 +246,7 @@ static void run_tests(bool ring) {
         s = at_tip("a.txt");
         CHECK(streq(s, "100644 blob ONE "), "the new content is in the commit: %s", s);
         free(s);
+        CHECK(same_as_walk(l), "changes since base as libgit2's walk has them (a modification)");
 
         /* An mtime in the future: every stage reads the file again until its
          * stat data is older than a stage. */
@@ -240,6 +267,7 @@ static void run_tests(bool ring) {
         s = at_tip("a.txt");
         CHECK(streq(s, "120000 blob d/f.txt "), "recorded as a link, not followed: %s", s);
         free(s);
+        CHECK(same_as_walk(l), "changes since base as libgit2's walk has them (a type change)");
         CHECK(run("cd task/workspace && rm b.txt && mkdir b.txt && echo inner > b.txt/x") == 0, "b.txt now a directory");
         CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
         s = at_tip("b.txt/x");
@@ -248,6 +276,7 @@ static void run_tests(bool ring) {
         s = capture(TIP "ls-tree agentfab/t b.txt | awk '{print $2}'");
         CHECK(streq(s, "tree"), "b.txt is a tree now: %s", s);
         free(s);
+        CHECK(same_as_walk(l), "changes since base as libgit2's walk has them (a file became a directory)");
         CHECK(run("cd task/workspace && rm l.txt && mkfifo l.txt") == 0, "l.txt now a FIFO");
         r = checkpoint(l, &error);
         CHECK(r == -EPERM && error && strstr(error, "l.txt"), "FIFO refused: %d %s", r, strempty(error));
@@ -274,6 +303,7 @@ static void run_tests(bool ring) {
         s = at_tip("d/f.txt");
         CHECK(streq(s, "100755 blob four "), "mode recorded: %s", s);
         free(s);
+        CHECK(same_as_walk(l), "changes since base as libgit2's walk has them (mode)");
         CHECK(run("chmod -x task/workspace/d/f.txt") == 0 && checkpoint(l, &error) == 1, "and back");
 
         /* Deleted, then recreated: with the same content in one step (nothing
@@ -284,6 +314,7 @@ static void run_tests(bool ring) {
         s = capture(TIP "ls-tree -r agentfab/t --name-only | grep -c f.txt");
         CHECK(streq(s, "0"), "gone from the tip");
         free(s);
+        CHECK(same_as_walk(l), "changes since base as libgit2's walk has them (a deletion)");
         CHECK(ws_write("d/f.txt", "four\n") == 0 && checkpoint(l, &error) == 1, "recreated: committed");
         s = at_tip("d/f.txt");
         CHECK(streq(s, "100644 blob four "), "back: %s", s);
@@ -368,6 +399,11 @@ static void run_tests(bool ring) {
         s = at_tip("new/deep/g.txt");
         CHECK(streq(s, "100644 blob x "), "recorded: %s", s);
         free(s);
+        CHECK(same_as_walk(l), "changes since base as libgit2's walk has them (new files)");
+        CHECK(run("cd task/workspace && mv new/deep/g.txt new/g2.txt && cp d/f.txt d/f2.txt && printf 'a\\nb\\nc\\nd\\n' >> d/f2.txt") == 0,
+              "a rename and a copy");
+        ledger_note_all(l);
+        CHECK(checkpoint(l, &error) == 1 && same_as_walk(l), "changes since base as libgit2's walk has them (rename)");
         s = capture(TIP "ls-tree -r agentfab/t --name-only | grep -c z.o");
         CHECK(streq(s, "0"), "ignored file stayed out");
         free(s);
