@@ -121,6 +121,52 @@ void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit, 
         task_event(t, "reset", caller, "commit", commit, "undone", undone, NULL, NULL);
 }
 
+void audit_task_amended(Task *t, uid_t caller, unsigned version, const char *old_goal, const char *old_acceptance) {
+        char version_s[16];
+        const char *changed = old_goal && old_acceptance ? "goal,acceptance" : old_goal ? "goal" : "acceptance";
+
+        snprintf(version_s, sizeof(version_s), "v%u", version);
+        /* Both texts as they are now, and what they replaced: "who changed
+         * what" is in the entry itself, not only in the state file. */
+        (void) sd_journal_send("MESSAGE=Task %s: requirement amended to %s by uid %u (%s).", t->id, version_s,
+                               (unsigned) caller, changed,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_AMENDED_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=amended",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_UID=%u", (unsigned) caller,
+                               "AGENTFAB_REQUIREMENT=%s", version_s,
+                               "AGENTFAB_CHANGED=%s", changed,
+                               "AGENTFAB_GOAL=%s", t->spec.goal,
+                               "AGENTFAB_ACCEPTANCE=%s", strempty(t->spec.acceptance),
+                               "AGENTFAB_OLD_GOAL=%s", old_goal ?: t->spec.goal,
+                               "AGENTFAB_OLD_ACCEPTANCE=%s", old_acceptance ?: strempty(t->spec.acceptance),
+                               NULL);
+        task_event(t, "amended", caller, "requirement", version_s, "changed", changed, "goal", t->spec.goal);
+}
+
+void audit_verified(Task *t, const char *commit, const char *tests, int exit_code, int count) {
+        char exit_s[16], count_s[16] = "";
+
+        snprintf(exit_s, sizeof(exit_s), "%i", exit_code);
+        if (count >= 0)
+                snprintf(count_s, sizeof(count_s), "%i", count);
+        (void) sd_journal_send("MESSAGE=Task %s: the tests %s on the final tree (exit status %i)%s%s.", t->id,
+                               streq(tests, "pass") ? "pass" : "fail", exit_code,
+                               commit ? ", recorded in commit " : ", not delivered", strempty(commit),
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_VERIFIED_STR,
+                               "PRIORITY=%i", streq(tests, "pass") ? LOG_INFO : LOG_WARNING,
+                               "AGENTFAB_EVENT=verified",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_COMMIT=%s", strempty(commit),
+                               "AGENTFAB_TESTS=%s", tests,
+                               "AGENTFAB_EXIT_STATUS=%s", exit_s,
+                               "AGENTFAB_TEST_COUNT=%s", count_s,
+                               "AGENTFAB_TEST_COMMAND=%s", strempty(t->spec.test_command),
+                               NULL);
+        task_event(t, "verified", UID_INVALID, "tests", tests, commit ? "commit" : NULL, commit, "exit_status", exit_s);
+}
+
 void audit_denied(const char *task_id, const char *action, uid_t caller) {
         (void) sd_journal_send("MESSAGE=Denied %s to uid %u on task %s.", action, (unsigned) caller, strempty(task_id),
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DENIED_STR,

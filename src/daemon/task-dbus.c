@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "agent-loop.h"
+#include "conversation.h"
 #include "summary.h"
 #include "task-ledger.h"
 #include "agentfab-bus.h"
@@ -10,6 +11,7 @@
 #include "log.h"
 #include "manager.h"
 #include "string-util.h"
+#include "task-store.h"
 
 #define COMMENT_MAX 4096
 
@@ -236,6 +238,213 @@ static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error
         return sd_bus_reply_method_return(message, "us", (uint32_t) r, commit);
 }
 
+/* Amend(a{sv} changes): a new goal and/or new acceptance criteria for a task
+ * that is not at work (task_state_may_amend()). The requirement's version
+ * goes up, the model is told what changed (a user message of its
+ * conversation, before its next call), the journal says who changed what,
+ * and every later commit carries Agentfab-Requirement: vN. A task that had
+ * finished must finish again against the new requirement. */
+typedef struct Amendment {
+        char *goal;            /* NULL: unchanged */
+        char *acceptance;      /* NULL: unchanged; "" clears */
+        bool has_goal, has_acceptance;
+} Amendment;
+
+static void amendment_done(Amendment *a) {
+        free(a->goal);
+        free(a->acceptance);
+}
+
+static int read_amendment(sd_bus_message *message, Amendment *a, sd_bus_error *error) {
+        unsigned n = 0;
+        int r;
+
+        r = sd_bus_message_enter_container(message, SD_BUS_TYPE_ARRAY, "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(message, SD_BUS_TYPE_DICT_ENTRY, "sv")) > 0) {
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                const char *key, *value;
+                TaskSpec check;
+
+                if (++n > 2)
+                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Too many changes: only 'goal' and 'acceptance'.");
+                r = sd_bus_message_read(message, "s", &key);
+                if (r < 0)
+                        return r;
+                if (!streq(key, "goal") && !streq(key, "acceptance"))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Unknown key '%s': only 'goal' and 'acceptance' can be amended.", key);
+                r = sd_bus_message_read(message, "v", "s", &value);
+                if (r < 0)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Key '%s' must be of type s.", key);
+                /* The same rules as at submission (length, control characters). */
+                task_spec_init(&check);
+                r = task_spec_set_string(&check, key, value, &e);
+                task_spec_done(&check);
+                if (r < 0)
+                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, e.message ?: "Invalid value.");
+                char **field = streq(key, "goal") ? &a->goal : &a->acceptance;
+                bool *has = streq(key, "goal") ? &a->has_goal : &a->has_acceptance;
+                if (*has)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Key '%s' given more than once.", key);
+                *has = true;
+                *field = strdup(value);
+                if (!*field)
+                        return -ENOMEM;
+                r = sd_bus_message_exit_container(message);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(message);
+        if (r < 0)
+                return r;
+
+        if (a->has_goal && a->goal[strspn(a->goal, " \t\n")] == '\0')
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "The goal cannot be empty.");
+        if (!a->has_goal && !a->has_acceptance)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Nothing to amend: give 'goal', 'acceptance' or both.");
+        return 0;
+}
+
+static int require_amendable(Task *t, sd_bus_error *error) {
+        if (t->broken)
+                return require_state(t, t->state, error);
+        if (!task_state_may_amend(t->state))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
+                                         "Task '%s' is %s: only a task that is paused, waits for approval or has failed "
+                                         "can be amended.", t->id, task_state_to_string(t->state));
+        return 0;
+}
+
+static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        _cleanup_(amendment_done) Amendment a = {};
+        _cleanup_free_ char *text = NULL, *old_goal = NULL, *old_acceptance = NULL;
+        Task *t = userdata;
+        TaskProgress *p = &t->progress;
+        uid_t uid;
+        int r;
+
+        r = read_amendment(message, &a, error);
+        if (r < 0)
+                return r;
+        r = require_amendable(t, error);
+        if (r < 0)
+                return r;
+        bool goal_changed = a.has_goal && !streq(a.goal, t->spec.goal);
+        bool acceptance_changed = a.has_acceptance && !streq(a.acceptance, strempty(t->spec.acceptance));
+        if (!goal_changed && !acceptance_changed)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "The amendment changes nothing: task '%s' has this requirement already.", t->id);
+
+        r = manager_verify_access(t->manager, message, t, "org.agentfab.manage", true, error);
+        if (r <= 0)
+                return r < 0 ? r : 1;
+        /* The answer may have taken a while: look again. */
+        r = require_amendable(t, error);
+        if (r < 0)
+                return r;
+        r = bus_message_get_caller(message, &uid);
+        if (r < 0)
+                return r;
+
+        unsigned version = task_requirement_version(t) + 1;
+        const char *goal = goal_changed ? a.goal : t->spec.goal;
+        const char *acceptance = acceptance_changed ? a.acceptance : strempty(t->spec.acceptance);
+        if (asprintf(&text, "A person (uid %u) amended the requirement of this task: it is now version v%u.\n\n"
+                     "# Goal%s\n%s\n\n# Acceptance criteria%s\n%s\n\n"
+                     "What you did so far stays. Check it against this requirement, change what it needs, and call "
+                     "finish when it is met (finish runs the tests again).",
+                     (unsigned) uid, version, goal_changed ? " (changed)" : " (unchanged)", goal,
+                     acceptance_changed ? " (changed)" : " (unchanged)",
+                     isempty(acceptance) ? "(none: the goal and the tests decide)" : acceptance) < 0)
+                return -ENOMEM;
+
+        /* Changed in memory, then persisted; put back if that fails. The
+         * message is appended first: unacknowledged, it is cut off later. */
+        unsigned old_messages = p->messages, old_requirement = p->requirement;
+        bool old_finished = p->finished;
+        old_goal = TAKE_PTR(t->spec.goal);
+        old_acceptance = TAKE_PTR(t->spec.acceptance);
+        t->spec.goal = strdup(goal);
+        t->spec.acceptance = isempty(acceptance) ? NULL : strdup(acceptance);
+        if (!t->spec.goal || (!isempty(acceptance) && !t->spec.acceptance))
+                r = -ENOMEM;
+        /* Without a conversation yet, the system prompt is made from the new
+         * requirement: nothing to tell. */
+        if (r >= 0 && p->messages > 0)
+                r = conversation_append_user(t, text);
+        if (r >= 0) {
+                p->requirement = version;
+                p->finished = false;
+                r = task_save(t);
+        }
+        if (r < 0) {
+                free(t->spec.goal);
+                free(t->spec.acceptance);
+                t->spec.goal = TAKE_PTR(old_goal);
+                t->spec.acceptance = TAKE_PTR(old_acceptance);
+                p->messages = old_messages;
+                p->requirement = old_requirement;
+                p->finished = old_finished;
+                return sd_bus_error_set_errnof(error, r, "Cannot amend task '%s': %m", t->id);
+        }
+
+        audit_task_amended(t, uid, version, goal_changed ? old_goal : NULL, acceptance_changed ? strempty(old_acceptance) : NULL);
+        task_bus_send_requirement(t);
+        return sd_bus_reply_method_return(message, "u", (uint32_t) version);
+}
+
+static int method_list_commits(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_json_ json_object *list = NULL;
+        Task *t = userdata;
+        int r;
+
+        /* Reading needs no more than seeing the task. */
+        if (t->broken)
+                return require_state(t, t->state, error);
+        r = task_ledger_commits(t, &list);
+        if (r == -ENOENT)
+                list = NULL;   /* no ledger yet: no commits */
+        else if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot read the branch of task '%s': %m", t->id);
+
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(sus)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+                json_object *c = json_object_array_get_idx(list, i);
+                const char *commit = NULL, *subject = NULL;
+                uint64_t step = 0;
+
+                if (json_get_string(c, "commit", &commit) < 0)
+                        continue;
+                (void) json_get_uint64(c, "step", &step);
+                (void) json_get_string(c, "subject", &subject);
+                r = sd_bus_message_append(reply, "(sus)", commit, (uint32_t) MIN(step, (uint64_t) UINT32_MAX),
+                                          strempty(subject));
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int property_get_requirement(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                    sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Task *t = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "u", (uint32_t) task_requirement_version(t));
+}
+
 static int method_get_summary(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         _cleanup_free_ char *text = NULL;
         Task *t = userdata;
@@ -306,11 +515,13 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("Id", "s", NULL, offsetof(Task, id), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Owner", "u", NULL, offsetof(Task, owner), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Repository", "s", property_get_string_ptr, offsetof(Task, spec.repository), SD_BUS_VTABLE_PROPERTY_CONST),
-        SD_BUS_PROPERTY("Goal", "s", property_get_string_ptr, offsetof(Task, spec.goal), SD_BUS_VTABLE_PROPERTY_CONST),
-        SD_BUS_PROPERTY("AcceptanceCriteria", "s", property_get_string_ptr, offsetof(Task, spec.acceptance), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Goal", "s", property_get_string_ptr, offsetof(Task, spec.goal), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("AcceptanceCriteria", "s", property_get_string_ptr, offsetof(Task, spec.acceptance), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("RequirementVersion", "u", property_get_requirement, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TestCommand", "s", property_get_string_ptr, offsetof(Task, spec.test_command), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Base", "s", property_get_base, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Model", "s", property_get_string_ptr, offsetof(Task, spec.model), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Reference", "s", property_get_string_ptr, offsetof(Task, spec.reference), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("PushURL", "s", property_get_string_ptr, offsetof(Task, spec.push_url), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Forge", "s", property_get_string_ptr, offsetof(Task, spec.forge), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("ForgeRepository", "s", property_get_string_ptr, offsetof(Task, spec.forge_repository), SD_BUS_VTABLE_PROPERTY_CONST),
@@ -338,6 +549,10 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("Resume", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ResetTo", SD_BUS_ARGS("s", commit), SD_BUS_RESULT("u", step, "s", commit),
                                 method_reset_to, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Amend", SD_BUS_ARGS("a{sv}", changes), SD_BUS_RESULT("u", requirement_version),
+                                method_amend, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListCommits", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(sus)", commits),
+                                method_list_commits, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetSummary", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", summary), method_get_summary, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Export", SD_BUS_ARGS("s", format), SD_BUS_RESULT("h", fd), method_export, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END
@@ -435,6 +650,10 @@ static void task_bus_emit(Task *t, char **properties) {
 
 void task_bus_send_changed(Task *t) {
         task_bus_emit(t, STRV_MAKE("State", "Reason", "UpdatedUSec", "Breaker", "PullRequest"));
+}
+
+void task_bus_send_requirement(Task *t) {
+        task_bus_emit(t, STRV_MAKE("Goal", "AcceptanceCriteria", "RequirementVersion"));
 }
 
 void task_bus_send_progress(Task *t) {

@@ -69,6 +69,16 @@ int task_ledger_checkpoints(Task *t, json_object **ret) {
         return ledger_checkpoints(l, ret);
 }
 
+int task_ledger_commits(Task *t, json_object **ret) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        int r;
+
+        r = task_ledger_open(t, &l);
+        if (r < 0)
+                return r;
+        return ledger_commits(l, TASK_LEDGER_COMMITS_MAX, ret);
+}
+
 int task_ledger_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 41], char ret_undone[static 41],
                    sd_bus_error *error) {
         _cleanup_(ledger_freep) Ledger *l = NULL;

@@ -19,6 +19,11 @@ int task_ledger_base_commit(Task *t, char ret[static 41]);
 /* Checkpoints as JSON [{step, commit, subject}], read from the ledger. */
 int task_ledger_checkpoints(Task *t, json_object **ret);
 
+/* Every commit on the task's branch, base..tip, as JSON [{commit, step
+ * (absent without an Agentfab-Step trailer), subject}]: for an audit. */
+#define TASK_LEDGER_COMMITS_MAX 100000U
+int task_ledger_commits(Task *t, json_object **ret);
+
 /* ResetTo() of a failed task: its workspace and branch go back to rev (a
  * checkpoint's commit id, maybe abbreviated, or "base"), its progress says
  * so and the model is told. Returns the checkpoint's step (0: base), the

@@ -50,6 +50,7 @@ void task_spec_done(TaskSpec *spec) {
         free(spec->base);
         free(spec->model);
         free(spec->replay);
+        free(spec->reference);
         free(spec->push_url);
         free(spec->forge);
         free(spec->forge_repository);
@@ -147,6 +148,22 @@ bool task_model_is_valid(const char *model) {
         return model[0] != '.' && model[0] != '-';
 }
 
+bool task_reference_is_valid(const char *reference) {
+        size_t l = strlen(reference);
+
+        /* SECURITY: it becomes a trailer line of every commit and a line of
+         * the pull request: one line, no spaces that could make it look
+         * like more than one value, nothing a terminal or parser would take
+         * for control. Bytes >= 0x80 are allowed (ids in other scripts) and
+         * made valid UTF-8 where it is written. */
+        if (l == 0 || l > TASK_REFERENCE_MAX || reference[0] == '-')
+                return false;
+        for (const unsigned char *c = (const unsigned char *) reference; *c; c++)
+                if (*c <= ' ' || *c == 127)
+                        return false;
+        return true;
+}
+
 /* Letters, digits, '_', '.', '/', '-': what a forge's branch names are made of. */
 static bool branch_chars_only(const char *s) {
         for (; *s; s++)
@@ -199,6 +216,11 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
                 field = &spec->replay, max = AGENTFAB_TASK_ID_LEN, multiline = false;
                 if (strlen(value) != AGENTFAB_TASK_ID_LEN || strspn(value, "0123456789abcdef") != AGENTFAB_TASK_ID_LEN)
                         return invalid(error, "Key 'replay' must be a task id (12 hexadecimal digits).", NULL);
+        } else if (streq(key, "reference")) {
+                field = &spec->reference, max = TASK_REFERENCE_MAX, multiline = false;
+                if (!task_reference_is_valid(value))
+                        return invalid(error, "Key 'reference' must be a ticket id or URL: 1 to 256 printable characters, "
+                                       "no spaces or control characters, not beginning with '-'.", NULL);
         } else if (streq(key, "push_url")) {
                 field = &spec->push_url, max = TASK_PUSH_URL_MAX, multiline = false;
                 /* Syntax only here: whether file:// is allowed is the
@@ -392,7 +414,7 @@ static int read_limits(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error) {
 
 static bool key_is_string(const char *key) {
         static const char *const keys[] = { "repository", "goal", "acceptance", "test_command", "base", "model", "replay",
-                                            "push_url", "forge", "forge_repository", "pull_request_base", "environment" };
+                                            "reference", "push_url", "forge", "forge_repository", "pull_request_base", "environment" };
 
         for (size_t i = 0; i < ELEMENTSOF(keys); i++)
                 if (streq(keys[i], key))

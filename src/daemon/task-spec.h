@@ -33,6 +33,7 @@ typedef enum TaskLimit {
 #define TASK_PUSH_URL_MAX     2048
 #define TASK_FORGE_MAX        64
 #define TASK_FORGE_REPOSITORY_MAX 201
+#define TASK_REFERENCE_MAX    256
 #define TASK_PULL_REQUEST_BASE_DEFAULT "main"
 #define TASK_EXTRA_LIMITS_MAX 16
 #define TASK_LIMIT_NAME_MAX   64
@@ -45,6 +46,9 @@ typedef struct TaskSpec {
         char *base;
         char *model;
         char *replay;        /* id of a finished task whose model exchanges are played back */
+        /* The requirement's ticket id or URL (PROJ-123, https://...): an
+         * Agentfab-Ref: trailer on every commit, and in the summary. */
+        char *reference;
 
         /* Delivery to a forge (agent-loop.c, agent_deliver()): the branch is
          * pushed to push_url, then a pull request is opened on the [Forge]
@@ -91,3 +95,6 @@ bool task_base_is_valid(const char *base);
  * password in it; a user name for ssh only). */
 bool task_repository_url_is_valid(const char *url);
 bool task_model_is_valid(const char *model);
+/* A ticket id or URL: 1 to TASK_REFERENCE_MAX bytes of printable characters
+ * (UTF-8 allowed), no whitespace, not beginning with '-'. */
+bool task_reference_is_valid(const char *reference);

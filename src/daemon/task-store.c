@@ -43,7 +43,9 @@ static json_object *progress_to_json(const TaskProgress *p) {
             json_add_string(j, "summary", p->summary) < 0 ||
             json_object_object_add(j, "pushed", json_object_new_boolean(p->pushed)) < 0 ||
             json_add_string(j, "pull_request", p->pull_request) < 0 ||
-            json_add_string(j, "environment_identity", p->environment_identity) < 0)
+            json_add_string(j, "environment_identity", p->environment_identity) < 0 ||
+            json_add_uint64(j, "requirement", p->requirement) < 0 ||
+            json_object_object_add(j, "verified", json_object_new_boolean(p->verified)) < 0)
                 return NULL;
         return TAKE_PTR(j);
 }
@@ -113,6 +115,7 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
         U("malformed", 1000000, p->malformed);
         U("test_failures", 1000000, p->test_failures);
         U("test_signature", UINT64_MAX, p->test_signature);
+        U("requirement", 1000000, p->requirement);
 #undef U
         if (json_object_object_get_ex(j, "baseline_passed", &v)) {
                 if (json_get_uint64(j, "baseline_passed", &u) < 0 || u > INT32_MAX)
@@ -127,6 +130,7 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
         p->baseline_done = progress_bool(j, "baseline_done");
         p->finished = progress_bool(j, "finished");
         p->pushed = progress_bool(j, "pushed");
+        p->verified = progress_bool(j, "verified");
 
         if ((r = progress_string(j, "checkpoint", 40, &p->checkpoint)) < 0 ||
             (r = progress_string(j, "head", 40, &p->head)) < 0 ||
@@ -166,6 +170,7 @@ json_object *task_to_json(const Task *t) {
             json_add_string(spec, "base", t->spec.base) < 0 ||
             json_add_string(spec, "model", t->spec.model) < 0 ||
             json_add_string(spec, "replay", t->spec.replay) < 0 ||
+            json_add_string(spec, "reference", t->spec.reference) < 0 ||
             json_add_string(spec, "push_url", t->spec.push_url) < 0 ||
             json_add_string(spec, "forge", t->spec.forge) < 0 ||
             json_add_string(spec, "forge_repository", t->spec.forge_repository) < 0 ||

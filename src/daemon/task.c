@@ -127,3 +127,7 @@ int task_set_state(Task *t, TaskState state, const char *reason, uid_t caller, s
                 manager_task_state_changed(t->manager, t, old_state, caller);
         return 0;
 }
+
+unsigned task_requirement_version(const Task *t) {
+        return MAX(t->progress.requirement, 1u);
+}

@@ -46,6 +46,8 @@ typedef struct TaskProgress {
         bool pushed;               /* delivery pushed the branch to spec.push_url */
         char *environment_identity; /* "NAME (os-release; digest)": where the branch was built */
         char *pull_request;        /* the forge's URL of the pull request delivery opened */
+        unsigned requirement;      /* version of goal + acceptance criteria, raised by Amend(); 0 means 1 */
+        bool verified;             /* delivery's own test run is recorded on the branch (delivery.c) */
 } TaskProgress;
 
 /* A task record and its state machine. No D-Bus here: task-dbus.c exposes
@@ -84,6 +86,10 @@ int task_id_generate(char ret[static AGENTFAB_TASK_ID_LEN + 1]);
  * announced, and restores the old state in memory if persisting fails.
  * caller is the uid whose request caused it, or UID_INVALID. */
 int task_set_state(Task *t, TaskState state, const char *reason, uid_t caller, sd_bus_error *error);
+
+/* The version of the task's requirement (goal and acceptance criteria):
+ * 1 as submitted, raised by each Amend(). */
+unsigned task_requirement_version(const Task *t);
 
 /* The task's D-Bus object path; freed by the caller. */
 char *task_object_path(const Task *t);

@@ -139,3 +139,7 @@ void ledger_stage_free(Ledger *l);
 
 /* ledger_changes() by libgit2's walk of the workspace, for comparison. */
 int ledger_changes_walk(Ledger *l, const char *from, FileChange **ret, size_t *ret_n);
+/* The message of a checkpoint: subject, body, trailers (see Checkpoint). */
+int ledger_build_message(const Checkpoint *c, char **ret);
+/* "agentfab <agentfab@HOSTNAME>", now. */
+int ledger_make_signature(git_signature **ret);

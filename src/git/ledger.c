@@ -1532,9 +1532,9 @@ static char *body_sanitize(const char *body) {
         return t;
 }
 
-static int build_message(const Checkpoint *c, char **ret) {
+int ledger_build_message(const Checkpoint *c, char **ret) {
         _cleanup_free_ char *msg = NULL, *subject = NULL, *body = NULL, *task = NULL, *model = NULL,
-                *test_command = NULL, *user = NULL;
+                *test_command = NULL, *user = NULL, *reference = NULL;
         const char *tests = c->tests ?: "not-run";
         size_t n = 0;
         int r;
@@ -1545,7 +1545,8 @@ static int build_message(const Checkpoint *c, char **ret) {
         test_command = ledger_one_line(c->test_command, LEDGER_TRAILER_VALUE_MAX);
         user = ledger_one_line(c->user_name ?: "unknown", LEDGER_TRAILER_VALUE_MAX);
         body = c->body ? body_sanitize(c->body) : strdup("");
-        if (!subject || !task || !model || !test_command || !user || !body)
+        reference = c->reference ? ledger_one_line(c->reference, LEDGER_TRAILER_VALUE_MAX) : NULL;
+        if (!subject || !task || !model || !test_command || !user || !body || (c->reference && !reference))
                 return -ENOMEM;
         if (isempty(subject) && free_and_strdup(&subject, "Checkpoint") < 0)
                 return -ENOMEM;
@@ -1555,6 +1556,10 @@ static int build_message(const Checkpoint *c, char **ret) {
                 r = append(&msg, &n, "%s\n\n", body);
         if (r >= 0)
                 r = append(&msg, &n, "Agentfab-Task: %s\nAgentfab-Step: %u\nAgentfab-Model: %s\n", task, c->step, model);
+        if (r >= 0 && !isempty(reference))
+                r = append(&msg, &n, "Agentfab-Ref: %s\n", reference);
+        if (r >= 0 && c->requirement > 0)
+                r = append(&msg, &n, "Agentfab-Requirement: v%u\n", c->requirement);
         size_t k = 0;
         for (char **i = c->commands; r >= 0 && i && *i && k < LEDGER_COMMANDS_MAX; i++, k++) {
                 _cleanup_free_ char *cmd = ledger_one_line(*i, LEDGER_TRAILER_VALUE_MAX);
@@ -1563,12 +1568,30 @@ static int build_message(const Checkpoint *c, char **ret) {
         if (r >= 0) {
                 if (streq(tests, "not-run"))
                         r = append(&msg, &n, "Agentfab-Tests: not-run\n");
+                else if (c->have_test_count)
+                        r = append(&msg, &n, "Agentfab-Tests: %s (%s, exit %i, %u test%s)\n", tests, test_command,
+                                   c->test_exit, c->test_count, c->test_count == 1 ? "" : "s");
                 else
                         r = append(&msg, &n, "Agentfab-Tests: %s (%s, exit %i)\n", tests, test_command, c->test_exit);
         }
         if (r >= 0 && c->environment) {
                 _cleanup_free_ char *environment = ledger_one_line(c->environment, LEDGER_TRAILER_VALUE_MAX);
                 r = environment ? append(&msg, &n, "Agentfab-Environment: %s\n", environment) : -ENOMEM;
+        }
+        k = 0;
+        for (char **i = c->trailers; r >= 0 && i && *i; i++, k++) {
+                _cleanup_free_ char *line = ledger_one_line(*i, LEDGER_TRAILER_VALUE_MAX + 64);
+                const char *colon;
+
+                if (!line)
+                        return -ENOMEM;
+                /* Only our own keys, so that nothing passes for another
+                 * trailer git or a forge knows (Signed-off-by:, Co-authored-by:). */
+                colon = strstr(line, ": ");
+                if (k >= LEDGER_TRAILERS_MAX || !strneq(line, "Agentfab-", 9) || !colon || colon == line + 9 ||
+                    strspn(line + 9, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-") != (size_t) (colon - line - 9))
+                        return -EINVAL;
+                r = append(&msg, &n, "%s\n", line);
         }
         if (r >= 0)
                 r = append(&msg, &n, "Agentfab-Submitter: %s (uid %u)\n", user, (unsigned) c->uid);
@@ -1578,7 +1601,7 @@ static int build_message(const Checkpoint *c, char **ret) {
         return 0;
 }
 
-static int make_signature(git_signature **ret) {
+int ledger_make_signature(git_signature **ret) {
         char host[HOST_NAME_MAX + 1] = "localhost";
         char email[HOST_NAME_MAX + 32];
 
@@ -1654,10 +1677,10 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
         if (git_oid_equal(&tree_id, git_commit_tree_id(parent)))
                 return 0;
 
-        r = build_message(c, &msg);
+        r = ledger_build_message(c, &msg);
         if (r < 0)
                 return ledger_set_error(ret_error, r, "Cannot build the commit message: %s", strerror(-r));
-        r = make_signature(&sig);
+        r = ledger_make_signature(&sig);
         if (r < 0)
                 return ledger_set_error(ret_error, r, "Cannot make a signature: %s", ledger_git_message());
         if (git_tree_lookup(&tree, l->repo, &tree_id) < 0)

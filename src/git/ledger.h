@@ -119,6 +119,18 @@ typedef struct Checkpoint {
         uid_t uid;
         const char *user_name;
         const char *environment;    /* "NAME (system; identity)", an Agentfab-Environment: trailer; NULL none */
+        /* The requirement the work answers: Agentfab-Ref: (a ticket id or
+         * URL; NULL: none) and Agentfab-Requirement: vN (0: none). */
+        const char *reference;
+        unsigned requirement;
+        /* How many tests the runner said it ran, for Agentfab-Tests:
+         * "pass (CMD, exit 0, N tests)"; not said without have_test_count. */
+        bool have_test_count;
+        unsigned test_count;
+        /* Further trailers, "Agentfab-Key: value" each, written after
+         * Agentfab-Tests: in this order (the review stage's result). Lines
+         * of another shape are refused (-EINVAL). */
+        char **trailers;
 } Checkpoint;
 
 /* Bounds on what goes into a commit message. */
@@ -126,6 +138,7 @@ typedef struct Checkpoint {
 #define LEDGER_BODY_MAX (64U * 1024U)
 #define LEDGER_TRAILER_VALUE_MAX 256U
 #define LEDGER_COMMANDS_MAX 64U
+#define LEDGER_TRAILERS_MAX 32U
 
 /* Commits the whole workspace on the branch (additions, modifications,
  * deletions; symlinks as symlinks, never followed; .gitignore'd files that
@@ -172,6 +185,15 @@ void ledger_set_stage_hook(LedgerStageHook hook, void *userdata);
  * or with one statx() call after the other. */
 void ledger_set_io_uring(bool b);
 
+/* Records c on the branch as a commit of the tip's own tree, whatever the
+ * workspace holds: evidence about the tree that is there (the final test
+ * run at delivery), never a change. Submodules are not touched. Returns
+ * the commit id. Same message rules as ledger_checkpoint(). */
+int ledger_record(Ledger *l, const Checkpoint *c, char ret_commit[static 41], char **ret_error);
+/* Every commit of base..tip, oldest first:
+ * [{"commit":"hex","step":N (absent without an Agentfab-Step trailer),"subject":"..."}]:
+ * what an audit compares with the journal. At most max commits (-E2BIG). */
+int ledger_commits(Ledger *l, size_t max, json_object **ret);
 /* Resets the workspace and the branch to commit (full hex), which must be
  * base or between base and the tip (-ENXIO otherwise). Untracked and
  * ignored files go too, also inside the directories of gitlinks that were

@@ -56,3 +56,7 @@ bool task_state_transition_allowed(TaskState from, TaskState to) {
                 return false;
         return allowed[from] & (1u << to);
 }
+
+bool task_state_may_amend(TaskState s) {
+        return s == TASK_AWAITING_APPROVAL || s == TASK_FAILED;
+}

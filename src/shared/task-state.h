@@ -26,5 +26,10 @@ bool task_state_is_final(TaskState s);
 /* The daemon is doing work for the task: it must not exit while one is in this state. */
 bool task_state_is_active(TaskState s);
 
+/* A person may amend the task's requirement (goal, acceptance criteria) in
+ * this state: no step is in flight, and the model hears of the change
+ * before its next call. */
+bool task_state_may_amend(TaskState s);
+
 /* The state machine: the only transitions the daemon will make. */
 bool task_state_transition_allowed(TaskState from, TaskState to);
