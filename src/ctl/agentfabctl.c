@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "agentfab-bus.h"
+#include "audit-verify.h"
 #include "json-util.h"
 #include "ledger.h"
 #include "log.h"
@@ -52,6 +53,8 @@ static const char *arg_forge_repository = NULL;
 static const char *arg_pr_base = NULL;
 static bool arg_submodules = false;
 static const char *arg_environment = NULL;
+static const char *arg_ref = NULL;
+static bool arg_verify = false;
 static char **arg_limits = NULL;
 
 static pid_t agent_pid = 0;
@@ -69,7 +72,10 @@ static void help(void) {
                "  reject ID [--comment=TEXT]  Reject the paused step of a task\n"
                "  resume ID                    Resume a failed task from its last checkpoint\n"
                "  reset ID COMMIT|base         Reset a failed task to one of its checkpoints\n"
-               "  audit ID                     Show the task's audit entries from the journal\n"
+               "  amend ID [--goal=TEXT] [--acceptance=TEXT]\n"
+               "                               Revise the requirement of a task that is not at work\n"
+               "  audit ID [--verify]          Show the task's audit entries from the journal, or\n"
+               "                               check them against the task's branch\n"
                "  watch ID                     Follow the task's state changes\n"
                "  logs ID [-f]                 Show (and follow) the task's command output\n"
                "  summary ID                   Show the summary of a delivered task\n"
@@ -91,12 +97,14 @@ static void help(void) {
                "  -f --follow                  With logs: keep following\n"
                "     --comment=TEXT            With approve and reject: the approver's words\n"
                "     --format=FORMAT           With export: mbox, bundle or diff\n"
+               "     --verify                  With audit: report every gap between journal and branch\n"
                "\nSubmit options:\n"
                "     --repo=PATH               Local git repository\n"
                "     --goal=TEXT               What the task should achieve\n"
                "     --acceptance=TEXT         Acceptance criteria\n"
                "     --test=CMD                Test command that judges the result\n"
                "     --base=REF                Commit to start from (default: HEAD)\n"
+               "     --ref=TICKET              The requirement's ticket id or URL (Agentfab-Ref:)\n"
                "     --submodules              Fetch the submodules of base too\n"
                "     --environment=NAME        Build and test in this environment (see environments)\n"
                "     --model=PROFILE           Model profile\n"
@@ -250,8 +258,8 @@ static int get_task_path(sd_bus *bus, const char *id, char **ret_path) {
 typedef struct TaskInfo {
         const char *id, *state, *reason, *repository, *goal, *acceptance, *test_command, *base, *model, *branch;
         const char *plan, *head, *breaker, *push_url, *forge, *forge_repository, *pull_request_base, *pull_request;
-        const char *environment, *environment_identity;
-        uint32_t owner, step;
+        const char *environment, *environment_identity, *reference;
+        uint32_t owner, step, requirement;
         uint64_t created, updated, tokens, commands;
 } TaskInfo;
 
@@ -294,6 +302,7 @@ static int read_task_properties(sd_bus_message *reply, TaskInfo *info) {
                 else if (streq(name, "PullRequest")) s = &info->pull_request;
                 else if (streq(name, "Environment")) s = &info->environment;
                 else if (streq(name, "EnvironmentIdentity")) s = &info->environment_identity;
+                else if (streq(name, "Reference")) s = &info->reference;
 
                 if (s && streq(contents, "s"))
                         r = sd_bus_message_read(reply, "v", "s", s);
@@ -303,6 +312,8 @@ static int read_task_properties(sd_bus_message *reply, TaskInfo *info) {
                         r = sd_bus_message_read(reply, "v", "t", &info->created);
                 else if (streq(name, "UpdatedUSec") && streq(contents, "t"))
                         r = sd_bus_message_read(reply, "v", "t", &info->updated);
+                else if (streq(name, "RequirementVersion") && streq(contents, "u"))
+                        r = sd_bus_message_read(reply, "v", "u", &info->requirement);
                 else if (streq(name, "Step") && streq(contents, "u"))
                         r = sd_bus_message_read(reply, "v", "u", &info->step);
                 else if (streq(name, "TokensUsed") && streq(contents, "t"))
@@ -356,6 +367,8 @@ static json_object *task_info_to_json(const TaskInfo *i) {
         (void) json_add_string(j, "repository", i->repository);
         (void) json_add_string(j, "goal", i->goal);
         (void) json_add_string(j, "acceptance", i->acceptance);
+        (void) json_add_string(j, "reference", isempty(i->reference) ? NULL : i->reference);
+        (void) json_add_uint64(j, "requirement_version", i->requirement);
         (void) json_add_string(j, "test_command", i->test_command);
         (void) json_add_string(j, "base", i->base);
         (void) json_add_string(j, "model", i->model);
@@ -412,6 +425,8 @@ static int submit_message_new(sd_bus *bus, const char *repo, int repo_fd, sd_bus
                 r = append_string_entry(m, "model", arg_model);
         if (r >= 0)
                 r = append_string_entry(m, "replay", arg_replay);
+        if (r >= 0)
+                r = append_string_entry(m, "reference", arg_ref);
         if (r >= 0)
                 r = append_string_entry(m, "push_url", arg_push_url);
         if (r >= 0)
@@ -790,6 +805,10 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
                info.owner, strempty(info.repository), strempty(info.base), strempty(info.branch), strempty(info.goal));
         if (!isempty(info.acceptance))
                 printf("   Acceptance: %s\n", info.acceptance);
+        if (info.requirement > 1)
+                printf("  Requirement: v%u (amended)\n", info.requirement);
+        if (!isempty(info.reference))
+                printf("    Reference: %s\n", info.reference);
         printf("         Test: %s\n"
                "        Model: %s\n"
                "      Created: %s\n"
@@ -1031,6 +1050,50 @@ static int verb_resume(sd_bus *bus, int argc, char *argv[]) {
         return call_task_method(bus, argv[1], "Resume", "resume task", false);
 }
 
+static int verb_amend(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_free_ char *path = NULL;
+        uint32_t version;
+        int r;
+
+        (void) argc;
+        if (!arg_goal && !arg_acceptance) {
+                fprintf(stderr, "amend needs --goal=TEXT, --acceptance=TEXT or both.\n");
+                return EXIT_USAGE;
+        }
+        agent_open();
+        r = get_task_path(bus, argv[1], &path);
+        if (r < 0)
+                return -r;
+        r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "Amend");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
+        if (r >= 0)
+                r = append_string_entry(m, "goal", arg_goal);
+        if (r >= 0)
+                r = append_string_entry(m, "acceptance", arg_acceptance);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r < 0) {
+                fprintf(stderr, "Failed to build request: %s\n", strerror(-r));
+                return EXIT_FAIL;
+        }
+        r = sd_bus_call(bus, m, arg_ask_password ? INTERACTIVE_CALL_TIMEOUT_USEC : 0, &error, &reply);
+        if (r < 0)
+                return fail_bus("amend task", &error, r);
+        r = sd_bus_message_read(reply, "u", &version);
+        if (r < 0)
+                return EXIT_FAIL;
+        if (arg_json) {
+                _cleanup_json_ json_object *j = json_object_new_object();
+                (void) json_add_uint64(j, "requirement_version", version);
+                printf("%s\n", json_to_line(j));
+        } else
+                printf("Task %s: the requirement is now v%u; the model hears of it before its next step.\n", argv[1], version);
+        return EXIT_OK;
+}
+
 static int verb_reset(sd_bus *bus, int argc, char *argv[]) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -1089,6 +1152,19 @@ static int verb_audit(sd_bus *bus, int argc, char *argv[]) {
         if (!id_looks_valid(argv[1])) {
                 fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
                 return EXIT_USAGE;
+        }
+
+        if (arg_verify) {
+                _cleanup_(sd_bus_flush_close_unrefp) sd_bus *b = NULL;
+                _cleanup_free_ char *path = NULL;
+
+                if (connect_bus(&b) < 0)
+                        return EXIT_FAIL;
+                r = get_task_path(b, argv[1], &path);
+                if (r < 0)
+                        return -r;
+                r = audit_verify(b, argv[1], path, arg_json);
+                return r < 0 ? (r == -ENOENT ? EXIT_NO_TASK : EXIT_FAIL) : r > 0 ? EXIT_FAIL : EXIT_OK;
         }
 
         r = sd_journal_open(&j, SD_JOURNAL_LOCAL_ONLY | SD_JOURNAL_SYSTEM);
@@ -1350,6 +1426,7 @@ static const Verb verbs[] = {
         { "reject",  1, true,  verb_reject  },
         { "resume",  1, true,  verb_resume  },
         { "reset",   2, true,  verb_reset   },
+        { "amend",   1, true,  verb_amend   },
         { "audit",   1, false, verb_audit   },
         { "watch",   1, false, verb_watch   },
         { "logs",    1, false, verb_logs    },
@@ -1366,7 +1443,7 @@ static int parse_argv(int argc, char *argv[]) {
         enum {
                 ARG_VERSION = 0x100, ARG_JSON, ARG_NO_ASK_PASSWORD, ARG_SYSTEM, ARG_SESSION, ARG_BUS_ADDRESS,
                 ARG_SOCKET, ARG_REPO, ARG_GOAL, ARG_ACCEPTANCE, ARG_TEST, ARG_BASE, ARG_MODEL, ARG_COMMENT, ARG_LIMIT, ARG_FORMAT,
-                ARG_PUSH_URL, ARG_FORGE, ARG_FORGE_REPOSITORY, ARG_PR_BASE, ARG_SUBMODULES, ARG_ENVIRONMENT,
+                ARG_PUSH_URL, ARG_FORGE, ARG_FORGE_REPOSITORY, ARG_PR_BASE, ARG_SUBMODULES, ARG_ENVIRONMENT, ARG_REF, ARG_VERIFY,
         };
         static const struct option options[] = {
                 { "help",            no_argument,       NULL, 'h'                 },
@@ -1394,6 +1471,8 @@ static int parse_argv(int argc, char *argv[]) {
                 { "pr-base",         required_argument, NULL, ARG_PR_BASE         },
                 { "submodules",      no_argument,       NULL, ARG_SUBMODULES      },
                 { "environment",     required_argument, NULL, ARG_ENVIRONMENT     },
+                { "ref",             required_argument, NULL, ARG_REF             },
+                { "verify",          no_argument,       NULL, ARG_VERIFY          },
                 {}
         };
         int c;
@@ -1423,6 +1502,8 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_PR_BASE: arg_pr_base = optarg; break;
                 case ARG_SUBMODULES: arg_submodules = true; break;
                 case ARG_ENVIRONMENT: arg_environment = optarg; break;
+                case ARG_REF: arg_ref = optarg; break;
+                case ARG_VERIFY: arg_verify = true; break;
                 case ARG_LIMIT:
                         if (strv_extend(&arg_limits, optarg) < 0)
                                 return -ENOMEM;

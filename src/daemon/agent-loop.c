@@ -305,14 +305,14 @@ static uint64_t agent_wall_budget_usec(AgentRun *run) {
                 t->progress.extra_wall_usec;
 }
 
-static uint64_t agent_command_timeout_usec(AgentRun *run) {
+uint64_t agent_command_timeout_usec(AgentRun *run) {
         Task *t = run->task;
 
         return t->spec.limits[TASK_LIMIT_COMMAND_TIMEOUT_SEC] != TASK_LIMIT_UNSET ?
                 t->spec.limits[TASK_LIMIT_COMMAND_TIMEOUT_SEC] * USEC_PER_SEC : run->manager->config.command_timeout_usec;
 }
 
-static int agent_open_sandbox(AgentRun *run) {
+int agent_open_sandbox(AgentRun *run) {
         _cleanup_free_ char *error = NULL;
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_close_ int cache_fd = -EBADF;
@@ -695,6 +695,8 @@ static void agent_end_step(AgentRun *run) {
                 .uid = t->owner,
                 .environment = t->progress.environment_identity,
                 .user_name = pw ? pw->pw_name : NULL,
+                .reference = t->spec.reference,
+                .requirement = task_requirement_version(t),
         };
         r = ledger_checkpoint(run->ledger, &cp, commit, &error);
         if (r < 0)

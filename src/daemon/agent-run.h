@@ -27,6 +27,7 @@ typedef enum AgentPhase {
         PHASE_BASELINE,            /* the test command before any change */
         PHASE_MODEL,               /* a model call in flight */
         PHASE_TOOL,                /* a command of a tool call in flight */
+        PHASE_VERIFY,              /* delivery's own run of the test command on the final tree */
         PHASE_DELIVER,             /* the push and the pull request, in a worker thread */
 } AgentPhase;
 
@@ -83,6 +84,12 @@ int agent_save(AgentRun *run);
 
 /* Moves the task to state; a state that is not active stops the run. */
 void agent_set_state(AgentRun *run, TaskState state, const char *reason);
+
+/* Opens the task's sandbox unless it is open (the task fails if it cannot). */
+int agent_open_sandbox(AgentRun *run);
+
+/* The timeout of one command of the task. */
+uint64_t agent_command_timeout_usec(AgentRun *run);
 
 /* The task fails with the reason given. */
 void agent_fail(AgentRun *run, const char *fmt, ...) _printf_(2, 3);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "agent-run.h"
 #include "audit.h"
@@ -8,6 +10,8 @@
 #include "forge.h"
 #include "fs-util.h"
 #include "log.h"
+#include "breakers.h"
+#include "stream.h"
 #include "string-util.h"
 #include "summary.h"
 #include "task-store.h"
@@ -261,31 +265,42 @@ static int agent_deliver_forge(AgentRun *run, const char *head, const char *diff
         return 1;
 }
 
-void delivery_start(AgentRun *run) {
-        _cleanup_free_ char *error = NULL, *diffstat = NULL, *problem = NULL;
-        Task *t = run->task;
-        char commit[41] = "", head[41] = "";
-        int r;
+int delivery_extra_trailers(AgentRun *run, char ***ret) {
+        (void) run;
+        /* The review stage adds its result here ("Agentfab-Reviewed-By:
+         * PROFILE/MODEL", ...). Nothing yet. */
+        *ret = NULL;
+        return 0;
+}
 
-        /* Anything left uncommitted is committed as a last step. */
-        Checkpoint cp = {
+/* What the tip records for the tests: the whole line after "Agentfab-Tests: ". */
+static Checkpoint delivery_checkpoint(AgentRun *run, unsigned step, const char *subject) {
+        Task *t = run->task;
+        struct passwd *pw = getpwuid(t->owner);
+
+        return (Checkpoint) {
                 .task_id = t->id,
-                .step = t->progress.step + 1,
-                .subject = "Final state of the workspace",
+                .step = step,
+                .subject = subject,
                 .model = run->model_name,
-                .tests = t->progress.last_tests ?: "not-run",
+                .tests = "not-run",
                 .test_command = t->spec.test_command,
-                .test_exit = t->progress.last_test_exit,
                 .uid = t->owner,
+                .user_name = pw ? pw->pw_name : NULL,
+                .reference = t->spec.reference,
+                .requirement = task_requirement_version(t),
                 .environment = t->progress.environment_identity,
         };
-        r = ledger_checkpoint(run->ledger, &cp, commit, &error);
-        if (r < 0)
-                return agent_fail(run, "Cannot commit the final state: %s", error ?: strerror(-r));
-        if (r > 0) {
-                t->progress.step++;
-                (void) free_and_strdup(&t->progress.checkpoint, commit);
-        }
+}
+
+/* The local part of the delivery, once the tip carries its evidence: the
+ * summary, then the push and the pull request if the spec asks for them. */
+static void delivery_finish(AgentRun *run) {
+        _cleanup_free_ char *diffstat = NULL, *problem = NULL;
+        Task *t = run->task;
+        char head[41] = "";
+        int r;
+
         r = ledger_head(run->ledger, head);
         if (r < 0)
                 return agent_fail(run, "Cannot read the branch: %s", strerror(-r));
@@ -302,4 +317,161 @@ void delivery_start(AgentRun *run) {
         if (r < 0 && !problem)
                 problem = delivery_reason("Delivered here only: the push could not start: %s", strerror(-r));
         agent_finish_delivery(run, head, diffstat, problem);
+}
+
+/* Records the evidence on the branch: a commit with the tip's own tree and
+ * the trailers of what verified it, made after the verification ran, so
+ * that the delivered tip says what verified exactly its tree. */
+static void delivery_record(AgentRun *run, const TestRun *tr, int status, bool ran) {
+        _cleanup_strv_free_ char **trailers = NULL;
+        _cleanup_free_ char *error = NULL, *body = NULL;
+        Task *t = run->task;
+        TaskProgress *p = &t->progress;
+        char commit[41] = "";
+        int r;
+
+        r = delivery_extra_trailers(run, &trailers);
+        if (r < 0)
+                return agent_fail(run, "Cannot collect the review's result: %s", strerror(-r));
+        if (!ran && (!trailers || !trailers[0])) {
+                /* No test command and nothing else to record: the tip stays. */
+                p->verified = true;
+                (void) agent_save(run);
+                return delivery_finish(run);
+        }
+
+        Checkpoint cp = delivery_checkpoint(run, p->step + 1,
+                                            ran ? "Verified: the tests pass on this tree" : "Reviewed: this tree");
+        if (ran) {
+                cp.tests = "pass";
+                cp.test_exit = status;
+                if (tr->n_passed >= 0) {
+                        cp.have_test_count = true;
+                        cp.test_count = (unsigned) tr->n_passed + (unsigned) MAX(tr->n_failed, 0);
+                }
+                if (asprintf(&body, "agentfabd ran the test command itself at delivery, in the task's sandbox, on "
+                             "the tree of this commit (its parent's: this commit changes nothing).") < 0)
+                        return agent_fail(run, "Out of memory.");
+                cp.body = body;
+        }
+        cp.trailers = trailers;
+        r = ledger_record(run->ledger, &cp, commit, &error);
+        if (r < 0)
+                return agent_fail(run, "Cannot record the verification on the branch: %s", error ?: strerror(-r));
+
+        /* Acknowledged like a step: a crash before this save resets the
+         * branch to the checkpoint, and the verification runs again. */
+        p->verified = true;
+        if (free_and_strdup(&p->checkpoint, commit) < 0 || free_and_strdup(&p->head, commit) < 0)
+                return agent_fail(run, "Out of memory.");
+        r = agent_save(run);
+        if (r < 0)
+                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
+        if (ran)
+                audit_verified(t, commit, "pass", status, cp.have_test_count ? (int) cp.test_count : -1);
+        else
+                audit_step(t, cp.step, commit, cp.subject, cp.tests);
+        task_bus_send_progress(t);
+        delivery_finish(run);
+}
+
+static void on_verify_output(const char *stream, const char *data, size_t size, void *userdata) {
+        AgentRun *run = userdata;
+        (void) stream;
+        if (run->task && run->manager->stream)
+                stream_server_task_output(run->manager->stream, run->task, data, size);
+}
+
+static void on_verify_done(SandboxSession *s, int error, const ExecResult *result, void *userdata) {
+        AgentRun *run = userdata;
+        Task *t = run->task;
+        TestRun tr = {};
+        int status;
+
+        (void) s;
+        if (!t)
+                return;
+        run->phase = PHASE_IDLE;
+        if (error < 0)
+                return agent_fail(run, "Cannot run the tests on the final tree: %s",
+                                  error == -ECONNRESET || error == -EPIPE ? "the task's sandbox ended unexpectedly" :
+                                  strerror(-error));
+
+        status = result->signal > 0 ? 128 + result->signal : result->status;
+        audit_command(t, t->progress.step + 1, "verify", t->spec.test_command, result->status, result->signal,
+                      result->timed_out, result->duration_usec, result->output_bytes);
+        (void) test_run_parse(status, result->output, &tr);
+        t->progress.last_test_exit = status;
+        (void) free_and_strdup(&t->progress.last_tests, tr.passed ? "pass" : "fail");
+
+        /* SECURITY: the judge's word decides, not the model's. A tree whose
+         * tests fail now (flaky tests, or a test that depends on what ran
+         * before) is not delivered as a success: the task fails with the
+         * reason, and a person decides (Resume() runs the tests again,
+         * Amend() sends the task back to the model). */
+        if (!tr.passed) {
+                audit_verified(t, NULL, "fail", status, tr.n_passed >= 0 ? tr.n_passed + MAX(tr.n_failed, 0) : -1);
+                return agent_fail(run, "The tests fail on the final tree (%s, exit %i%s): not delivered. "
+                                  "Resume runs them again; Amend sends the task back to the model.",
+                                  t->spec.test_command, status, result->timed_out ? ", timed out" : "");
+        }
+        delivery_record(run, &tr, status, true);
+}
+
+/* Runs the task's test command on the final tree in the task's sandbox:
+ * delivery's own evidence, whatever the model's last run said. */
+static void delivery_verify(AgentRun *run) {
+        _cleanup_free_ char *banner = NULL;
+        Task *t = run->task;
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", t->spec.test_command, NULL };
+        int r;
+
+        if (isempty(t->spec.test_command))
+                return delivery_record(run, NULL, 0, false);
+        if (agent_open_sandbox(run) < 0)
+                return;   /* failed */
+
+        if (asprintf(&banner, "\n$ %s    # agentfabd's own run on the final tree\n", t->spec.test_command) >= 0)
+                (void) write(run->log_fd, banner, strlen(banner));
+        ExecRequest req = {
+                .argv = argv,
+                .timeout_usec = agent_command_timeout_usec(run),
+        };
+        t->progress.commands++;
+        run->phase = PHASE_VERIFY;
+        r = sandbox_session_exec(run->session, &req, run->log_fd, run->manager->config.output_keep_bytes,
+                                 on_verify_output, on_verify_done, run);
+        if (r < 0) {
+                run->phase = PHASE_IDLE;
+                return agent_fail(run, "Cannot run the tests on the final tree: %s", strerror(-r));
+        }
+}
+
+void delivery_start(AgentRun *run) {
+        _cleanup_free_ char *error = NULL;
+        Task *t = run->task;
+        char commit[41] = "";
+        int r;
+
+        if (t->progress.verified)
+                return delivery_finish(run);
+
+        /* Anything left uncommitted is committed as a last step. */
+        Checkpoint cp = delivery_checkpoint(run, t->progress.step + 1, "Final state of the workspace");
+        cp.tests = t->progress.last_tests ?: "not-run";
+        cp.test_exit = t->progress.last_test_exit;
+        r = ledger_checkpoint(run->ledger, &cp, commit, &error);
+        if (r < 0)
+                return agent_fail(run, "Cannot commit the final state: %s", error ?: strerror(-r));
+        if (r > 0) {
+                t->progress.step++;
+                if (free_and_strdup(&t->progress.checkpoint, commit) < 0 || free_and_strdup(&t->progress.head, commit) < 0)
+                        return agent_fail(run, "Out of memory.");
+                r = agent_save(run);
+                if (r < 0)
+                        return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
+                /* Every commit on the branch has its journal entry. */
+                audit_step(t, t->progress.step, commit, cp.subject, cp.tests);
+        }
+        delivery_verify(run);
 }

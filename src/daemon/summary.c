@@ -30,7 +30,15 @@ int summary_write(AgentRun *run, const char *diffstat) {
         f = open_memstream(&text, &size);
         if (!f)
                 return -ENOMEM;
-        fprintf(f, "# agentfab task %s\n\n## Goal\n\n%s\n\n", t->id, t->spec.goal);
+        fprintf(f, "# agentfab task %s\n\n", t->id);
+        /* The requirement, as the commits name it (Agentfab-Ref:, Agentfab-Requirement:). */
+        if (t->spec.reference)
+                fprintf(f, "Reference: %s\n\n", t->spec.reference);
+        fprintf(f, "Requirement: v%u%s\n\n", task_requirement_version(t),
+                task_requirement_version(t) > 1 ? " (amended while the task ran: see the journal's amended entries)" : "");
+        fprintf(f, "## Goal\n\n%s\n\n", t->spec.goal);
+        if (!isempty(t->spec.acceptance))
+                fprintf(f, "## Acceptance criteria\n\n%s\n\n", t->spec.acceptance);
         if (p->environment_identity)
                 fprintf(f, "## Environment\n\n%s\n\n", p->environment_identity);
         if (!isempty(p->summary))
@@ -53,6 +61,10 @@ int summary_write(AgentRun *run, const char *diffstat) {
         fprintf(f, "## Tests\n\n");
         if (isempty(t->spec.test_command))
                 fprintf(f, "No test command was given.\n\n");
+        else if (p->verified)
+                fprintf(f, "`%s`: %s (exit status %i), run by agentfabd itself on the final tree, in the task's "
+                        "sandbox; recorded in commit %.12s, the delivered tip.\n\n", t->spec.test_command,
+                        strempty(p->last_tests), p->last_test_exit, strempty(p->checkpoint));
         else
                 fprintf(f, "`%s`: %s (exit status %i)\n\n", t->spec.test_command, strempty(p->last_tests),
                         p->last_test_exit);
