@@ -138,7 +138,7 @@ int repository_check(const char *path, const char *base, const Caller *caller,
 
         if (git_repository_is_empty(repo) == 1)
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
-                                         "Repository '%s' has no commits.", path);
+                                         "Repository '%s' has no commit yet: commit something first.", path);
 
         _cleanup_(git_object_freep) git_object *commit = NULL;
         if (git_revparse_single(&commit, repo, base ?: "HEAD") < 0)

@@ -22,6 +22,7 @@ typedef struct ImportJob {
         char *branch;
         char *base;
         LedgerOptions options;
+        char *repository;       /* as the submitter named it, for messages */
         char *error;
 } ImportJob;
 
@@ -42,6 +43,7 @@ static void import_job_free(void *p) {
         safe_close(j->repository_fd);
         free(j->branch);
         free(j->base);
+        free(j->repository);
         free(j->error);
         free(j);
 }
@@ -60,7 +62,8 @@ static int import_job_run(void *p) {
         _cleanup_close_ int fd = open(proc, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
                 int r = -errno;
-                (void) asprintf(&j->error, "Cannot open the bundle passed as 'repository_fd': %s", strerror(-r));
+                (void) asprintf(&j->error, "Cannot open the bundle of repository '%s' passed as 'repository_fd': %s",
+                                j->repository, strerror(-r));
                 return r;
         }
         return ledger_create_from_bundle(j->dir_fd, fd, j->branch, &j->options, &j->error, &l);
@@ -97,8 +100,14 @@ static int reply_import_error(Submission *s, int r, const char *message, bool di
                                                   "descriptor (%s). Send it as a bundle (agentfabctl does so by itself).",
                                                   strempty(s->task->spec.repository),
                                                   message ?: "its own directories are not readable by others");
-        return sd_bus_reply_method_errorf(s->message, AGENTFAB_ERROR_INVALID_SPEC, "%s",
-                                          message ?: "The repository passed as 'repository_fd' cannot be read.");
+        /* The ledger names a directory by the path the submitter gave; a
+         * bundle's messages speak of "the bundle": say whose. */
+        if (!directory)
+                return sd_bus_reply_method_errorf(s->message, AGENTFAB_ERROR_INVALID_SPEC,
+                                                  "Repository '%s', sent as a bundle: %s", strempty(s->task->spec.repository),
+                                                  message ?: "the bundle cannot be read.");
+        return sd_bus_reply_method_errorf(s->message, AGENTFAB_ERROR_INVALID_SPEC, "%s", message ?:
+                                          "The repository passed as 'repository_fd' cannot be read.");
 }
 
 static void on_import_done(Worker *w, int r, void *p, void *userdata) {
@@ -168,8 +177,10 @@ int submission_start(Manager *m, sd_bus_message *message, Task *t, sd_bus_error 
                 .branch = strdup(t->branch),
                 .base = strdup(t->spec.base ?: "HEAD"),
                 .options = { .max_bytes = m->config.max_repository_size, .submodules = t->spec.submodules },
+                .repository = strdup(strempty(t->spec.repository)),
         };
-        if (!j->branch || !j->base) {
+        j->options.source_name = j->repository;
+        if (!j->branch || !j->base || !j->repository) {
                 import_job_free(j);
                 submission_free(s);
                 return -ENOMEM;

@@ -1145,8 +1145,12 @@ int ledger_bundle_repository(const char *repo_path, const char *rev, int out_fd,
 
         if (git_repository_open_ext(&repo, repo_path, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
                 return ledger_set_error(ret_error, -ENOTDIR, "'%s' is not a git repository: %s", repo_path, ledger_git_message());
-        if (git_revparse_single(&o, repo, rev) < 0)
+        if (git_revparse_single(&o, repo, rev) < 0) {
+                if (streq(rev, "HEAD") && git_repository_head_unborn(repo) == 1)
+                        return ledger_set_error(ret_error, -ENOENT, "Repository '%s' has no commit yet: commit something "
+                                                "first (or name an existing commit with --base).", repo_path);
                 return ledger_set_error(ret_error, -ENOENT, "'%s' names no commit in '%s': %s", rev, repo_path, ledger_git_message());
+        }
         if (git_object_peel(&c, o, GIT_OBJECT_COMMIT) < 0)
                 return ledger_set_error(ret_error, -EMEDIUMTYPE, "'%s' in '%s' is not a commit.", rev, repo_path);
         git_oid_tostr(tip, sizeof(tip), git_object_id(c));

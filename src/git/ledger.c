@@ -438,6 +438,16 @@ static int source_resolve(git_repository *repo, int git_fd, int common_fd, const
         return -ENOENT;
 }
 
+/* HEAD is a symbolic ref (to a branch that, since HEAD did not resolve,
+ * has no commit): a repository made with git init and nothing committed. */
+static bool source_head_unborn(int git_fd) {
+        _cleanup_free_ char *head = NULL;
+
+        if (read_beneath(git_fd, "HEAD", REF_FILE_MAX, &head) < 0)
+                return false;
+        return strneq(head, "ref: refs/heads/", 16);
+}
+
 static int same_owner(int a, int b) {
         struct stat sa, sb;
 
@@ -651,6 +661,9 @@ static int import_local(const char *ledger_path, int git_fd, int common_fd, int 
                 }
         } else {
                 r = source_resolve(repo, git_fd, common_fd, base ?: "HEAD", &id);
+                if (r == -ENOENT && streq(base ?: "HEAD", "HEAD") && source_head_unborn(git_fd))
+                        return ledger_set_error(ret_error, r, "Repository '%s' has no commit yet: commit something first "
+                                                "(or name an existing commit with --base).", what);
                 if (r < 0)
                         return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
                 r = peel_commit(repo, &id, ret_base);
@@ -1292,7 +1305,8 @@ static int create_internal(int task_dir_fd, const char *source, int source_fd, c
         if (url)
                 r = import_url(repo, source, base, o, max, &base_id, &used, ret_error);
         else {
-                const char *what = source ?: "(file descriptor)";
+                /* Named as the submitter knows it, never as "/proc/self/fd/N". */
+                const char *what = source ?: (o ? o->source_name : NULL) ?: "repository_fd";
 
                 r = open_source(source, source_fd, &git_fd, &common_fd, &objects_fd);
                 if (r < 0)

@@ -30,6 +30,9 @@ typedef struct Ledger Ledger;
 typedef struct LedgerOptions {
         uint64_t max_bytes;      /* bound on what is imported (objects + checkout); UINT64_MAX none */
         bool submodules;         /* false: submodules are not fetched (gitlinks stay as they are); see ledger_create() */
+        /* How messages name a source read through source_fd (the path the
+         * submitter gave); NULL: "repository_fd", the key of the spec that passed it. */
+        const char *source_name;
         /* ssh:// sources only; both NULL otherwise. The caller owns them
          * (and wipes the key); the ledger never reads a configuration. */
         const char *ssh_key;         /* private key text (OpenSSH or PEM, unencrypted); NULL: none */

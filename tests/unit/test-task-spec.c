@@ -402,8 +402,66 @@ static void test_repository_fd(void) {
         safe_close(p[1]);
 }
 
+/* The reference becomes a trailer line of every commit and a line of the
+ * pull request: one token, bounded, nothing that could start a new line
+ * or pass for an option. */
+static void test_reference(void) {
+        static const char *const good[] = { "PROJ-123", "#42", "owner/repo#7", "https://tracker.example/browse/PROJ-9?x=1",
+                                            "チケット-5" };
+        static const char *const bad[] = { "", "PROJ 123", "PROJ-1\nAgentfab-Tests: pass", "a\tb", "-rf", "x\x7f",
+                                           "\x1b[31mred" };
+        char long_ref[TASK_REFERENCE_MAX + 2];
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+                sd_bus_error e = SD_BUS_ERROR_NULL;
+                TaskSpec s;
+
+                task_spec_init(&s);
+                CHECK(task_spec_set_string(&s, "reference", good[i], &e) >= 0 && streq_ptr(s.reference, good[i]),
+                      "reference '%s' accepted", good[i]);
+                sd_bus_error_free(&e);
+                task_spec_done(&s);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                sd_bus_error e = SD_BUS_ERROR_NULL;
+                TaskSpec s;
+
+                task_spec_init(&s);
+                CHECK(task_spec_set_string(&s, "reference", bad[i], &e) < 0 && is_invalid_spec(&e) && !s.reference,
+                      "reference #%zu refused: %s", i, strempty(e.message));
+                sd_bus_error_free(&e);
+                task_spec_done(&s);
+        }
+
+        memset(long_ref, 'x', sizeof(long_ref) - 1);
+        long_ref[sizeof(long_ref) - 1] = '\0';
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        TaskSpec s;
+        task_spec_init(&s);
+        CHECK(task_spec_set_string(&s, "reference", long_ref, &e) < 0 && is_invalid_spec(&e), "a reference of %zu bytes refused",
+              strlen(long_ref));
+        sd_bus_error_free(&e);
+        long_ref[TASK_REFERENCE_MAX] = '\0';
+        CHECK(task_spec_set_string(&s, "reference", long_ref, &e) >= 0, "a reference of %u bytes accepted", TASK_REFERENCE_MAX);
+        sd_bus_error_free(&e);
+        CHECK(task_spec_set_string(&s, "reference", "PROJ-2", &e) < 0, "reference given twice refused");
+        sd_bus_error_free(&e);
+        task_spec_done(&s);
+
+        /* Through the bus reader: a string key like the others. */
+        sd_bus_message *m = new_call();
+        task_spec_init(&s);
+        if (sd_bus_message_append(m, "a{sv}", 3, "repository", "s", "/srv/r", "goal", "s", "g", "reference", "u", 5) < 0)
+                abort();
+        CHECK(parse_message(m, &s, &e) < 0 && is_invalid_spec(&e), "reference of type u refused: %s", strempty(e.message));
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+}
+
 int main(void) {
         test_strings();
+        test_reference();
         test_repository_fd();
         test_repository_urls();
         test_delivery();

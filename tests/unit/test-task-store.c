@@ -122,7 +122,15 @@ static void test_progress_round_trip(void) {
         t->spec.forge_repository = strdup("alice/proj");
         t->spec.pull_request_base = strdup("develop");
         t->spec.submodules = true;
+        t->spec.reference = strdup("PROJ-123");
+        p->requirement = 3;
+        p->verified = true;
         CHECK(task_create(t) >= 0 && task_load(tasks_fd, "0123456789ac", &u) >= 0 && u && !u->broken, "saved and loaded");
+        /* The requirement a task answers is part of what it keeps: its
+         * ticket, its version after amendments, and whether the delivered
+         * tip's evidence is recorded (else a restart would record it twice). */
+        CHECK(streq_ptr(u->spec.reference, "PROJ-123") && u->progress.requirement == 3 && task_requirement_version(u) == 3 &&
+              u->progress.verified, "reference, requirement version and verification survive");
         CHECK(u->progress.pushed && streq_ptr(u->progress.pull_request, p->pull_request), "push and pull request survive");
         CHECK(streq_ptr(u->spec.push_url, t->spec.push_url) && streq_ptr(u->spec.forge, "corp") &&
               streq_ptr(u->spec.forge_repository, "alice/proj") && streq_ptr(u->spec.pull_request_base, "develop"),
