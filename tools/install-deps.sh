@@ -13,6 +13,8 @@ packages=(
         git python3 util-linux procps passwd iproute2 man-db groff-base
         # the egress proxy test fetches through it with curl
         curl
+        # agentfabctl's completion is installed where bash-completion says
+        bash-completion
         # the ssh server the ssh:// repository scenario fetches from, and the
         # certificate and trust store of the https:// one
         openssh-server openssl ca-certificates
