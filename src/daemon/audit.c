@@ -151,11 +151,10 @@ void audit_verified(Task *t, const char *commit, const char *tests, int exit_cod
         snprintf(exit_s, sizeof(exit_s), "%i", exit_code);
         if (count >= 0)
                 snprintf(count_s, sizeof(count_s), "%i", count);
-        (void) sd_journal_send("MESSAGE=Task %s: the tests %s on the final tree (exit status %i)%s%s.", t->id,
-                               streq(tests, "pass") ? "pass" : "fail", exit_code,
+        (void) sd_journal_send("MESSAGE=Task %s: tests %s on the final tree (exit status %i)%s%s.", t->id, tests, exit_code,
                                commit ? ", recorded in commit " : ", not delivered", strempty(commit),
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_VERIFIED_STR,
-                               "PRIORITY=%i", streq(tests, "pass") ? LOG_INFO : LOG_WARNING,
+                               "PRIORITY=%i", streq(tests, "fail") ? LOG_WARNING : LOG_INFO,
                                "AGENTFAB_EVENT=verified",
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_COMMIT=%s", strempty(commit),

@@ -21,8 +21,9 @@ void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit, 
 /* Amend(): the requirement is now version; old_goal / old_acceptance are
  * the texts replaced (NULL: that part did not change). */
 void audit_task_amended(Task *t, uid_t caller, unsigned version, const char *old_goal, const char *old_acceptance);
-/* Delivery's own test run on the final tree, recorded by commit (NULL:
- * not recorded, e.g. when the run failed). */
+/* Delivery's own test run on the final tree (tests: "pass", "fail", or
+ * "not-run" without a test command), recorded by commit (NULL: not
+ * recorded, as when the run failed). */
 void audit_verified(Task *t, const char *commit, const char *tests, int exit_code, int count);
 void audit_denied(const char *task_id, const char *action, uid_t caller);
 void audit_task_broken(Task *t);

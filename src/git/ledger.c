@@ -1569,7 +1569,12 @@ int ledger_build_message(const Checkpoint *c, char **ret) {
         if (r >= 0 && !isempty(body))
                 r = append(&msg, &n, "%s\n\n", body);
         if (r >= 0)
-                r = append(&msg, &n, "Agentfab-Task: %s\nAgentfab-Step: %u\nAgentfab-Model: %s\n", task, c->step, model);
+                r = append(&msg, &n, "Agentfab-Task: %s\n", task);
+        /* Step 0 is no step of the model's: a record of evidence (ledger_record()). */
+        if (r >= 0 && c->step > 0)
+                r = append(&msg, &n, "Agentfab-Step: %u\n", c->step);
+        if (r >= 0)
+                r = append(&msg, &n, "Agentfab-Model: %s\n", model);
         if (r >= 0 && !isempty(reference))
                 r = append(&msg, &n, "Agentfab-Ref: %s\n", reference);
         if (r >= 0 && c->requirement > 0)

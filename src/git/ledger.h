@@ -111,7 +111,7 @@ const char *ledger_branch(Ledger *l);
 
 typedef struct Checkpoint {
         const char *task_id;
-        unsigned step;
+        unsigned step;              /* 0: no Agentfab-Step: trailer (a record, not a step) */
         const char *subject;
         const char *body;
         const char *model;

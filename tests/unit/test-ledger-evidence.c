@@ -146,7 +146,7 @@ static void test_trailers_and_record(void) {
         CHECK(write_file_atomic(ws, "build-output.o", "junk\n", 5, 0644) >= 0, "the test run left a file behind");
         char *extra[] = { (char *) "Agentfab-Reviewed-By: review/model-x", NULL };
         Checkpoint ev = cp;
-        ev.step = 2;
+        ev.step = 0;
         ev.subject = "Verified: the tests pass on this tree";
         ev.tests = "pass";
         ev.test_exit = 0;
@@ -164,6 +164,7 @@ static void test_trailers_and_record(void) {
               "Agentfab-Tests: pass (CMD, exit 0, N tests): '%s'", trailer(t2, "Agentfab-Tests"));
         CHECK(streq(trailer(t2, "Agentfab-Reviewed-By"), "review/model-x") && streq(trailer(t2, "Agentfab-Ref"), "PROJ-123"),
               "further trailers (the review hook) and the reference on the tip");
+        CHECK(!*trailer(t2, "Agentfab-Step") && streq(trailer(t2, "Agentfab-Task"), "t1"), "a record has no Agentfab-Step: trailer");
         free(s);
 
         /* Further trailers are ours only: nothing that passes for git's or a forge's. */
@@ -186,7 +187,7 @@ static void test_trailers_and_record(void) {
                   "git --git-dir=task1/ledger.git update-ref refs/heads/agentfab/t1 $C", c2, c2) == 0, "a commit added by hand");
         _cleanup_json_ json_object *all = NULL, *cps = NULL;
         CHECK(ledger_commits(l, 100, &all) == 0 && json_object_array_length(all) == 3, "ledger_commits lists all three");
-        CHECK(ledger_checkpoints(l, &cps) == 0 && json_object_array_length(cps) == 2, "(control) checkpoints skip the one without a step");
+        CHECK(ledger_checkpoints(l, &cps) == 0 && json_object_array_length(cps) == 1, "(control) checkpoints list only the step");
         if (all && json_object_array_length(all) == 3) {
                 json_object *last = json_object_array_get_idx(all, 2), *v;
                 const char *subject = NULL;
