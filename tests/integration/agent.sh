@@ -16,6 +16,7 @@ BUILDDIR=$(realpath "${1:?usage: agent.sh BUILDDIR}")
 HERE=$(dirname "$(realpath "$0")")
 SRC=$(realpath "$HERE/../..")
 . "$HERE/lib/harness.sh"
+. "$HERE/agent-evidence.sh"
 
 if [ "$(id -u)" != 0 ]; then
         echo "agent tests need root; skipping"
@@ -1074,7 +1075,7 @@ main() {
 
         # ONLY="t_a t_b" runs just those scenarios.
         local t
-        for t in t_fix_and_deliver t_step_trailers t_reset_to t_replay t_breaker_and_approval t_protected_reject t_budget t_faults t_context_budget t_huge_output t_environments t_api_key t_https_repo t_ssh_repo t_push_pr t_kill9_resume; do
+        for t in t_fix_and_deliver t_step_trailers t_reset_to t_replay t_breaker_and_approval t_protected_reject t_budget t_faults t_context_budget t_huge_output t_environments t_api_key t_https_repo t_ssh_repo t_push_pr t_kill9_resume t_evidence t_amend t_journal_seal; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 "$t"
         done
