@@ -1478,5 +1478,7 @@ void agent_prepare_resume(Task *t) {
          * fast-forward of what was pushed, if anything was); a pull request
          * already opened follows the branch by itself. */
         t->progress.pushed = false;
+        /* And its evidence is made again, for the tree it delivers then. */
+        t->progress.verified = false;
 }
 

@@ -376,9 +376,11 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
          * requirement: nothing to tell. */
         if (r >= 0 && p->messages > 0)
                 r = conversation_append_user(t, text);
+        bool old_verified = p->verified;
         if (r >= 0) {
                 p->requirement = version;
                 p->finished = false;
+                p->verified = false;
                 r = task_save(t);
         }
         if (r < 0) {
@@ -389,6 +391,7 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
                 p->messages = old_messages;
                 p->requirement = old_requirement;
                 p->finished = old_finished;
+                p->verified = old_verified;
                 return sd_bus_error_set_errnof(error, r, "Cannot amend task '%s': %m", t->id);
         }
 

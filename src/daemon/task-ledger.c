@@ -130,6 +130,8 @@ int task_ledger_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[st
         TaskProgress *p = &t->progress;
         if (free_and_strdup(&p->checkpoint, found) < 0 || free_and_strdup(&p->head, found) < 0)
                 return -ENOMEM;
+        /* A delivery's record of its tests may be gone from the branch now. */
+        p->verified = false;
         if (found_step > 0)
                 r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to the checkpoint of step %u "
                              "(commit %s): everything you did after it is undone. Continue from there.",
