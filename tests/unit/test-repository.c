@@ -55,7 +55,7 @@ int main(void) {
         sd_bus_error_free(&e);
 
         snprintf(path, sizeof(path), "%s/empty", root);
-        CHECK(repository_check(path, NULL, &me, NULL, &e) < 0 && strstr(e.message, "no commits"), "empty repository refused: %s", e.message);
+        CHECK(repository_check(path, NULL, &me, NULL, &e) < 0 && strstr(e.message, "has no commit yet"), "empty repository refused: %s", e.message);
         sd_bus_error_free(&e);
 
         snprintf(path, sizeof(path), "%s/plain", root);
