@@ -35,6 +35,18 @@ EOJ
         model "$WORK/evidence.json" --by-step || { fail "model server"; return; }
         make_repo evidence
         local id out T=/var/lib/agentfab/tasks L tip msg
+
+        # Errors name what the user gave: a repository with no commit yet,
+        # handed over as an fd, and (private to its owner) as a bundle.
+        out=$(hx_as alice bash -c 'rm -rf ~/empty ~/private && git init -q ~/empty && chmod a+rX ~/empty &&
+                git init -q ~/private && chmod 700 ~/private ~/private/.git &&
+                cd ~/empty && agentfabctl --no-ask-password submit --repo=. --goal=x 2>&1')
+        grep -q "Repository '/home/alice/empty' has no commit yet" <<<"$out" && ! grep -q "file descriptor" <<<"$out" &&
+                ok "an empty repository by fd: the message names its path and says it has no commit yet" ||
+                fail "empty repository: $out"
+        out=$(hx_as alice bash -c 'cd ~/private && agentfabctl --no-ask-password submit --repo=. --goal=x 2>&1')
+        grep -q "/home/alice/private' has no commit yet" <<<"$out" && ok "an empty private repository (the bundle path): the same" ||
+                fail "empty private repository: $out"
         out=$(submit evidence --ref "PROJ 1") && fail "a reference with a space accepted" ||
                 { grep -q "Key 'reference' must be a ticket id or URL" <<<"$out" && ok "a malformed reference refused at submission" ||
                   fail "reference: $out"; }
