@@ -436,6 +436,9 @@ static void delivery_verify(AgentRun *run) {
                 .timeout_usec = agent_command_timeout_usec(run),
         };
         t->progress.commands++;
+        /* A test run may write into the workspace: the ledger's change
+         * tracking must not trust its notes past it. */
+        ledger_note_all(run->ledger);
         run->phase = PHASE_VERIFY;
         r = sandbox_session_exec(run->session, &req, run->log_fd, run->manager->config.output_keep_bytes,
                                  on_verify_output, on_verify_done, run);
