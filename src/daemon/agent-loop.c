@@ -145,6 +145,12 @@ void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
         if (r < 0)
                 log_error("Task '%s': cannot become %s: %s", t->id, task_state_to_string(state),
                           error.message ?: strerror(-r));
+        if (r < 0 && !t->broken && task_state_is_active(t->state) && task_state_transition_allowed(t->state, TASK_FAILED)) {
+                _cleanup_free_ char *why = NULL;
+                if (state != TASK_FAILED && asprintf(&why, "Cannot become %s", task_state_to_string(state)) < 0)
+                        why = NULL;
+                task_fail_unsaved(t, state == TASK_FAILED ? reason : why, r);
+        }
         if (!task_state_is_active(t->state)) {
                 cache_prune_later(run->manager, environments_find(&run->manager->environments,
                                                                   t->spec.environment ?: ENVIRONMENT_DEFAULT), t->owner);
