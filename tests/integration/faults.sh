@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Broken surroundings, against the real harness: the state directory's file
+# system filling up in the middle of a task, dbus-daemon restarted, polkitd
+# and journald stopped, the launcher and a sandbox killed in the middle of a
+# command, a reboot with one task paused and one at work, and SIGKILLs of
+# the daemon at random moments across many tasks at work. Real systemd,
+# dbus-daemon, polkitd, journald, launcher and sandboxes; the scripted model
+# server of tests/model-server.py stands in for the model.
+#
+#   tests/integration/faults.sh BUILDDIR
+#
+# Environment: ONLY="t_a t_b" runs just those scenarios; KILL_TASKS and
+# KILLS (default 20 and 20) size the SIGKILL scenario; SEED makes its
+# moments repeatable. Needs root. Prints "  ok: ..." / "  FAIL: ..." lines
+# and "N passed, N failed".
+set -u
+
+BUILDDIR=$(realpath "${1:?usage: faults.sh BUILDDIR}")
+HERE=$(dirname "$(realpath "$0")")
+SRC=$(realpath "$HERE/../..")
+. "$HERE/lib/harness.sh"
+
+if [ "$(id -u)" != 0 ]; then
+        echo "fault tests need root; skipping"
+        echo "0 passed, 0 failed, 1 skipped"
+        exit 0
+fi
+
+PASSED=0
+FAILED=0
+ok()   { echo "  ok: $*"; PASSED=$((PASSED + 1)); }
+fail() { echo "  FAIL: $*"; FAILED=$((FAILED + 1)); }
+
+WORK=$(mktemp -d /tmp/agentfab-faults.XXXXXX)
+MODEL_PID=
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+T=/var/lib/agentfab/tasks
+# The state directory is a file system of its own, small enough to fill.
+export HARNESS_STATE_SIZE=${HARNESS_STATE_SIZE:-768m}
+
+stop_model() {
+        if [ -n "$MODEL_PID" ]; then
+                kill "$MODEL_PID" 2>/dev/null
+                wait "$MODEL_PID" 2>/dev/null
+                MODEL_PID=
+        fi
+}
+cleanup() { stop_model; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+# model SCRIPT: (re)starts the scripted model server, replies chosen by the
+# number of assistant messages (--by-step), so a redone step gets the same
+# answer and many tasks can share one script.
+model() {
+        stop_model
+        : > "$WORK/requests.jsonl"
+        python3 "$SRC/tests/model-server.py" --script "$1" --log "$WORK/requests.jsonl" --port "$PORT" --by-step \
+                > "$WORK/model.out" 2> "$WORK/model.err" &
+        MODEL_PID=$!
+        local i
+        for i in $(seq 100); do
+                [ -s "$WORK/model.out" ] && return 0
+                sleep 0.05
+        done
+        echo "model server did not start: $(cat "$WORK/model.err")"
+        return 1
+}
+
+harness_prepare_root() {
+        local R=$1 u
+        DESTDIR="$R" meson install -C "$BUILDDIR" --quiet --no-rebuild >/dev/null || return 1
+        systemd-sysusers --root="$R" "$R/usr/lib/sysusers.d/agentfab.conf" || return 1
+        journalctl --root="$R" --update-catalog || return 1
+        systemctl --root="$R" enable agentfab.socket agentfab-launcher.socket >/dev/null 2>&1 || return 1
+        if meson introspect --buildoptions "$BUILDDIR" | python3 -c '
+import json, sys
+sys.exit(0 if any(o["name"] == "b_sanitize" and o["value"] not in ("none", "") for o in json.load(sys.stdin)) else 1)'; then
+                for u in agentfab.service agentfab-launcher@.service; do
+                        mkdir -p "$R/etc/systemd/system/$u.d"
+                        printf '[Service]\nEnvironment=ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1\n' \
+                                > "$R/etc/systemd/system/$u.d/sanitizer.conf"
+                done
+        fi
+        mkdir -p "$R/etc/agentfab/agentfab.conf.d"
+        cat > "$R/etc/agentfab/agentfab.conf.d/50-test.conf" <<CONF
+[Daemon]
+IdleTimeoutSec=30
+MaxActiveTasks=24
+MaxTasksPerUser=100
+
+[Agent]
+CommandTimeoutSec=60
+
+[Model]
+Name=default
+Endpoint=http://127.0.0.1:$PORT/v1
+Model=scripted
+TimeoutSec=20
+MaxRetries=3
+RetryBaseSec=200ms
+CONF
+        for u in alice carol; do
+                grep -q "^$u:" "$R/etc/passwd" || useradd --root "$R" -s /bin/bash "$u" || return 1
+                local uid gid
+                uid=$(awk -F: -v u="$u" '$1 == u {print $3}' "$R/etc/passwd")
+                gid=$(awk -F: -v u="$u" '$1 == u {print $4}' "$R/etc/passwd")
+                rm -rf "$R/home/$u"
+                mkdir -p "$R/home/$u"
+                chown "$uid:$gid" "$R/home/$u"
+                chmod 755 "$R/home/$u"
+        done
+        usermod --root "$R" -aG sudo carol || return 1
+        echo 'carol:carol-secret' | chpasswd --root "$R" || return 1
+}
+
+CTL=(agentfabctl --no-ask-password)
+task_prop() { hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$1" org.agentfab.Task1 "$2" 2>/dev/null | sed 's/^[a-z] "\{0,1\}\(.*\)"\{0,1\}$/\1/; s/"$//'; }
+list_tasks() { hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks 2>&1; }
+
+# wait_state ID SECONDS STATE...: until the task is in one of the states.
+wait_state() {
+        local id=$1 secs=$2 s i want; shift 2
+        for i in $(seq $((secs * 4))); do
+                s=$(task_prop "$id" State)
+                for want in "$@"; do [ "$s" = "$want" ] && return 0; done
+                case $s in succeeded|failed|cancelled) [[ " $* " == *" $s "* ]] || return 1 ;; esac
+                sleep 0.25
+        done
+        return 1
+}
+
+# A small Python project whose test fails: add() subtracts.
+make_repo() {
+        hx_as alice bash -c "set -e; cd ~ && rm -rf $1 && mkdir $1 && cd $1 && git init -q &&
+                printf 'def add(a, b):\n    return a - b\n' > calc.py &&
+                printf 'import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\nif __name__ == \"__main__\":\n    unittest.main()\n' > test_calc.py &&
+                git add . && git -c user.name=alice -c user.email=alice@example.com commit -q -m 'calc with a bug' && chmod -R a+rX ~/$1"
+}
+
+submit() {
+        local repo=$1; shift
+        hx_as alice "${CTL[@]}" submit --repo "/home/alice/$repo" --goal "Make add() add" \
+                --test "python3 -m unittest" "$@" 2>&1
+}
+
+# steps ID: the Agentfab-Step trailers on the task's branch, in order.
+steps() { hx git --git-dir="$T/$1/ledger.git" log --reverse --format=%B "agentfab/$1" 2>/dev/null | sed -n 's/^Agentfab-Step: //p' | tr '\n' ' '; }
+# assistant ID: the assistant messages of its conversation.
+assistant() { hx python3 -c "import json; print(sum(1 for l in open('$T/$1/conversation.jsonl') if json.loads(l)['role'] == 'assistant'))" 2>&1; }
+
+# files_whole ID: every file of the task parses, line by line for the JSON
+# lines files, and the ledger is a sound git repository.
+files_whole() {
+        hx python3 - "$T/$1" <<'PY' || return 1
+import json, os, sys
+d = sys.argv[1]
+json.load(open(os.path.join(d, "state.json")))
+for f in ("conversation.jsonl", "events.jsonl", "transcript.jsonl"):
+    p = os.path.join(d, f)
+    if not os.path.exists(p):
+        continue
+    data = open(p, "rb").read()
+    if data and not data.endswith(b"\n"):
+        sys.exit("%s: torn last line" % f)
+    for n, line in enumerate(data.splitlines(), 1):
+        try:
+            json.loads(line)
+        except ValueError:
+            sys.exit("%s:%d: not JSON" % (f, n))
+PY
+        hx git --git-dir="$T/$1/ledger.git" fsck --no-progress >/dev/null 2>&1
+}
+
+# The plan, three steps that each write a file, the fix, finish. Step 2's
+# reply comes after DELAY seconds (a window for the fault).
+step_script() {
+        local delay=$1 out=$2
+        cat > "$out" <<JSON
+[
+ {"reply": {"content": "Plan: three files, then the fix."}},
+ {"reply": {"content": "First file", "tool_calls": [{"name": "write_file", "arguments": {"path": "one.txt", "content": "1\n"}}]}},
+ {"delay": $delay, "reply": {"content": "Second file", "tool_calls": [{"name": "write_file", "arguments": {"path": "two.txt", "content": "2\n"}}]}},
+ {"reply": {"content": "Third file", "tool_calls": [{"name": "write_file", "arguments": {"path": "three.txt", "content": "3\n"}}]}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}}
+]
+JSON
+}
+
+# A task of step_script that ended well: steps 1-4 once each, 6 assistant
+# messages (plan, four steps, finish), every file whole.
+check_complete() {
+        local id=$1 what=$2 s n
+        s=$(steps "$id")
+        n=$(assistant "$id")
+        if [ "$s" = "1 2 3 4 " ] && [ "$n" = 6 ] && files_whole "$id"; then
+                ok "$what: steps 1 2 3 4 once each, 6 assistant messages, files whole"
+        else
+                fail "$what: steps '$s', assistant messages '$n', files whole: $(files_whole "$id" 2>&1 && echo yes || echo no)"
+        fi
+}
+
+# Nothing of a task's sandbox is left: scope, processes of its uid, its uid's lock.
+sandbox_gone() {
+        local id=$1 left
+        left=$(hx systemctl list-units --all --no-legend "agentfab-task-$id.scope" | grep -v 'inactive\|not-found')
+        [ -z "$left" ] || { echo "scope: $left"; return 1; }
+        left=$(hx ps -eo uid=,pid=,comm= | awk '$1 >= 393216 && $1 <= 458751')
+        [ -z "$left" ] || { echo "processes: $left"; return 1; }
+        local ino
+        ino=$(hx stat -c %i /run/agentfab-launcher/task-uids.lock 2>/dev/null)
+        if [ -n "$ino" ] && hx grep -q ":$ino " /proc/locks; then
+                echo "uid locks held: $(hx grep ":$ino " /proc/locks)"
+                return 1
+        fi
+        return 0
+}
+
+# ---------------------------------------------------------------- scenarios
+
+t_disk_full() {
+        echo "=== the state directory's file system fills up in the middle of a task"
+        step_script 4 "$WORK/full.json"
+        model "$WORK/full.json" || { fail "model server"; return; }
+        make_repo full
+        local id i reason out
+        id=$(submit full) || { fail "submit: $id"; return; }
+        # While the model thinks about step 2, the disk fills up.
+        for i in $(seq 240); do [ "$(steps "$id")" = "1 " ] && break; sleep 0.25; done
+        [ "$(steps "$id")" = "1 " ] || { fail "step 1 never came: $(task_prop "$id" State) $(task_prop "$id" Reason)"; return; }
+        hx sh -c 'dd if=/dev/zero of=/var/lib/agentfab/filler bs=1M status=none; cat /dev/zero > /var/lib/agentfab/filler2' 2>/dev/null
+        out=$(hx df -B1 --output=avail /var/lib/agentfab | tail -1)
+        [ "${out// /}" = 0 ] && ok "the state file system is full" || fail "still free: $out"
+        if wait_state "$id" 60 failed awaiting-approval; then
+                reason=$(task_prop "$id" Reason)
+                [[ $reason == *"No space left on device"* ]] && ok "the task stopped ($(task_prop "$id" State)): $reason" ||
+                        fail "stopped, reason: '$reason'"
+        else
+                fail "the task did not stop: $(task_prop "$id" State): $(task_prop "$id" Reason)"
+        fi
+        files_whole "$id" && ok "state, conversation, events, transcript and ledger whole while full" ||
+                fail "a file is torn: $(files_whole "$id" 2>&1)"
+        hx systemctl is-active agentfab.service >/dev/null && ok "the daemon is still up" || fail "the daemon is down"
+        out=$(list_tasks) && ok "it answers ListTasks" || fail "ListTasks: $out"
+
+        # Space comes back: resume goes on from the last checkpoint.
+        hx rm -f /var/lib/agentfab/filler /var/lib/agentfab/filler2
+        out=$(hx_as alice "${CTL[@]}" resume "$id" 2>&1) && ok "resumed" || fail "resume: $out"
+        if wait_state "$id" 90 succeeded; then ok "the task succeeded after the disk was freed"; else
+                fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        check_complete "$id" "disk full"
+}
+
+main() {
+        harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+        hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
+        local t
+        for t in t_disk_full t_dbus_restart t_polkit_stopped t_journald_stopped t_sandbox_killed t_reboot t_kill9_many; do
+                if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
+                declare -F "$t" >/dev/null || continue
+                "$t"
+        done
+
+        echo "=== sanitizers and crashes"
+        ! hx journalctl -q -u agentfab.service -u 'agentfab-launcher@*' --no-pager | grep -q 'AddressSanitizer\|runtime error:\|LeakSanitizer' &&
+                ok "no sanitizer report from agentfabd or the launcher" || fail "sanitizer report in the journal"
+        ! hx journalctl -q -u agentfab.service --no-pager | grep -q 'code=dumped\|status=6/ABRT\|status=11/SEGV' &&
+                ok "agentfabd never crashed (only the test's SIGKILLs)" || fail "agentfabd crashed"
+        if [ "$FAILED" != 0 ]; then
+                echo "--- journal of agentfab (last 60 lines)"
+                hx journalctl -q --no-pager -u agentfab.service | tail -60
+        fi
+        stop_model
+        harness_teardown
+        echo "$PASSED passed, $FAILED failed"
+        [ "$FAILED" = 0 ]
+}
+
+main "$@"
