@@ -253,6 +253,89 @@ t_disk_full() {
         check_complete "$id" "disk full"
 }
 
+t_dbus_restart() {
+        echo "=== dbus-daemon restarted while two tasks are at work"
+        step_script 5 "$WORK/dbus.json"
+        model "$WORK/dbus.json" || { fail "model server"; return; }
+        make_repo bus1
+        make_repo bus2
+        local a b i out pid_before pid_after
+        a=$(submit bus1) || { fail "submit: $a"; return; }
+        b=$(submit bus2) || { fail "submit: $b"; return; }
+        for i in $(seq 240); do [ "$(steps "$a")$(steps "$b")" = "1 1 " ] && break; sleep 0.25; done
+        [ "$(steps "$a")$(steps "$b")" = "1 1 " ] || { fail "step 1 never came"; return; }
+        pid_before=$(hx systemctl show -p MainPID --value agentfab.service)
+        hx systemctl restart dbus.service && ok "dbus-daemon restarted during step 2" || fail "restart dbus"
+        # The daemon answers on the new bus, by itself or reactivated.
+        local t0=$(date +%s%N)
+        for i in $(seq 40); do out=$(hx timeout 10 busctl call org.agentfab.Factory1 /org/agentfab/Factory1 \
+                org.agentfab.Factory1 ListTasks 2>&1) && break; sleep 0.25; done
+        [[ $out == *"$a"* && $out == *"$b"* ]] &&
+                ok "ListTasks answers on the new bus with both tasks after $(( ($(date +%s%N) - t0) / 1000000 )) ms" ||
+                fail "ListTasks: $out"
+        pid_after=$(hx systemctl show -p MainPID --value agentfab.service)
+        echo "    (agentfabd pid $pid_before before, $pid_after after)"
+        if wait_state "$a" 90 succeeded && wait_state "$b" 90 succeeded; then ok "both tasks succeeded"; else
+                fail "states: $(task_prop "$a" State) '$(task_prop "$a" Reason)', $(task_prop "$b" State) '$(task_prop "$b" Reason)'"; fi
+        check_complete "$a" "task 1"
+        check_complete "$b" "task 2"
+        out=$(hx_as alice "${CTL[@]}" status "$a" 2>&1) && ok "agentfabctl status works" || fail "status: $out"
+}
+
+t_polkit_stopped() {
+        echo "=== polkitd stopped: calls that need it are denied, nothing changes; started again"
+        make_repo pk
+        local before out after id rc
+        before=$(list_tasks)
+        hx systemctl mask --runtime polkit.service >/dev/null 2>&1
+        hx systemctl stop polkit.service
+        hx systemctl is-active polkit.service >/dev/null && { fail "polkit still active"; return; }
+        rc=0; out=$(submit pk) || rc=$?
+        [ "$rc" != 0 ] && ok "alice's submission refused without polkit: $out" || fail "submitted without polkit: $out"
+        [[ $out == *olkit* || $out == *uthoriz* ]] && ok "the error says authorization could not be checked" || fail "unclear error: $out"
+        after=$(list_tasks)
+        [ "$before" = "$after" ] && ok "no task was created" || fail "tasks changed: $before / $after"
+        id=$(hx "${CTL[@]}" submit --repo /home/alice/pk --goal "g" --test true 2>&1) &&
+                ok "root needs no polkit: $id" || fail "root refused: $id"
+        rc=0; out=$(hx_as carol "${CTL[@]}" cancel "$id" 2>&1) || rc=$?
+        [ "$rc" != 0 ] && ok "carol may not cancel root's task without polkit" || fail "carol cancelled: $out"
+        [ "$(task_prop "$id" State)" != cancelled ] && ok "the task is not cancelled" || fail "cancelled"
+        hx "${CTL[@]}" cancel "$id" >/dev/null 2>&1
+        hx systemctl unmask --runtime polkit.service >/dev/null 2>&1
+        id=$(submit pk) && ok "polkit back (bus-activated): alice submits again" || fail "after polkit came back: $id"
+        hx_as alice "${CTL[@]}" cancel "$id" >/dev/null 2>&1 && ok "and cancels her task" || fail "cancel"
+}
+
+t_journald_stopped() {
+        echo "=== journald stopped: the daemon goes on, and says what it could not record"
+        step_script 0 "$WORK/journal.json"
+        model "$WORK/journal.json" || { fail "model server"; return; }
+        make_repo jd
+        local id out n
+        hx systemctl stop systemd-journald.socket systemd-journald-dev-log.socket systemd-journald.service 2>&1
+        hx systemctl is-active systemd-journald.service >/dev/null && { fail "journald still active"; return; }
+        ok "journald and its sockets stopped"
+        id=$(submit jd) || { fail "submit: $id"; hx systemctl start systemd-journald.service; return; }
+        if wait_state "$id" 90 succeeded; then ok "a task ran to success without journald"; else
+                fail "without journald: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        hx systemctl is-active agentfab.service >/dev/null && ok "the daemon is up" || fail "the daemon is down"
+        n=$(hx grep -c '"type":"step"' "$T/$id/events.jsonl")
+        [ "$n" = 5 ] && ok "the task's own history has its 5 steps" || fail "events.jsonl steps: $n"
+        hx systemctl start systemd-journald.socket systemd-journald-dev-log.socket systemd-journald.service
+        hx systemctl is-active systemd-journald.service >/dev/null && ok "journald started again" || fail "journald not back"
+        # The next entry tells how many could not be recorded.
+        make_repo jd2
+        out=$(submit jd2) && hx_as alice "${CTL[@]}" cancel "$out" >/dev/null 2>&1
+        for n in $(seq 40); do
+                out=$(hx journalctl -q -o json _SYSTEMD_UNIT=agentfab.service AGENTFAB_EVENT=journal-lost 2>/dev/null)
+                [ -n "$out" ] && break
+                sleep 0.25
+        done
+        [ -n "$out" ] && ok "journal: $(python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["MESSAGE"])' <<<"$out")" ||
+                fail "no entry says what was lost"
+        check_complete "$id" "without journald"
+}
+
 main() {
         harness_boot || { echo "0 passed, 1 failed"; exit 1; }
         hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
