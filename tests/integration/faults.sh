@@ -336,6 +336,63 @@ t_journald_stopped() {
         check_complete "$id" "without journald"
 }
 
+# kill_during_command WHAT: a task whose step 2 runs a 6 s command; WHAT
+# (sandbox or launcher) is killed with SIGKILL while it runs.
+kill_during_command() {
+        local what=$1 id i pid reason out
+        cat > "$WORK/kill-$what.json" <<'JSON'
+[
+ {"reply": {"content": "Plan: a file, a slow command, the fix."}},
+ {"reply": {"content": "First file", "tool_calls": [{"name": "write_file", "arguments": {"path": "one.txt", "content": "1\n"}}]}},
+ {"reply": {"content": "Slow", "tool_calls": [{"name": "write_file", "arguments": {"path": "two.txt", "content": "2\n"}}, {"name": "run_command", "arguments": {"command": "sleep 6; echo slept"}}]}},
+ {"reply": {"content": "Third file", "tool_calls": [{"name": "write_file", "arguments": {"path": "three.txt", "content": "3\n"}}]}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}}
+]
+JSON
+        model "$WORK/kill-$what.json" || { fail "model server"; return; }
+        make_repo "kill$what"
+        id=$(submit "kill$what") || { fail "submit: $id"; return; }
+        for i in $(seq 240); do hx pgrep -f '^sleep 6$' >/dev/null && break; sleep 0.25; done
+        hx pgrep -f '^sleep 6$' >/dev/null || { fail "the command never ran: $(task_prop "$id" State) $(task_prop "$id" Reason)"; return; }
+        if [ "$what" = sandbox ]; then
+                pid=$(hx systemctl show -p MainPID --value "agentfab-task-$id.scope")
+                [ -n "$pid" ] && [ "$pid" != 0 ] || pid=$(hx cat "/sys/fs/cgroup/systemd/agentfab.slice/agentfab-task-$id.scope/cgroup.procs" 2>/dev/null | head -1)
+        else
+                pid=$(hx systemctl show -p MainPID --value "$(hx systemctl list-units --no-legend --plain 'agentfab-launcher@*.service' | awk '{print $1}' | head -1)")
+        fi
+        [ -n "$pid" ] && [ "$pid" != 0 ] || { fail "no $what process to kill"; return; }
+        hx kill -KILL "$pid" && ok "the $what (pid $pid) killed during 'sleep 6'" || fail "kill $pid"
+        # The sandbox does not outlive its launcher, which holds its uid.
+        for i in $(seq 20); do hx pgrep -f '^sleep 6$' >/dev/null || break; sleep 0.1; done
+        ! hx pgrep -f '^sleep 6$' >/dev/null && ok "the command ended with the $what" || fail "the command still runs"
+        if wait_state "$id" 60 failed succeeded; then
+                reason=$(task_prop "$id" Reason)
+                ok "the task is $(task_prop "$id" State)${reason:+: $reason}"
+        else
+                fail "the task did not end: $(task_prop "$id" State): $(task_prop "$id" Reason)"
+        fi
+        for i in $(seq 40); do out=$(sandbox_gone "$id") && break; sleep 0.25; done
+        out=$(sandbox_gone "$id") && ok "no scope, process of a task uid or uid lock left" || fail "left behind: $out"
+        out=$(hx grep -c "/tasks/$id/" /proc/self/mountinfo)
+        [ "$out" = 0 ] && ok "no mount of the task's workspace left" || fail "$out mounts left"
+        files_whole "$id" && ok "the task's files are whole" || fail "torn: $(files_whole "$id" 2>&1)"
+        if [ "$(task_prop "$id" State)" = failed ]; then
+                out=$(hx_as alice "${CTL[@]}" resume "$id" 2>&1) || { fail "resume: $out"; return; }
+                if wait_state "$id" 90 succeeded; then ok "resumed in a new sandbox and succeeded"; else
+                        fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        fi
+        check_complete "$id" "$what killed"
+        out=$(sandbox_gone "$id") && ok "nothing left after delivery" || fail "left behind: $out"
+}
+
+t_sandbox_killed() {
+        echo "=== a sandbox killed in the middle of a command"
+        kill_during_command sandbox
+        echo "=== the launcher killed in the middle of a command"
+        kill_during_command launcher
+}
+
 main() {
         harness_boot || { echo "0 passed, 1 failed"; exit 1; }
         hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
