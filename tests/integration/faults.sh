@@ -39,6 +39,9 @@ PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 T=/var/lib/agentfab/tasks
 # The state directory is a file system of its own, small enough to fill.
 export HARNESS_STATE_SIZE=${HARNESS_STATE_SIZE:-768m}
+# agentfab.service is enabled (WantedBy=multi-user.target); the test system
+# boots a narrower target, which pulls it in instead.
+export HARNESS_WANTS="${HARNESS_WANTS:-} agentfab.service"
 
 stop_model() {
         if [ -n "$MODEL_PID" ]; then
@@ -73,7 +76,7 @@ harness_prepare_root() {
         DESTDIR="$R" meson install -C "$BUILDDIR" --quiet --no-rebuild >/dev/null || return 1
         systemd-sysusers --root="$R" "$R/usr/lib/sysusers.d/agentfab.conf" || return 1
         journalctl --root="$R" --update-catalog || return 1
-        systemctl --root="$R" enable agentfab.socket agentfab-launcher.socket >/dev/null 2>&1 || return 1
+        systemctl --root="$R" enable agentfab.service agentfab.socket agentfab-launcher.socket >/dev/null 2>&1 || return 1
         if meson introspect --buildoptions "$BUILDDIR" | python3 -c '
 import json, sys
 sys.exit(0 if any(o["name"] == "b_sanitize" and o["value"] not in ("none", "") for o in json.load(sys.stdin)) else 1)'; then
@@ -391,6 +394,33 @@ t_sandbox_killed() {
         kill_during_command sandbox
         echo "=== the launcher killed in the middle of a command"
         kill_during_command launcher
+}
+
+t_reboot() {
+        echo "=== a reboot with one task paused for approval and one at work"
+        step_script 5 "$WORK/reboot.json"
+        model "$WORK/reboot.json" || { fail "model server"; return; }
+        make_repo rb1
+        make_repo rb2
+        local a b i out
+        a=$(submit rb1 --limit max_steps=1) || { fail "submit: $a"; return; }
+        b=$(submit rb2) || { fail "submit: $b"; return; }
+        wait_state "$a" 60 awaiting-approval && ok "task 1 paused for approval" ||
+                { fail "task 1: $(task_prop "$a" State) $(task_prop "$a" Reason)"; return; }
+        for i in $(seq 240); do [ "$(steps "$b")" = "1 " ] && break; sleep 0.25; done
+        [ "$(steps "$b")" = "1 " ] && ok "task 2 at work on step 2" || { fail "task 2 never reached step 1"; return; }
+        harness_reboot reboot && ok "the test system rebooted (in $HARNESS_BOOT_MS ms)" || { fail "reboot"; return; }
+        # Nobody asks: the daemon comes back by itself for the task at work.
+        for i in $(seq 120); do [ "$(steps "$b")" = "1 2 3 4 " ] && break; sleep 0.25; done
+        [ "$(steps "$b")" = "1 2 3 4 " ] && ok "task 2 went on after the boot without a client asking" ||
+                fail "task 2 did not go on by itself (steps '$(steps "$b")', agentfab.service $(hx systemctl is-active agentfab.service))"
+        if wait_state "$b" 90 succeeded; then ok "task 2 succeeded"; else
+                fail "task 2: $(task_prop "$b" State): $(task_prop "$b" Reason)"; fi
+        check_complete "$b" "task at work across the reboot"
+        [ "$(task_prop "$a" State)" = awaiting-approval ] && ok "task 1 is still paused for approval" ||
+                fail "task 1: $(task_prop "$a" State)"
+        [ "$(task_prop "$a" Breaker)" = budget ] && ok "with its breaker" || fail "breaker: $(task_prop "$a" Breaker)"
+        out=$(hx "${CTL[@]}" cancel "$a" 2>&1) && ok "and can be cancelled" || fail "cancel: $out"
 }
 
 main() {
