@@ -24,6 +24,7 @@
 typedef enum AgentPhase {
         PHASE_IDLE,                /* nothing in flight: agent_advance() decides */
         PHASE_PREPARE,             /* the workspace is being made, in a worker thread */
+        PHASE_SANDBOX,             /* the launcher makes the sandbox, or we wait our turn for it */
         PHASE_BASELINE,            /* the test command before any change */
         PHASE_MODEL,               /* a model call in flight */
         PHASE_TOOL,                /* a command of a tool call in flight */
@@ -70,6 +71,10 @@ struct AgentRun {
         unsigned good_calls;       /* tool calls of this step that parsed */
         unsigned bad_calls;        /* and those that did not */
         char *finish_summary;
+
+        bool sandbox_opening;      /* the launcher makes our sandbox: one of agent-loop.c's sandbox_opening */
+        bool sandbox_waiting;      /* in line for that, in sandbox_waiters */
+        AgentRun *sandbox_next;
 };
 
 /* CLOCK_MONOTONIC in microseconds. */
