@@ -12,7 +12,8 @@
 #   tests/integration/faults.sh BUILDDIR
 #
 # Environment: ONLY="t_a t_b" runs just those scenarios; KILL_TASKS and
-# KILLS (default 20 and 20) size the SIGKILL scenario; SEED makes its
+# KILLS (default 20 and 20) size the SIGKILL scenario, KILL_STEPS (80) its
+# tasks' steps; SEED makes its
 # moments repeatable. Needs root. Prints "  ok: ..." / "  FAIL: ..." lines
 # and "N passed, N failed".
 set -u
@@ -421,6 +422,70 @@ t_reboot() {
                 fail "task 1: $(task_prop "$a" State)"
         [ "$(task_prop "$a" Breaker)" = budget ] && ok "with its breaker" || fail "breaker: $(task_prop "$a" Breaker)"
         out=$(hx "${CTL[@]}" cancel "$a" 2>&1) && ok "and can be cancelled" || fail "cancel: $out"
+}
+
+t_kill9_many() {
+        local ntasks=${KILL_TASKS:-20} nkills=${KILLS:-20} writes=${KILL_STEPS:-80}
+        echo "=== SIGKILL of the daemon at $nkills random moments across $ntasks tasks at work"
+        RANDOM=${SEED:-$$}
+        python3 - "$writes" > "$WORK/many.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+s = [{"reply": {"content": "Plan: %d files, then the fix." % n}}]
+for i in range(1, n + 1):
+    s.append({"delay": 1.0, "reply": {"content": "File %d" % i, "tool_calls": [
+        {"name": "write_file", "arguments": {"path": "progress.txt", "content": "step %d\n" % i}}]}})
+s.append({"delay": 0.5, "reply": {"content": "Fix add", "tool_calls": [
+    {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}})
+s.append({"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}})
+print(json.dumps(s))
+PY
+        model "$WORK/many.json" || { fail "model server"; return; }
+        make_repo many
+        local ids=() id i k ms t0 restarted=0 active
+        for i in $(seq "$ntasks"); do
+                id=$(submit many --limit max_steps=$((writes + 10))) || { fail "submit $i: $id"; return; }
+                ids+=("$id")
+        done
+        ok "$ntasks tasks submitted"
+        t0=$(date +%s)
+        for k in $(seq "$nkills"); do
+                ms=$(( 1000 + RANDOM % 2500 ))
+                sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+                active=$(hx systemctl show -p StatusText --value agentfab.service)
+                hx systemctl kill -s KILL agentfab.service 2>/dev/null
+                # Restart=on-failure brings it back; a call would as well.
+                for i in $(seq 80); do
+                        hx timeout 5 busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 \
+                                ListTasks >/dev/null 2>&1 && break
+                        sleep 0.25
+                done
+                echo "    kill $k after ${ms} ms ($active)"
+        done
+        ok "$nkills SIGKILLs in $(( $(date +%s) - t0 )) s"
+        hx systemctl show -p NRestarts agentfab.service | sed 's/^/    /'
+        hx "${CTL[@]}" list 2>&1 | awk '{print $2}' | sort | uniq -c | sed 's/^/    states:/'
+        local bad=0 done_ok=0 want_steps want_msgs s n
+        want_steps=$(seq -s ' ' 1 $((writes + 1)))' '
+        want_msgs=$((writes + 3))
+        for id in "${ids[@]}"; do
+                if ! wait_state "$id" "${KILL_WAIT:-240}" succeeded; then
+                        fail "task $id: $(task_prop "$id" State): $(task_prop "$id" Reason), steps $(steps "$id")"
+                        [ "$bad" = 0 ] && hx journalctl -q --no-pager -u agentfab.service | grep -v "model default/scripted answered" | tail -40
+                        bad=1; continue
+                fi
+                s=$(steps "$id")
+                n=$(assistant "$id")
+                if [ "$s" = "$want_steps" ] && [ "$n" = "$want_msgs" ] && files_whole "$id"; then
+                        done_ok=$((done_ok + 1))
+                else
+                        fail "task $id: steps '$s' (want '$want_steps'), assistant messages $n (want $want_msgs)"; bad=1
+                fi
+        done
+        [ "$done_ok" = "$ntasks" ] &&
+                ok "all $ntasks tasks succeeded, each with steps 1-$((writes + 1)) once and $want_msgs assistant messages, files whole"
+        left=$(hx systemctl list-units --all --no-legend 'agentfab-task-*.scope' | grep -v 'inactive\|not-found')
+        [ -z "$left" ] && ok "no task scope left" || fail "scopes left: $left"
 }
 
 main() {

@@ -44,6 +44,11 @@
 #   hx_as USER CMD...   The same as USER, via `runuser -u USER --` inside. No PAM
 #                       session is registered with logind, on purpose: polkit then
 #                       applies the allow_any rules.
+#   harness_reboot [reboot|poweroff]
+#                       The test system goes down (`systemctl reboot` inside, or a
+#                       poweroff) and boots again on the same overlay and state directory,
+#                       as a machine on its disk: /run, /tmp and the volatile journal are
+#                       new. Processes hx started are ended. Namespace mode only.
 #   harness_teardown    Power off, kill what is left, remove the child cgroups, unmount
 #                       and delete the base directory. Idempotent. Returns non-zero if
 #                       something could not be removed (and says what).
@@ -67,6 +72,9 @@
 #   HARNESS_WANTS        extra units pulled in by the boot target at boot
 #   HARNESS_SYSTEMD_ARGS extra arguments for PID 1 (e.g. --log-level=debug)
 #   HARNESS_SAVE_CONSOLE a file to copy PID 1's console log to at teardown
+#   HARNESS_STATE_SIZE   a size (e.g. 512m): /var/lib/agentfab is a tmpfs of that size,
+#                        mounted in the harness's own namespace so that it outlives
+#                        harness_reboot, and small enough for a test to fill it
 #   HARNESS_DEBUG        1 to log the teardown's steps with time stamps
 #
 # REQUIREMENTS
@@ -973,6 +981,7 @@ harness_reboot() {
                         sleep 0.05
                 done
         fi
+        _harness_debug "reboot: PID 1 $(_harness_alive "$HARNESS_PID" && echo "still there" || echo gone) after $(( $(_harness_now_ms) - t0 )) ms"
         if _harness_alive "$HARNESS_PID" && ! _harness_wait_poweroff "${HARNESS_STOP_TIMEOUT:-10}"; then
                 _harness_log "systemd did not go down; killing it."
                 kill -KILL "$HARNESS_PID" 2>/dev/null
