@@ -92,6 +92,7 @@ run_counted "sandbox attacks" bash tests/integration/sandbox-attacks.sh build
 run_counted "launcher" bash tests/integration/launcher.sh build
 run_counted "agent end to end" bash tests/integration/agent.sh build
 run_counted "egress proxy" bash tests/integration/proxy.sh build
+run_counted "faults" bash tests/integration/faults.sh build
 [ -d build-asan ] && run_counted "integration tests (ASan/UBSan)" bash tests/integration/run.sh build-asan
 [ -d build-asan ] && run_counted "launcher (ASan/UBSan)" bash tests/integration/launcher.sh build-asan
 [ -d build-asan ] && run_counted "agent end to end (ASan/UBSan)" bash tests/integration/agent.sh build-asan
@@ -113,6 +114,14 @@ if bash bench/step-cost.sh build --short; then
         echo "ok: step cost benchmark ran"; passed=$((passed + 1))
 else
         echo "FAIL: step cost benchmark did not run"; failed=$((failed + 1))
+fi
+
+# The load benchmark, short (bench/load.sh's defaults are the full run):
+# figures only, counted as having run.
+if RATE=200 SECONDS=10 CLIENTS=4 COUNT=200 bash bench/load.sh build; then
+        echo "ok: load benchmark ran"; passed=$((passed + 1))
+else
+        echo "FAIL: load benchmark did not run"; failed=$((failed + 1))
 fi
 
 echo "$passed passed, $failed failed"

@@ -62,9 +62,46 @@ static void agent_step_done_reset(AgentRun *run) {
 static AgentRun *agent_run_free(AgentRun *run);
 DEFINE_TRIVIAL_CLEANUP_FUNC(AgentRun *, agent_run_free);
 
+/* Sandboxes the launcher makes at a time. systemd makes their scopes one
+ * after the other anyway; more requests at once would only make each wait
+ * longer, past its timeout when many tasks resume together. The others wait
+ * in line, on the event loop. */
+#define SANDBOX_OPENS_MAX 2u
+static unsigned sandbox_opening = 0;
+static AgentRun *sandbox_waiters = NULL;
+
+/* Our turn at the launcher is over (or given up): the next in line goes. */
+static void sandbox_open_release(AgentRun *run) {
+        if (run->sandbox_waiting) {
+                for (AgentRun **i = &sandbox_waiters; *i; i = &(*i)->sandbox_next)
+                        if (*i == run) {
+                                *i = run->sandbox_next;
+                                break;
+                        }
+                run->sandbox_waiting = false;
+                run->sandbox_next = NULL;
+        }
+        if (!run->sandbox_opening)
+                return;
+        run->sandbox_opening = false;
+        sandbox_opening--;
+        while (sandbox_waiters && sandbox_opening < SANDBOX_OPENS_MAX) {
+                AgentRun *w = sandbox_waiters;
+                sandbox_waiters = w->sandbox_next;
+                w->sandbox_next = NULL;
+                w->sandbox_waiting = false;
+                if (!w->task)
+                        continue;   /* stopped meanwhile */
+                w->phase = PHASE_IDLE;
+                agent_schedule(w);
+                break;   /* it takes the free place when it runs */
+        }
+}
+
 static AgentRun *agent_run_free(AgentRun *run) {
         if (!run)
                 return NULL;
+        sandbox_open_release(run);
         if (run->call)
                 model_call_cancel(run->call);
         worker_detach(run->worker);
@@ -145,6 +182,12 @@ void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
         if (r < 0)
                 log_error("Task '%s': cannot become %s: %s", t->id, task_state_to_string(state),
                           error.message ?: strerror(-r));
+        if (r < 0 && !t->broken && task_state_is_active(t->state) && task_state_transition_allowed(t->state, TASK_FAILED)) {
+                _cleanup_free_ char *why = NULL;
+                if (state != TASK_FAILED && asprintf(&why, "Cannot become %s", task_state_to_string(state)) < 0)
+                        why = NULL;
+                task_fail_unsaved(t, state == TASK_FAILED ? reason : why, r);
+        }
         if (!task_state_is_active(t->state)) {
                 cache_prune_later(run->manager, environments_find(&run->manager->environments,
                                                                   t->spec.environment ?: ENVIRONMENT_DEFAULT), t->owner);
@@ -312,8 +355,27 @@ uint64_t agent_command_timeout_usec(AgentRun *run) {
                 t->spec.limits[TASK_LIMIT_COMMAND_TIMEOUT_SEC] * USEC_PER_SEC : run->manager->config.command_timeout_usec;
 }
 
+static void on_sandbox_ready(SandboxSession *s, int error, const char *error_message, void *userdata) {
+        AgentRun *run = userdata;
+        Task *t = run->task;
+
+        (void) s;
+        sandbox_open_release(run);
+        if (!t)
+                return;   /* stopped meanwhile: the session goes with the run */
+        run->phase = PHASE_IDLE;
+        if (error < 0) {
+                run->session = sandbox_session_free(run->session);
+                return agent_fail(run, "Cannot start the task's sandbox: %s", error_message ?: strerror(-error));
+        }
+        audit_sandbox(t, sandbox_session_get_unit(run->session), sandbox_session_get_pid(run->session),
+                      sandbox_session_get_uid(run->session));
+        agent_schedule(run);
+}
+
+/* 0: the sandbox is there; > 0: it is being made (or we wait our turn),
+ * and agent_advance() runs again when it is; < 0: the task failed. */
 int agent_open_sandbox(AgentRun *run) {
-        _cleanup_free_ char *error = NULL;
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_close_ int cache_fd = -EBADF;
         const Config *c = &run->manager->config;
@@ -323,6 +385,15 @@ int agent_open_sandbox(AgentRun *run) {
 
         if (run->session)
                 return 0;
+        if (sandbox_opening >= SANDBOX_OPENS_MAX) {
+                AgentRun **i = &sandbox_waiters;
+                while (*i)
+                        i = &(*i)->sandbox_next;
+                *i = run;
+                run->sandbox_waiting = true;
+                run->phase = PHASE_SANDBOX;
+                return 1;
+        }
 
         e = environments_find(&run->manager->environments, t->spec.environment ?: ENVIRONMENT_DEFAULT);
         if (!e) {
@@ -377,17 +448,20 @@ int agent_open_sandbox(AgentRun *run) {
          * never ends: what is left of the budget, plus one command's time. */
         uint64_t wall = agent_wall_budget_usec(run), used = t->progress.wall_usec;
         limits.runtime_max_sec = ((wall > used ? wall - used : 0) + agent_command_timeout_usec(run)) / USEC_PER_SEC + 60;
-        r = sandbox_session_open_in(run->manager->event, c->launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, t->id,
-                                    ledger_workspace_fd(run->ledger), &limits, env,
-                                    streq(e->name, ENVIRONMENT_DEFAULT) ? NULL : e->name, cache_fd,
-                                    &error, &run->session);
+        /* Waited for on the event loop: a daemon that resumes many tasks at
+         * once must answer its callers meanwhile. */
+        r = sandbox_session_open_async(run->manager->event, c->launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, t->id,
+                                       ledger_workspace_fd(run->ledger), &limits, env,
+                                       streq(e->name, ENVIRONMENT_DEFAULT) ? NULL : e->name, cache_fd,
+                                       on_sandbox_ready, run, &run->session);
         if (r < 0) {
-                agent_fail(run, "Cannot start the task's sandbox: %s", error ?: strerror(-r));
+                agent_fail(run, "Cannot start the task's sandbox: %s", strerror(-r));
                 return r;
         }
-        audit_sandbox(t, sandbox_session_get_unit(run->session), sandbox_session_get_pid(run->session),
-                      sandbox_session_get_uid(run->session));
-        return 0;
+        run->sandbox_opening = true;
+        sandbox_opening++;
+        run->phase = PHASE_SANDBOX;
+        return 1;
 }
 
 static void on_command_output(const char *stream, const char *data, size_t size, void *userdata) {
@@ -1245,8 +1319,8 @@ static void agent_advance(AgentRun *run) {
                 r = agent_open_workspace(run, t->progress.step == 0);
                 if (r != 0)
                         return;   /* failed, or continues when the workspace is made */
-                if (agent_open_sandbox(run) < 0)
-                        return;
+                if (agent_open_sandbox(run) != 0)
+                        return;   /* failed, or continues when the sandbox is there */
                 if (!t->progress.baseline_done && !isempty(t->spec.test_command)) {
                         run->call_kind = _TOOL_KIND_INVALID;
                         if (free_and_strdup(&run->call_command, t->spec.test_command) < 0)
@@ -1273,8 +1347,8 @@ static void agent_advance(AgentRun *run) {
                                 agent_schedule(run);
                         return;
                 }
-                if (agent_open_sandbox(run) < 0)
-                        return;
+                if (agent_open_sandbox(run) != 0)
+                        return;   /* failed, or continues when the sandbox is there */
                 r = agent_begin_conversation(run);
                 if (r >= 0)
                         r = agent_start_plan_steps(run);

@@ -24,6 +24,7 @@
 typedef enum AgentPhase {
         PHASE_IDLE,                /* nothing in flight: agent_advance() decides */
         PHASE_PREPARE,             /* the workspace is being made, in a worker thread */
+        PHASE_SANDBOX,             /* the launcher makes the sandbox, or we wait our turn for it */
         PHASE_BASELINE,            /* the test command before any change */
         PHASE_MODEL,               /* a model call in flight */
         PHASE_TOOL,                /* a command of a tool call in flight */
@@ -71,6 +72,10 @@ struct AgentRun {
         unsigned good_calls;       /* tool calls of this step that parsed */
         unsigned bad_calls;        /* and those that did not */
         char *finish_summary;
+
+        bool sandbox_opening;      /* the launcher makes our sandbox: one of agent-loop.c's sandbox_opening */
+        bool sandbox_waiting;      /* in line for that, in sandbox_waiters */
+        AgentRun *sandbox_next;
 };
 
 /* CLOCK_MONOTONIC in microseconds. */
@@ -85,7 +90,9 @@ int agent_save(AgentRun *run);
 /* Moves the task to state; a state that is not active stops the run. */
 void agent_set_state(AgentRun *run, TaskState state, const char *reason);
 
-/* Opens the task's sandbox unless it is open (the task fails if it cannot). */
+/* Opens the task's sandbox unless it is open: 0 it is there; > 0 it is
+ * being made (or waits its turn) and agent_advance() runs again when it is;
+ * < 0 the task failed. */
 int agent_open_sandbox(AgentRun *run);
 
 /* The timeout of one command of the task. */

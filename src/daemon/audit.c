@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <systemd/sd-journal.h>
 
 #include "audit.h"
@@ -14,6 +15,52 @@
 #include "string-util.h"
 #include "task-store.h"
 #include "trace.h"
+
+/* What journald could not take (stopped, restarting, its socket gone) is
+ * counted, and said in the next entry that it takes: the audit trail then
+ * shows its own gap. sd_journal_send() does not block without journald: its
+ * socket refuses at once. The tasks' events.jsonl keep their history
+ * meanwhile. */
+static unsigned journal_lost = 0;
+static uint64_t journal_lost_since_usec = 0;
+static int journal_lost_error = 0;
+
+static void journal_sent(int r) {
+        unsigned n;
+        time_t since;
+        struct tm tm;
+        char when[64] = "";
+
+        if (r < 0) {
+                if (journal_lost++ == 0) {
+                        journal_lost_since_usec = now_usec();
+                        journal_lost_error = r;
+                }
+                return;
+        }
+        if (journal_lost == 0)
+                return;
+
+        n = journal_lost;
+        journal_lost = 0;
+        since = (time_t) (journal_lost_since_usec / USEC_PER_SEC);
+        if (gmtime_r(&since, &tm))
+                (void) strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+        r = sd_journal_send("MESSAGE=%u agentfab journal entries could not be recorded since %s: %s. "
+                            "The tasks' events.jsonl files hold their events.", n, when, strerror(-journal_lost_error),
+                            "MESSAGE_ID=" AGENTFAB_MESSAGE_JOURNAL_LOST_STR,
+                            "PRIORITY=%i", LOG_WARNING,
+                            "AGENTFAB_EVENT=journal-lost",
+                            "AGENTFAB_LOST=%u", n,
+                            "AGENTFAB_LOST_SINCE_USEC=%llu", (unsigned long long) journal_lost_since_usec,
+                            "AGENTFAB_ERROR=%s", strerror(-journal_lost_error),
+                            NULL);
+        if (r < 0)
+                journal_lost = n + 1;   /* gone again: keep counting from the same moment */
+}
+
+#define journal_send(...) journal_sent(sd_journal_send(__VA_ARGS__))
+#define journal_sendv(iov, n) journal_sent(sd_journal_sendv(iov, n))
 
 /* Appends the event to the task's history and hands it to its watchers. */
 static void task_event(Task *t, const char *type, uid_t caller, const char *k1, const char *v1,
@@ -43,7 +90,7 @@ static void task_event(Task *t, const char *type, uid_t caller, const char *k1, 
 
 
 void audit_task_submitted(Task *t, uid_t caller) {
-        (void) sd_journal_send("MESSAGE=Task %s submitted by uid %u for '%s'.", t->id, (unsigned) caller, t->spec.repository,
+        journal_send("MESSAGE=Task %s submitted by uid %u for '%s'.", t->id, (unsigned) caller, t->spec.repository,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_TASK_SUBMITTED_STR,
                                "PRIORITY=%i", LOG_NOTICE,
                                "AGENTFAB_EVENT=submitted",
@@ -88,14 +135,14 @@ void audit_task_state(Task *t, TaskState old_state, uid_t caller) {
         if (uid)
                 IOV(uid);
 #undef IOV
-        (void) sd_journal_sendv(iov, (int) n);
+        journal_sendv(iov, (int) n);
 
         task_event(t, "state", caller, "state", task_state_to_string(t->state),
                    "old_state", task_state_to_string(old_state), "reason", t->reason);
 }
 
 void audit_task_request(Task *t, const char *event, uid_t caller, const char *comment) {
-        (void) sd_journal_send("MESSAGE=Task %s: %s requested by uid %u.", t->id, event, (unsigned) caller,
+        journal_send("MESSAGE=Task %s: %s requested by uid %u.", t->id, event, (unsigned) caller,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_TASK_REQUEST_STR,
                                "PRIORITY=%i", LOG_NOTICE,
                                "AGENTFAB_EVENT=%s", event,
@@ -107,7 +154,7 @@ void audit_task_request(Task *t, const char *event, uid_t caller, const char *co
 }
 
 void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit, const char *undone) {
-        (void) sd_journal_send("MESSAGE=Task %s reset to %s (%s%u) by uid %u.", t->id, commit,
+        journal_send("MESSAGE=Task %s reset to %s (%s%u) by uid %u.", t->id, commit,
                                step ? "step " : "base, step ", step, (unsigned) caller,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_RESET_STR,
                                "PRIORITY=%i", LOG_NOTICE,
@@ -167,7 +214,7 @@ void audit_verified(Task *t, const char *commit, const char *tests, int exit_cod
 }
 
 void audit_denied(const char *task_id, const char *action, uid_t caller) {
-        (void) sd_journal_send("MESSAGE=Denied %s to uid %u on task %s.", action, (unsigned) caller, strempty(task_id),
+        journal_send("MESSAGE=Denied %s to uid %u on task %s.", action, (unsigned) caller, strempty(task_id),
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DENIED_STR,
                                "PRIORITY=%i", LOG_WARNING,
                                "AGENTFAB_EVENT=denied",
@@ -178,7 +225,7 @@ void audit_denied(const char *task_id, const char *action, uid_t caller) {
 }
 
 void audit_task_broken(Task *t) {
-        (void) sd_journal_send("MESSAGE=Task %s: %s", t->id, t->reason,
+        journal_send("MESSAGE=Task %s: %s", t->id, t->reason,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_TASK_BROKEN_STR,
                                "PRIORITY=%i", LOG_ERR,
                                "AGENTFAB_EVENT=broken",
@@ -190,7 +237,7 @@ void audit_task_broken(Task *t) {
 void audit_plan(Task *t, const char *plan) {
         _cleanup_free_ char *first = strshorten_line(skip_heading(plan), 120);
 
-        (void) sd_journal_send("MESSAGE=Task %s planned: %s", t->id, strempty(first),
+        journal_send("MESSAGE=Task %s planned: %s", t->id, strempty(first),
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_PLAN_STR,
                                "PRIORITY=%i", LOG_INFO,
                                "AGENTFAB_EVENT=plan",
@@ -205,7 +252,7 @@ void audit_model_call(Task *t, unsigned step, const char *model, unsigned attemp
         char step_s[16];
 
         snprintf(step_s, sizeof(step_s), "%u", step);
-        (void) sd_journal_send("MESSAGE=Task %s step %u: model %s %s%s.", t->id, step, model,
+        journal_send("MESSAGE=Task %s step %u: model %s %s%s.", t->id, step, model,
                                error ? "failed: " : "answered, ", error ?: strempty(finish_reason),
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_MODEL_CALL_STR,
                                "PRIORITY=%i", error ? LOG_WARNING : LOG_INFO,
@@ -234,7 +281,7 @@ void audit_command(Task *t, unsigned step, const char *tool, const char *command
                 snprintf(result, sizeof(result), "exit %i", status);
         snprintf(step_s, sizeof(step_s), "%u", step);
 
-        (void) sd_journal_send("MESSAGE=Task %s step %u: %s '%s': %s.", t->id, step, tool, command, result,
+        journal_send("MESSAGE=Task %s step %u: %s '%s': %s.", t->id, step, tool, command, result,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_COMMAND_STR,
                                "PRIORITY=%i", LOG_INFO,
                                "AGENTFAB_EVENT=command",
@@ -255,7 +302,7 @@ void audit_file_change(Task *t, unsigned step, const char *tool, const char *pat
         char step_s[16];
 
         snprintf(step_s, sizeof(step_s), "%u", step);
-        (void) sd_journal_send("MESSAGE=Task %s step %u: %s '%s'.", t->id, step, tool, path,
+        journal_send("MESSAGE=Task %s step %u: %s '%s'.", t->id, step, tool, path,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_FILE_CHANGE_STR,
                                "PRIORITY=%i", LOG_INFO,
                                "AGENTFAB_EVENT=file-change",
@@ -271,7 +318,7 @@ void audit_step(Task *t, unsigned step, const char *commit, const char *subject,
         char step_s[16];
 
         snprintf(step_s, sizeof(step_s), "%u", step);
-        (void) sd_journal_send("MESSAGE=Task %s step %u done%s%s: %s", t->id, step,
+        journal_send("MESSAGE=Task %s step %u done%s%s: %s", t->id, step,
                                commit ? ", commit " : "", strempty(commit), subject,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_STEP_STR,
                                "PRIORITY=%i", LOG_INFO,
@@ -342,7 +389,7 @@ void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid) {
 
         if (uid != UID_INVALID)
                 snprintf(uid_s, sizeof(uid_s), "%u", (unsigned) uid);
-        (void) sd_journal_send("MESSAGE=Task %s has its sandbox in %s (pid %i, commands as uid %s).", t->id, unit, (int) pid,
+        journal_send("MESSAGE=Task %s has its sandbox in %s (pid %i, commands as uid %s).", t->id, unit, (int) pid,
                                uid_s[0] ? uid_s : "unknown",
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_SANDBOX_STR,
                                "PRIORITY=%i", LOG_INFO,
@@ -356,7 +403,7 @@ void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid) {
 }
 
 void audit_breaker(Task *t, const char *breaker, const char *reason) {
-        (void) sd_journal_send("MESSAGE=Task %s paused by breaker %s: %s", t->id, breaker, reason,
+        journal_send("MESSAGE=Task %s paused by breaker %s: %s", t->id, breaker, reason,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_BREAKER_STR,
                                "PRIORITY=%i", LOG_WARNING,
                                "AGENTFAB_EVENT=breaker",
@@ -368,7 +415,7 @@ void audit_breaker(Task *t, const char *breaker, const char *reason) {
 }
 
 void audit_delivered(Task *t, const char *head, const char *diffstat) {
-        (void) sd_journal_send("MESSAGE=Task %s delivered branch %s at %s.", t->id, t->branch, head,
+        journal_send("MESSAGE=Task %s delivered branch %s at %s.", t->id, t->branch, head,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DELIVERED_STR,
                                "PRIORITY=%i", LOG_NOTICE,
                                "AGENTFAB_EVENT=delivered",
@@ -381,7 +428,7 @@ void audit_delivered(Task *t, const char *head, const char *diffstat) {
 }
 
 void audit_pushed(Task *t, const char *head) {
-        (void) sd_journal_send("MESSAGE=Task %s pushed branch %s at %s to '%s'.", t->id, t->branch, head, t->spec.push_url,
+        journal_send("MESSAGE=Task %s pushed branch %s at %s to '%s'.", t->id, t->branch, head, t->spec.push_url,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_PUSHED_STR,
                                "PRIORITY=%i", LOG_NOTICE,
                                "AGENTFAB_EVENT=pushed",
@@ -394,7 +441,7 @@ void audit_pushed(Task *t, const char *head) {
 }
 
 void audit_pull_request(Task *t, const char *url) {
-        (void) sd_journal_send("MESSAGE=Task %s opened pull request %s on forge %s.", t->id, url, strempty(t->spec.forge),
+        journal_send("MESSAGE=Task %s opened pull request %s on forge %s.", t->id, url, strempty(t->spec.forge),
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_PULL_REQUEST_STR,
                                "PRIORITY=%i", LOG_NOTICE,
                                "AGENTFAB_EVENT=pull-request",
@@ -409,7 +456,7 @@ void audit_pull_request(Task *t, const char *url) {
 }
 
 void audit_delivery_failed(Task *t, const char *what, const char *error) {
-        (void) sd_journal_send("MESSAGE=Task %s: %s failed: %s", t->id, what, error,
+        journal_send("MESSAGE=Task %s: %s failed: %s", t->id, what, error,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DELIVERY_FAILED_STR,
                                "PRIORITY=%i", LOG_WARNING,
                                "AGENTFAB_EVENT=%s-failed", what,
@@ -423,7 +470,7 @@ void audit_delivery_failed(Task *t, const char *what, const char *error) {
 }
 
 void audit_daemon_started(unsigned n_tasks) {
-        (void) sd_journal_send("MESSAGE=agentfabd started with %u task records.", n_tasks,
+        journal_send("MESSAGE=agentfabd started with %u task records.", n_tasks,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DAEMON_STARTED_STR,
                                "PRIORITY=%i", LOG_INFO,
                                "AGENTFAB_EVENT=started",
@@ -432,7 +479,7 @@ void audit_daemon_started(unsigned n_tasks) {
 }
 
 void audit_daemon_idle(void) {
-        (void) sd_journal_send("MESSAGE=agentfabd idle, exiting.",
+        journal_send("MESSAGE=agentfabd idle, exiting.",
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DAEMON_IDLE_STR,
                                "PRIORITY=%i", LOG_INFO,
                                "AGENTFAB_EVENT=idle-exit",

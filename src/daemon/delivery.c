@@ -426,8 +426,8 @@ static void delivery_verify(AgentRun *run) {
 
         if (isempty(t->spec.test_command))
                 return delivery_record(run, NULL, 0, false);
-        if (agent_open_sandbox(run) < 0)
-                return;   /* failed */
+        if (agent_open_sandbox(run) != 0)
+                return;   /* failed, or delivery starts again when the sandbox is there */
 
         if (asprintf(&banner, "\n$ %s    # agentfabd's own run on the final tree\n", t->spec.test_command) >= 0)
                 (void) write(run->log_fd, banner, strlen(banner));

@@ -295,8 +295,20 @@ int manager_start_agents(Manager *m) {
 static int on_bus_message(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
 
-        (void) message;
         (void) error;
+
+        /* dbus-daemon went away (restarted, or the bus is gone): sd-bus does
+         * not reconnect, and staying up would keep our name from ever coming
+         * back, so callers would wait for D-Bus activation of a service that
+         * is already running, for as long as a task keeps us busy. Exit with
+         * a failure instead: systemd starts us again (Restart=on-failure) on
+         * the new bus, and the tasks at work go on from their checkpoints, as
+         * after any other end of the daemon. */
+        if (sd_bus_message_is_signal(message, "org.freedesktop.DBus.Local", "Disconnected")) {
+                log_error("Lost the connection to the bus, exiting to be started again.");
+                (void) sd_notify(false, "STOPPING=1\nSTATUS=Lost the bus connection.");
+                return sd_event_exit(m->event, -ENOTCONN);
+        }
 
         manager_touch(m);
         return 0;

@@ -131,3 +131,26 @@ int task_set_state(Task *t, TaskState state, const char *reason, uid_t caller, s
 unsigned task_requirement_version(const Task *t) {
         return MAX(t->progress.requirement, 1u);
 }
+
+void task_fail_unsaved(Task *t, const char *reason, int error) {
+        TaskState old_state = t->state;
+        char *r = NULL;
+
+        /* The state file cannot be written (the file system is full or
+         * failing), so task_set_state() refused. The task must stop all the
+         * same, and say why, rather than look busy while nothing happens: it
+         * is failed in memory, while the file keeps the last acknowledged
+         * checkpoint. Resume() writes the file again once it can; a restarted
+         * daemon finds the task at work there and goes on from that
+         * checkpoint, as after a crash. */
+        if (asprintf(&r, "%s (the state file could not be written: %s)", strempty(reason), strerror(-error)) < 0)
+                r = NULL;
+        if (r) {
+                free(t->reason);
+                t->reason = r;
+        }
+        t->state = TASK_FAILED;
+        t->updated_usec = now_usec();
+        if (t->manager)
+                manager_task_state_changed(t->manager, t, old_state, UID_INVALID);
+}

@@ -86,6 +86,8 @@ int task_id_generate(char ret[static AGENTFAB_TASK_ID_LEN + 1]);
  * announced, and restores the old state in memory if persisting fails.
  * caller is the uid whose request caused it, or UID_INVALID. */
 int task_set_state(Task *t, TaskState state, const char *reason, uid_t caller, sd_bus_error *error);
+/* Fails the task in memory when its state file cannot be written. */
+void task_fail_unsaved(Task *t, const char *reason, int error);
 
 /* The version of the task's requirement (goal and acceptance criteria):
  * 1 as submitted, raised by each Amend(). */

@@ -556,17 +556,9 @@ int model_transcript_append(int fd, json_object *request, const ModelReply *repl
         line[n++] = '\n';
 
         /* One write() for the line, so that concurrent appenders on an
-         * O_APPEND file do not interleave; a short write is finished. */
-        for (size_t done = 0; done < n;) {
-                ssize_t k = write(fd, line + done, n - done);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                done += k;
-        }
-        return 0;
+         * O_APPEND file do not interleave; a short write is finished, and a
+         * failed one cut off (a full disk must not leave a torn line). */
+        return append_whole(fd, line, n);
 }
 
 struct ModelReplay {

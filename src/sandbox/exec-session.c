@@ -42,6 +42,10 @@ struct SandboxSession {
         ExecCollector collector;
         exec_done_handler_t done;
         void *userdata;
+
+        /* While the launcher makes the sandbox (sandbox_session_open_async()). */
+        session_open_handler_t open_done;
+        void *open_userdata;
 };
 
 static uint64_t now_usec(void) {
@@ -291,21 +295,14 @@ static int on_io(sd_event_source *source, int fd, uint32_t revents, void *userda
         }
 }
 
-int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
-                         const SandboxLimits *limits, char **env, char **ret_error, SandboxSession **ret) {
-        return sandbox_session_open_in(e, launcher_socket, task_id, workspace_fd, limits, env, NULL, -EBADF,
-                                       ret_error, ret);
-}
-
-int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
-                            const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
-                            char **ret_error, SandboxSession **ret) {
+/* Connects to the launcher and sends the request; the reply is read by the
+ * caller. */
+static int session_start(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                         const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
+                         SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
-        _cleanup_json_ json_object *j = NULL, *l = NULL, *en = NULL, *reply = NULL;
+        _cleanup_json_ json_object *j = NULL, *l = NULL, *en = NULL;
         _cleanup_free_ char *line = NULL;
-        const char *type, *unit;
-        uint64_t pid;
-        size_t len = 0;
         int r;
 
         if (!e || !task_id || strlen(task_id) != AGENTFAB_TASK_ID_LEN || workspace_fd < 0 || !ret)
@@ -352,17 +349,25 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
         if (!s->rbuf || asprintf(&s->unit, "agentfab-task-%s.scope", task_id) < 0)
                 return -ENOMEM;
 
-        uint64_t deadline = now_usec() + SANDBOX_SESSION_OPEN_TIMEOUT_USEC;
         r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &s->fd);
         if (r < 0)
                 return r;
         r = send_request(s->fd, line, workspace_fd, cache_fd);
         if (r < 0)
                 return r;
-        r = read_line(s->fd, s->rbuf, LAUNCHER_REPLY_MAX, &len, deadline);
-        if (r < 0)
-                return r;
-        if (json_parse_strict(s->rbuf, (size_t) r, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+/* The launcher's reply, the line of length n at the start of rbuf: "ready",
+ * and the session is ready for commands, or why not. */
+static int session_take_reply(SandboxSession *s, size_t n, char **ret_error) {
+        _cleanup_json_ json_object *reply = NULL;
+        const char *type, *unit;
+        uint64_t pid;
+        int r;
+
+        if (json_parse_strict(s->rbuf, n, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
             json_get_string(reply, "type", &type) < 0)
                 return -EBADMSG;
         if (streq(type, "error"))
@@ -381,11 +386,121 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
 
         if (fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) | O_NONBLOCK) < 0)
                 return -errno;
-        r = sd_event_add_io(e, &s->io, s->fd, EPOLLIN, on_io, s);
+        r = sd_event_add_io(s->event, &s->io, s->fd, EPOLLIN, on_io, s);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(s->io, "sandbox-session");
+        return 0;
+}
 
+int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                         const SandboxLimits *limits, char **env, char **ret_error, SandboxSession **ret) {
+        return sandbox_session_open_in(e, launcher_socket, task_id, workspace_fd, limits, env, NULL, -EBADF,
+                                       ret_error, ret);
+}
+
+int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                            const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
+                            char **ret_error, SandboxSession **ret) {
+        _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
+        uint64_t deadline = now_usec() + SANDBOX_SESSION_OPEN_TIMEOUT_USEC;
+        size_t len = 0;
+        int r;
+
+        r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, &s);
+        if (r < 0)
+                return r;
+        r = read_line(s->fd, s->rbuf, LAUNCHER_REPLY_MAX, &len, deadline);
+        if (r < 0)
+                return r;
+        r = session_take_reply(s, (size_t) r, ret_error);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+/* The asynchronous open: the launcher's reply is waited for on the event
+ * loop, so that the caller's loop serves everything else meanwhile (the
+ * launcher's work, making a scope through systemd, takes from milliseconds
+ * to a second on a busy machine, and a daemon that resumes many tasks at
+ * once would otherwise answer nobody until every sandbox is made). */
+static void session_open_finish(SandboxSession *s, int r, char *error_message) {
+        session_open_handler_t done = s->open_done;
+
+        s->open_done = NULL;
+        s->io = sd_event_source_disable_unref(s->io);
+        s->timer = sd_event_source_disable_unref(s->timer);
+        if (r >= 0)
+                r = session_take_reply(s, s->rlen, &error_message);
+        /* The handler may free the session: nothing after it. */
+        done(s, r < 0 ? r : 0, error_message, s->open_userdata);
+        free(error_message);
+}
+
+static int on_open_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        SandboxSession *s = userdata;
+        char *nl;
+        ssize_t k;
+
+        (void) source;
+        (void) revents;
+        k = recv(fd, s->rbuf + s->rlen, LAUNCHER_REPLY_MAX - s->rlen, MSG_DONTWAIT);
+        if (k < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                        return 0;
+                session_open_finish(s, -errno, NULL);
+                return 0;
+        }
+        if (k == 0) {
+                session_open_finish(s, -ECONNRESET, NULL);
+                return 0;
+        }
+        s->rlen += (size_t) k;
+        nl = memchr(s->rbuf, '\n', s->rlen);
+        if (nl) {
+                *nl = '\0';
+                s->rlen = (size_t) (nl - s->rbuf);
+                session_open_finish(s, 0, NULL);
+        } else if (s->rlen >= LAUNCHER_REPLY_MAX)
+                session_open_finish(s, -EBADMSG, NULL);
+        return 0;
+}
+
+static int on_open_timer(sd_event_source *source, uint64_t usec, void *userdata) {
+        (void) source;
+        (void) usec;
+        session_open_finish(userdata, -ETIMEDOUT, NULL);
+        return 0;
+}
+
+int sandbox_session_open_async(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                               const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
+                               session_open_handler_t done, void *userdata, SandboxSession **ret) {
+        _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
+        uint64_t now;
+        int r;
+
+        if (!done)
+                return -EINVAL;
+        r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, &s);
+        if (r < 0)
+                return r;
+        s->open_done = done;
+        s->open_userdata = userdata;
+        if (fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) | O_NONBLOCK) < 0)
+                return -errno;
+        r = sd_event_add_io(e, &s->io, s->fd, EPOLLIN, on_open_io, s);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(s->io, "sandbox-session-open");
+        r = sd_event_now(e, CLOCK_MONOTONIC, &now);
+        if (r < 0)
+                return r;
+        r = sd_event_add_time(e, &s->timer, CLOCK_MONOTONIC, now + SANDBOX_SESSION_OPEN_TIMEOUT_USEC, 0,
+                              on_open_timer, s);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(s);
         return 0;
 }

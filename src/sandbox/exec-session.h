@@ -48,6 +48,17 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
                             const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
                             char **ret_error, SandboxSession **ret);
 
+/* The same without blocking: returns once the request is sent (ret is the
+ * session, not yet ready for commands), and calls done on the event loop
+ * with error 0 and the session ready, or a negative errno (-EREMOTEIO with
+ * the launcher's reason in error_message, which may be NULL, valid during
+ * the call only); then the session is dead and the handler frees it. Freeing
+ * the session before that gives the request up. */
+typedef void (*session_open_handler_t)(SandboxSession *s, int error, const char *error_message, void *userdata);
+int sandbox_session_open_async(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                               const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
+                               session_open_handler_t done, void *userdata, SandboxSession **ret);
+
 /* error: 0, or -EINVAL (the sandbox refused the request), -ECONNRESET (the
  * sandbox ended), -EBADMSG (it sent nonsense), -ETIMEDOUT (it did not end
  * a timed-out command); after any but -EINVAL the session is dead. result

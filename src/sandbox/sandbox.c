@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <linux/mount.h>
@@ -502,6 +503,17 @@ void sandbox_child(const SandboxConfig *c, int sync_fd, int error_fd) {
         setup_root(c);
         drop_privileges(c);
         sandbox_trace("child: privileges dropped");
+
+        /* The kernel forgets the parent death signal when the uid changes:
+         * set it again, or a sandbox would outlive a launcher killed with
+         * SIGKILL, and with it the uid lock that the launcher holds, so that
+         * another task could be given the same uid. Had the parent died
+         * before this point, its end of the error pipe is closed: look. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                die("Failed to set parent death signal");
+        struct pollfd pfd = { .fd = error_fd, .events = POLLOUT };
+        if (poll(&pfd, 1, 0) < 0 || (pfd.revents & (POLLERR | POLLHUP)))
+                _exit(127);
 
         /* Only stdin, stdout, stderr, our error pipe, the go pipe, the
          * exec service's connection and the proxy channel survive. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fs-util.h"
+#include "log.h"
 #include "macro.h"
 
 static int loop_write(int fd, const void *data, size_t size) {
@@ -110,11 +111,28 @@ int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *r
         return 0;
 }
 
+int append_whole(int fd, const void *data, size_t size) {
+        struct stat st;
+        int r;
+
+        /* A record of a JSON lines file is whole or absent: when the file
+         * system fills up (or the quota is reached) half-way through, the
+         * part that made it is cut off again, so that no reader finds a torn
+         * line. We are the files' only writer, so the size cannot move
+         * under us. */
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        r = loop_write(fd, data, size);
+        if (r < 0 && ftruncate(fd, st.st_size) < 0)
+                log_warning_errno(errno, "Failed to cut off a partly written record, ignoring: %m");
+        return r;
+}
+
 int append_file_at(int dir_fd, const char *name, const void *data, size_t size, mode_t mode) {
         _cleanup_close_ int fd = openat(dir_fd, name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
         if (fd < 0)
                 return -errno;
-        return loop_write(fd, data, size);
+        return append_whole(fd, data, size);
 }
 
 DIR *xopendirat(int dir_fd, const char *name, int flags) {

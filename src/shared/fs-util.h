@@ -16,6 +16,8 @@ int write_file_atomic(int dir_fd, const char *name, const void *data, size_t siz
 int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_size);
 
 /* Appends one line durably enough for a log: O_APPEND write of the whole buffer. */
+/* Appends all of data to fd (opened O_APPEND), or nothing: a failed write is cut off. */
+int append_whole(int fd, const void *data, size_t size);
 int append_file_at(int dir_fd, const char *name, const void *data, size_t size, mode_t mode);
 
 /* Removes a directory tree below dir_fd without following symlinks. */

@@ -168,6 +168,49 @@ static int open_session(SandboxSession **ret, char **ret_error) {
         return sandbox_session_open(event, sock_path, TASK, ws, NULL, NULL, ret_error, ret);
 }
 
+typedef struct OpenOutcome {
+        bool done;
+        int error;
+        char *message;
+} OpenOutcome;
+
+static void on_open(SandboxSession *s, int error, const char *message, void *userdata) {
+        OpenOutcome *o = userdata;
+        o->done = true;
+        o->error = error;
+        o->message = message ? strdup(message) : NULL;
+}
+
+/* The same through sandbox_session_open_async(): it returns before the
+ * launcher answers, and the answer comes on the event loop. */
+static int open_session_async(SandboxSession **ret, char **ret_error) {
+        _cleanup_close_ int ws = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        OpenOutcome o = {};
+        SandboxSession *s = NULL;
+        int r;
+
+        r = sandbox_session_open_async(event, sock_path, TASK, ws, NULL, NULL, NULL, -EBADF, on_open, &o, &s);
+        if (r < 0)
+                return r;
+        for (int i = 0; i < 1000 && !o.done; i++) {
+                r = sd_event_run(event, 5 * USEC_PER_SEC);
+                if (r <= 0)
+                        break;
+        }
+        if (!o.done) {
+                sandbox_session_free(s);
+                return -ETIMEDOUT;
+        }
+        if (o.error < 0) {
+                sandbox_session_free(s);
+                *ret_error = o.message;
+                return o.error;
+        }
+        free(o.message);
+        *ret = s;
+        return 0;
+}
+
 int main(void) {
         SandboxSession *s = NULL;
         char *error = NULL, dir[] = "/tmp/test-exec-session-XXXXXX";
@@ -191,9 +234,9 @@ int main(void) {
 
         /* A well-behaved sandbox: output of other ids ignored, a stream
          * name it made up never reaches the handler, two commands in a row. */
-        r = open_session(&s, &error);
+        r = open_session_async(&s, &error);
         CHECK(r == 0 && streq_ptr(sandbox_session_get_unit(s), UNIT) && sandbox_session_get_pid(s) == pid,
-              "ready: unit and pid taken (%i)", r);
+              "ready on the event loop: unit and pid taken (%i)", r);
         r = run(s, &o);
         CHECK(r == 0 && o.error == 0 && o.status == 7 && streq_ptr(o.output, "hello world") && o.output_bytes == 11 &&
               o.chunks == 2 && !o.bad_stream, "command done: status %i, output '%s', %u chunks", o.status, strempty(o.output), o.chunks);
@@ -204,9 +247,9 @@ int main(void) {
         s = sandbox_session_free(s);
 
         /* The launcher's reason reaches the caller as one safe line. */
-        r = open_session(&s, &error);
+        r = open_session_async(&s, &error);
         CHECK(r == -EREMOTEIO && error && strneq(error, "no", 2) && !strchr(error, '\n') && !strchr(error, '\033'),
-              "refusal: %s, '%s'", strerror(-r), strempty(error));
+              "refusal on the event loop: %s, '%s'", strerror(-r), strempty(error));
         error = mfree_ptr(error);
 
         /* A "ready" for another unit, or for pid 1, is not believed. */
@@ -214,8 +257,9 @@ int main(void) {
         CHECK(r == -EBADMSG && !s, "ready for another unit refused: %s", strerror(-r));
         r = open_session(&s, &error);
         CHECK(r == -EBADMSG && !s, "ready with pid 1 refused: %s", strerror(-r));
-        r = open_session(&s, &error);
-        CHECK(r == -ECONNRESET && !s, "launcher hung up: %s", strerror(-r));
+        s = NULL;
+        r = open_session_async(&s, &error);
+        CHECK(r == -ECONNRESET && !s, "launcher hung up, on the event loop: %s", strerror(-r));
 
         /* A line longer than any reply can be: the client stops listening,
          * memory stays bounded, the session is dead. */

@@ -1,11 +1,58 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs-util.h"
 #include "json-util.h"
 #include "string-util.h"
 #include "tap.h"
+
+/* A record of a JSON lines file is whole or absent: a write that the file
+ * system refuses half-way (full, over quota; here: the file size limit, which
+ * lets part of the write through and refuses the rest) leaves the file as it
+ * was, so that no reader finds a torn last line. */
+static void test_append_whole(void) {
+        char path[] = "/tmp/test-util-append.XXXXXX", buf[256];
+        struct rlimit old, small = { .rlim_cur = 64, .rlim_max = RLIM_INFINITY };
+        const char *first = "{\"n\":1}\n";
+        char big[100];
+        struct stat st;
+        int fd, r;
+
+        memset(big, 'x', sizeof(big));
+        big[sizeof(big) - 1] = '\n';
+        fd = mkstemp(path);
+        if (fd < 0) {
+                CHECK(false, "mkstemp: %s", strerror(errno));
+                return;
+        }
+        close(fd);
+        fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+        CHECK(append_whole(fd, first, strlen(first)) == 0, "a record appended");
+
+        signal(SIGXFSZ, SIG_IGN);
+        getrlimit(RLIMIT_FSIZE, &old);
+        small.rlim_max = old.rlim_max;
+        setrlimit(RLIMIT_FSIZE, &small);
+        r = append_whole(fd, big, sizeof(big));
+        setrlimit(RLIMIT_FSIZE, &old);
+        CHECK(r == -EFBIG, "a record past the limit refused: %s", strerror(-r));
+        CHECK(fstat(fd, &st) == 0 && st.st_size == (off_t) strlen(first),
+              "the part that was written is cut off again (size %lld)", (long long) st.st_size);
+        CHECK(append_whole(fd, first, strlen(first)) == 0, "the next record goes on as before");
+        close(fd);
+
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
+        buf[k > 0 ? k : 0] = '\0';
+        CHECK(streq(buf, "{\"n\":1}\n{\"n\":1}\n"), "the file holds the two whole records only");
+        close(fd);
+        unlink(path);
+}
 
 int main(void) {
         uint64_t u;
@@ -64,5 +111,6 @@ int main(void) {
         close(fd);
         rm_rf_at(AT_FDCWD, dir);
 
+        test_append_whole();
         return tap_done();
 }

@@ -44,6 +44,11 @@
 #   hx_as USER CMD...   The same as USER, via `runuser -u USER --` inside. No PAM
 #                       session is registered with logind, on purpose: polkit then
 #                       applies the allow_any rules.
+#   harness_reboot [reboot|poweroff]
+#                       The test system goes down (`systemctl reboot` inside, or a
+#                       poweroff) and boots again on the same overlay and state directory,
+#                       as a machine on its disk: /run, /tmp and the volatile journal are
+#                       new. Processes hx started are ended. Namespace mode only.
 #   harness_teardown    Power off, kill what is left, remove the child cgroups, unmount
 #                       and delete the base directory. Idempotent. Returns non-zero if
 #                       something could not be removed (and says what).
@@ -67,6 +72,9 @@
 #   HARNESS_WANTS        extra units pulled in by the boot target at boot
 #   HARNESS_SYSTEMD_ARGS extra arguments for PID 1 (e.g. --log-level=debug)
 #   HARNESS_SAVE_CONSOLE a file to copy PID 1's console log to at teardown
+#   HARNESS_STATE_SIZE   a size (e.g. 512m): /var/lib/agentfab is a tmpfs of that size,
+#                        mounted in the harness's own namespace so that it outlives
+#                        harness_reboot, and small enough for a test to fill it
 #   HARNESS_DEBUG        1 to log the teardown's steps with time stamps
 #
 # REQUIREMENTS
@@ -535,11 +543,14 @@ _harness_inner() {
         # What the test put there before the boot comes along.
         # (A tmpfs where the harness's directory is on a file system without
         # them.)
+        # (Not when the harness mounted one there already: HARNESS_STATE_SIZE.)
         mkdir -p "$H_BASE/var-lib-agentfab" "$r/var/lib/agentfab"
-        case "$(stat -f -c %T "$H_BASE")" in
-        ext2/ext3|ext4|xfs|btrfs|tmpfs) ;;
-        *) mount -t tmpfs -o mode=0755,size=8g tmpfs "$H_BASE/var-lib-agentfab" ;;
-        esac
+        if ! mountpoint -q "$H_BASE/var-lib-agentfab"; then
+                case "$(stat -f -c %T "$H_BASE")" in
+                ext2/ext3|ext4|xfs|btrfs|tmpfs) ;;
+                *) mount -t tmpfs -o mode=0755,size=8g tmpfs "$H_BASE/var-lib-agentfab" ;;
+                esac
+        fi
         cp -a "$r/var/lib/agentfab/." "$H_BASE/var-lib-agentfab/"
         chown --reference="$r/var/lib/agentfab" "$H_BASE/var-lib-agentfab"
         chmod --reference="$r/var/lib/agentfab" "$H_BASE/var-lib-agentfab"
@@ -761,6 +772,22 @@ harness_boot() {
         # making keys and images) is no part of booting and takes long on a busy machine.
         t0=$(_harness_now_ms)
 
+        # A state file system of a given size, in our own mount namespace, so
+        # that it outlives a reboot of the test system (harness_reboot).
+        if [[ -n ${HARNESS_STATE_SIZE:-} ]]; then
+                mkdir -p "$HARNESS_BASE/var-lib-agentfab" &&
+                mount -t tmpfs -o "mode=0755,size=$HARNESS_STATE_SIZE" tmpfs "$HARNESS_BASE/var-lib-agentfab" ||
+                        { _harness_boot_fail "cannot mount a $HARNESS_STATE_SIZE tmpfs for the state directory"; return 1; }
+        fi
+
+        _harness_launch "$t0"
+}
+
+# Starts PID 1 in new namespaces on the overlay that harness_boot prepared, and waits
+# until it is running. Used by harness_boot and harness_reboot.
+_harness_launch() {
+        local t0=$1 deadline dir pids=()
+
         _harness_write_launcher || { _harness_boot_fail "cannot write the launcher"; return 1; }
         # script(1) gives PID 1 a pty as its console and records it; setsid keeps a
         # Ctrl-C on the test's terminal from reaching PID 1 (where SIGINT means reboot):
@@ -797,7 +824,9 @@ harness_boot() {
                         { _harness_boot_fail "cannot move unshare out of '$dir'"; return 1; }
         done
         : > "$HARNESS_BASE/go"
-        _harness_start_watchdog || _harness_log "cannot start the watchdog, ignoring."
+        if [[ -z ${_HARNESS_WATCHDOG:-} ]]; then
+                _harness_start_watchdog || _harness_log "cannot start the watchdog, ignoring."
+        fi
 
         _harness_wait_running "$t0" || { _harness_boot_fail "see above"; return 1; }
         # shellcheck disable=SC2034 # for the caller
@@ -927,6 +956,53 @@ _harness_wait_poweroff() {
                 sleep 0.05
         done
         return 0
+}
+
+# harness_reboot [reboot|poweroff]: the test system goes down (`systemctl reboot`
+# inside, or a poweroff as at teardown) and boots again on the same overlay and state
+# directory: what it wrote to disk survives, /run, /tmp and the volatile journal do not.
+# Processes that hx started are ended. Namespace mode only.
+harness_reboot() {
+        local how=${1:-reboot} t0 i dir deadline
+        _harness_mode
+        if [[ $HARNESS_MODE != namespace || -z ${HARNESS_BASE:-} ]]; then
+                _harness_log "harness_reboot: no test system booted in namespaces."
+                return 1
+        fi
+        t0=$(_harness_now_ms)
+        [[ $how == reboot ]] && hx systemctl reboot --no-block < /dev/null > /dev/null 2>&1
+        _harness_stop_hx || _harness_log "hx processes did not end."
+        if [[ $how == reboot ]]; then
+                # The shutdown goes on by itself; help it past what hx left (see
+                # _harness_wait_poweroff), and power off only if it hangs.
+                deadline=$(( t0 + ${HARNESS_STOP_TIMEOUT:-10} * 1000 ))
+                while _harness_alive "$HARNESS_PID" && (( $(_harness_now_ms) < deadline )); do
+                        kill -CHLD "$HARNESS_PID" 2>/dev/null
+                        sleep 0.05
+                done
+        fi
+        _harness_debug "reboot: PID 1 $(_harness_alive "$HARNESS_PID" && echo "still there" || echo gone) after $(( $(_harness_now_ms) - t0 )) ms"
+        if _harness_alive "$HARNESS_PID" && ! _harness_wait_poweroff "${HARNESS_STOP_TIMEOUT:-10}"; then
+                _harness_log "systemd did not go down; killing it."
+                kill -KILL "$HARNESS_PID" 2>/dev/null
+                _harness_wait_gone "$HARNESS_PID" 5
+        fi
+        for i in "${_HARNESS_UNSHARE_PID:-}" "${_HARNESS_SCRIPT_PID:-}" "${_HARNESS_LAUNCH_JOB:-}"; do
+                [[ -n $i ]] || continue
+                _harness_wait_gone "$i" 3 || { kill -KILL "$i" 2>/dev/null; _harness_wait_gone "$i" 2; }
+        done
+        _harness_kill_cgroups || _harness_log "processes left in the child cgroups."
+        for dir in "${HARNESS_CGROUP_DIRS[@]}"; do
+                for i in 1 2 3 4 5 6 7 8 9 10; do
+                        [[ -d $dir ]] || break
+                        find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null
+                        [[ -d $dir ]] && sleep 0.1
+                done
+        done
+        rm -f "$HARNESS_BASE/go" "$HARNESS_BASE/stopping" "$HARNESS_BASE/systemd.pid" "$HARNESS_BASE/launcher.pid"
+        HARNESS_PID=
+        _harness_cgroup_setup || { _harness_boot_fail "cannot set up the delegated cgroups"; return 1; }
+        _harness_launch "$t0"
 }
 
 harness_teardown() {

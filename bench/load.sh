@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# agentfabd under load, inside the integration harness (real systemd,
+# dbus-daemon, polkitd, journald), with figures printed, not judged:
+#
+#  1. RATE D-Bus calls a second for SECONDS from CLIENTS clients at once
+#     (ListTasks, GetAll of a task's properties, SubmitTask, Cancel, and a
+#     watch of a task's history on the stream socket) while two tasks are
+#     at work: calls, errors, p50/p99/max latency per kind.
+#  2. COUNT queued tasks: ListTasks latency against an empty daemon, the
+#     daemon's memory growth per task (VmRSS), and the time from a stopped
+#     daemon to its first answer with COUNT records against one with none.
+#
+#   bench/load.sh [BUILDDIR]        RATE=1000 SECONDS=60 CLIENTS=8 COUNT=1000
+set -u
+BUILDDIR=$(realpath "${1:-build}")
+HERE=$(dirname "$(realpath "$0")")
+SRC=$(realpath "$HERE/..")
+. "$HERE/../tests/integration/lib/harness.sh"
+
+RATE=${RATE:-1000} SECONDS_=${SECONDS:-60} CLIENTS=${CLIENTS:-8} COUNT=${COUNT:-1000}
+WORK=$(mktemp -d /tmp/agentfab-load.XXXXXX)
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+MODEL_PID=
+cleanup() { [ -n "$MODEL_PID" ] && kill "$MODEL_PID" 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+harness_prepare_root() {
+        local R=$1
+        DESTDIR="$R" meson install -C "$BUILDDIR" --quiet --no-rebuild >/dev/null
+        install -m 0755 "$BUILDDIR/bench/agentfab-load" "$R/usr/local/bin/agentfab-load"
+        systemd-sysusers --root="$R" "$R/usr/lib/sysusers.d/agentfab.conf"
+        systemctl --root="$R" enable agentfab.socket agentfab-launcher.socket >/dev/null 2>&1
+        mkdir -p "$R/etc/agentfab/agentfab.conf.d"
+        cat > "$R/etc/agentfab/agentfab.conf.d/50-load.conf" <<CONF
+[Daemon]
+IdleTimeoutSec=600
+MaxActiveTasks=2
+MaxTasksPerUser=1000000
+MaxStreamClients=256
+
+[Model]
+Name=default
+Endpoint=http://127.0.0.1:$PORT/v1
+Model=scripted
+CONF
+        grep -q '^alice:' "$R/etc/passwd" || useradd --root "$R" -m -s /bin/bash alice
+}
+
+# Two long tasks at work during the calls: a step a second, for long enough.
+python3 - "$((SECONDS_ + 30))" > "$WORK/model.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+s = [{"reply": {"content": "Plan: many small steps."}}]
+for i in range(1, n + 1):
+    s.append({"delay": 1.0, "reply": {"content": "Step %d" % i, "tool_calls": [
+        {"name": "write_file", "arguments": {"path": "progress.txt", "content": "step %d\n" % i}}]}})
+print(json.dumps(s))
+PY
+python3 "$SRC/tests/model-server.py" --script "$WORK/model.json" --port "$PORT" --by-step > "$WORK/model.out" 2>&1 &
+MODEL_PID=$!
+
+harness_boot || exit 1
+hx systemctl start agentfab-launcher.socket
+hx_as alice bash -c 'cd ~ && git init -q proj && cd proj && echo hello > README && git add README &&
+        git -c user.name=a -c user.email=a@a commit -q -m init && chmod -R a+rX ~'
+rss() { hx awk '/^VmRSS/ {print $2 * 1024}' "/proc/$(hx systemctl show -p MainPID --value agentfab.service)/status"; }
+rc=0
+
+echo "=== $RATE D-Bus calls a second for $SECONDS_ s from $CLIENTS clients, two tasks at work"
+for i in 1 2; do
+        hx_as alice agentfabctl submit --repo /home/alice/proj --goal "work" --test true >/dev/null || rc=1
+done
+sleep 3
+echo "active tasks: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
+hx_as alice agentfab-load rate --clients="$CLIENTS" --rate="$RATE" --seconds="$SECONDS_" --repo=/home/alice/proj || rc=1
+echo "active tasks after: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
+
+echo "=== $COUNT queued tasks"
+# A fresh state, and every task held queued.
+hx systemctl stop agentfab.service 2>/dev/null
+hx sh -c 'rm -rf /var/lib/agentfab/tasks/* && printf "[Daemon]\nMaxActiveTasks=0\n" > /etc/agentfab/agentfab.conf.d/60-queued.conf'
+echo "from a stopped daemon to its first answer, 0 records: $(hx_as alice agentfab-load first)"
+hx_as alice agentfab-load list --count=200 | sed 's/^/baseline: /'
+rss0=$(rss)
+hx_as alice agentfab-load submit --count="$COUNT" --repo=/home/alice/proj || rc=1
+rss1=$(rss)
+echo "daemon VmRSS: $rss0 bytes with 0 tasks, $rss1 with $COUNT: $(( (rss1 - rss0) / COUNT )) bytes a task"
+hx_as alice agentfab-load list --count=200
+for i in 1 2 3; do
+        hx systemctl stop agentfab.service 2>/dev/null
+        echo "from a stopped daemon to its first answer, $COUNT records: $(hx_as alice agentfab-load first)"
+done
+echo "daemon VmRSS after the restart with $COUNT records: $(rss) bytes"
+harness_teardown
+exit $rc

@@ -1,0 +1,516 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Broken surroundings, against the real harness: the state directory's file
+# system filling up in the middle of a task, dbus-daemon restarted, polkitd
+# and journald stopped, the launcher and a sandbox killed in the middle of a
+# command, a reboot with one task paused and one at work, and SIGKILLs of
+# the daemon at random moments across many tasks at work. Real systemd,
+# dbus-daemon, polkitd, journald, launcher and sandboxes; the scripted model
+# server of tests/model-server.py stands in for the model.
+#
+#   tests/integration/faults.sh BUILDDIR
+#
+# Environment: ONLY="t_a t_b" runs just those scenarios; KILL_TASKS and
+# KILLS (default 20 and 20) size the SIGKILL scenario, KILL_STEPS (80) its
+# tasks' steps; SEED makes its
+# moments repeatable. Needs root. Prints "  ok: ..." / "  FAIL: ..." lines
+# and "N passed, N failed".
+set -u
+
+BUILDDIR=$(realpath "${1:?usage: faults.sh BUILDDIR}")
+HERE=$(dirname "$(realpath "$0")")
+SRC=$(realpath "$HERE/../..")
+. "$HERE/lib/harness.sh"
+
+if [ "$(id -u)" != 0 ]; then
+        echo "fault tests need root; skipping"
+        echo "0 passed, 0 failed, 1 skipped"
+        exit 0
+fi
+
+PASSED=0
+FAILED=0
+ok()   { echo "  ok: $*"; PASSED=$((PASSED + 1)); }
+fail() { echo "  FAIL: $*"; FAILED=$((FAILED + 1)); }
+
+WORK=$(mktemp -d /tmp/agentfab-faults.XXXXXX)
+MODEL_PID=
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+T=/var/lib/agentfab/tasks
+# The state directory is a file system of its own, small enough to fill.
+export HARNESS_STATE_SIZE=${HARNESS_STATE_SIZE:-768m}
+# agentfab.service is enabled (WantedBy=multi-user.target); the test system
+# boots a narrower target, which pulls it in instead.
+export HARNESS_WANTS="${HARNESS_WANTS:-} agentfab.service"
+
+stop_model() {
+        if [ -n "$MODEL_PID" ]; then
+                kill "$MODEL_PID" 2>/dev/null
+                wait "$MODEL_PID" 2>/dev/null
+                MODEL_PID=
+        fi
+}
+cleanup() { stop_model; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+# model SCRIPT: (re)starts the scripted model server, replies chosen by the
+# number of assistant messages (--by-step), so a redone step gets the same
+# answer and many tasks can share one script.
+model() {
+        stop_model
+        : > "$WORK/requests.jsonl"
+        python3 "$SRC/tests/model-server.py" --script "$1" --log "$WORK/requests.jsonl" --port "$PORT" --by-step \
+                > "$WORK/model.out" 2> "$WORK/model.err" &
+        MODEL_PID=$!
+        local i
+        for i in $(seq 100); do
+                [ -s "$WORK/model.out" ] && return 0
+                sleep 0.05
+        done
+        echo "model server did not start: $(cat "$WORK/model.err")"
+        return 1
+}
+
+harness_prepare_root() {
+        local R=$1 u
+        DESTDIR="$R" meson install -C "$BUILDDIR" --quiet --no-rebuild >/dev/null || return 1
+        systemd-sysusers --root="$R" "$R/usr/lib/sysusers.d/agentfab.conf" || return 1
+        journalctl --root="$R" --update-catalog || return 1
+        systemctl --root="$R" enable agentfab.service agentfab.socket agentfab-launcher.socket >/dev/null 2>&1 || return 1
+        if meson introspect --buildoptions "$BUILDDIR" | python3 -c '
+import json, sys
+sys.exit(0 if any(o["name"] == "b_sanitize" and o["value"] not in ("none", "") for o in json.load(sys.stdin)) else 1)'; then
+                for u in agentfab.service agentfab-launcher@.service; do
+                        mkdir -p "$R/etc/systemd/system/$u.d"
+                        printf '[Service]\nEnvironment=ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1\n' \
+                                > "$R/etc/systemd/system/$u.d/sanitizer.conf"
+                done
+        fi
+        mkdir -p "$R/etc/agentfab/agentfab.conf.d"
+        cat > "$R/etc/agentfab/agentfab.conf.d/50-test.conf" <<CONF
+[Daemon]
+IdleTimeoutSec=30
+MaxActiveTasks=24
+MaxTasksPerUser=100
+
+[Agent]
+CommandTimeoutSec=60
+
+[Model]
+Name=default
+Endpoint=http://127.0.0.1:$PORT/v1
+Model=scripted
+TimeoutSec=20
+MaxRetries=3
+RetryBaseSec=200ms
+CONF
+        for u in alice carol; do
+                grep -q "^$u:" "$R/etc/passwd" || useradd --root "$R" -s /bin/bash "$u" || return 1
+                local uid gid
+                uid=$(awk -F: -v u="$u" '$1 == u {print $3}' "$R/etc/passwd")
+                gid=$(awk -F: -v u="$u" '$1 == u {print $4}' "$R/etc/passwd")
+                rm -rf "$R/home/$u"
+                mkdir -p "$R/home/$u"
+                chown "$uid:$gid" "$R/home/$u"
+                chmod 755 "$R/home/$u"
+        done
+        usermod --root "$R" -aG sudo carol || return 1
+        echo 'carol:carol-secret' | chpasswd --root "$R" || return 1
+}
+
+CTL=(agentfabctl --no-ask-password)
+task_prop() { hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$1" org.agentfab.Task1 "$2" 2>/dev/null | sed 's/^[a-z] "\{0,1\}\(.*\)"\{0,1\}$/\1/; s/"$//'; }
+list_tasks() { hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks 2>&1; }
+
+# wait_state ID SECONDS STATE...: until the task is in one of the states.
+wait_state() {
+        local id=$1 secs=$2 s i want; shift 2
+        for i in $(seq $((secs * 4))); do
+                s=$(task_prop "$id" State)
+                for want in "$@"; do [ "$s" = "$want" ] && return 0; done
+                case $s in succeeded|failed|cancelled) [[ " $* " == *" $s "* ]] || return 1 ;; esac
+                sleep 0.25
+        done
+        return 1
+}
+
+# A small Python project whose test fails: add() subtracts.
+make_repo() {
+        hx_as alice bash -c "set -e; cd ~ && rm -rf $1 && mkdir $1 && cd $1 && git init -q &&
+                printf 'def add(a, b):\n    return a - b\n' > calc.py &&
+                printf 'import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\nif __name__ == \"__main__\":\n    unittest.main()\n' > test_calc.py &&
+                git add . && git -c user.name=alice -c user.email=alice@example.com commit -q -m 'calc with a bug' && chmod -R a+rX ~/$1"
+}
+
+submit() {
+        local repo=$1; shift
+        hx_as alice "${CTL[@]}" submit --repo "/home/alice/$repo" --goal "Make add() add" \
+                --test "python3 -m unittest" "$@" 2>&1
+}
+
+# steps ID: the Agentfab-Step trailers on the task's branch, in order.
+steps() { hx git --git-dir="$T/$1/ledger.git" log --reverse --format=%B "agentfab/$1" 2>/dev/null | sed -n 's/^Agentfab-Step: //p' | tr '\n' ' '; }
+# assistant ID: the assistant messages of its conversation.
+assistant() { hx python3 -c "import json; print(sum(1 for l in open('$T/$1/conversation.jsonl') if json.loads(l)['role'] == 'assistant'))" 2>&1; }
+
+# files_whole ID: every file of the task parses, line by line for the JSON
+# lines files, and the ledger is a sound git repository.
+files_whole() {
+        hx python3 - "$T/$1" <<'PY' || return 1
+import json, os, sys
+d = sys.argv[1]
+json.load(open(os.path.join(d, "state.json")))
+for f in ("conversation.jsonl", "events.jsonl", "transcript.jsonl"):
+    p = os.path.join(d, f)
+    if not os.path.exists(p):
+        continue
+    data = open(p, "rb").read()
+    if data and not data.endswith(b"\n"):
+        sys.exit("%s: torn last line" % f)
+    for n, line in enumerate(data.splitlines(), 1):
+        try:
+            json.loads(line)
+        except ValueError:
+            sys.exit("%s:%d: not JSON" % (f, n))
+PY
+        hx git --git-dir="$T/$1/ledger.git" fsck --no-progress >/dev/null 2>&1
+}
+
+# The plan, three steps that each write a file, the fix, finish. Step 2's
+# reply comes after DELAY seconds (a window for the fault).
+step_script() {
+        local delay=$1 out=$2
+        cat > "$out" <<JSON
+[
+ {"reply": {"content": "Plan: three files, then the fix."}},
+ {"reply": {"content": "First file", "tool_calls": [{"name": "write_file", "arguments": {"path": "one.txt", "content": "1\n"}}]}},
+ {"delay": $delay, "reply": {"content": "Second file", "tool_calls": [{"name": "write_file", "arguments": {"path": "two.txt", "content": "2\n"}}]}},
+ {"reply": {"content": "Third file", "tool_calls": [{"name": "write_file", "arguments": {"path": "three.txt", "content": "3\n"}}]}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}}
+]
+JSON
+}
+
+# A task of step_script that ended well: steps 1-4 once each, 6 assistant
+# messages (plan, four steps, finish), every file whole.
+check_complete() {
+        local id=$1 what=$2 s n
+        s=$(steps "$id")
+        n=$(assistant "$id")
+        if [ "$s" = "1 2 3 4 " ] && [ "$n" = 6 ] && files_whole "$id"; then
+                ok "$what: steps 1 2 3 4 once each, 6 assistant messages, files whole"
+        else
+                fail "$what: steps '$s', assistant messages '$n', files whole: $(files_whole "$id" 2>&1 && echo yes || echo no)"
+        fi
+}
+
+# Nothing of a task's sandbox is left: scope, processes of its uid, its uid's lock.
+sandbox_gone() {
+        local id=$1 left
+        left=$(hx systemctl list-units --all --no-legend "agentfab-task-$id.scope" | grep -v 'inactive\|not-found')
+        [ -z "$left" ] || { echo "scope: $left"; return 1; }
+        left=$(hx ps -eo uid=,pid=,comm= | awk '$1 >= 393216 && $1 <= 458751')
+        [ -z "$left" ] || { echo "processes: $left"; return 1; }
+        local ino
+        ino=$(hx stat -c %i /run/agentfab-launcher/task-uids.lock 2>/dev/null)
+        if [ -n "$ino" ] && hx grep -q ":$ino " /proc/locks; then
+                echo "uid locks held: $(hx grep ":$ino " /proc/locks)"
+                return 1
+        fi
+        return 0
+}
+
+# ---------------------------------------------------------------- scenarios
+
+t_disk_full() {
+        echo "=== the state directory's file system fills up in the middle of a task"
+        step_script 4 "$WORK/full.json"
+        model "$WORK/full.json" || { fail "model server"; return; }
+        make_repo full
+        local id i reason out
+        id=$(submit full) || { fail "submit: $id"; return; }
+        # While the model thinks about step 2, the disk fills up.
+        for i in $(seq 240); do [ "$(steps "$id")" = "1 " ] && break; sleep 0.25; done
+        [ "$(steps "$id")" = "1 " ] || { fail "step 1 never came: $(task_prop "$id" State) $(task_prop "$id" Reason)"; return; }
+        hx sh -c 'dd if=/dev/zero of=/var/lib/agentfab/filler bs=1M status=none; cat /dev/zero > /var/lib/agentfab/filler2' 2>/dev/null
+        out=$(hx df -B1 --output=avail /var/lib/agentfab | tail -1)
+        [ "${out// /}" = 0 ] && ok "the state file system is full" || fail "still free: $out"
+        if wait_state "$id" 60 failed awaiting-approval; then
+                reason=$(task_prop "$id" Reason)
+                [[ $reason == *"No space left on device"* ]] && ok "the task stopped ($(task_prop "$id" State)): $reason" ||
+                        fail "stopped, reason: '$reason'"
+        else
+                fail "the task did not stop: $(task_prop "$id" State): $(task_prop "$id" Reason)"
+        fi
+        files_whole "$id" && ok "state, conversation, events, transcript and ledger whole while full" ||
+                fail "a file is torn: $(files_whole "$id" 2>&1)"
+        hx systemctl is-active agentfab.service >/dev/null && ok "the daemon is still up" || fail "the daemon is down"
+        out=$(list_tasks) && ok "it answers ListTasks" || fail "ListTasks: $out"
+
+        # Space comes back: resume goes on from the last checkpoint.
+        hx rm -f /var/lib/agentfab/filler /var/lib/agentfab/filler2
+        out=$(hx_as alice "${CTL[@]}" resume "$id" 2>&1) && ok "resumed" || fail "resume: $out"
+        if wait_state "$id" 90 succeeded; then ok "the task succeeded after the disk was freed"; else
+                fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        check_complete "$id" "disk full"
+}
+
+t_dbus_restart() {
+        echo "=== dbus-daemon restarted while two tasks are at work"
+        step_script 5 "$WORK/dbus.json"
+        model "$WORK/dbus.json" || { fail "model server"; return; }
+        make_repo bus1
+        make_repo bus2
+        local a b i out pid_before pid_after
+        a=$(submit bus1) || { fail "submit: $a"; return; }
+        b=$(submit bus2) || { fail "submit: $b"; return; }
+        for i in $(seq 240); do [ "$(steps "$a")$(steps "$b")" = "1 1 " ] && break; sleep 0.25; done
+        [ "$(steps "$a")$(steps "$b")" = "1 1 " ] || { fail "step 1 never came"; return; }
+        pid_before=$(hx systemctl show -p MainPID --value agentfab.service)
+        hx systemctl restart dbus.service && ok "dbus-daemon restarted during step 2" || fail "restart dbus"
+        # The daemon answers on the new bus, by itself or reactivated.
+        local t0=$(date +%s%N)
+        for i in $(seq 40); do out=$(hx timeout 10 busctl call org.agentfab.Factory1 /org/agentfab/Factory1 \
+                org.agentfab.Factory1 ListTasks 2>&1) && break; sleep 0.25; done
+        [[ $out == *"$a"* && $out == *"$b"* ]] &&
+                ok "ListTasks answers on the new bus with both tasks after $(( ($(date +%s%N) - t0) / 1000000 )) ms" ||
+                fail "ListTasks: $out"
+        pid_after=$(hx systemctl show -p MainPID --value agentfab.service)
+        echo "    (agentfabd pid $pid_before before, $pid_after after)"
+        if wait_state "$a" 90 succeeded && wait_state "$b" 90 succeeded; then ok "both tasks succeeded"; else
+                fail "states: $(task_prop "$a" State) '$(task_prop "$a" Reason)', $(task_prop "$b" State) '$(task_prop "$b" Reason)'"; fi
+        check_complete "$a" "task 1"
+        check_complete "$b" "task 2"
+        out=$(hx_as alice "${CTL[@]}" status "$a" 2>&1) && ok "agentfabctl status works" || fail "status: $out"
+}
+
+t_polkit_stopped() {
+        echo "=== polkitd stopped: calls that need it are denied, nothing changes; started again"
+        make_repo pk
+        local before out after id rc
+        before=$(list_tasks)
+        hx systemctl mask --runtime polkit.service >/dev/null 2>&1
+        hx systemctl stop polkit.service
+        hx systemctl is-active polkit.service >/dev/null && { fail "polkit still active"; return; }
+        rc=0; out=$(submit pk) || rc=$?
+        [ "$rc" != 0 ] && ok "alice's submission refused without polkit: $out" || fail "submitted without polkit: $out"
+        [[ $out == *olkit* || $out == *uthoriz* ]] && ok "the error says authorization could not be checked" || fail "unclear error: $out"
+        after=$(list_tasks)
+        [ "$before" = "$after" ] && ok "no task was created" || fail "tasks changed: $before / $after"
+        id=$(hx "${CTL[@]}" submit --repo /home/alice/pk --goal "g" --test true 2>&1) &&
+                ok "root needs no polkit: $id" || fail "root refused: $id"
+        rc=0; out=$(hx_as carol "${CTL[@]}" cancel "$id" 2>&1) || rc=$?
+        [ "$rc" != 0 ] && ok "carol may not cancel root's task without polkit" || fail "carol cancelled: $out"
+        [ "$(task_prop "$id" State)" != cancelled ] && ok "the task is not cancelled" || fail "cancelled"
+        hx "${CTL[@]}" cancel "$id" >/dev/null 2>&1
+        hx systemctl unmask --runtime polkit.service >/dev/null 2>&1
+        id=$(submit pk) && ok "polkit back (bus-activated): alice submits again" || fail "after polkit came back: $id"
+        hx_as alice "${CTL[@]}" cancel "$id" >/dev/null 2>&1 && ok "and cancels her task" || fail "cancel"
+}
+
+t_journald_stopped() {
+        echo "=== journald stopped: the daemon goes on, and says what it could not record"
+        step_script 0 "$WORK/journal.json"
+        model "$WORK/journal.json" || { fail "model server"; return; }
+        make_repo jd
+        local id out n
+        hx systemctl stop systemd-journald.socket systemd-journald-dev-log.socket systemd-journald.service 2>&1
+        hx systemctl is-active systemd-journald.service >/dev/null && { fail "journald still active"; return; }
+        ok "journald and its sockets stopped"
+        id=$(submit jd) || { fail "submit: $id"; hx systemctl start systemd-journald.service; return; }
+        if wait_state "$id" 90 succeeded; then ok "a task ran to success without journald"; else
+                fail "without journald: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        hx systemctl is-active agentfab.service >/dev/null && ok "the daemon is up" || fail "the daemon is down"
+        n=$(hx grep -c '"type":"step"' "$T/$id/events.jsonl")
+        [ "$n" = 5 ] && ok "the task's own history has its 5 steps" || fail "events.jsonl steps: $n"
+        hx systemctl start systemd-journald.socket systemd-journald-dev-log.socket systemd-journald.service
+        hx systemctl is-active systemd-journald.service >/dev/null && ok "journald started again" || fail "journald not back"
+        # The next entry tells how many could not be recorded.
+        make_repo jd2
+        out=$(submit jd2) && hx_as alice "${CTL[@]}" cancel "$out" >/dev/null 2>&1
+        for n in $(seq 40); do
+                out=$(hx journalctl -q -o json _SYSTEMD_UNIT=agentfab.service AGENTFAB_EVENT=journal-lost 2>/dev/null)
+                [ -n "$out" ] && break
+                sleep 0.25
+        done
+        [ -n "$out" ] && ok "journal: $(python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["MESSAGE"])' <<<"$out")" ||
+                fail "no entry says what was lost"
+        check_complete "$id" "without journald"
+}
+
+# kill_during_command WHAT: a task whose step 2 runs a 6 s command; WHAT
+# (sandbox or launcher) is killed with SIGKILL while it runs.
+kill_during_command() {
+        local what=$1 id i pid reason out
+        cat > "$WORK/kill-$what.json" <<'JSON'
+[
+ {"reply": {"content": "Plan: a file, a slow command, the fix."}},
+ {"reply": {"content": "First file", "tool_calls": [{"name": "write_file", "arguments": {"path": "one.txt", "content": "1\n"}}]}},
+ {"reply": {"content": "Slow", "tool_calls": [{"name": "write_file", "arguments": {"path": "two.txt", "content": "2\n"}}, {"name": "run_command", "arguments": {"command": "sleep 6; echo slept"}}]}},
+ {"reply": {"content": "Third file", "tool_calls": [{"name": "write_file", "arguments": {"path": "three.txt", "content": "3\n"}}]}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}}
+]
+JSON
+        model "$WORK/kill-$what.json" || { fail "model server"; return; }
+        make_repo "kill$what"
+        id=$(submit "kill$what") || { fail "submit: $id"; return; }
+        for i in $(seq 240); do hx pgrep -f '^sleep 6$' >/dev/null && break; sleep 0.25; done
+        hx pgrep -f '^sleep 6$' >/dev/null || { fail "the command never ran: $(task_prop "$id" State) $(task_prop "$id" Reason)"; return; }
+        if [ "$what" = sandbox ]; then
+                pid=$(hx systemctl show -p MainPID --value "agentfab-task-$id.scope")
+                [ -n "$pid" ] && [ "$pid" != 0 ] || pid=$(hx cat "/sys/fs/cgroup/systemd/agentfab.slice/agentfab-task-$id.scope/cgroup.procs" 2>/dev/null | head -1)
+        else
+                pid=$(hx systemctl show -p MainPID --value "$(hx systemctl list-units --no-legend --plain 'agentfab-launcher@*.service' | awk '{print $1}' | head -1)")
+        fi
+        [ -n "$pid" ] && [ "$pid" != 0 ] || { fail "no $what process to kill"; return; }
+        hx kill -KILL "$pid" && ok "the $what (pid $pid) killed during 'sleep 6'" || fail "kill $pid"
+        # The sandbox does not outlive its launcher, which holds its uid.
+        for i in $(seq 20); do hx pgrep -f '^sleep 6$' >/dev/null || break; sleep 0.1; done
+        ! hx pgrep -f '^sleep 6$' >/dev/null && ok "the command ended with the $what" || fail "the command still runs"
+        if wait_state "$id" 60 failed succeeded; then
+                reason=$(task_prop "$id" Reason)
+                ok "the task is $(task_prop "$id" State)${reason:+: $reason}"
+        else
+                fail "the task did not end: $(task_prop "$id" State): $(task_prop "$id" Reason)"
+        fi
+        for i in $(seq 40); do out=$(sandbox_gone "$id") && break; sleep 0.25; done
+        out=$(sandbox_gone "$id") && ok "no scope, process of a task uid or uid lock left" || fail "left behind: $out"
+        out=$(hx grep -c "/tasks/$id/" /proc/self/mountinfo)
+        [ "$out" = 0 ] && ok "no mount of the task's workspace left" || fail "$out mounts left"
+        files_whole "$id" && ok "the task's files are whole" || fail "torn: $(files_whole "$id" 2>&1)"
+        if [ "$(task_prop "$id" State)" = failed ]; then
+                out=$(hx_as alice "${CTL[@]}" resume "$id" 2>&1) || { fail "resume: $out"; return; }
+                if wait_state "$id" 90 succeeded; then ok "resumed in a new sandbox and succeeded"; else
+                        fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        fi
+        check_complete "$id" "$what killed"
+        out=$(sandbox_gone "$id") && ok "nothing left after delivery" || fail "left behind: $out"
+}
+
+t_sandbox_killed() {
+        echo "=== a sandbox killed in the middle of a command"
+        kill_during_command sandbox
+        echo "=== the launcher killed in the middle of a command"
+        kill_during_command launcher
+}
+
+t_reboot() {
+        echo "=== a reboot with one task paused for approval and one at work"
+        step_script 5 "$WORK/reboot.json"
+        model "$WORK/reboot.json" || { fail "model server"; return; }
+        make_repo rb1
+        make_repo rb2
+        local a b i out
+        a=$(submit rb1 --limit max_steps=1) || { fail "submit: $a"; return; }
+        b=$(submit rb2) || { fail "submit: $b"; return; }
+        wait_state "$a" 60 awaiting-approval && ok "task 1 paused for approval" ||
+                { fail "task 1: $(task_prop "$a" State) $(task_prop "$a" Reason)"; return; }
+        for i in $(seq 240); do [ "$(steps "$b")" = "1 " ] && break; sleep 0.25; done
+        [ "$(steps "$b")" = "1 " ] && ok "task 2 at work on step 2" || { fail "task 2 never reached step 1"; return; }
+        harness_reboot reboot && ok "the test system rebooted (in $HARNESS_BOOT_MS ms)" || { fail "reboot"; return; }
+        # Nobody asks: the daemon comes back by itself for the task at work.
+        for i in $(seq 120); do [ "$(steps "$b")" = "1 2 3 4 " ] && break; sleep 0.25; done
+        [ "$(steps "$b")" = "1 2 3 4 " ] && ok "task 2 went on after the boot without a client asking" ||
+                fail "task 2 did not go on by itself (steps '$(steps "$b")', agentfab.service $(hx systemctl is-active agentfab.service))"
+        if wait_state "$b" 90 succeeded; then ok "task 2 succeeded"; else
+                fail "task 2: $(task_prop "$b" State): $(task_prop "$b" Reason)"; fi
+        check_complete "$b" "task at work across the reboot"
+        [ "$(task_prop "$a" State)" = awaiting-approval ] && ok "task 1 is still paused for approval" ||
+                fail "task 1: $(task_prop "$a" State)"
+        [ "$(task_prop "$a" Breaker)" = budget ] && ok "with its breaker" || fail "breaker: $(task_prop "$a" Breaker)"
+        out=$(hx "${CTL[@]}" cancel "$a" 2>&1) && ok "and can be cancelled" || fail "cancel: $out"
+}
+
+t_kill9_many() {
+        local ntasks=${KILL_TASKS:-20} nkills=${KILLS:-20} writes=${KILL_STEPS:-80}
+        echo "=== SIGKILL of the daemon at $nkills random moments across $ntasks tasks at work"
+        RANDOM=${SEED:-$$}
+        python3 - "$writes" > "$WORK/many.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+s = [{"reply": {"content": "Plan: %d files, then the fix." % n}}]
+for i in range(1, n + 1):
+    s.append({"delay": 1.0, "reply": {"content": "File %d" % i, "tool_calls": [
+        {"name": "write_file", "arguments": {"path": "progress.txt", "content": "step %d\n" % i}}]}})
+s.append({"delay": 0.5, "reply": {"content": "Fix add", "tool_calls": [
+    {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}})
+s.append({"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}})
+print(json.dumps(s))
+PY
+        model "$WORK/many.json" || { fail "model server"; return; }
+        make_repo many
+        local ids=() id i k ms t0 restarted=0 active
+        for i in $(seq "$ntasks"); do
+                id=$(submit many --limit max_steps=$((writes + 10))) || { fail "submit $i: $id"; return; }
+                ids+=("$id")
+        done
+        ok "$ntasks tasks submitted"
+        t0=$(date +%s)
+        for k in $(seq "$nkills"); do
+                ms=$(( 1000 + RANDOM % 2500 ))
+                sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+                active=$(hx systemctl show -p StatusText --value agentfab.service)
+                hx systemctl kill -s KILL agentfab.service 2>/dev/null
+                # Restart=on-failure brings it back; a call would as well.
+                for i in $(seq 80); do
+                        hx timeout 5 busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 \
+                                ListTasks >/dev/null 2>&1 && break
+                        sleep 0.25
+                done
+                echo "    kill $k after ${ms} ms ($active)"
+        done
+        ok "$nkills SIGKILLs in $(( $(date +%s) - t0 )) s"
+        hx systemctl show -p NRestarts agentfab.service | sed 's/^/    /'
+        hx "${CTL[@]}" list 2>&1 | awk '{print $2}' | sort | uniq -c | sed 's/^/    states:/'
+        local bad=0 done_ok=0 want_steps want_msgs s n
+        want_steps=$(seq -s ' ' 1 $((writes + 1)))' '
+        want_msgs=$((writes + 3))
+        for id in "${ids[@]}"; do
+                if ! wait_state "$id" "${KILL_WAIT:-240}" succeeded; then
+                        fail "task $id: $(task_prop "$id" State): $(task_prop "$id" Reason), steps $(steps "$id")"
+                        [ "$bad" = 0 ] && hx journalctl -q --no-pager -u agentfab.service | grep -v "model default/scripted answered" | tail -40
+                        bad=1; continue
+                fi
+                s=$(steps "$id")
+                n=$(assistant "$id")
+                if [ "$s" = "$want_steps" ] && [ "$n" = "$want_msgs" ] && files_whole "$id"; then
+                        done_ok=$((done_ok + 1))
+                else
+                        fail "task $id: steps '$s' (want '$want_steps'), assistant messages $n (want $want_msgs)"; bad=1
+                fi
+        done
+        [ "$done_ok" = "$ntasks" ] &&
+                ok "all $ntasks tasks succeeded, each with steps 1-$((writes + 1)) once and $want_msgs assistant messages, files whole"
+        left=$(hx systemctl list-units --all --no-legend 'agentfab-task-*.scope' | grep -v 'inactive\|not-found')
+        [ -z "$left" ] && ok "no task scope left" || fail "scopes left: $left"
+}
+
+main() {
+        harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+        hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
+        local t
+        for t in t_disk_full t_dbus_restart t_polkit_stopped t_journald_stopped t_sandbox_killed t_reboot t_kill9_many; do
+                if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
+                declare -F "$t" >/dev/null || continue
+                "$t"
+        done
+
+        echo "=== sanitizers and crashes"
+        ! hx journalctl -q -u agentfab.service -u 'agentfab-launcher@*' --no-pager | grep -q 'AddressSanitizer\|runtime error:\|LeakSanitizer' &&
+                ok "no sanitizer report from agentfabd or the launcher" || fail "sanitizer report in the journal"
+        ! hx journalctl -q -u agentfab.service --no-pager | grep -q 'code=dumped\|status=6/ABRT\|status=11/SEGV' &&
+                ok "agentfabd never crashed (only the test's SIGKILLs)" || fail "agentfabd crashed"
+        if [ "$FAILED" != 0 ]; then
+                echo "--- journal of agentfab (last 60 lines)"
+                hx journalctl -q --no-pager -u agentfab.service | tail -60
+        fi
+        stop_model
+        harness_teardown
+        echo "$PASSED passed, $FAILED failed"
+        [ "$FAILED" = 0 ]
+}
+
+main "$@"
