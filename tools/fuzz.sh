@@ -63,7 +63,7 @@ export TMPDIR=$scratch
 
 flags_of() {
         local t=$1
-        local f=(-rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10)
+        local f=(-rss_limit_mb=2048 -malloc_limit_mb=256 -timeout=10)
         [ -f "tests/fuzz/$t.dict" ] && f+=("-dict=tests/fuzz/$t.dict")
         [ -f "tests/fuzz/$t.options" ] && read -ra extra < "tests/fuzz/$t.options" && f+=("${extra[@]}")
         printf '%s\n' "${f[@]}"

@@ -64,6 +64,8 @@ static void workspace_make(void) {
         must(mkdir(p, 0755), p);
         snprintf(p, sizeof(p), "%s/dir/sub", ws_path);
         must(mkdir(p, 0755), p);
+        snprintf(p, sizeof(p), "%s/dir/empty", ws_path);
+        must(mkdir(p, 0755), p);
         snprintf(p, sizeof(p), "%s/.git", ws_path);
         must(mkdir(p, 0755), p);
         put("ws/a.txt", "hello\nworld\nhello again\n", 24);
