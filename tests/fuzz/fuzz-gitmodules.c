@@ -27,6 +27,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
         fuzz_quiet();
         ledger_library_init();
+        /* libgit2 keeps looked-up trees in a cache of up to 256 MB: with a
+         * new tree every input that is memory that only grows. */
+        git_libgit2_opts(GIT_OPT_ENABLE_CACHING, 0);
         if (git_repository_new(&repo) < 0 || git_odb_new(&odb) < 0 || git_mempack_new(&mempack) < 0 ||
             git_odb_add_backend(odb, mempack, 1) < 0)
                 abort();
