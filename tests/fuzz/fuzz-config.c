@@ -9,13 +9,57 @@
  * MODEL_PROFILES_MAX); and reading the same file twice changes nothing the
  * first reading set (later settings win, so a second reading of the same
  * settings is a no-op), protected paths aside, which add up by design, and
- * [Forge] settings, whose sections apply in order. */
+ * [Forge] settings, whose sections apply in order. [Environment] sections
+ * (environments_load(), from a file): at most ENVIRONMENTS_MAX with valid,
+ * distinct names and "default" always there, bounded lists, and the same
+ * result from the same file. */
 #include <math.h>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <unistd.h>
 
 #include "fuzz.h"
 #include "config.h"
+#include "environments.h"
 #include "model-profile.h"
 #include "string-util.h"
+
+/* environments_load() reads a file by name: the input goes to one on tmpfs. */
+static char env_path[PATH_MAX];
+
+static void cleanup(void) {
+        (void) unlink(env_path);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+        snprintf(env_path, sizeof(env_path), "%s/fuzz-config-XXXXXX",
+                 getenv("TMPDIR") ?: access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+        int fd = mkostemp(env_path, O_CLOEXEC);
+        if (fd < 0)
+                abort();
+        close(fd);
+        atexit(cleanup);
+        return 0;
+}
+
+static void environments_check(const Environments *e) {
+        FUZZ_CHECK(e->n >= 1 && e->n <= ENVIRONMENTS_MAX, "%zu environments", e->n);
+        FUZZ_CHECK(environments_find(e, ENVIRONMENT_DEFAULT), "a default environment");
+        for (size_t i = 0; i < e->n; i++) {
+                const Environment *v = &e->list[i];
+                FUZZ_CHECK(v->name && environment_name_is_valid(v->name), "environment name");
+                for (size_t j = 0; j < i; j++)
+                        FUZZ_CHECK(!streq(v->name, e->list[j].name), "environment names distinct");
+                FUZZ_CHECK(!v->image || (v->image[0] == '/' && strlen(v->image) <= ENVIRONMENT_IMAGE_MAX), "image '%s'", v->image);
+                FUZZ_CHECK(v->network >= 0 && v->network < _NETWORK_MODE_MAX, "network mode");
+                FUZZ_CHECK(strv_length(v->allow) <= ENVIRONMENT_ALLOW_MAX, "%zu Allow= entries", strv_length(v->allow));
+                FUZZ_CHECK(strv_length(v->vars) <= ENVIRONMENT_VARS_MAX, "%zu variables", strv_length(v->vars));
+                for (char **x = v->vars; x && *x; x++)
+                        FUZZ_CHECK(strchr(*x, '=') && *x[0] != '=', "variable '%s'", *x);
+                FUZZ_CHECK(v->caches < (1U << _CACHE_KIND_MAX), "cache mask");
+        }
+}
 
 static void config_check(const Config *c) {
         FUZZ_CHECK(c->n_forges <= CONFIG_FORGES_MAX, "%zu forges", c->n_forges);
@@ -103,6 +147,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         config_compare(&once, &twice);
         config_done(&once);
         config_done(&twice);
+
+        /* [Environment]: read twice, the same. */
+        int fd = open(env_path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        FUZZ_CHECK(fd >= 0 && write(fd, data, size) == (ssize_t) size, "environment file written");
+        close(fd);
+        Environments *e1 = calloc(1, sizeof(Environments)), *e2 = calloc(1, sizeof(Environments));
+        if (!e1 || !e2)
+                abort();
+        (void) environments_load(e1, env_path, false);
+        environments_check(e1);
+        (void) environments_load(e2, env_path, false);
+        FUZZ_CHECK(e1->n == e2->n, "the same environments from the same file");
+        for (size_t i = 0; i < e1->n; i++)
+                FUZZ_CHECK(streq(e1->list[i].name, e2->list[i].name) && fuzz_streq_ptr(e1->list[i].image, e2->list[i].image) &&
+                           e1->list[i].network == e2->list[i].network && e1->list[i].caches == e2->list[i].caches &&
+                           strv_length(e1->list[i].allow) == strv_length(e2->list[i].allow), "environment %zu the same", i);
+        environments_done(e1);
+        environments_done(e2);
+        free(e1);
+        free(e2);
 
         FUZZ_CHECK(model_profiles_init(&p1) == 0 && model_profiles_init(&p2) == 0, "profiles init");
         (void) model_profiles_parse(&p1, text, "fuzz.conf");

@@ -19,6 +19,7 @@
 
 #include "fuzz.h"
 #include "agentfab-bus.h"
+#include "environments.h"
 #include "json-util.h"
 #include "string-util.h"
 #include "task-spec.h"
@@ -53,7 +54,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 static const char *const keys[] = {
         "repository", "goal", "acceptance", "test_command", "base", "model", "replay", "push_url", "forge",
-        "forge_repository", "pull_request_base", "limits", "repository_fd", "submodules", "bogus",
+        "forge_repository", "pull_request_base", "limits", "repository_fd", "submodules", "bogus", "environment",
 };
 static const char *const limit_names[] = {
         "max_steps", "max_wall_clock_sec", "max_tokens", "max_commands", "command_timeout_sec", "memory_max",
@@ -136,6 +137,7 @@ static void spec_bounds(const TaskSpec *s) {
                 { s->base, TASK_BASE_MAX, false }, { s->model, TASK_MODEL_MAX, false }, { s->replay, AGENTFAB_TASK_ID_LEN, false },
                 { s->push_url, TASK_PUSH_URL_MAX, false }, { s->forge, TASK_FORGE_MAX, false },
                 { s->forge_repository, TASK_FORGE_REPOSITORY_MAX, false }, { s->pull_request_base, TASK_BASE_MAX, false },
+                { s->environment, ENVIRONMENT_NAME_MAX, false },
         };
         for (size_t i = 0; i < ELEMENTSOF(f); i++)
                 if (f[i].v)
