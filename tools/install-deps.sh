@@ -22,6 +22,8 @@ packages=(
         bubblewrap
         # compiling the SELinux policy module
         selinux-policy-dev make
+        # the libFuzzer targets (tools/fuzz.sh)
+        clang libclang-rt-14-dev
 )
 
 missing=()

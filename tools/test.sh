@@ -82,6 +82,11 @@ run_counted() {
         passed=$((passed + p)) failed=$((failed + f))
 }
 
+# Every parser of untrusted input under libFuzzer (tests/fuzz, clang, ASan +
+# UBSan): the inputs that once crashed a target are replayed, then each target
+# runs about 20 s on its corpus; a crash fails it. Long runs: tools/fuzz.sh.
+run_counted "fuzzing" bash tools/fuzz.sh "${FUZZ_SECONDS:-20}"
+
 # The harness itself: boots, real daemons, enforced cgroup limits, clean
 # teardown also after failures and signals. Then the integration tests:
 # real systemd as PID 1 in namespaces over an overlay of /, once with the

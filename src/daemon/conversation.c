@@ -34,9 +34,32 @@ int conversation_add(AgentRun *run, json_object *message) {
         return json_object_array_add(run->messages, message) < 0 ? -ENOMEM : 0;
 }
 
+int conversation_parse(const char *text, size_t size, unsigned want, json_object *messages, size_t *ret_good) {
+        unsigned n = 0;
+        size_t good = 0;
+
+        for (const char *p = text, *nl; n < want && p < text + size; p = nl + 1) {
+                _cleanup_json_ json_object *j = NULL;
+
+                nl = memchr(p, '\n', (size_t) (text + size - p));
+                if (!nl)
+                        break;   /* a torn last line is not acknowledged */
+                if (json_parse_strict(p, (size_t) (nl - p), &j) < 0 || !json_object_is_type(j, json_type_object))
+                        return -EBADMSG;
+                if (json_object_array_add(messages, TAKE_PTR(j)) < 0)
+                        return -ENOMEM;
+                n++;
+                good = (size_t) (nl + 1 - text);
+        }
+        if (n < want)
+                return -EBADMSG;
+        *ret_good = good;
+        return 0;
+}
+
 int conversation_load(AgentRun *run) {
         _cleanup_free_ char *text = NULL;
-        unsigned want = run->task->progress.messages, n = 0;
+        unsigned want = run->task->progress.messages;
         size_t size = 0, good = 0;
         int r;
 
@@ -50,21 +73,9 @@ int conversation_load(AgentRun *run) {
         if (r < 0)
                 return r;
 
-        for (char *p = text, *nl; n < want && p < text + size; p = nl + 1) {
-                _cleanup_json_ json_object *j = NULL;
-
-                nl = memchr(p, '\n', (size_t) (text + size - p));
-                if (!nl)
-                        break;   /* a torn last line is not acknowledged */
-                if (json_parse_strict(p, (size_t) (nl - p), &j) < 0 || !json_object_is_type(j, json_type_object))
-                        return -EBADMSG;
-                if (json_object_array_add(run->messages, TAKE_PTR(j)) < 0)
-                        return -ENOMEM;
-                n++;
-                good = (size_t) (nl + 1 - text);
-        }
-        if (n < want)
-                return -EBADMSG;
+        r = conversation_parse(text, size, want, run->messages, &good);
+        if (r < 0)
+                return r;
 
         /* Whatever follows belongs to a step the state file never
          * acknowledged: cut it off, so it cannot count later. */

@@ -16,6 +16,13 @@ int conversation_append(AgentRun *run, json_object *message);
 /* Adds message (owned) to run->messages only: the step in flight. */
 int conversation_add(AgentRun *run, json_object *message);
 
+/* Reads the first want messages of a conversation file's text (JSON
+ * objects, one a line) into the array messages; -EBADMSG when there are
+ * fewer complete lines or one is not an object. *ret_good is the length of
+ * the part read: what follows belongs to no acknowledged step. The parser
+ * behind conversation_load(), exposed for tests/fuzz. */
+int conversation_parse(const char *text, size_t size, unsigned want, json_object *messages, size_t *ret_good);
+
 /* Reads the acknowledged messages into run->messages and cuts off what
  * follows them. -EBADMSG if fewer are there than the state file counts. */
 int conversation_load(AgentRun *run);

@@ -1072,7 +1072,8 @@ static int walk_dir(Walk *w, int fd, const char *prefix, unsigned depth) {
                 n++;
         }
 
-        if (r >= 0)
+        /* An empty directory has no array at all: qsort() must not see NULL. */
+        if (r >= 0 && n > 0)
                 qsort(names, n, sizeof(char *), name_compare);
 
         for (size_t i = 0; r >= 0 && i < n; i++) {

@@ -61,21 +61,29 @@ static int base64_decode(const char *s, size_t n, uint8_t *out, size_t max, size
         return 0;
 }
 
-/* '*' and '?' wildcards, ASCII case folded, as host names compare. */
+/* '*' and '?' wildcards, ASCII case folded, as host names compare. Only the
+ * last '*' is ever backtracked to: a later star matches whatever an earlier
+ * one would have, so this is O(pattern * host), where trying every split for
+ * every star would be exponential in the number of stars ("*****...x"). */
 static bool wildcard_match(const char *p, size_t pn, const char *s, size_t sn) {
-        if (pn == 0)
-                return sn == 0;
-        if (*p == '*') {
-                for (size_t i = 0; i <= sn; i++)
-                        if (wildcard_match(p + 1, pn - 1, s + i, sn - i))
-                                return true;
-                return false;
+        size_t pi = 0, si = 0, star = SIZE_MAX, star_si = 0;
+
+        while (si < sn) {
+                if (pi < pn && p[pi] == '*') {
+                        star = pi++;
+                        star_si = si;
+                } else if (pi < pn && (p[pi] == '?' || tolower((unsigned char) p[pi]) == tolower((unsigned char) s[si]))) {
+                        pi++;
+                        si++;
+                } else if (star != SIZE_MAX) {
+                        pi = star + 1;
+                        si = ++star_si;
+                } else
+                        return false;
         }
-        if (sn == 0)
-                return false;
-        if (*p != '?' && tolower((unsigned char) *p) != tolower((unsigned char) *s))
-                return false;
-        return wildcard_match(p + 1, pn - 1, s + 1, sn - 1);
+        while (pi < pn && p[pi] == '*')
+                pi++;
+        return pi == pn;
 }
 
 /* One pattern: "host" (port 22 only) or "[host]:port". */

@@ -18,7 +18,6 @@
 
 #define CHANGES_MAX 100000U
 #define BUNDLE_HEADER_MAX (64U * 1024U)
-#define BUNDLE_PREREQS_MAX 256U
 
 static int commit_tree(git_repository *repo, const git_oid *id, git_tree **ret) {
         _cleanup_(git_commit_freep) git_commit *c = NULL;
@@ -904,16 +903,9 @@ int ledger_export_bundle(Ledger *l, int out_fd) {
         return 0;
 }
 
-typedef struct BundleHeader {
-        git_oid prereqs[BUNDLE_PREREQS_MAX];
-        size_t n_prereqs;
-        git_oid tip;
-        bool have_tip;
-} BundleHeader;
-
 /* Parses "# v2 git bundle\n", prerequisites "-<id> [comment]", refs
  * "<id> <refname>", up to the blank line. Takes the first branch ref. */
-static int bundle_parse_header(char *text, BundleHeader *h, char **ret_error) {
+int ledger_bundle_header_parse(char *text, BundleHeader *h, char **ret_error) {
         char *line = text, *next;
 
         next = strchr(line, '\n');
@@ -959,7 +951,7 @@ static int bundle_parse_header(char *text, BundleHeader *h, char **ret_error) {
 #define PACK_OBJECT_MIN 9U
 #define PACK_OBJECTS_MAX (UINT32_C(1) << 26)
 
-static int pack_header_check(const uint8_t h[static 12], uint64_t max_bytes, char **ret_error) {
+int ledger_pack_header_check(const uint8_t h[static 12], uint64_t max_bytes, char **ret_error) {
         uint32_t version = (uint32_t) h[4] << 24 | (uint32_t) h[5] << 16 | (uint32_t) h[6] << 8 | h[7];
         uint32_t objects = (uint32_t) h[8] << 24 | (uint32_t) h[9] << 16 | (uint32_t) h[10] << 8 | h[11];
 
@@ -1033,7 +1025,7 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
         char *pack = end + 2;
         size_t pack_n = n - (size_t) (pack - buf);
 
-        r = bundle_parse_header(buf, h, ret_error);
+        r = ledger_bundle_header_parse(buf, h, ret_error);
         if (r < 0)
                 return r;
 
@@ -1066,7 +1058,7 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
                                 size_t k = MIN(pack_n, sizeof(pack_header) - (size_t) seen);
                                 memcpy(pack_header + seen, pack, k);
                                 if (seen + k == sizeof(pack_header)) {
-                                        r = pack_header_check(pack_header, max_bytes, ret_error);
+                                        r = ledger_pack_header_check(pack_header, max_bytes, ret_error);
                                         if (r < 0)
                                                 break;
                                 }

@@ -115,6 +115,21 @@ void ledger_submodules_free(LedgerSubmodule *s, size_t n);
 bool ledger_submodule_name_safe(const char *name);
 bool ledger_submodule_path_safe(const char *path);
 
+/* A bundle's header (ledger-export.c), exposed for tests/fuzz: the text up
+ * to and including the newline before the blank line, NUL-terminated and
+ * modified in place. */
+#define BUNDLE_PREREQS_MAX 256U
+typedef struct BundleHeader {
+        git_oid prereqs[BUNDLE_PREREQS_MAX];
+        size_t n_prereqs;
+        git_oid tip;
+        bool have_tip;
+} BundleHeader;
+int ledger_bundle_header_parse(char *text, BundleHeader *h, char **ret_error);
+/* The 12 bytes that begin the pack: signature, version, and an object count
+ * that must fit in max_bytes (UINT64_MAX: no bound). */
+int ledger_pack_header_check(const uint8_t h[static 12], uint64_t max_bytes, char **ret_error);
+
 /* (Re)opens the submodule's work tree below the parent's workspace, never
  * through a symlink. -ENOENT, -ENOTDIR or -ELOOP when the sandbox removed or
  * replaced it. */

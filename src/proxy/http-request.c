@@ -300,8 +300,11 @@ int http_request_build_forward(const HttpRequest *r, const char *host_text, char
         if (r->kind != HTTP_REQUEST_FORWARD)
                 return -EINVAL;
 
+        /* "http://host?q" has an empty path: origin-form is "/?q", never
+         * "?q" (found by fuzz-proxy-request). */
         if (append(out, size, &len, r->method, strlen(r->method)) < 0 ||
             append(out, size, &len, " ", 1) < 0 ||
+            (r->path[0] != '/' && append(out, size, &len, "/", 1) < 0) ||
             append(out, size, &len, r->path, r->path_len) < 0 ||
             append(out, size, &len, " HTTP/1.1\r\n", 11) < 0)
                 return -ENOBUFS;

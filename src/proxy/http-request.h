@@ -36,7 +36,8 @@ typedef struct HttpRequest {
         char host[HTTP_HOST_MAX + 1];   /* lower case, without brackets or a trailing dot */
         bool host_bracketed;            /* written as [IPv6] */
         uint16_t port;
-        const char *path;               /* FORWARD: origin-form target (path and query), into the buffer */
+        const char *path;               /* FORWARD: path and query of the target, into the buffer; "/" when it has
+                                         * neither; begins with '?' when it has a query only (forwarded as "/?...") */
         size_t path_len;
         size_t head_len;                /* bytes of the head, CRLFCRLF included */
         bool has_content_length;

@@ -142,6 +142,14 @@ static void test_forward(void) {
         CHECK(streq(out, "GET /p?q HTTP/1.1\r\nHost: example.org:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"),
               "rewritten head: origin-form, our Host, end-to-end headers, Connection: close");
         CHECK(http_request_build_forward(&r, "example.org", out, 20) == -ENOBUFS, "too small a buffer");
+
+        /* A query without a path (found by fuzz-proxy-request): the request
+         * line upstream must still be origin-form, "/?x", never "?x". */
+        CHECK(parse("GET http://example.org?x=1 HTTP/1.1\r\n\r\n", &r, &st) == 1, "parsed, query without path");
+        n = http_request_build_forward(&r, "example.org", out, sizeof(out));
+        out[MAX(n, 0)] = '\0';
+        CHECK(n > 0 && streq(out, "GET /?x=1 HTTP/1.1\r\nHost: example.org\r\nConnection: close\r\n\r\n"),
+              "forwarded as /?x=1: %s", out);
 }
 
 /* A deterministic fuzzer: mutated heads never make the parser read or

@@ -95,6 +95,25 @@ int main(void) {
         snprintf(text, sizeof(text), "git.example.org ssh-ed25519 %s\n@revoked * ssh-ed25519 %s\n", a64, a64);
         CHECK(known_hosts_check(text, "git.example.org", 22, a, an) == KNOWN_HOSTS_REVOKED, "revoked key refused");
 
+        /* Wildcards as ssh matches them; and a line of many stars (found by
+         * fuzz-known-hosts) is answered at once: a matcher that tried every
+         * split for every star took exponential time, and the test would
+         * hang (meson's timeout) instead of passing. */
+        snprintf(text, sizeof(text), "g*t.*.o?g,*x*y*z* ssh-ed25519 %s\n", a64);
+        CHECK(known_hosts_check(text, "git.example.org", 22, a, an) == KNOWN_HOSTS_MATCH, "stars and '?' match");
+        CHECK(known_hosts_check(text, "gt.x.orgg", 22, a, an) == KNOWN_HOSTS_UNKNOWN, "'?' is exactly one character");
+        CHECK(known_hosts_check(text, "AxByCz", 22, a, an) == KNOWN_HOSTS_MATCH, "stars match empty and case folds");
+        CHECK(known_hosts_check(text, "zyx", 22, a, an) == KNOWN_HOSTS_UNKNOWN, "order matters");
+        char stars[400], host[256];
+        memset(stars, '*', 300);
+        stars[300] = '\0';
+        memset(host, 'a', 255);
+        host[255] = '\0';
+        snprintf(text, sizeof(text), "%sb ssh-ed25519 %s\n", stars, a64);
+        CHECK(known_hosts_check(text, host, 22, a, an) == KNOWN_HOSTS_UNKNOWN, "300 stars against 255 characters: no match, at once");
+        host[254] = 'b';
+        CHECK(known_hosts_check(text, host, 22, a, an) == KNOWN_HOSTS_MATCH, "and a match, at once");
+
         /* The ledger refuses an ssh fetch it could not check, before any
          * connection (port 9 is discard: nothing should even be tried). */
         char dir[] = "/tmp/test-known-hosts-XXXXXX";
