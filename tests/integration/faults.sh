@@ -213,10 +213,12 @@ sandbox_gone() {
         [ -z "$left" ] || { echo "scope: $left"; return 1; }
         left=$(hx ps -eo uid=,pid=,comm= | awk '$1 >= 393216 && $1 <= 458751')
         [ -z "$left" ] || { echo "processes: $left"; return 1; }
-        local ino
-        ino=$(hx stat -c %i /run/agentfab-launcher/task-uids.lock 2>/dev/null)
-        if [ -n "$ino" ] && hx grep -q ":$ino " /proc/locks; then
-                echo "uid locks held: $(hx grep ":$ino " /proc/locks)"
+        # /proc/locks lists the locks of every namespace: this lock file's are
+        # those on its device and inode.
+        local key
+        key=$(hx python3 -c 'import os; s = os.stat("/run/agentfab-launcher/task-uids.lock"); print("%02x:%02x:%d" % (os.major(s.st_dev), os.minor(s.st_dev), s.st_ino))' 2>/dev/null)
+        if [ -n "$key" ] && hx grep -q " $key " /proc/locks; then
+                echo "uid locks held: $(hx grep " $key " /proc/locks)"
                 return 1
         fi
         return 0
