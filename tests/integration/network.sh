@@ -366,6 +366,38 @@ PY
         [ ! -s "$WORK/registry.log" ] && ok "nothing reached the registry (its own log)" || fail "registry log: $(cat "$WORK/registry.log")"
 }
 
+t_proxy_restart() {
+        echo "=== the proxy restarts under a running task: its next command gets a new sandbox, registered anew"
+        local get="echo fetched \$(curl -s -m 10 -o /dev/null -w '%{http_code}' http://$REG:$REG_PORT/simple/demo-pkg/)"
+        python3 - "$WORK/restart.json" "$get" <<'PY'
+import json, sys
+steps = [
+    {"reply": {"content": "Plan: fetch, wait, fetch."}},
+    {"reply": {"content": "Fetch", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}},
+    {"reply": {"content": "Wait", "tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 5"}}]}},
+    {"reply": {"content": "Fetch again", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}},
+    {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "fetched twice"}}]}},
+]
+json.dump(steps, open(sys.argv[1], "w"))
+PY
+        model "$WORK/restart.json" || { fail "model server"; return; }
+        make_repo restart
+        : > "$WORK/registry.log"
+        local id i out
+        id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/restart --goal "fetch" --environment=net 2>&1) ||
+                { fail "submit: $id"; return; }
+        for i in $(seq 200); do [ -s "$WORK/registry.log" ] && break; sleep 0.1; done
+        sleep 1
+        hx systemctl restart agentfab-proxy.service >/dev/null 2>&1 || fail "restart the proxy"
+        if wait_state "$id" succeeded; then ok "the task went on after the proxy's restart"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        out=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1)
+        [ "$(grep -c '^fetched 200$' <<<"$out")" = 2 ] && [ "$(grep -c 'GET /simple/demo-pkg/ 200' "$WORK/registry.log")" = 2 ] &&
+                ok "both fetches reached the registry, before and after the restart" || fail "fetches: $(grep '^fetched' <<<"$out" | tr '\n' ' ')"
+        hx journalctl -q -u agentfab.service --no-pager | grep -q "Task '$id': the egress proxy went away; making its sandbox again" &&
+                ok "agentfabd made the sandbox again and registered it anew" || fail "no new sandbox in the journal"
+}
+
 t_no_proxy() {
         echo "=== no egress proxy: a task that needs a network fails with the reason, never runs without it"
         pip_script "$WORK/noproxy.json"
@@ -393,7 +425,7 @@ main() {
         echo "harness: systemd booted in ${HARNESS_BOOT_MS} ms; registry on $REG:$REG_PORT"
 
         local t
-        for t in t_allowlist t_breaker_allow_host t_audited_refusals t_no_proxy; do
+        for t in t_allowlist t_breaker_allow_host t_audited_refusals t_proxy_restart t_no_proxy; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 "$t"
         done
