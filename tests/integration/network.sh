@@ -217,23 +217,21 @@ PIP_INSTALL="python3 -m pip install -q --no-index --find-links /cache/wheels --t
 IMPORT="PYTHONPATH=/tmp/deps python3 -c 'import demo_pkg; print(\"imported:\", demo_pkg.MAGIC)'"
 INSTALL_CMD="($PIP_FROM_CACHE 2>/dev/null && echo wheel-from-cache || $PIP_FROM_INDEX) && $PIP_INSTALL && $IMPORT"
 
-# pip_script FILE: a task that installs demo-pkg in one step, then finishes.
+# pip_script FILE N: a task that installs demo-pkg in N steps (the second
+# is the one redone after an approval), then finishes.
 pip_script() {
-        python3 - "$1" "$INSTALL_CMD" <<'PY'
+        python3 - "$1" "$INSTALL_CMD" "$2" <<'PY'
 import json, sys
-steps = [
-    {"reply": {"content": "Plan: install demo-pkg from the registry."}},
-    {"reply": {"content": "Install demo-pkg", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}},
-    {"reply": {"content": "Install demo-pkg again", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}},
-    {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "installed"}}]}},
-]
+steps = [{"reply": {"content": "Plan: install demo-pkg from the registry."}}]
+steps += [{"reply": {"content": "Install demo-pkg", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}}] * int(sys.argv[3])
+steps.append({"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "installed"}}]}})
 json.dump(steps, open(sys.argv[1], "w"))
 PY
 }
 
 t_allowlist() {
         echo "=== allowlist: pip through the egress proxy to a registry allowed by address, then from /cache alone"
-        pip_script "$WORK/pip.json"
+        pip_script "$WORK/pip.json" 1
         model "$WORK/pip.json" || { fail "model server"; return; }
         make_repo pip1
         : > "$WORK/registry.log"
@@ -271,7 +269,7 @@ t_allowlist() {
 
 t_breaker_allow_host() {
         echo "=== a host not allowed: refused, the network breaker names it, approve --allow-host lets the redone step through"
-        pip_script "$WORK/closed.json"
+        pip_script "$WORK/closed.json" 2
         model "$WORK/closed.json" || { fail "model server"; return; }
         make_repo closed
         : > "$WORK/registry.log"
@@ -374,7 +372,7 @@ import json, sys
 steps = [
     {"reply": {"content": "Plan: fetch, wait, fetch."}},
     {"reply": {"content": "Fetch", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}},
-    {"reply": {"content": "Wait", "tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 5"}}]}},
+    {"reply": {"content": "Wait", "tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 3"}}]}},
     {"reply": {"content": "Fetch again", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}},
     {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "fetched twice"}}]}},
 ]
@@ -400,7 +398,7 @@ PY
 
 t_no_proxy() {
         echo "=== no egress proxy: a task that needs a network fails with the reason, never runs without it"
-        pip_script "$WORK/noproxy.json"
+        pip_script "$WORK/noproxy.json" 1
         model "$WORK/noproxy.json" || { fail "model server"; return; }
         make_repo noproxy
         hx systemctl stop agentfab-proxy.socket agentfab-proxy.service >/dev/null 2>&1
