@@ -372,7 +372,7 @@ import json, sys
 steps = [
     {"reply": {"content": "Plan: fetch, wait, fetch."}},
     {"reply": {"content": "Fetch", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}},
-    {"reply": {"content": "Wait", "tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 3"}}]}},
+    {"reply": {"content": "Wait", "tool_calls": [{"name": "run_command", "arguments": {"command": "for i in $(seq 600); do [ -e /workspace/go ] && break; sleep 0.1; done; rm -f /workspace/go"}}]}},
     {"reply": {"content": "Fetch again", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}},
     {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "fetched twice"}}]}},
 ]
@@ -384,9 +384,12 @@ PY
         local id i out
         id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/restart --goal "fetch" --environment=net 2>&1) ||
                 { fail "submit: $id"; return; }
-        for i in $(seq 200); do [ -s "$WORK/registry.log" ] && break; sleep 0.1; done
-        sleep 1
+        # The restart comes after the first fetch; the second waits for it
+        # (the step between waits for a file the test puts in the workspace).
+        for i in $(seq 300); do [ -s "$WORK/registry.log" ] && break; sleep 0.1; done
+        sleep 0.5
         hx systemctl restart agentfab-proxy.service >/dev/null 2>&1 || fail "restart the proxy"
+        hx install -o agentfab -g agentfab -m 0644 /dev/null "/var/lib/agentfab/tasks/$id/workspace/go" || fail "cannot signal the task"
         if wait_state "$id" succeeded; then ok "the task went on after the proxy's restart"; else
                 fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
         out=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1)
