@@ -744,7 +744,7 @@ int main(int argc, char *argv[]) {
                 for (; k < REQUEST_FDS_MAX; k++)
                         if (fds[k] >= 0) {
                                 fds[k] = safe_close(fds[k]);
-                                error = "more fds came than the request names";
+                                error = "more fds came than the request names (one fd, the workspace's, and the cache's and the proxy channel's only if it names them)";
                         }
                 if (error) {
                         log_warning("Refused request from pid %i: %s", (int) peer.pid, error);
