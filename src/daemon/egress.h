@@ -24,7 +24,7 @@ typedef struct Task Task;
  * When the proxy goes away (a restart, a crash), every registration is
  * gone with the connection, and with it the forwarder in each sandbox: the
  * tasks' commands find no network at all. Each such task gets a new
- * sandbox, registered anew over a new connection, before its next command
+ * sandbox, registered anew over a new connection, before its next step
  * (egress_task_lost()). A task that needs a network and cannot have it
  * fails with the reason; it never runs with more network than allowed. */
 

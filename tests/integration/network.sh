@@ -365,7 +365,7 @@ PY
 }
 
 t_proxy_restart() {
-        echo "=== the proxy restarts under a running task: its next command gets a new sandbox, registered anew"
+        echo "=== the proxy restarts under a running task: its next step gets a new sandbox, registered anew"
         local get="echo fetched \$(curl -s -m 10 -o /dev/null -w '%{http_code}' http://$REG:$REG_PORT/simple/demo-pkg/)"
         python3 - "$WORK/restart.json" "$get" <<'PY'
 import json, sys
