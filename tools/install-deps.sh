@@ -11,8 +11,9 @@ packages=(
         systemd systemd-sysv dbus polkitd pkexec
         # tools the tests drive them with
         git python3 util-linux procps passwd iproute2 man-db groff-base
-        # the egress proxy test fetches through it with curl
-        curl
+        # the egress proxy test fetches through it with curl; the network test's
+        # tasks install from a package registry with the system's pip
+        curl python3-pip
         # agentfabctl's completion is installed where bash-completion says
         bash-completion
         # the ssh server the ssh:// repository scenario fetches from, and the

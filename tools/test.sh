@@ -98,6 +98,7 @@ run_counted "launcher" bash tests/integration/launcher.sh build
 run_counted "agent end to end" bash tests/integration/agent.sh build
 run_counted "egress proxy" bash tests/integration/proxy.sh build
 run_counted "faults" bash tests/integration/faults.sh build
+run_counted "tasks with a network" bash tests/integration/network.sh build
 [ -d build-asan ] && run_counted "integration tests (ASan/UBSan)" bash tests/integration/run.sh build-asan
 [ -d build-asan ] && run_counted "launcher (ASan/UBSan)" bash tests/integration/launcher.sh build-asan
 [ -d build-asan ] && run_counted "agent end to end (ASan/UBSan)" bash tests/integration/agent.sh build-asan

@@ -56,6 +56,7 @@ static const char *arg_environment = NULL;
 static const char *arg_ref = NULL;
 static bool arg_verify = false;
 static char **arg_limits = NULL;
+static char **arg_allow_hosts = NULL;
 
 static pid_t agent_pid = 0;
 
@@ -68,7 +69,8 @@ static void help(void) {
                "  list                         List tasks\n"
                "  status ID                    Show a task\n"
                "  cancel ID                    Cancel a task\n"
-               "  approve ID [--comment=TEXT] Approve the paused step of a task\n"
+               "  approve ID [--comment=TEXT] [--allow-host=HOST...]\n"
+               "                               Approve the paused step of a task\n"
                "  reject ID [--comment=TEXT]  Reject the paused step of a task\n"
                "  resume ID                    Resume a failed task from its last checkpoint\n"
                "  reset ID COMMIT|base         Reset a failed task to one of its checkpoints\n"
@@ -96,6 +98,7 @@ static void help(void) {
                "     --socket=PATH             Stream socket (default: $AGENTFAB_SOCKET or " AGENTFAB_DEFAULT_SOCKET ")\n"
                "  -f --follow                  With logs: keep following\n"
                "     --comment=TEXT            With approve and reject: the approver's words\n"
+               "     --allow-host=HOST[:PORT]  With approve: add to the task's network allowlist (repeatable)\n"
                "     --format=FORMAT           With export: mbox, bundle or diff\n"
                "     --verify                  With audit: report every gap between journal and branch\n"
                "\nSubmit options:\n"
@@ -1014,9 +1017,26 @@ static int call_task_method(sd_bus *bus, const char *id, const char *method, con
         if (r < 0)
                 return -r;
 
-        r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, method);
+        /* Hosts to allow go with ApproveWithOptions(); without them plain
+         * Approve(), which every daemon version knows. */
+        bool options = streq(method, "Approve") && arg_allow_hosts;
+        r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE,
+                                           options ? "ApproveWithOptions" : method);
         if (r >= 0 && with_comment)
                 r = sd_bus_message_append(m, "s", strempty(arg_comment));
+        if (r >= 0 && options) {
+                r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
+                if (r >= 0)
+                        r = sd_bus_message_open_container(m, SD_BUS_TYPE_DICT_ENTRY, "sv");
+                if (r >= 0)
+                        r = sd_bus_message_append(m, "s", "allow_hosts");
+                if (r >= 0)
+                        r = sd_bus_message_open_container(m, SD_BUS_TYPE_VARIANT, "as");
+                if (r >= 0)
+                        r = sd_bus_message_append_strv(m, arg_allow_hosts);
+                for (int i = 0; i < 3 && r >= 0; i++)
+                        r = sd_bus_message_close_container(m);
+        }
         if (r < 0) {
                 fprintf(stderr, "Failed to build request: %s\n", strerror(-r));
                 return EXIT_FAIL;
@@ -1042,6 +1062,10 @@ static int verb_approve(sd_bus *bus, int argc, char *argv[]) {
 
 static int verb_reject(sd_bus *bus, int argc, char *argv[]) {
         (void) argc;
+        if (arg_allow_hosts) {
+                fprintf(stderr, "--allow-host= goes with approve only.\n");
+                return EXIT_FAIL;
+        }
         return call_task_method(bus, argv[1], "Reject", "reject task", true);
 }
 
@@ -1444,6 +1468,7 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_VERSION = 0x100, ARG_JSON, ARG_NO_ASK_PASSWORD, ARG_SYSTEM, ARG_SESSION, ARG_BUS_ADDRESS,
                 ARG_SOCKET, ARG_REPO, ARG_GOAL, ARG_ACCEPTANCE, ARG_TEST, ARG_BASE, ARG_MODEL, ARG_COMMENT, ARG_LIMIT, ARG_FORMAT,
                 ARG_PUSH_URL, ARG_FORGE, ARG_FORGE_REPOSITORY, ARG_PR_BASE, ARG_SUBMODULES, ARG_ENVIRONMENT, ARG_REF, ARG_VERIFY,
+                ARG_ALLOW_HOST,
         };
         static const struct option options[] = {
                 { "help",            no_argument,       NULL, 'h'                 },
@@ -1473,6 +1498,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "environment",     required_argument, NULL, ARG_ENVIRONMENT     },
                 { "ref",             required_argument, NULL, ARG_REF             },
                 { "verify",          no_argument,       NULL, ARG_VERIFY          },
+                { "allow-host",      required_argument, NULL, ARG_ALLOW_HOST      },
                 {}
         };
         int c;
@@ -1508,6 +1534,10 @@ static int parse_argv(int argc, char *argv[]) {
                         if (strv_extend(&arg_limits, optarg) < 0)
                                 return -ENOMEM;
                         break;
+                case ARG_ALLOW_HOST:
+                        if (strv_extend(&arg_allow_hosts, optarg) < 0)
+                                return -ENOMEM;
+                        break;
                 default:
                         return -EINVAL;
                 }
@@ -1523,6 +1553,7 @@ int main(int argc, char *argv[]) {
         r = parse_argv(argc, argv);
         if (r <= 0) {
                 strv_free(arg_limits);
+                strv_free(arg_allow_hosts);
                 return r < 0 ? EXIT_USAGE : EXIT_OK;
         }
 
@@ -1552,5 +1583,6 @@ int main(int argc, char *argv[]) {
         r = verb->run(bus, argc - optind, argv + optind);
         agent_close();
         strv_free(arg_limits);
+        strv_free(arg_allow_hosts);
         return r;
 }

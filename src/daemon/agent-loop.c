@@ -11,6 +11,7 @@
 #include "cache.h"
 #include "conversation.h"
 #include "delivery.h"
+#include "egress.h"
 #include "environment-identity.h"
 #include "audit.h"
 #include "breakers.h"
@@ -132,6 +133,8 @@ void agent_stop(Task *t) {
 
         if (!run)
                 return;
+        /* Its sandbox ends: so does everything of it at the egress proxy. */
+        egress_unregister(run->manager->egress, t->id);
         t->run = NULL;
         run->task = NULL;
         /* Cancel now, so that no reply or output reaches a task that moved on;
@@ -154,6 +157,7 @@ void agent_destroy(Task *t) {
 
         if (!run)
                 return;
+        egress_unregister(run->manager->egress, t->id);
         t->run = NULL;
         run->task = NULL;
         agent_run_free(run);
@@ -366,6 +370,7 @@ static void on_sandbox_ready(SandboxSession *s, int error, const char *error_mes
         run->phase = PHASE_IDLE;
         if (error < 0) {
                 run->session = sandbox_session_free(run->session);
+                egress_unregister(run->manager->egress, t->id);
                 return agent_fail(run, "Cannot start the task's sandbox: %s", error_message ?: strerror(-error));
         }
         audit_sandbox(t, sandbox_session_get_unit(run->session), sandbox_session_get_pid(run->session),
@@ -376,13 +381,24 @@ static void on_sandbox_ready(SandboxSession *s, int error, const char *error_mes
 /* 0: the sandbox is there; > 0: it is being made (or we wait our turn),
  * and agent_advance() runs again when it is; < 0: the task failed. */
 int agent_open_sandbox(AgentRun *run) {
+        _cleanup_free_ char *error = NULL;
         _cleanup_strv_free_ char **env = NULL;
-        _cleanup_close_ int cache_fd = -EBADF;
+        _cleanup_close_ int cache_fd = -EBADF, proxy_fd = -EBADF;
         const Config *c = &run->manager->config;
         Task *t = run->task;
         const Environment *e;
         int r;
 
+        /* A sandbox whose network went with the egress proxy (restarted)
+         * is replaced before the task's next step (until then its commands
+         * find no network at all); nothing else of it is kept between
+         * steps but the workspace and the cache. One being made is
+         * replaced once it is ready. */
+        if (run->session && !run->sandbox_opening && egress_task_lost(run->manager->egress, t->id)) {
+                log_info("Task '%s': the egress proxy went away; making its sandbox again.", t->id);
+                egress_unregister(run->manager->egress, t->id);
+                run->session = sandbox_session_free(run->session);
+        }
         if (run->session)
                 return 0;
         if (sandbox_opening >= SANDBOX_OPENS_MAX) {
@@ -403,11 +419,14 @@ int agent_open_sandbox(AgentRun *run) {
                 return -ENOENT;
         }
         /* SECURITY: a mode that needs the egress proxy never silently runs
-         * without it (nor with more than it allows). */
-        if (e->network != NETWORK_OFF && !run->manager->proxy_available) {
-                agent_fail(run, "Environment '%s' asks for Network=%s, but this agentfabd has no egress proxy to give it.",
-                           e->name, network_mode_to_string(e->network));
-                return -EOPNOTSUPP;
+         * without it (nor with more than it allows): no proxy, no sandbox. */
+        if (e->network != NETWORK_OFF) {
+                r = egress_register(run->manager->egress, t, e, &proxy_fd, &error);
+                if (r < 0) {
+                        agent_fail(run, "Environment '%s' has Network=%s, and %s", e->name,
+                                   network_mode_to_string(e->network), error ?: strerror(-r));
+                        return r;
+                }
         }
         /* Where the branch is built, once: every commit names the same. */
         if (!t->progress.environment_identity) {
@@ -452,9 +471,10 @@ int agent_open_sandbox(AgentRun *run) {
          * once must answer its callers meanwhile. */
         r = sandbox_session_open_async(run->manager->event, c->launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, t->id,
                                        ledger_workspace_fd(run->ledger), &limits, env,
-                                       streq(e->name, ENVIRONMENT_DEFAULT) ? NULL : e->name, cache_fd,
+                                       streq(e->name, ENVIRONMENT_DEFAULT) ? NULL : e->name, cache_fd, proxy_fd,
                                        on_sandbox_ready, run, &run->session);
         if (r < 0) {
+                egress_unregister(run->manager->egress, t->id);
                 agent_fail(run, "Cannot start the task's sandbox: %s", strerror(-r));
                 return r;
         }
@@ -462,6 +482,15 @@ int agent_open_sandbox(AgentRun *run) {
         sandbox_opening++;
         run->phase = PHASE_SANDBOX;
         return 1;
+}
+
+/* Whether the task's commands reach a network through the egress proxy:
+ * then a command's failure to connect is no sign of the sandbox lacking
+ * one, and the proxy's refusals speak for themselves. */
+static bool agent_has_network(AgentRun *run) {
+        const Environment *e = environments_find(&run->manager->environments,
+                                                 run->task->spec.environment ?: ENVIRONMENT_DEFAULT);
+        return e && e->network != NETWORK_OFF;
 }
 
 static void on_command_output(const char *stream, const char *data, size_t size, void *userdata) {
@@ -629,6 +658,18 @@ static int agent_check_breakers(AgentRun *run, const char *commit_before, const 
         r = breaker_config_from(&run->manager->config, &bc);
         if (r < 0)
                 return r;
+
+        /* In allowlist mode the egress proxy's refusal names the host, and
+         * the approver may allow it (approve --allow-host=). */
+        _cleanup_free_ char *refused_host = NULL, *refused_reason = NULL;
+        if (egress_take_refusal(run->manager->egress, t->id, &refused_host, &refused_reason) > 0) {
+                _cleanup_free_ char *reason = NULL;
+                if (asprintf(&reason, "the egress proxy refused a connection to %s (%s); approve with --allow-host=%s "
+                             "to allow it", refused_host, refused_reason, refused_host) < 0)
+                        return -ENOMEM;
+                agent_trip(run, BREAKER_NETWORK, reason, commit_before);
+                return 1;
+        }
 
         if (run->network) {
                 _cleanup_free_ char *reason = NULL;
@@ -870,6 +911,9 @@ static void on_command_done(SandboxSession *s, int error, const ExecResult *resu
         if (!t)
                 return;
         run->phase = PHASE_IDLE;
+        /* The proxy tells of a refusal before it answers the command's
+         * client: whatever the command met is in our socket by now. */
+        egress_poll(run->manager->egress);
 
         if (error < 0) {
                 if (error == -ECONNRESET || error == -EPIPE)
@@ -905,7 +949,7 @@ static void on_command_done(SandboxSession *s, int error, const ExecResult *resu
 
         if (run->call_kind == TOOL_RUN_TESTS || run->call_kind == TOOL_FINISH)
                 agent_record_tests(run, status, result->output);
-        else if (status != 0 && command_output_needs_network(run->call_command, result->output)) {
+        else if (status != 0 && !agent_has_network(run) && command_output_needs_network(run->call_command, result->output)) {
                 run->network = true;
                 (void) free_and_strdup(&run->network_command, run->call_command);
         }

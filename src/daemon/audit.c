@@ -485,3 +485,15 @@ void audit_daemon_idle(void) {
                                "AGENTFAB_EVENT=idle-exit",
                                NULL);
 }
+
+void audit_allow_hosts(Task *t, uid_t caller, const char *hosts) {
+        (void) sd_journal_send("MESSAGE=Task %s may now reach %s: allowed by uid %u.", t->id, hosts, (unsigned) caller,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_ALLOW_HOST_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=allow-host",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_UID=%u", (unsigned) caller,
+                               "AGENTFAB_HOSTS=%s", hosts,
+                               NULL);
+        task_event(t, "allow-host", caller, "hosts", hosts, NULL, NULL, NULL, NULL);
+}

@@ -57,3 +57,6 @@ void audit_delivery_failed(Task *t, const char *what, const char *error);
 
 void audit_daemon_started(unsigned n_tasks);
 void audit_daemon_idle(void);
+
+/* An approval added hosts to the task's allowlist (approve --allow-host). */
+void audit_allow_hosts(Task *t, uid_t caller, const char *hosts);

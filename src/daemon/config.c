@@ -75,6 +75,8 @@ void config_done(Config *c) {
                 forge_config_done(c->forges + i);
         c->n_forges = 0;
         free(c->launcher_socket);
+        free(c->proxy_socket);
+        c->proxy_socket = NULL;
         strv_free(c->protected_paths);
         free(c->vulnerability_database);
         strv_free(c->secret_scan_ignore);
@@ -180,6 +182,11 @@ static int config_assign_daemon(Config *c, const char *key, const char *value) {
                         return -EINVAL;
                 return free_and_strdup(&c->launcher_socket, value);
         }
+        if (streq(key, "ProxySocket")) {
+                if (value[0] != '/' || strlen(value) >= 108)
+                        return -EINVAL;
+                return free_and_strdup(&c->proxy_socket, value);
+        }
         return -ENOENT;
 }
 
@@ -225,6 +232,12 @@ static int config_assign_sandbox(Config *c, const char *key, const char *value) 
                 return parse_u64_range(value, 1, 1000000, &c->tasks_max);
         if (streq(key, "CPUQuota"))
                 return parse_percent(value, &c->cpu_quota_percent);
+        if (streq(key, "NetworkMaxConnections"))
+                return parse_unsigned(value, 1, 4096, &c->network_max_connections);
+        if (streq(key, "NetworkMaxBytes"))
+                return parse_size(value, &c->network_max_bytes);
+        if (streq(key, "NetworkIdleTimeoutSec"))
+                return parse_sec_nonzero(value, &c->network_idle_timeout_usec);
         return -ENOENT;
 }
 

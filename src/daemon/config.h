@@ -34,6 +34,7 @@ typedef struct Config {
         unsigned max_stream_clients;    /* [Daemon] MaxStreamClients= */
         unsigned max_active_tasks;      /* [Daemon] MaxActiveTasks= : tasks worked on at once */
         char *launcher_socket;          /* [Daemon] LauncherSocket= */
+        char *proxy_socket;             /* [Daemon] ProxySocket= : agentfab-proxy's control socket */
 
         /* [Agent]: the default budget of a task; a task's limits override it. */
         uint64_t max_steps;             /* MaxSteps= */
@@ -50,6 +51,10 @@ typedef struct Config {
         uint64_t memory_max;            /* MemoryMax= */
         uint64_t tasks_max;             /* TasksMax= */
         uint64_t cpu_quota_percent;     /* CPUQuota= */
+        /* What the egress proxy allows a task with a network (0: the proxy's default). */
+        unsigned network_max_connections;       /* NetworkMaxConnections= : at once */
+        uint64_t network_max_bytes;             /* NetworkMaxBytes= : up and down, per sandbox */
+        uint64_t network_idle_timeout_usec;     /* NetworkIdleTimeoutSec= : per connection */
 
         /* [Breakers] */
         unsigned max_test_failures;     /* MaxConsecutiveTestFailures= */

@@ -14,6 +14,7 @@
 #include "ledger.h"
 #include "fs-util.h"
 #include "log.h"
+#include "egress.h"
 #include "manager.h"
 #include "submission.h"
 #include "stream.h"
@@ -64,6 +65,9 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         r = model_client_new(m->event, &m->model);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the model client: %m");
+        r = egress_new(m, &m->egress);
+        if (r < 0)
+                return log_oom();
 
         m->last_activity_usec = now_monotonic();
         *ret = TAKE_PTR(m);
@@ -87,6 +91,7 @@ Manager *manager_free(Manager *m) {
         free(m->tasks);
         sd_event_source_disable_unref(m->schedule);
         m->model = model_client_free(m->model);
+        m->egress = egress_free(m->egress);
         model_profiles_done(&m->profiles);
         environments_done(&m->environments);
 

@@ -44,7 +44,7 @@ typedef struct Manager {
         ModelClient *model;            /* one libcurl multi handle for every task's model calls */
         ModelProfiles profiles;        /* [Model] sections of the configuration */
         Environments environments;     /* [Environment] sections, and "default" */
-        bool proxy_available;          /* the egress proxy can give tasks Network=allowlist|audited */
+        struct Egress *egress;         /* the egress proxy's control connection (egress.h) */
         sd_event_source *schedule;     /* starts and resumes agents (manager_schedule()) */
 
         /* SubmitTask() calls whose repository is being imported (submission.h). */

@@ -7,6 +7,7 @@
 #include "task-ledger.h"
 #include "agentfab-bus.h"
 #include "audit.h"
+#include "egress.h"
 #include "json-util.h"
 #include "log.h"
 #include "manager.h"
@@ -91,6 +92,56 @@ static int read_comment(sd_bus_message *message, const char **ret, sd_bus_error 
         return 0;
 }
 
+/* ApproveWithOptions()'s options. "allow_hosts" (as): entries added to the
+ * task's network allowlist. An unknown option is refused, so that a client
+ * asking for more than this daemon knows hears so. */
+static int read_approve_options(sd_bus_message *message, char ***ret_hosts, sd_bus_error *error) {
+        _cleanup_strv_free_ char **hosts = NULL;
+        int r;
+
+        r = sd_bus_message_enter_container(message, SD_BUS_TYPE_ARRAY, "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(message, SD_BUS_TYPE_DICT_ENTRY, "sv")) > 0) {
+                const char *key;
+
+                r = sd_bus_message_read(message, "s", &key);
+                if (r < 0)
+                        return r;
+                if (!streq(key, "allow_hosts"))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown option '%s'.", key);
+                if (hosts)
+                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Option 'allow_hosts' given twice.");
+                r = sd_bus_message_enter_container(message, SD_BUS_TYPE_VARIANT, "as");
+                if (r < 0)
+                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Option 'allow_hosts' must be of type 'as'.");
+                r = sd_bus_message_read_strv(message, &hosts);
+                if (r < 0)
+                        return r;
+                if (strv_length(hosts) > TASK_ALLOWED_HOSTS_MAX)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "At most %u hosts may be allowed.",
+                                                 TASK_ALLOWED_HOSTS_MAX);
+                for (char **h = hosts; h && *h; h++)
+                        if (!environment_allow_entry_is_valid(*h))
+                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                         "'%s' is not a host name, address or *.glob with an optional port.",
+                                                         strempty(string_is_safe(*h, false) ? *h : NULL));
+                r = sd_bus_message_exit_container(message);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(message);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(message);
+        if (r < 0)
+                return r;
+        *ret_hosts = TAKE_PTR(hosts);
+        return 0;
+}
+
 static int require_state(Task *t, TaskState state, sd_bus_error *error) {
         if (t->broken)
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_STATE_BROKEN,
@@ -114,12 +165,19 @@ typedef enum TaskDecision {
 static int task_method(sd_bus_message *message, Task *t, const char *event, const char *action, bool owner_ok,
                        bool has_comment, TaskState required, TaskState target, TaskDecision decision,
                        sd_bus_error *error) {
+        _cleanup_strv_free_ char **allow_hosts = NULL;
         const char *comment = NULL;
         uid_t uid;
         int r;
 
         if (has_comment) {
                 r = read_comment(message, &comment, error);
+                if (r < 0)
+                        return r;
+        }
+        /* ApproveWithOptions(): Approve() with options after the comment. */
+        if (decision == DECISION_APPROVE && streq_ptr(sd_bus_message_get_signature(message, true), "sa{sv}")) {
+                r = read_approve_options(message, &allow_hosts, error);
                 if (r < 0)
                         return r;
         }
@@ -161,6 +219,18 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
         /* What the agent makes of the decision goes into the task's progress,
          * which the state change below persists with the new state. */
         if (decision == DECISION_APPROVE || decision == DECISION_REJECT) {
+                if (allow_hosts) {
+                        Environment const *env = environments_find(&t->manager->environments,
+                                                                    t->spec.environment ?: ENVIRONMENT_DEFAULT);
+                        if (!env || env->network == NETWORK_OFF)
+                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                         "Task '%s' has no network (its environment's Network=off): "
+                                                         "no host can be allowed.", t->id);
+                        r = egress_task_allow(t->manager->egress, t, allow_hosts, uid, error);
+                        if (r < 0)
+                                return sd_bus_error_is_set(error) ? r :
+                                       sd_bus_error_set_errnof(error, r, "Failed to allow hosts for task '%s': %m", t->id);
+                }
                 r = agent_decide(t, decision == DECISION_APPROVE, comment, uid, &reason);
                 if (r < 0)
                         return sd_bus_error_set_errnof(error, r, "Failed to record the decision on task '%s': %m", t->id);
@@ -548,6 +618,8 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("PullRequest", "s", property_get_string_ptr, offsetof(Task, progress.pull_request), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_cancel, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Approve", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_approve, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ApproveWithOptions", SD_BUS_ARGS("s", comment, "a{sv}", options), SD_BUS_NO_RESULT,
+                                method_approve, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Reject", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_reject, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Resume", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ResetTo", SD_BUS_ARGS("s", commit), SD_BUS_RESULT("u", step, "s", commit),

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "environments.h"
 #include "forge.h"
 #include "fs-util.h"
 #include "json-util.h"
@@ -47,6 +48,16 @@ static json_object *progress_to_json(const TaskProgress *p) {
             json_add_uint64(j, "requirement", p->requirement) < 0 ||
             json_object_object_add(j, "verified", json_object_new_boolean(p->verified)) < 0)
                 return NULL;
+        if (p->allowed_hosts) {
+                json_object *a = json_object_new_array();
+                if (!a || json_object_object_add(j, "allowed_hosts", a) < 0) {
+                        json_object_put(a);
+                        return NULL;
+                }
+                for (char **h = p->allowed_hosts; *h; h++)
+                        if (json_object_array_add(a, json_object_new_string(*h)) < 0)
+                                return NULL;
+        }
         return TAKE_PTR(j);
 }
 
@@ -144,6 +155,21 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
                 return r;
         if (!commit_id_is_valid(p->checkpoint) || !commit_id_is_valid(p->head) || !commit_id_is_valid(p->breaker_commit))
                 return -EBADMSG;
+
+        /* SECURITY: what the proxy will let the task reach: only entries of
+         * the shape an approval could have added, bounded. */
+        if (json_object_object_get_ex(j, "allowed_hosts", &v)) {
+                if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) > TASK_ALLOWED_HOSTS_MAX)
+                        return -EBADMSG;
+                for (size_t i = 0; i < json_object_array_length(v); i++) {
+                        json_object *h = json_object_array_get_idx(v, i);
+                        if (!json_object_is_type(h, json_type_string) ||
+                            !environment_allow_entry_is_valid(json_object_get_string(h)))
+                                return -EBADMSG;
+                        if (strv_extend(&p->allowed_hosts, json_object_get_string(h)) < 0)
+                                return -ENOMEM;
+                }
+        }
         return 0;
 }
 

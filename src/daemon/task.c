@@ -67,6 +67,7 @@ void task_progress_done(TaskProgress *p) {
         free(p->summary);
         free(p->pull_request);
         free(p->environment_identity);
+        strv_free(p->allowed_hosts);
         *p = (TaskProgress) { .baseline_passed = -1 };
 }
 

@@ -48,7 +48,11 @@ typedef struct TaskProgress {
         char *pull_request;        /* the forge's URL of the pull request delivery opened */
         unsigned requirement;      /* version of goal + acceptance criteria, raised by Amend(); 0 means 1 */
         bool verified;             /* delivery's own test run is recorded on the branch (delivery.c) */
+        char **allowed_hosts;      /* allow entries approvals added (approve --allow-host), besides the environment's */
 } TaskProgress;
+
+/* At most this many hosts an approval adds to one task. */
+#define TASK_ALLOWED_HOSTS_MAX 64U
 
 /* A task record and its state machine. No D-Bus here: task-dbus.c exposes
  * it, task-store.c persists it. */

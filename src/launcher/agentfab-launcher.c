@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -21,6 +22,7 @@
 #include "json-util.h"
 #include "launcher-request.h"
 #include "log.h"
+#include "proxy-env.h"
 #include "macro.h"
 #include "sandbox.h"
 #include "task-uid.h"
@@ -191,12 +193,12 @@ static int check_peer(int fd, uid_t agentfab_uid, struct ucred *ret) {
  * stream read at a message that carries fds, so peeking shows at most up
  * to there; then exactly what was peeked, up to the newline, is read for
  * real, with the fds. */
-#define REQUEST_FDS_MAX 2   /* the workspace, and the cache when the request says so */
+#define REQUEST_FDS_MAX 3   /* the workspace, then the cache and the proxy channel when the request says so */
 
 static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int ret_fds[static REQUEST_FDS_MAX],
                         size_t *ret_n_fds) {
-        _cleanup_close_ int passed0 = -EBADF, passed1 = -EBADF;
-        int *passed[REQUEST_FDS_MAX] = { &passed0, &passed1 };
+        _cleanup_close_ int passed0 = -EBADF, passed1 = -EBADF, passed2 = -EBADF;
+        int *passed[REQUEST_FDS_MAX] = { &passed0, &passed1, &passed2 };
         size_t n_passed = 0;
         uint64_t deadline = now_usec() + REQUEST_TIMEOUT_USEC;
         size_t len = 0;
@@ -266,12 +268,13 @@ static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int ret_
                         return -E2BIG;
         }
 
-        /* SECURITY: at most two fds; never keep some of more. */
+        /* SECURITY: at most three fds; never keep some of more. */
         if (extra_fds)
                 return -ETOOMANYREFS;
         *ret_len = len - 1; /* without the newline */
         ret_fds[0] = TAKE_FD(passed0);
         ret_fds[1] = TAKE_FD(passed1);
+        ret_fds[2] = TAKE_FD(passed2);
         *ret_n_fds = n_passed;
         return 0;
 }
@@ -308,6 +311,32 @@ static const char *check_workspace(int fd, uid_t agentfab_uid, struct stat *ret)
                 if ((long) sf.f_type == pseudo[i])
                         return "the workspace is on a kernel file system";
         *ret = st;
+        return NULL;
+}
+
+/* SECURITY: the egress proxy's channel (agentfab-proxy(8)) is what the
+ * sandbox's PID 1 sends its forwarder's listening socket over, and holds
+ * until it ends: a connected AF_UNIX SOCK_SEQPACKET socket, as the proxy
+ * makes them, and nothing else (no file, no socket of another kind whose
+ * peer could read what is sent). */
+static const char *check_proxy_channel(int fd) {
+        struct stat st;
+        int v;
+        socklen_t l = sizeof(v);
+
+        if (fstat(fd, &st) < 0)
+                return "cannot stat the proxy channel fd";
+        if (!S_ISSOCK(st.st_mode))
+                return "the proxy channel fd is not a socket";
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || v != AF_UNIX)
+                return "the proxy channel is not an AF_UNIX socket";
+        l = sizeof(v);
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) < 0 || v != SOCK_SEQPACKET)
+                return "the proxy channel is not a SOCK_SEQPACKET socket";
+        struct sockaddr_un peer;
+        l = sizeof(peer);
+        if (getpeername(fd, (struct sockaddr *) &peer, &l) < 0)
+                return "the proxy channel is not connected";
         return NULL;
 }
 
@@ -393,7 +422,8 @@ static int find_image(int fd, const LauncherRequest *req, char **ret_image) {
         return *ret_image ? 1 : log_oom();
 }
 
-static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, int cache_fd, const struct stat *st) {
+static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, int cache_fd, int proxy_fd,
+                       const struct stat *st) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_strv_free_ char **env = NULL;
@@ -425,6 +455,17 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, int
         env = sandbox_environment(req->env);
         if (!env)
                 return log_oom();
+        if (proxy_fd >= 0) {
+                /* Where the commands find the network: the forwarder on
+                 * their own loopback. The daemon's variables may not
+                 * point them elsewhere. */
+                _cleanup_strv_free_ char **pe = proxy_environment(AGENTFAB_PROXY_PORT);
+                if (!pe)
+                        return log_oom();
+                for (char **v = pe; *v; v++)
+                        if (strv_env_set(&env, *v) < 0)
+                                return log_oom();
+        }
 
         _cleanup_free_ char *image = NULL;
         r = find_image(fd, req, &image);
@@ -461,6 +502,8 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, int
                 .serve_fd = fd,
                 .image = image,
                 .cache_fd = cache_fd,
+                .proxy_fd = proxy_fd,
+                .proxy_port = AGENTFAB_PROXY_PORT,
         };
 
         if (pipe2(pipes, O_CLOEXEC) < 0)
@@ -629,9 +672,9 @@ static int run_reap(int fd, const LauncherRequest *req) {
 }
 
 int main(int argc, char *argv[]) {
-        _cleanup_close_ int workspace_fd = -EBADF, cache_fd = -EBADF;
+        _cleanup_close_ int workspace_fd = -EBADF, cache_fd = -EBADF, proxy_fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
-        int fds[REQUEST_FDS_MAX] = { -EBADF, -EBADF };
+        int fds[REQUEST_FDS_MAX] = { -EBADF, -EBADF, -EBADF };
         size_t n_fds = 0;
         LauncherRequest req = {};
         const char *error;
@@ -674,10 +717,11 @@ int main(int argc, char *argv[]) {
                 return log_oom(), EXIT_FAILURE;
         r = read_request(fd, buf, LAUNCHER_REQUEST_MAX, &len, fds, &n_fds);
         workspace_fd = fds[0];
-        cache_fd = fds[1];
         if (r < 0) {
+                safe_close(fds[1]);
+                safe_close(fds[2]);
                 error = r == -E2BIG ? "request too long" :
-                        r == -ETOOMANYREFS ? "at most two fds may come with a request" :
+                        r == -ETOOMANYREFS ? "at most three fds may come with a request" :
                         r == -ETIMEDOUT ? "timed out waiting for the request" : NULL;
                 if (error)
                         log_warning("Refused request from pid %i: %s", (int) peer.pid, error);
@@ -688,6 +732,30 @@ int main(int argc, char *argv[]) {
         }
 
         r = launcher_request_parse(buf, len, &arg_maxima, &req, &error);
+        if (r >= 0) {
+                /* The fds are taken by position: the workspace, then the
+                 * cache if the request names one, then the proxy channel
+                 * if it asks for one. */
+                size_t k = 1;
+                if (req.cache && k < n_fds)
+                        cache_fd = TAKE_FD(fds[k++]);
+                if (req.proxy && k < n_fds)
+                        proxy_fd = TAKE_FD(fds[k++]);
+                for (; k < REQUEST_FDS_MAX; k++)
+                        if (fds[k] >= 0) {
+                                fds[k] = safe_close(fds[k]);
+                                error = "more fds came than the request names (one fd, the workspace's, and the cache's and the proxy channel's only if it names them)";
+                        }
+                if (error) {
+                        log_warning("Refused request from pid %i: %s", (int) peer.pid, error);
+                        (void) reply_error(fd, error);
+                        launcher_request_done(&req);
+                        return EXIT_FAILURE;
+                }
+        } else {
+                safe_close(fds[1]);
+                safe_close(fds[2]);
+        }
         if (r < 0) {
                 log_warning("Refused request from pid %i: %s", (int) peer.pid, error);
                 (void) reply_error(fd, error);
@@ -699,11 +767,13 @@ int main(int argc, char *argv[]) {
         if (req.type == LAUNCHER_REQUEST_REAP) {
                 workspace_fd = safe_close(workspace_fd);
                 cache_fd = safe_close(cache_fd);
+                proxy_fd = safe_close(proxy_fd);
                 r = run_reap(fd, &req);
         } else if ((error = check_workspace(workspace_fd, agentfab_uid, &st)) ||
-                   (req.cache != (cache_fd >= 0) && (error = req.cache ? "the request names a cache but no cache fd came" :
-                                                     "a second fd came with a request that names no cache")) ||
-                   (cache_fd >= 0 && (error = check_workspace(cache_fd, agentfab_uid, &cache_st)))) {
+                   (req.cache && cache_fd < 0 && (error = "the request names a cache but no cache fd came")) ||
+                   (req.proxy && proxy_fd < 0 && (error = "the request names a proxy channel but no fd came for it")) ||
+                   (cache_fd >= 0 && (error = check_workspace(cache_fd, agentfab_uid, &cache_st))) ||
+                   (proxy_fd >= 0 && (error = check_proxy_channel(proxy_fd)))) {
                 log_warning("Refused sandbox request for task '%s' from pid %i: %s", req.task, (int) peer.pid, error);
                 (void) reply_error(fd, error);
                 r = -EPERM;
@@ -711,7 +781,7 @@ int main(int argc, char *argv[]) {
                 (void) reply_error(fd, "the cache and the workspace have different owners");
                 r = -EPERM;
         } else
-                r = run_sandbox(fd, &req, workspace_fd, cache_fd, &st);
+                r = run_sandbox(fd, &req, workspace_fd, cache_fd, proxy_fd, &st);
 
         launcher_request_done(&req);
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -130,6 +130,10 @@ static const char *parse_sandbox(json_object *j, LauncherRequest *r) {
                         if (!json_object_is_type(v, json_type_boolean))
                                 return "'cache' must be a boolean";
                         r->cache = json_object_get_boolean(v);
+                } else if (streq(key, "proxy")) {
+                        if (!json_object_is_type(v, json_type_boolean))
+                                return "'proxy' must be a boolean";
+                        r->proxy = json_object_get_boolean(v);
                 } else
                         return "unknown field in a sandbox request";
         }

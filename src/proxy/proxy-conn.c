@@ -159,10 +159,13 @@ static void conn_reply_error(ProxyConn *c, int status, const char *reason) {
 }
 
 static void conn_refuse(ProxyConn *c, int status, ProxyRefusalKind kind, const char *reason) {
-        conn_reply_error(c, status, reason);
-        conn_journal(c, false, reason);
+        /* agentfabd hears of it before the client does: when the command
+         * that met the refusal ends, the event is in the daemon's socket
+         * already, and counts in the step that caused it. */
         proxy_task_send_refusal(c->task, kind, c->host_text, c->request.port,
                                 c->address_text[0] ? c->address_text : NULL, reason);
+        conn_reply_error(c, status, reason);
+        conn_journal(c, false, reason);
         c->allowed = false;
         proxy_conn_free(c);
 }

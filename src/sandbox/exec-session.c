@@ -74,16 +74,20 @@ static int connect_launcher(const char *path, int *ret) {
         return 0;
 }
 
-/* The request line, with pass_fd (if >= 0) attached to its first byte. */
-static int send_request(int fd, const char *line, int pass_fd, int pass_fd2) {
+/* Sends the request line with the fds of pass (those >= 0, in order). */
+static int send_request(int fd, const char *line, const int pass[static 3]) {
         size_t n = strlen(line), done = 0;
-        int fds[2] = { pass_fd, pass_fd2 };
-        size_t n_fds = pass_fd < 0 ? 0 : pass_fd2 < 0 ? 1 : 2;
+        int fds[3];
+        size_t n_fds = 0;
+
+        for (size_t i = 0; i < 3; i++)
+                if (pass[i] >= 0)
+                        fds[n_fds++] = pass[i];
 
         while (done < n) {
                 union {
                         struct cmsghdr h;
-                        char buf[CMSG_SPACE(sizeof(int) * 2)];
+                        char buf[CMSG_SPACE(sizeof(int) * 3)];
                 } control = {};
                 struct iovec iov = { .iov_base = (char *) line + done, .iov_len = n - done };
                 struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
@@ -299,7 +303,7 @@ static int on_io(sd_event_source *source, int fd, uint32_t revents, void *userda
  * caller. */
 static int session_start(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                          const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
-                         SandboxSession **ret) {
+                         int proxy_fd, SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
         _cleanup_json_ json_object *j = NULL, *l = NULL, *en = NULL;
         _cleanup_free_ char *line = NULL;
@@ -336,6 +340,7 @@ static int session_start(sd_event *e, const char *launcher_socket, const char *t
             json_object_object_add(j, "env", json_object_get(en)) < 0 ||
             (environment && json_add_string(j, "environment", environment) < 0) ||
             (cache_fd >= 0 && json_object_object_add(j, "cache", json_object_new_boolean(true)) < 0) ||
+            (proxy_fd >= 0 && json_object_object_add(j, "proxy", json_object_new_boolean(true)) < 0) ||
             asprintf(&line, "%s\n", json_to_line(j)) < 0)
                 return -ENOMEM;
 
@@ -352,7 +357,7 @@ static int session_start(sd_event *e, const char *launcher_socket, const char *t
         r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &s->fd);
         if (r < 0)
                 return r;
-        r = send_request(s->fd, line, workspace_fd, cache_fd);
+        r = send_request(s->fd, line, (const int[3]) { workspace_fd, cache_fd, proxy_fd });
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(s);
@@ -395,19 +400,19 @@ static int session_take_reply(SandboxSession *s, size_t n, char **ret_error) {
 
 int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                          const SandboxLimits *limits, char **env, char **ret_error, SandboxSession **ret) {
-        return sandbox_session_open_in(e, launcher_socket, task_id, workspace_fd, limits, env, NULL, -EBADF,
+        return sandbox_session_open_in(e, launcher_socket, task_id, workspace_fd, limits, env, NULL, -EBADF, -EBADF,
                                        ret_error, ret);
 }
 
 int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                             const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
-                            char **ret_error, SandboxSession **ret) {
+                            int proxy_fd, char **ret_error, SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
         uint64_t deadline = now_usec() + SANDBOX_SESSION_OPEN_TIMEOUT_USEC;
         size_t len = 0;
         int r;
 
-        r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, &s);
+        r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, proxy_fd, &s);
         if (r < 0)
                 return r;
         r = read_line(s->fd, s->rbuf, LAUNCHER_REPLY_MAX, &len, deadline);
@@ -476,14 +481,14 @@ static int on_open_timer(sd_event_source *source, uint64_t usec, void *userdata)
 
 int sandbox_session_open_async(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                                const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
-                               session_open_handler_t done, void *userdata, SandboxSession **ret) {
+                               int proxy_fd, session_open_handler_t done, void *userdata, SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
         uint64_t now;
         int r;
 
         if (!done)
                 return -EINVAL;
-        r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, &s);
+        r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, proxy_fd, &s);
         if (r < 0)
                 return r;
         s->open_done = done;
@@ -596,7 +601,7 @@ int sandbox_session_reap(const char *launcher_socket, char **keep_ids) {
         r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &fd);
         if (r < 0)
                 return r;
-        r = send_request(fd, line, -EBADF, -EBADF);
+        r = send_request(fd, line, (const int[3]) { -EBADF, -EBADF, -EBADF });
         if (r < 0)
                 return r;
         r = read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, now_usec() + SANDBOX_SESSION_REAP_TIMEOUT_USEC);

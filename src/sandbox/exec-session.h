@@ -43,10 +43,13 @@ int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *t
 
 /* The same, in a task environment (environments.h; NULL: the default),
  * with the dependency cache directory cache_fd (-EBADF: none) mounted
- * writable at /cache. The launcher finds the environment's image itself. */
+ * writable at /cache, and the task's channel to the egress proxy proxy_fd
+ * (-EBADF: no network; agentfab-proxy(8)), which the sandbox keeps for
+ * its life. The launcher finds the environment's image itself. The caller
+ * keeps its own copies of the fds. */
 int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                             const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
-                            char **ret_error, SandboxSession **ret);
+                            int proxy_fd, char **ret_error, SandboxSession **ret);
 
 /* The same without blocking: returns once the request is sent (ret is the
  * session, not yet ready for commands), and calls done on the event loop
@@ -57,7 +60,7 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
 typedef void (*session_open_handler_t)(SandboxSession *s, int error, const char *error_message, void *userdata);
 int sandbox_session_open_async(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                                const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
-                               session_open_handler_t done, void *userdata, SandboxSession **ret);
+                               int proxy_fd, session_open_handler_t done, void *userdata, SandboxSession **ret);
 
 /* error: 0, or -EINVAL (the sandbox refused the request), -ECONNRESET (the
  * sandbox ended), -EBADMSG (it sent nonsense), -ETIMEDOUT (it did not end

@@ -82,7 +82,7 @@ static bool image_path_is_valid(const char *p) {
 /* Allow= entries: a host name or glob ("*.example.org"), an IPv4 or IPv6
  * address with an optional prefix length, each with an optional ":PORT"
  * (IPv6 in brackets then). Checked for shape here; the proxy decides. */
-static bool allow_entry_is_valid(const char *s) {
+bool environment_allow_entry_is_valid(const char *s) {
         char host[256];
         const char *port = NULL;
         size_t l = strlen(s);
@@ -208,7 +208,7 @@ static int parse_words(const char *value, int (*each)(Environment *e, const char
 }
 
 static int add_allow(Environment *e, const char *w) {
-        if (!allow_entry_is_valid(w))
+        if (!environment_allow_entry_is_valid(w))
                 return -EINVAL;
         if (strv_length(e->allow) >= ENVIRONMENT_ALLOW_MAX)
                 return -E2BIG;

@@ -63,6 +63,10 @@ const char *cache_kind_to_string(CacheKind k);
 CacheKind cache_kind_from_string(const char *s);
 
 bool environment_name_is_valid(const char *s);
+/* The shape of an Allow= entry (and of a host an approval allows): a host
+ * name or "*.glob", an address or address/prefix, each with an optional
+ * ":PORT" (IPv6 in brackets then). The proxy decides what it means. */
+bool environment_allow_entry_is_valid(const char *s);
 
 /* Reads the [Environment] sections of path and its drop-ins. There is
  * always an environment named "default" (the host's system, no network),

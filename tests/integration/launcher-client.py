@@ -188,6 +188,14 @@ def main(ws):
     refused("a file as workspace", {"type": "sandbox", "task": "0a0a0a0a0a03"}, [file_fd], "not a directory")
     refused("no workspace fd", {"type": "sandbox", "task": "0a0a0a0a0a03"}, [], "fd")
     refused("two fds", {"type": "sandbox", "task": "0a0a0a0a0a03"}, [ws_fd, ws_fd], "one fd")
+    # The egress proxy's channel: only a connected AF_UNIX SOCK_SEQPACKET socket.
+    refused("proxy channel that is a directory", {"type": "sandbox", "task": "0a0a0a0a0a03", "proxy": True},
+            [ws_fd, ws_fd], "not a socket")
+    st_a, st_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    refused("proxy channel of the wrong socket type", {"type": "sandbox", "task": "0a0a0a0a0a03", "proxy": True},
+            [ws_fd, st_a.fileno()], "SOCK_SEQPACKET")
+    st_a.close(); st_b.close()
+    refused("proxy named but no fd", {"type": "sandbox", "task": "0a0a0a0a0a03", "proxy": True}, [ws_fd], "proxy channel")
     refused("bad task id", {"type": "sandbox", "task": "../../etc"}, [ws_fd], "task")
     refused("LD_PRELOAD", {"type": "sandbox", "task": "0a0a0a0a0a03", "env": {"LD_PRELOAD": "/workspace/x.so"}},
             [ws_fd], "name")

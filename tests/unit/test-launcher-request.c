@@ -46,6 +46,16 @@ int main(void) {
               r.limits.cpu_quota_percent == 100 && r.clamped, "huge limits clamped to the maxima");
         launcher_request_done(&r);
 
+        /* The egress proxy's channel comes along only when asked for, and
+         * the flag must be a boolean: the fds are taken by position. */
+        k = parse("{\"type\":\"sandbox\",\"task\":\"0123456789ab\",\"cache\":true,\"proxy\":true}", &r, &error);
+        CHECK(k == 0 && r.cache && r.proxy, "cache and proxy flags: %s", strempty(error));
+        launcher_request_done(&r);
+        k = parse("{\"type\":\"sandbox\",\"task\":\"0123456789ab\"}", &r, &error);
+        CHECK(k == 0 && !r.proxy, "no proxy unless asked");
+        launcher_request_done(&r);
+        refused("{\"type\":\"sandbox\",\"task\":\"0123456789ab\",\"proxy\":1}", "boolean", "proxy flag not a boolean");
+
         /* The task id becomes a unit name: only the daemon's own id format. */
         refused("{\"type\":\"sandbox\",\"task\":\"../x\"}", "task", "path in the task id");
         refused("{\"type\":\"sandbox\",\"task\":\"0123456789abc\"}", "task", "task id too long");

@@ -6,6 +6,7 @@
 #include "agentfab-bus.h"
 #include "fs-util.h"
 #include "tap.h"
+#include "string-util.h"
 #include "task-store.h"
 #include "task.h"
 
@@ -125,12 +126,18 @@ static void test_progress_round_trip(void) {
         t->spec.reference = strdup("PROJ-123");
         p->requirement = 3;
         p->verified = true;
+        CHECK(strv_extend(&p->allowed_hosts, "registry.example:443") >= 0 && strv_extend(&p->allowed_hosts, "10.0.0.5") >= 0,
+              "allowed hosts set");
         CHECK(task_create(t) >= 0 && task_load(tasks_fd, "0123456789ac", &u) >= 0 && u && !u->broken, "saved and loaded");
         /* The requirement a task answers is part of what it keeps: its
          * ticket, its version after amendments, and whether the delivered
          * tip's evidence is recorded (else a restart would record it twice). */
         CHECK(streq_ptr(u->spec.reference, "PROJ-123") && u->progress.requirement == 3 && task_requirement_version(u) == 3 &&
               u->progress.verified, "reference, requirement version and verification survive");
+        /* What an approval let the task reach must come back with it, or a
+         * restarted task would trip the same breaker again. */
+        CHECK(strv_length(u->progress.allowed_hosts) == 2 && streq_ptr(u->progress.allowed_hosts[0], "registry.example:443") &&
+              streq_ptr(u->progress.allowed_hosts[1], "10.0.0.5"), "allowed hosts survive");
         CHECK(u->progress.pushed && streq_ptr(u->progress.pull_request, p->pull_request), "push and pull request survive");
         CHECK(streq_ptr(u->spec.push_url, t->spec.push_url) && streq_ptr(u->spec.forge, "corp") &&
               streq_ptr(u->spec.forge_repository, "alice/proj") && streq_ptr(u->spec.pull_request_base, "develop"),
@@ -168,6 +175,10 @@ static void test_corruption(void) {
                  * checkpoint that is not a commit id must never reach git. */
                 { "progress not object", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":7}", "'progress'" },
                 { "bad checkpoint", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":{\"checkpoint\":\"HEAD~1; rm -rf /\"}}", "'progress'" },
+                /* SECURITY: what the proxy lets the task reach comes only in
+                 * the shape an approval could have given it. */
+                { "allowed host bad", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":{\"allowed_hosts\":[\"a b\"]}}", "'progress'" },
+                { "allowed hosts not array", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":{\"allowed_hosts\":\"x\"}}", "'progress'" },
                 { "step not number", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":{\"step\":\"3\"}}", "'progress'" },
         };
 
