@@ -53,6 +53,7 @@ void config_init(Config *c) {
                 .memory_max = 2ULL * 1024 * 1024 * 1024,
                 .tasks_max = 512,
                 .cpu_quota_percent = 100,
+                .max_paused_usec = 3600 * USEC_PER_SEC,
 
                 .max_test_failures = 5,
                 .max_files_changed = 20,
@@ -225,6 +226,8 @@ static int config_assign_sandbox(Config *c, const char *key, const char *value) 
                 return parse_u64_range(value, 1, 1000000, &c->tasks_max);
         if (streq(key, "CPUQuota"))
                 return parse_percent(value, &c->cpu_quota_percent);
+        if (streq(key, "MaxPausedSec"))
+                return parse_sec_nonzero(value, &c->max_paused_usec);
         return -ENOENT;
 }
 

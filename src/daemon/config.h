@@ -50,6 +50,7 @@ typedef struct Config {
         uint64_t memory_max;            /* MemoryMax= */
         uint64_t tasks_max;             /* TasksMax= */
         uint64_t cpu_quota_percent;     /* CPUQuota= */
+        uint64_t max_paused_usec;       /* MaxPausedSec= : a frozen sandbox without a command is torn down after it */
 
         /* [Breakers] */
         unsigned max_test_failures;     /* MaxConsecutiveTestFailures= */

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
 
 #include "agentfab-bus.h"
 #include "macro.h"
@@ -13,6 +14,7 @@
 
 typedef struct Manager Manager;
 typedef struct AgentRun AgentRun;
+typedef struct SandboxSession SandboxSession;
 
 /* How far the agent got, persisted in the state file with the task: a step
  * counts only once this record names it (see agent-loop.c). */
@@ -48,6 +50,7 @@ typedef struct TaskProgress {
         char *pull_request;        /* the forge's URL of the pull request delivery opened */
         unsigned requirement;      /* version of goal + acceptance criteria, raised by Amend(); 0 means 1 */
         bool verified;             /* delivery's own test run is recorded on the branch (delivery.c) */
+        TaskState paused_from;     /* paused: the state Resume() goes back to */
 } TaskProgress;
 
 /* A task record and its state machine. No D-Bus here: task-dbus.c exposes
@@ -65,7 +68,14 @@ typedef struct Task {
         TaskSpec spec;
         char *branch;
         TaskProgress progress;
-        AgentRun *run;             /* the agent at work, while the task is active */
+        AgentRun *run;             /* the agent at work, while the task is active (or paused) */
+
+        /* A frozen sandbox kept without an agent (freezer.c): while the task
+         * waits for approval, or is paused after a restart of the daemon. */
+        SandboxSession *sandbox;
+        bool sandbox_stale;        /* it ran a command when frozen: not to be used again */
+        char *fdstore_name;        /* its connection is in systemd's fd store under this name */
+        sd_event_source *release_timer;  /* MaxPausedSec= */
 
         /* The state file could not be read: the record is shown as failed and
          * kept read-only so that nothing overwrites what an administrator may
