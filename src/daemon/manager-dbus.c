@@ -94,6 +94,10 @@ int manager_verify_access(Manager *m, sd_bus_message *message, Task *t, const ch
                 "goal", goal,
                 "reason", t ? t->reason : NULL,
                 "breaker", t ? t->progress.breaker ?: "none" : NULL,
+                /* What is asked, so that a rule can grant one thing only:
+                 * e.g. seeing (GetTask) a task that waits for approval. */
+                "method", t ? strempty(sd_bus_message_get_member(message)) : NULL,
+                "state", t ? task_state_to_string(t->state) : NULL,
                 NULL
         };
 
