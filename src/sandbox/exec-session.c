@@ -620,7 +620,7 @@ static int session_freezer_request(SandboxSession *s, const char *launcher_socke
         r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &fd);
         if (r < 0)
                 return r;
-        r = send_request(fd, line, s->pidfd);
+        r = send_request(fd, line, s->pidfd, -EBADF);
         if (r < 0)
                 return r;
         r = read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, now_usec() + SANDBOX_SESSION_FREEZE_TIMEOUT_USEC);
