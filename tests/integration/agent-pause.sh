@@ -10,7 +10,7 @@
 
 # The spinner: uses SPIN_CPU seconds of CPU time (not wall-clock time, so a
 # freeze cannot shorten it), then exits 0.
-SPIN_CPU=3
+SPIN_CPU=2
 SPIN_CMD="python3 -c 'import time
 t = time.process_time()
 while time.process_time() - t < $SPIN_CPU: pass
@@ -52,6 +52,7 @@ spin_script() {
 [
  {"reply": {"content": "Plan: spin, then fix add()."}},
  {"reply": {"content": "Spin", "tool_calls": [{"name": "run_command", "arguments": {"command": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$SPIN_CMD")}}]}},
+ {"reply": {"content": "Sleep", "tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 6; echo agentfab-sleeper done", "timeout_sec": 10}}]}},
  {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
  {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "spun and fixed"}}]}}
 ]
@@ -73,10 +74,7 @@ t_pause_spin() {
         model "$WORK/spin.json" --by-step || { fail "model server"; return; }
         make_repo spin
         local id out rc a b
-        # A timeout shorter than the pause below (3 s + 18 s), longer than
-        # the spin takes even on a loaded machine: only if frozen time does
-        # not count does the command finish.
-        id=$(submit spin --limit command_timeout_sec=20) || { fail "submit: $id"; return; }
+        id=$(submit spin) || { fail "submit: $id"; return; }
         wait_spinning "$id" && ok "the spinner runs in the sandbox" || { fail "spinner did not start"; return; }
         a=$(scope_cpu_usec "$id"); sleep 0.5; b=$(scope_cpu_usec "$id")
         echo "    scope CPU while running: +$((b - a)) us in 0.5 s"
@@ -101,18 +99,30 @@ j = json.load(sys.stdin)
 sys.exit(0 if j.get("state") == "paused" and j.get("progress", {}).get("paused_from") == "running" else 1)' &&
                 ok "the state file records the pause" || fail "state file: $(hx cat "/var/lib/agentfab/tasks/$id/state.json" | tr -d '\n' | head -c 400)"
         frozen_cpu_check "$id" "paused"
-        # Past the command's 20 s timeout counted from its start.
-        sleep 18
         hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 && ok "resume" || fail "resume: $(hx_as alice "${CTL[@]}" resume "$id" 2>&1)"
         [ "$(task_prop "$id" FreezerState)" = running ] && ok "FreezerState running again" || fail "FreezerState $(task_prop "$id" FreezerState)"
+
+        # The next step's "sleep 6" has a timeout of 10 s: paused for 12 s in
+        # the middle, it finishes only if frozen time does not count. (Not
+        # the spinner: how long it takes depends on the machine's load.)
+        local i
+        for i in $(seq 300); do hx pgrep -f agentfab-sleeper >/dev/null 2>&1 && break; sleep 0.1; done
+        sleep 1
+        hx_as alice "${CTL[@]}" pause "$id" >/dev/null 2>&1 && ok "paused in the middle of 'sleep 6' (timeout 10 s)" ||
+                fail "second pause: $(hx_as alice "${CTL[@]}" pause "$id" 2>&1)"
+        sleep 12
+        hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 || fail "second resume"
         if wait_state "$id" succeeded; then ok "the task finished after the resume"; else
                 fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
-        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep 'agentfab-spin' |
-                grep -q '"AGENTFAB_TIMED_OUT":"no"' &&
-                ok "the spinner was not timed out (frozen time did not count)" ||
-                fail "spinner: $(hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep agentfab-spin | head -c 600)"
-        grep -q 'agentfab-spin done' <(hx cat "/var/lib/agentfab/tasks/$id/output.log" 2>/dev/null) &&
-                ok "the same command ran to its end" || fail "no 'agentfab-spin done' in the output"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep 'agentfab-sleeper' | grep -q '"AGENTFAB_TIMED_OUT":"no"' &&
+                ok "'sleep 6' paused for 12 s was not timed out at 10 s (frozen time did not count)" ||
+                fail "sleeper: $(hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep agentfab-sleeper | head -c 400)"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep 'agentfab-spin' | grep -q '"AGENTFAB_EXIT_STATUS":"0"' &&
+                ok "the spinner exited 0" || fail "spinner did not exit 0"
+        hx cat "/var/lib/agentfab/tasks/$id/output.log" 2>/dev/null | grep -qx 'agentfab-spin done' &&
+                ok "the same command ran to its end" || fail "no 'agentfab-spin done' line in the output"
+        hx cat "/var/lib/agentfab/tasks/$id/output.log" 2>/dev/null | grep -qx 'agentfab-sleeper done' &&
+                ok "the sleeper ran to its end" || fail "no 'agentfab-sleeper done' line in the output"
         [ "$(hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep -c 'agentfab-spin')" = 1 ] &&
                 ok "it ran once, not again" || fail "spinner ran more than once"
         hx journalctl -q -o json AGENTFAB_TASK="$id" MESSAGE_ID=6c2655dbd0654cf585ed42f7915f41b2 | grep -q thawed &&
