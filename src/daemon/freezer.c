@@ -177,6 +177,15 @@ int task_unpause(Task *t, sd_bus_error *error) {
 
         if (t->run && t->run->session) {
                 r = thaw(t, t->run->session, &why);
+                if (r < 0 && !sandbox_session_is_alive(t->run->session)) {
+                        /* It ended while frozen (stopped by systemd, say): what
+                         * ran in it is lost, so the task goes on from its
+                         * last checkpoint with a new agent and sandbox. */
+                        log_warning("The sandbox of task '%s' ended while it was paused: going on from the last "
+                                    "checkpoint.", t->id);
+                        agent_stop(t);
+                        return 0;
+                }
                 if (r < 0)
                         return sd_bus_error_setf(error, AGENTFAB_ERROR_CANNOT_FREEZE, "Cannot resume task '%s': %s",
                                                  t->id, why ?: strerror(-r));
@@ -244,7 +253,7 @@ void freezer_thaw_for_end(Task *t, SandboxSession *s) {
 
         if (!s)
                 return;
-        if (sandbox_session_is_frozen(s)) {
+        if (sandbox_session_is_frozen(s) && sandbox_session_is_alive(s)) {
                 r = thaw(t, s, &why);
                 if (r < 0)
                         log_error("Cannot thaw the sandbox of task '%s' to end it (%s); the next start of the "

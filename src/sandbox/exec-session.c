@@ -743,6 +743,10 @@ bool sandbox_session_is_frozen(const SandboxSession *s) {
         return s && s->frozen;
 }
 
+bool sandbox_session_is_alive(const SandboxSession *s) {
+        return s && s->fd >= 0 && s->pidfd >= 0 && syscall(SYS_pidfd_send_signal, s->pidfd, 0, NULL, 0) >= 0;
+}
+
 uint64_t sandbox_session_frozen_usec(const SandboxSession *s) {
         uint64_t now = now_usec();
         return s && s->frozen && now > s->frozen_since ? now - s->frozen_since : 0;

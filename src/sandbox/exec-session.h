@@ -98,6 +98,8 @@ int sandbox_session_freeze(SandboxSession *s, const char *launcher_socket, const
 int sandbox_session_thaw(SandboxSession *s, const char *launcher_socket, char **ret_error);
 
 bool sandbox_session_is_frozen(const SandboxSession *s);
+/* Its PID 1 still lives (a frozen sandbox's connection cannot say). */
+bool sandbox_session_is_alive(const SandboxSession *s);
 /* How long it has been frozen so far (0: it is not). */
 uint64_t sandbox_session_frozen_usec(const SandboxSession *s);
 
