@@ -744,7 +744,11 @@ bool sandbox_session_is_frozen(const SandboxSession *s) {
 }
 
 bool sandbox_session_is_alive(const SandboxSession *s) {
-        return s && s->fd >= 0 && s->pidfd >= 0 && syscall(SYS_pidfd_send_signal, s->pidfd, 0, NULL, 0) >= 0;
+        if (!s || s->fd < 0 || s->pidfd < 0)
+                return false;
+        /* Signal 0 checks only that it exists: EPERM (it runs as the task's
+         * uid, not ours) says it does; ESRCH that it is gone. */
+        return syscall(SYS_pidfd_send_signal, s->pidfd, 0, NULL, 0) >= 0 || errno == EPERM;
 }
 
 uint64_t sandbox_session_frozen_usec(const SandboxSession *s) {
