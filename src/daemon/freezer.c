@@ -149,6 +149,11 @@ int task_pause(Task *t, sd_bus_error *error) {
         AgentRun *run = t->run;
         int r;
 
+        /* A sandbox being made has nothing to freeze yet, and would come up
+         * running while the task says paused. */
+        if (run && run->phase == PHASE_SANDBOX)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is getting its sandbox; pause it "
+                                         "again in a moment.", t->id);
         if (run && run->session) {
                 r = freeze(t, run->session, "pause", &why);
                 if (r < 0)
