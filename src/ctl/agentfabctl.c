@@ -72,7 +72,8 @@ static void help(void) {
                "  approve ID [--comment=TEXT] [--allow-host=HOST...]\n"
                "                               Approve the paused step of a task\n"
                "  reject ID [--comment=TEXT]  Reject the paused step of a task\n"
-               "  resume ID                    Resume a failed task from its last checkpoint\n"
+               "  pause ID                     Pause a task: freeze its sandbox where it stands\n"
+               "  resume ID                    Resume a paused task, or a failed one from its last checkpoint\n"
                "  reset ID COMMIT|base         Reset a failed task to one of its checkpoints\n"
                "  amend ID [--goal=TEXT] [--acceptance=TEXT]\n"
                "                               Revise the requirement of a task that is not at work\n"
@@ -262,6 +263,7 @@ typedef struct TaskInfo {
         const char *id, *state, *reason, *repository, *goal, *acceptance, *test_command, *base, *model, *branch;
         const char *plan, *head, *breaker, *push_url, *forge, *forge_repository, *pull_request_base, *pull_request;
         const char *environment, *environment_identity, *reference;
+        const char *freezer;
         uint32_t owner, step, requirement;
         uint64_t created, updated, tokens, commands;
 } TaskInfo;
@@ -306,6 +308,7 @@ static int read_task_properties(sd_bus_message *reply, TaskInfo *info) {
                 else if (streq(name, "Environment")) s = &info->environment;
                 else if (streq(name, "EnvironmentIdentity")) s = &info->environment_identity;
                 else if (streq(name, "Reference")) s = &info->reference;
+                else if (streq(name, "FreezerState")) s = &info->freezer;
 
                 if (s && streq(contents, "s"))
                         r = sd_bus_message_read(reply, "v", "s", s);
@@ -389,6 +392,7 @@ static json_object *task_info_to_json(const TaskInfo *i) {
         (void) json_add_string(j, "plan", i->plan);
         (void) json_add_string(j, "head_commit", i->head);
         (void) json_add_string(j, "breaker", i->breaker);
+        (void) json_add_string(j, "freezer_state", i->freezer);
         (void) json_add_uint64(j, "tokens_used", i->tokens);
         (void) json_add_uint64(j, "commands_run", i->commands);
         return j;
@@ -826,6 +830,11 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         print_checkpoints(reply);
         if (!isempty(info.breaker))
                 printf("      Breaker: %s\n", info.breaker);
+        /* Frozen: no CPU, memory kept; none: no sandbox (any more). */
+        if (!isempty(info.freezer) && !streq(info.freezer, "none"))
+                printf("      Sandbox: %s\n", info.freezer);
+        else if (streq_ptr(info.state, "paused") || streq_ptr(info.state, "awaiting-approval"))
+                printf("      Sandbox: none (made again when the task goes on)\n");
         if (!isempty(info.push_url))
                 printf("     Push URL: %s\n", info.push_url);
         if (!isempty(info.forge))
@@ -1067,6 +1076,11 @@ static int verb_reject(sd_bus *bus, int argc, char *argv[]) {
                 return EXIT_FAIL;
         }
         return call_task_method(bus, argv[1], "Reject", "reject task", true);
+}
+
+static int verb_pause(sd_bus *bus, int argc, char *argv[]) {
+        (void) argc;
+        return call_task_method(bus, argv[1], "Pause", "pause task", false);
 }
 
 static int verb_resume(sd_bus *bus, int argc, char *argv[]) {
@@ -1448,6 +1462,7 @@ static const Verb verbs[] = {
         { "cancel",  1, true,  verb_cancel  },
         { "approve", 1, true,  verb_approve },
         { "reject",  1, true,  verb_reject  },
+        { "pause",   1, true,  verb_pause   },
         { "resume",  1, true,  verb_resume  },
         { "reset",   2, true,  verb_reset   },
         { "amend",   1, true,  verb_amend   },

@@ -16,6 +16,7 @@
 #include "audit.h"
 #include "breakers.h"
 #include "exec-session.h"
+#include "freezer.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "ledger.h"
@@ -148,6 +149,13 @@ void agent_stop(Task *t) {
         worker_detach(run->worker);
         run->worker = NULL;
         sd_event_source_set_enabled(run->defer, SD_EVENT_OFF);
+        /* Waiting for approval, the sandbox is kept frozen for the next
+         * agent; otherwise a frozen one is thawed, so that it sees its
+         * connection close and ends. */
+        if (t->state == TASK_AWAITING_APPROVAL)
+                freezer_park(t, &run->session);
+        else
+                freezer_thaw_for_end(t, run->session);
         if (sd_event_add_defer(run->manager->event, &run->dispose, on_dispose, run) < 0)
                 agent_run_free(run);   /* out of memory: better now than never */
 }
@@ -163,9 +171,15 @@ void agent_destroy(Task *t) {
         agent_run_free(run);
 }
 
-/* Counts wall-clock time the agent was at work, for the budget. */
-static void agent_count_clock(AgentRun *run) {
+/* Counts wall-clock time the agent was at work, for the budget; paused
+ * time is not. */
+void agent_count_clock(AgentRun *run) {
         uint64_t now = agent_now_usec();
+
+        if (run->task && run->task->state == TASK_PAUSED) {
+                run->clock_usec = 0;
+                return;
+        }
         if (run->clock_usec > 0 && now > run->clock_usec)
                 run->task->progress.wall_usec += now - run->clock_usec;
         run->clock_usec = now;
@@ -399,6 +413,10 @@ int agent_open_sandbox(AgentRun *run) {
                 egress_unregister(run->manager->egress, t->id);
                 run->session = sandbox_session_free(run->session);
         }
+        if (run->session)
+                return 0;
+        /* The sandbox frozen while the task waited: thawed, as it was. */
+        run->session = freezer_take_parked(t);
         if (run->session)
                 return 0;
         if (sandbox_opening >= SANDBOX_OPENS_MAX) {
@@ -1404,6 +1422,9 @@ static void agent_advance(AgentRun *run) {
                 if (agent_begin_running(run) < 0)
                         return;
                 return delivery_start(run);
+
+        case TASK_PAUSED:
+                return;   /* task_unpaused() schedules us again */
 
         default:
                 agent_stop(t);

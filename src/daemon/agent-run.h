@@ -81,6 +81,9 @@ struct AgentRun {
 /* CLOCK_MONOTONIC in microseconds. */
 uint64_t agent_now_usec(void);
 
+/* Counts the wall-clock time used since it was last counted. */
+void agent_count_clock(AgentRun *run);
+
 /* Runs agent_advance() from the event loop, soon. */
 void agent_schedule(AgentRun *run);
 

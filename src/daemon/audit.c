@@ -402,6 +402,52 @@ void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid) {
         task_event(t, "sandbox", UID_INVALID, "unit", unit, uid_s[0] ? "sandbox_uid" : NULL, uid_s, NULL, NULL);
 }
 
+void audit_sandbox_frozen(Task *t, const char *why, const char *method, uint64_t usec) {
+        char usec_s[32];
+
+        snprintf(usec_s, sizeof(usec_s), "%" PRIu64, usec);
+        (void) sd_journal_send("MESSAGE=Task %s: sandbox frozen (%s, by %s in %.1f ms).", t->id, why, method,
+                               (double) usec / 1000.0,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_FROZEN_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=frozen",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_FREEZE_REASON=%s", why,
+                               "AGENTFAB_FREEZER=%s", method,
+                               "AGENTFAB_FREEZE_USEC=%s", usec_s,
+                               NULL);
+        task_event(t, "frozen", UID_INVALID, "why", why, "freezer", method, "freeze_usec", usec_s);
+}
+
+void audit_sandbox_thawed(Task *t, uint64_t frozen_usec) {
+        char usec_s[32];
+
+        snprintf(usec_s, sizeof(usec_s), "%" PRIu64, frozen_usec);
+        (void) sd_journal_send("MESSAGE=Task %s: sandbox thawed after %.1f s frozen.", t->id, (double) frozen_usec / USEC_PER_SEC,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_THAWED_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=thawed",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_FROZEN_USEC=%s", usec_s,
+                               NULL);
+        task_event(t, "thawed", UID_INVALID, "frozen_usec", usec_s, NULL, NULL, NULL, NULL);
+}
+
+void audit_sandbox_released(Task *t, uint64_t paused_usec) {
+        char usec_s[32];
+
+        snprintf(usec_s, sizeof(usec_s), "%" PRIu64, paused_usec);
+        (void) sd_journal_send("MESSAGE=Task %s: frozen sandbox torn down after %.0f s (MaxPausedSec=).", t->id,
+                               (double) paused_usec / USEC_PER_SEC,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_RELEASED_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=sandbox-released",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_PAUSED_USEC=%s", usec_s,
+                               NULL);
+        task_event(t, "sandbox-released", UID_INVALID, "paused_usec", usec_s, NULL, NULL, NULL, NULL);
+}
+
 void audit_breaker(Task *t, const char *breaker, const char *reason) {
         journal_send("MESSAGE=Task %s paused by breaker %s: %s", t->id, breaker, reason,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_BREAKER_STR,

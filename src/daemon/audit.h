@@ -47,6 +47,12 @@ AuditTrace audit_trace_begin(Task *t, unsigned step);
 void audit_trace_end(AuditTrace *a);
 void audit_breaker(Task *t, const char *breaker, const char *reason);
 void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid);
+/* The sandbox was frozen (why: "pause" or "approval"; method: "systemd" or
+ * "cgroup"; usec: how long freezing took), thawed after frozen_usec, or
+ * torn down after MaxPausedSec= (released_after_usec). */
+void audit_sandbox_frozen(Task *t, const char *why, const char *method, uint64_t usec);
+void audit_sandbox_thawed(Task *t, uint64_t frozen_usec);
+void audit_sandbox_released(Task *t, uint64_t paused_usec);
 void audit_delivered(Task *t, const char *head, const char *diffstat);
 /* Delivery to a forge (never with the token): the branch was pushed to
  * spec.push_url; a pull request was opened at url; or either failed

@@ -53,6 +53,7 @@ void config_init(Config *c) {
                 .memory_max = 2ULL * 1024 * 1024 * 1024,
                 .tasks_max = 512,
                 .cpu_quota_percent = 100,
+                .max_paused_usec = 3600 * USEC_PER_SEC,
 
                 .max_test_failures = 5,
                 .max_files_changed = 20,
@@ -238,6 +239,8 @@ static int config_assign_sandbox(Config *c, const char *key, const char *value) 
                 return parse_size(value, &c->network_max_bytes);
         if (streq(key, "NetworkIdleTimeoutSec"))
                 return parse_sec_nonzero(value, &c->network_idle_timeout_usec);
+        if (streq(key, "MaxPausedSec"))
+                return parse_sec_nonzero(value, &c->max_paused_usec);
         return -ENOENT;
 }
 

@@ -55,6 +55,7 @@ typedef struct Config {
         unsigned network_max_connections;       /* NetworkMaxConnections= : at once */
         uint64_t network_max_bytes;             /* NetworkMaxBytes= : up and down, per sandbox */
         uint64_t network_idle_timeout_usec;     /* NetworkIdleTimeoutSec= : per connection */
+        uint64_t max_paused_usec;       /* MaxPausedSec= : a frozen sandbox without a command is torn down after it */
 
         /* [Breakers] */
         unsigned max_test_failures;     /* MaxConsecutiveTestFailures= */

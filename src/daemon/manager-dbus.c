@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <pwd.h>
 #include <stdio.h>
 
 #include "agent-loop.h"
@@ -23,6 +24,7 @@ static const sd_bus_error_map agentfab_errors[] = {
         SD_BUS_ERROR_MAP(AGENTFAB_ERROR_BAD_STATE,      EBUSY),
         SD_BUS_ERROR_MAP(AGENTFAB_ERROR_QUOTA_EXCEEDED, EDQUOT),
         SD_BUS_ERROR_MAP(AGENTFAB_ERROR_STATE_BROKEN,   EROFS),
+        SD_BUS_ERROR_MAP(AGENTFAB_ERROR_CANNOT_FREEZE,  EOPNOTSUPP),
         SD_BUS_ERROR_MAP_END
 };
 
@@ -59,7 +61,7 @@ int manager_caller_may_view(Manager *m, sd_bus_message *message, Task *t) {
 
 int manager_verify_access(Manager *m, sd_bus_message *message, Task *t, const char *action,
                           bool owner_ok, sd_bus_error *error) {
-        _cleanup_free_ char *owner = NULL, *goal = NULL;
+        _cleanup_free_ char *owner = NULL, *goal = NULL, *owner_name = NULL;
         uid_t uid;
         int r;
 
@@ -73,15 +75,29 @@ int manager_verify_access(Manager *m, sd_bus_message *message, Task *t, const ch
         if (m->bus_kind != BUS_SYSTEM)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "Access denied.");
 
-        /* Name the task and its goal, so that a prompt says what is approved. */
+        /* Name the task, its owner, its goal and the breaker that stopped
+         * it, so that a prompt says what is approved (the approve action's
+         * message shows them: $(task), $(owner_name), $(breaker)). */
         if (t && (asprintf(&owner, "%u", (unsigned) t->owner) < 0 ||
                   !(goal = strshorten_line(strempty(t->spec.goal), 200))))
                 return -ENOMEM;
+        if (t) {
+                struct passwd *pw = getpwuid(t->owner);
+                owner_name = pw && string_is_safe(pw->pw_name, false) ? strdup(pw->pw_name) : strdup(owner);
+                if (!owner_name)
+                        return -ENOMEM;
+        }
         const char *details[] = {
                 "task", t ? t->id : NULL,
                 "owner", owner,
+                "owner_name", owner_name,
                 "goal", goal,
                 "reason", t ? t->reason : NULL,
+                "breaker", t ? t->progress.breaker ?: "none" : NULL,
+                /* What is asked, so that a rule can grant one thing only:
+                 * e.g. seeing (GetTask) a task that waits for approval. */
+                "method", t ? strempty(sd_bus_message_get_member(message)) : NULL,
+                "state", t ? task_state_to_string(t->state) : NULL,
                 NULL
         };
 

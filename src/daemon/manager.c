@@ -12,6 +12,7 @@
 #include "audit.h"
 #include "exec-session.h"
 #include "ledger.h"
+#include "freezer.h"
 #include "fs-util.h"
 #include "log.h"
 #include "egress.h"
@@ -152,9 +153,11 @@ void manager_update_status(Manager *m) {
 }
 
 void manager_task_state_changed(Manager *m, Task *t, TaskState old_state, uid_t caller) {
-        /* A task that stopped being worked on (cancelled, failed, paused)
-         * loses its agent; one that may be worked on gets one. */
-        if (!task_state_is_active(t->state) && t->state != TASK_QUEUED)
+        /* A task that stopped being worked on (cancelled, failed, waiting
+         * for approval) loses its agent; one that may be worked on gets one.
+         * A paused one keeps it, frozen with its sandbox (freezer.h). */
+        freezer_task_state_changed(t);
+        if (!task_state_is_active(t->state) && !IN_SET(t->state, TASK_QUEUED, TASK_PAUSED))
                 agent_stop(t);
         manager_schedule(m);
 
@@ -283,8 +286,13 @@ int manager_start_agents(Manager *m) {
          * the first agent asks for a new one. */
         if (m->config.max_active_tasks > 0) {
                 const char *launcher = m->config.launcher_socket ?: SANDBOX_LAUNCHER_SOCKET;
+                _cleanup_strv_free_ char **keep = NULL;
+                /* Except the frozen sandboxes that came back from the fd store. */
+                for (size_t i = 0; i < m->n_tasks; i++)
+                        if (m->tasks[i]->sandbox && strv_extend(&keep, m->tasks[i]->id) < 0)
+                                return log_oom();
                 if (access(launcher, F_OK) >= 0) {
-                        r = sandbox_session_reap(launcher, NULL);
+                        r = sandbox_session_reap(launcher, keep);
                         if (r < 0)
                                 log_warning_errno(r, "Failed to stop leftover sandbox scopes, ignoring: %m");
                 }
@@ -370,12 +378,53 @@ int manager_connect_bus(Manager *m, BusKind kind, const char *address) {
         return 0;
 }
 
+/* What systemd passes: the stream socket (agentfab.socket), and after a
+ * restart the connections of frozen sandboxes from the fd store
+ * ("sandbox-..."). */
 int manager_listen_stream(Manager *m, const char *socket_path) {
-        return stream_server_new(&m->stream, m, socket_path);
+        _cleanup_strv_free_ char **names = NULL, **stored_names = NULL;
+        _cleanup_free_ int *stored = NULL;
+        size_t n_stored = 0;
+        int listen_fd = -EBADF, n;
+
+        n = sd_listen_fds_with_names(true, &names);
+        if (n < 0)
+                return log_error_errno(n, "Failed to get sockets from systemd: %m");
+        if (n > 0) {
+                stored = calloc((size_t) n, sizeof(int));
+                if (!stored)
+                        return log_oom();
+        }
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                const char *name = names && names[i] ? names[i] : "";
+
+                if (strneq(name, "sandbox-", 8)) {
+                        if (strv_extend(&stored_names, name) < 0)
+                                return log_oom();
+                        stored[n_stored++] = fd;
+                } else if (listen_fd < 0)
+                        listen_fd = fd;
+                else
+                        return log_error_errno(EINVAL, "Expected at most one socket from systemd, got another ('%s').", name);
+        }
+        freezer_adopt_stored(m, stored, stored_names, n_stored);
+
+        return stream_server_new(&m->stream, m, socket_path, listen_fd);
+}
+
+static bool manager_holds_sandboxes(Manager *m) {
+        for (size_t i = 0; i < m->n_tasks; i++)
+                if (freezer_task_holds_sandbox(m->tasks[i]))
+                        return true;
+        return false;
 }
 
 static bool manager_is_idle(Manager *m) {
-        return manager_active_tasks(m) == 0 && m->n_submissions == 0 &&
+        /* A frozen sandbox waits for us: until MaxPausedSec= ends it, an
+         * exit would leave it to systemd's fd store, which a stopped
+         * service loses. */
+        return manager_active_tasks(m) == 0 && m->n_submissions == 0 && !manager_holds_sandboxes(m) &&
                 stream_server_clients(m->stream) == 0 &&
                 polkit_registry_pending(m->polkit) == 0;
 }

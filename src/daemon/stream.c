@@ -456,9 +456,9 @@ static int bind_socket(const char *path) {
         return TAKE_FD(fd);
 }
 
-int stream_server_new(StreamServer **ret, Manager *m, const char *socket_path) {
+int stream_server_new(StreamServer **ret, Manager *m, const char *socket_path, int listen_fd) {
         StreamServer *s;
-        int n, r;
+        int r;
 
         s = calloc(1, sizeof(StreamServer));
         if (!s)
@@ -466,21 +466,12 @@ int stream_server_new(StreamServer **ret, Manager *m, const char *socket_path) {
         s->manager = m;
         s->fd = -EBADF;
 
-        n = sd_listen_fds(true);
-        if (n < 0) {
-                stream_server_free(s);
-                return log_error_errno(n, "Failed to get sockets from systemd: %m");
-        }
-        if (n > 1) {
-                stream_server_free(s);
-                return log_error_errno(EINVAL, "Expected at most one socket from systemd, got %i.", n);
-        }
-        if (n == 1) {
-                if (sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) <= 0) {
+        if (listen_fd >= 0) {
+                if (sd_is_socket_unix(listen_fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
                         stream_server_free(s);
                         return log_error_errno(EINVAL, "The socket from systemd is not a listening Unix stream socket.");
                 }
-                s->fd = SD_LISTEN_FDS_START;
+                s->fd = listen_fd;
                 (void) fcntl(s->fd, F_SETFD, FD_CLOEXEC);
         } else {
                 s->fd = bind_socket(socket_path);

@@ -26,8 +26,8 @@ typedef struct StreamServer StreamServer;
  * well within STREAM_OUTBUF_MAX, whatever the commands wrote. */
 #define STREAM_LOG_TAIL_MAX  (2u * 1024u * 1024u)
 
-/* Takes the socket passed by systemd (sd_listen_fds) or binds socket_path. */
-int stream_server_new(StreamServer **ret, Manager *m, const char *socket_path);
+/* Takes listen_fd, the socket passed by systemd, or (-EBADF) binds socket_path. */
+int stream_server_new(StreamServer **ret, Manager *m, const char *socket_path, int listen_fd);
 StreamServer *stream_server_free(StreamServer *s);
 
 unsigned stream_server_clients(StreamServer *s);

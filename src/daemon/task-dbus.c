@@ -8,6 +8,7 @@
 #include "agentfab-bus.h"
 #include "audit.h"
 #include "egress.h"
+#include "freezer.h"
 #include "json-util.h"
 #include "log.h"
 #include "manager.h"
@@ -160,6 +161,8 @@ typedef enum TaskDecision {
         DECISION_APPROVE,
         DECISION_REJECT,
         DECISION_RESUME,
+        DECISION_PAUSE,
+        DECISION_UNPAUSE,
 } TaskDecision;
 
 static int task_method(sd_bus_message *message, Task *t, const char *event, const char *action, bool owner_ok,
@@ -205,6 +208,13 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
                 if (r < 0)
                         return r;
         }
+        if (decision == DECISION_PAUSE && !IN_SET(t->state, TASK_RUNNING, TASK_PREPARING))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s: only a running or preparing "
+                                         "task can be paused.", t->id, task_state_to_string(t->state));
+        if (decision == DECISION_PAUSE)
+                target = TASK_PAUSED;
+        if (decision == DECISION_UNPAUSE)
+                target = t->progress.paused_from;
 
         if (!task_state_transition_allowed(t->state, target))
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s; it cannot become %s.",
@@ -238,9 +248,26 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
                         target = TASK_FAILED;
         } else if (decision == DECISION_RESUME)
                 agent_prepare_resume(t);
+        else if (decision == DECISION_PAUSE) {
+                /* The sandbox is frozen before anybody hears "paused"; if it
+                 * cannot be, the task goes on and the caller learns why. */
+                r = task_pause(t, error);
+                if (r < 0)
+                        return r;
+        } else if (decision == DECISION_UNPAUSE) {
+                r = task_unpause(t, error);
+                if (r < 0)
+                        return r;
+        }
         r = task_set_state(t, target, reason, uid, error);
-        if (r < 0)
+        if (r < 0) {
+                /* Not paused after all: nothing may stay frozen. */
+                if (decision == DECISION_PAUSE && task_unpause(t, NULL) >= 0)
+                        task_unpaused(t);
                 return r;
+        }
+        if (decision == DECISION_UNPAUSE)
+                task_unpaused(t);
 
         return sd_bus_reply_method_return(message, NULL);
 }
@@ -271,8 +298,28 @@ static int method_resume(sd_bus_message *message, void *userdata, sd_bus_error *
         if (t->state == TASK_AWAITING_APPROVAL && !t->broken)
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
                                          "Task '%s' waits for approval: use Approve() or Reject().", t->id);
+        /* A paused task is thawed and carries on where it stood. */
+        if (t->state == TASK_PAUSED && !t->broken)
+                return task_method(message, t, "resume", "org.agentfab.manage", true, false,
+                                   TASK_PAUSED, t->progress.paused_from, DECISION_UNPAUSE, error);
         return task_method(message, t, "resume", "org.agentfab.manage", true, false,
                            TASK_FAILED, TASK_QUEUED, DECISION_RESUME, error);
+}
+
+static int method_pause(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Task *t = userdata;
+
+        if (!t->broken && !IN_SET(t->state, TASK_RUNNING, TASK_PREPARING))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s: only a running or preparing "
+                                         "task can be paused.", t->id, task_state_to_string(t->state));
+        return task_method(message, t, "pause", "org.agentfab.manage", true, false,
+                           _TASK_STATE_INVALID, TASK_PAUSED, DECISION_PAUSE, error);
+}
+
+static int property_get_freezer_state(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                      sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "s", task_freezer_state(userdata));
 }
 
 static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -616,12 +663,14 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("CommandsRun", "t", NULL, offsetof(Task, progress.commands), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Breaker", "s", property_get_string_ptr, offsetof(Task, progress.breaker), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("PullRequest", "s", property_get_string_ptr, offsetof(Task, progress.pull_request), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("FreezerState", "s", property_get_freezer_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_cancel, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Approve", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_approve, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ApproveWithOptions", SD_BUS_ARGS("s", comment, "a{sv}", options), SD_BUS_NO_RESULT,
                                 method_approve, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Reject", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_reject, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Resume", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Pause", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_pause, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ResetTo", SD_BUS_ARGS("s", commit), SD_BUS_RESULT("u", step, "s", commit),
                                 method_reset_to, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Amend", SD_BUS_ARGS("a{sv}", changes), SD_BUS_RESULT("u", requirement_version),
@@ -724,7 +773,7 @@ static void task_bus_emit(Task *t, char **properties) {
 }
 
 void task_bus_send_changed(Task *t) {
-        task_bus_emit(t, STRV_MAKE("State", "Reason", "UpdatedUSec", "Breaker", "PullRequest"));
+        task_bus_emit(t, STRV_MAKE("State", "Reason", "UpdatedUSec", "Breaker", "PullRequest", "FreezerState"));
 }
 
 void task_bus_send_requirement(Task *t) {

@@ -46,7 +46,8 @@ static json_object *progress_to_json(const TaskProgress *p) {
             json_add_string(j, "pull_request", p->pull_request) < 0 ||
             json_add_string(j, "environment_identity", p->environment_identity) < 0 ||
             json_add_uint64(j, "requirement", p->requirement) < 0 ||
-            json_object_object_add(j, "verified", json_object_new_boolean(p->verified)) < 0)
+            json_object_object_add(j, "verified", json_object_new_boolean(p->verified)) < 0 ||
+            json_add_string(j, "paused_from", task_state_to_string(p->paused_from)) < 0)
                 return NULL;
         if (p->allowed_hosts) {
                 json_object *a = json_object_new_array();
@@ -169,6 +170,14 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
                         if (strv_extend(&p->allowed_hosts, json_object_get_string(h)) < 0)
                                 return -ENOMEM;
                 }
+        }
+        if (json_object_object_get_ex(j, "paused_from", &v)) {
+                /* Only what Pause() may leave: a paused task goes back to work. */
+                TaskState s = json_object_is_type(v, json_type_string) ? task_state_from_string(json_object_get_string(v)) :
+                                                                          _TASK_STATE_INVALID;
+                if (!IN_SET(s, TASK_RUNNING, TASK_PREPARING))
+                        return -EBADMSG;
+                p->paused_from = s;
         }
         return 0;
 }

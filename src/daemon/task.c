@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "agentfab-bus.h"
+#include "exec-session.h"
 #include "manager.h"
 #include "string-util.h"
 #include "task-store.h"
@@ -48,6 +49,7 @@ int task_new(Task **ret, const char *id) {
         t->state = TASK_QUEUED;
         task_spec_init(&t->spec);
         t->progress.baseline_passed = -1;
+        t->progress.paused_from = TASK_RUNNING;
         t->id = strdup(id);
         t->reason = strdup("");
         if (!t->id || !t->reason || asprintf(&t->branch, "agentfab/%s", id) < 0)
@@ -68,7 +70,7 @@ void task_progress_done(TaskProgress *p) {
         free(p->pull_request);
         free(p->environment_identity);
         strv_free(p->allowed_hosts);
-        *p = (TaskProgress) { .baseline_passed = -1 };
+        *p = (TaskProgress) { .baseline_passed = -1, .paused_from = TASK_RUNNING };
 }
 
 Task *task_free(Task *t) {
@@ -76,6 +78,11 @@ Task *task_free(Task *t) {
                 return NULL;
         task_progress_done(&t->progress);
         task_spec_done(&t->spec);
+        /* Closed, not thawed: at shutdown a frozen sandbox stays frozen, its
+         * connection kept in systemd's fd store for the next instance. */
+        sandbox_session_free(t->sandbox);
+        free(t->fdstore_name);
+        sd_event_source_disable_unref(t->release_timer);
         free(t->id);
         free(t->reason);
         free(t->branch);

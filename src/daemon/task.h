@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
 
 #include "agentfab-bus.h"
 #include "macro.h"
@@ -13,6 +14,7 @@
 
 typedef struct Manager Manager;
 typedef struct AgentRun AgentRun;
+typedef struct SandboxSession SandboxSession;
 
 /* How far the agent got, persisted in the state file with the task: a step
  * counts only once this record names it (see agent-loop.c). */
@@ -49,6 +51,7 @@ typedef struct TaskProgress {
         unsigned requirement;      /* version of goal + acceptance criteria, raised by Amend(); 0 means 1 */
         bool verified;             /* delivery's own test run is recorded on the branch (delivery.c) */
         char **allowed_hosts;      /* allow entries approvals added (approve --allow-host), besides the environment's */
+        TaskState paused_from;     /* paused: the state Resume() goes back to */
 } TaskProgress;
 
 /* At most this many hosts an approval adds to one task. */
@@ -69,7 +72,14 @@ typedef struct Task {
         TaskSpec spec;
         char *branch;
         TaskProgress progress;
-        AgentRun *run;             /* the agent at work, while the task is active */
+        AgentRun *run;             /* the agent at work, while the task is active (or paused) */
+
+        /* A frozen sandbox kept without an agent (freezer.c): while the task
+         * waits for approval, or is paused after a restart of the daemon. */
+        SandboxSession *sandbox;
+        bool sandbox_stale;        /* it ran a command when frozen: not to be used again */
+        char *fdstore_name;        /* its connection is in systemd's fd store under this name */
+        sd_event_source *release_timer;  /* MaxPausedSec= */
 
         /* The state file could not be read: the record is shown as failed and
          * kept read-only so that nothing overwrites what an administrator may

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup-freeze.h"
 #include "environments.h"
 #include "json-util.h"
 #include "launcher-request.h"
@@ -671,6 +672,59 @@ static int run_reap(int fd, const LauncherRequest *req) {
         return send_line(fd, j);
 }
 
+/* Freeze or thaw the sandbox behind pidfd: systemd's FreezeUnit() where
+ * the unit supports it, else the scope's cgroup v2 cgroup.freeze. The scope
+ * is the one the kernel names for the pidfd's process, and must be the
+ * task's; nothing the peer names is a path. Replies "frozen"/"thawed" with
+ * the way it was done and how long it took, or an error with both reasons. */
+static int run_freezer(int fd, const LauncherRequest *req, int pidfd) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *path = NULL, *reason = NULL;
+        bool freeze = req->type == LAUNCHER_REQUEST_FREEZE;
+        const char *why = NULL, *method;
+        uint64_t start = now_usec();
+        int r;
+
+        if (pidfd < 0)
+                return reply_error(fd, "a freeze or thaw request needs the sandbox's pidfd (SCM_RIGHTS)");
+        r = cgroup_task_path_of_pidfd(pidfd, req->task, &path, &why);
+        if (r < 0) {
+                log_warning("Refused to %s task '%s': %s", freeze ? "freeze" : "thaw", req->task, why);
+                return reply_error(fd, why);
+        }
+        const char *unit = strrchr(path, '/') + 1;
+
+        r = scope_bus_open(-EBADF, &bus);
+        if (r >= 0)
+                r = scope_freeze(bus, unit, freeze, &error);
+        if (r >= 0)
+                method = "systemd";
+        else {
+                /* systemd 252 on a hybrid hierarchy: "Unit ... does not
+                 * support freezing". The kernel's freezer does. */
+                log_debug("%s of '%s' through systemd failed (%s); using cgroup.freeze.", freeze ? "Freeze" : "Thaw",
+                          unit, error.message ?: strerror(-r));
+                r = cgroup_freeze_path(path, freeze, &why);
+                if (r < 0) {
+                        if (asprintf(&reason, "cannot %s the sandbox: systemd: %s; cgroup v2: %s", freeze ? "freeze" : "thaw",
+                                     error.message ?: strerror(-r), why) < 0)
+                                return log_oom();
+                        log_error("Task '%s': %s", req->task, reason);
+                        return reply_error(fd, reason);
+                }
+                method = "cgroup";
+        }
+
+        uint64_t usec = now_usec() - start;
+        log_info("%s '%s' (%s, %llu us).", freeze ? "Froze" : "Thawed", unit, method, (unsigned long long) usec);
+        _cleanup_json_ json_object *j = json_object_new_object();
+        if (!j || json_add_string(j, "type", freeze ? "frozen" : "thawed") < 0 || json_add_string(j, "method", method) < 0 ||
+            json_add_uint64(j, "usec", usec) < 0)
+                return log_oom();
+        return send_line(fd, j);
+}
+
 int main(int argc, char *argv[]) {
         _cleanup_close_ int workspace_fd = -EBADF, cache_fd = -EBADF, proxy_fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
@@ -769,6 +823,13 @@ int main(int argc, char *argv[]) {
                 cache_fd = safe_close(cache_fd);
                 proxy_fd = safe_close(proxy_fd);
                 r = run_reap(fd, &req);
+        } else if (IN_SET(req.type, LAUNCHER_REQUEST_FREEZE, LAUNCHER_REQUEST_THAW)) {
+                /* The fd that came with it is the sandbox's pidfd here; nothing else may come. */
+                if (cache_fd >= 0) {
+                        (void) reply_error(fd, "a freeze or thaw request takes one fd, the sandbox's pidfd");
+                        r = -EPERM;
+                } else
+                        r = run_freezer(fd, &req, workspace_fd);
         } else if ((error = check_workspace(workspace_fd, agentfab_uid, &st)) ||
                    (req.cache && cache_fd < 0 && (error = "the request names a cache but no cache fd came")) ||
                    (req.proxy && proxy_fd < 0 && (error = "the request names a proxy channel but no fd came for it")) ||

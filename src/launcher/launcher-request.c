@@ -144,6 +144,27 @@ static const char *parse_sandbox(json_object *j, LauncherRequest *r) {
         return NULL;
 }
 
+/* {"type":"freeze"|"thaw","task":ID}: the scope is found from the pidfd
+ * that comes with it, never from anything named in the request; the id
+ * only has to match what the kernel says. */
+static const char *parse_freezer(json_object *j, LauncherRequest *r) {
+        json_object *task = NULL;
+
+        json_object_object_foreach(j, key, v) {
+                if (streq(key, "type"))
+                        continue;
+                if (streq(key, "task"))
+                        task = v;
+                else
+                        return "unknown field in a freeze or thaw request";
+        }
+        if (!task || !json_object_is_type(task, json_type_string) || !string_is_clean(task, AGENTFAB_TASK_ID_LEN) ||
+            !launcher_task_id_is_valid(json_object_get_string(task)))
+                return "'task' must be a task id of 12 lower-case hex digits";
+        memcpy(r->task, json_object_get_string(task), AGENTFAB_TASK_ID_LEN + 1);
+        return NULL;
+}
+
 static const char *parse_reap(json_object *j, LauncherRequest *r) {
         json_object *keep = NULL;
 
@@ -192,6 +213,9 @@ int launcher_request_parse(const char *text, size_t size, const LauncherLimits *
         } else if (streq(type, "reap")) {
                 r.type = LAUNCHER_REQUEST_REAP;
                 error = parse_reap(j, &r);
+        } else if (streq(type, "freeze") || streq(type, "thaw")) {
+                r.type = streq(type, "freeze") ? LAUNCHER_REQUEST_FREEZE : LAUNCHER_REQUEST_THAW;
+                error = parse_freezer(j, &r);
         } else
                 error = "unknown request type";
 

@@ -21,6 +21,8 @@
 typedef enum LauncherRequestType {
         LAUNCHER_REQUEST_SANDBOX,
         LAUNCHER_REQUEST_REAP,
+        LAUNCHER_REQUEST_FREEZE,                /* with a pidfd of the sandbox's PID 1 */
+        LAUNCHER_REQUEST_THAW,                  /* likewise */
         _LAUNCHER_REQUEST_TYPE_MAX,
         _LAUNCHER_REQUEST_TYPE_INVALID = -EINVAL,
 } LauncherRequestType;
@@ -43,7 +45,7 @@ typedef struct LauncherLimits {
 
 typedef struct LauncherRequest {
         LauncherRequestType type;
-        char task[AGENTFAB_TASK_ID_LEN + 1];    /* sandbox */
+        char task[AGENTFAB_TASK_ID_LEN + 1];    /* sandbox, freeze, thaw */
         LauncherLimits limits;                  /* sandbox: granted, i.e. clamped */
         bool clamped;                           /* some limit asked for more than the maximum */
         char **env;                             /* sandbox: NAME=VALUE */

@@ -169,7 +169,56 @@ static void vfork_child_fail(const char *what, const char *arg, int error) {
         _exit(127);
 }
 
-static void run_request(int fd, const Request *r) {
+/* {"type":"extend","id":N,"usec":U}: the sandbox was frozen for U
+ * microseconds while command N ran (the daemon writes it before it has
+ * the sandbox thawed, so it is read before any deadline is looked at):
+ * frozen time does not count towards the command's timeout. Returns the
+ * extension, 0 for anything else. */
+static uint64_t parse_extend(const char *line, size_t n, int64_t id) {
+        _cleanup_json_ json_object *j = NULL;
+        json_object *v;
+
+        if (json_parse_strict(line, n, &j) < 0 || !json_object_is_type(j, json_type_object) ||
+            !json_object_object_get_ex(j, "type", &v) || !json_object_is_type(v, json_type_string) ||
+            !streq(json_object_get_string(v), "extend") ||
+            !json_object_object_get_ex(j, "id", &v) || !json_object_is_type(v, json_type_int) ||
+            json_object_get_int64(v) != id ||
+            !json_object_object_get_ex(j, "usec", &v) || !json_object_is_type(v, json_type_int) ||
+            json_object_get_int64(v) <= 0)
+                return 0;
+        return (uint64_t) json_object_get_int64(v);
+}
+
+static bool line_is_extend(const char *line, size_t n) {
+        _cleanup_json_ json_object *j = NULL;
+        json_object *v;
+
+        return json_parse_strict(line, n, &j) >= 0 && json_object_is_type(j, json_type_object) &&
+                json_object_object_get_ex(j, "type", &v) && json_object_is_type(v, json_type_string) &&
+                streq(json_object_get_string(v), "extend");
+}
+
+/* What came on the connection while command id ran: extensions are used
+ * up; anything else stays in buf for the main loop (the daemon sends
+ * nothing else while a command runs). Returns false when the buffer holds
+ * something that is not for us, so that the connection is no longer polled. */
+static bool take_extensions(char *buf, size_t *len, int64_t id, uint64_t *extended) {
+        char *nl;
+
+        while ((nl = memchr(buf, '\n', *len))) {
+                size_t n = (size_t) (nl - buf);
+                if (!line_is_extend(buf, n))
+                        return false;
+                uint64_t u = parse_extend(buf, n, id);
+                if (u > 0 && *extended <= UINT64_MAX - u)
+                        *extended += u;
+                *len -= n + 1;
+                memmove(buf, nl + 1, *len);
+        }
+        return *len < EXEC_REQUEST_MAX;
+}
+
+static void run_request(int fd, const Request *r, char *buf, size_t *len) {
         int out[2], err[2];
 
         if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
@@ -199,24 +248,43 @@ static void run_request(int fd, const Request *r) {
         send_simple(fd, "started", r->id, NULL, NULL);
 
         int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-        bool exited = false, timed_out = false;
+        uint64_t extended = 0;
+        bool exited = false, timed_out = false, listen = take_extensions(buf, len, r->id, &extended);
         int status = 0;
-        char buf[EXEC_OUTPUT_CHUNK];
+        char chunk[EXEC_OUTPUT_CHUNK];
 
         while (out[0] >= 0 || err[0] >= 0 || !exited) {
-                struct pollfd p[3] = {
+                struct pollfd p[4] = {
                         { .fd = out[0], .events = POLLIN },
                         { .fd = err[0], .events = POLLIN },
                         { .fd = exited ? -1 : pidfd, .events = POLLIN },
+                        { .fd = listen ? fd : -1, .events = POLLIN },
                 };
+                /* The connection first: an extension written while we were
+                 * frozen must count before the deadline is looked at. */
+                if (listen && poll(p + 3, 1, 0) > 0) {
+                        ssize_t k = read(fd, buf + *len, EXEC_REQUEST_MAX - *len);
+                        if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN)) {
+                                /* The daemon let go of the sandbox: it ends now, not when the command does. */
+                                kill_all_but_us();
+                                _exit(0);
+                        }
+                        if (k > 0)
+                                *len += (size_t) k;
+                        listen = take_extensions(buf, len, r->id, &extended);
+                        p[3].fd = listen ? fd : -1;
+                }
                 int timeout = -1;
                 if (r->timeout_usec != UINT64_MAX && !timed_out) {
                         uint64_t now = now_usec_monotonic(), deadline = start + r->timeout_usec;
+                        deadline = deadline > UINT64_MAX - extended ? UINT64_MAX : deadline + extended;
                         timeout = now >= deadline ? 0 : (int) MIN((deadline - now + 999) / 1000, (uint64_t) INT32_MAX);
                 }
-                int n = poll(p, 3, timeout);
+                int n = poll(p, 4, timeout);
                 if (n < 0 && errno != EINTR)
                         break;
+                if (n > 0 && p[3].revents)
+                        continue;   /* read at the top of the loop */
                 if (n == 0) {
                         /* The timeout: the command and everything it started. */
                         timed_out = true;
@@ -226,9 +294,9 @@ static void run_request(int fd, const Request *r) {
                 for (int i = 0; i < 2; i++) {
                         if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
                                 continue;
-                        ssize_t k = read(p[i].fd, buf, sizeof(buf));
+                        ssize_t k = read(p[i].fd, chunk, sizeof(chunk));
                         if (k > 0)
-                                send_output(fd, r->id, i == 0 ? "stdout" : "stderr", buf, (size_t) k);
+                                send_output(fd, r->id, i == 0 ? "stdout" : "stderr", chunk, (size_t) k);
                         else if (k == 0 || errno != EINTR) {
                                 if (i == 0)
                                         out[0] = safe_close(out[0]);
@@ -255,7 +323,10 @@ static void run_request(int fd, const Request *r) {
         json_object_object_add(j, "status", json_object_new_int(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
         json_object_object_add(j, "signal", json_object_new_int(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
         json_object_object_add(j, "timed_out", json_object_new_boolean(timed_out));
-        json_object_object_add(j, "duration_usec", json_object_new_int64((int64_t) (now_usec_monotonic() - start)));
+        /* Time frozen is no time the command ran. */
+        uint64_t duration = now_usec_monotonic() - start;
+        duration = duration > extended ? duration - extended : 0;
+        json_object_object_add(j, "duration_usec", json_object_new_int64((int64_t) duration));
         send_json(fd, j);
 }
 
@@ -283,18 +354,26 @@ void exec_service_run(const SandboxConfig *c, int fd) {
                         const char *error;
 
                         *nl = '\0';
-                        if (json_parse_strict(line, (size_t) (nl - line), &j) < 0)
+                        size_t n = (size_t) (nl - line);
+                        len -= n + 1;
+                        /* The request leaves the buffer before it runs: what
+                         * comes while it runs is appended (run_request()). */
+                        _cleanup_free_ char *req = strndup(line, n);
+                        memmove(line, nl + 1, len);
+                        if (!req)
+                                _exit(127);
+                        /* An extension for a command that ended before it came: nothing to do. */
+                        if (line_is_extend(req, n))
+                                continue;
+                        if (json_parse_strict(req, n, &j) < 0)
                                 error = "request is not JSON";
                         else
                                 error = parse_request(j, c->envp, &r);
                         if (error)
                                 send_simple(fd, "error", r.id, "message", error);
                         else
-                                run_request(fd, &r);
+                                run_request(fd, &r, line, &len);
                         request_done(&r);
-
-                        len -= (size_t) (nl + 1 - line);
-                        memmove(line, nl + 1, len);
                 }
                 if (len >= EXEC_REQUEST_MAX) {
                         send_simple(fd, "error", 0, "message", "request too long");

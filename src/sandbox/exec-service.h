@@ -7,6 +7,9 @@
  * Requests (from the daemon's side, one command at a time):
  *   {"type":"exec","id":N,"argv":["cmd","arg"...],"cwd":"/workspace/...",
  *    "env":{"NAME":"VALUE",...},"timeout_ms":N}
+ *   {"type":"extend","id":N,"usec":U}   (while command N runs: the sandbox was
+ *    frozen for U microseconds, which do not count towards its timeout; the
+ *    daemon writes it before the thaw, so it is read before the deadline is)
  * Replies:
  *   {"type":"started","id":N}
  *   {"type":"output","id":N,"stream":"stdout"|"stderr","data":"..."}

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,8 +27,10 @@ struct SandboxSession {
         sd_event_source *io;
         sd_event_source *timer;
         int fd;
+        char task[AGENTFAB_TASK_ID_LEN + 1];
         char *unit;
         pid_t pid;
+        int pidfd;                 /* of the sandbox's PID 1, for the launcher's freezer */
         uid_t uid;                 /* what the task's commands run as */
         char *memory_cgroup;
 
@@ -39,6 +43,14 @@ struct SandboxSession {
 
         bool busy;
         int64_t next_id;
+        int64_t current_id;        /* of the command in flight */
+
+        /* Frozen: no io, and the command's deadline moved on by the time
+         * it stood frozen once thawed. */
+        bool frozen;
+        uint64_t frozen_since;     /* CLOCK_MONOTONIC */
+        uint64_t extended_usec;    /* told to the sandbox during this freeze */
+        uint64_t timer_left;       /* of the deadline, when frozen; UINT64_MAX: no timer */
         ExecCollector collector;
         exec_done_handler_t done;
         void *userdata;
@@ -164,6 +176,7 @@ SandboxSession *sandbox_session_free(SandboxSession *s) {
         sd_event_source_disable_unref(s->io);
         sd_event_source_disable_unref(s->timer);
         safe_close(s->fd);
+        safe_close(s->pidfd);
         if (s->busy)
                 exec_collector_done(&s->collector);
         free(s->unit);
@@ -347,9 +360,10 @@ static int session_start(sd_event *e, const char *launcher_socket, const char *t
         s = calloc(1, sizeof(SandboxSession));
         if (!s)
                 return -ENOMEM;
-        s->fd = -EBADF;
+        s->fd = s->pidfd = -EBADF;
         s->next_id = 1;
         s->event = sd_event_ref(e);
+        memcpy(s->task, task_id, sizeof(s->task));
         s->rbuf = malloc(EXEC_REPLY_LINE_MAX + 1);
         if (!s->rbuf || asprintf(&s->unit, "agentfab-task-%s.scope", task_id) < 0)
                 return -ENOMEM;
@@ -385,6 +399,11 @@ static int session_take_reply(SandboxSession *s, size_t n, char **ret_error) {
         s->uid = json_get_uint64(reply, "uid", &uid) >= 0 && uid > 0 && uid < UINT32_MAX ? (uid_t) uid : UID_INVALID;
         /* Anything after "ready" came from the sandbox before it was asked: dropped. */
         s->rlen = 0;
+        /* Taken now, while the connection proves the sandbox lives: the
+         * freezer needs the process itself, not a number that may be reused. */
+        s->pidfd = (int) syscall(SYS_pidfd_open, s->pid, 0);
+        if (s->pidfd < 0)
+                s->pidfd = -EBADF;
 
         /* Figures of the scope's memory cgroup, where there is a v1 one. */
         (void) exec_client_memory_cgroup(s->pid, &s->memory_cgroup);
@@ -522,6 +541,9 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
         if (s->busy)
                 return -EBUSY;
 
+        if (s->frozen)
+                return -EAGAIN;
+
         int64_t id = s->next_id++;
         r = exec_request_format(req, id, &line);
         if (r < 0)
@@ -551,6 +573,7 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
         s->wpos = 0;
         s->wbuf = TAKE_PTR(line);
         s->busy = true;
+        s->current_id = id;
         s->done = done;
         s->userdata = userdata;
 
@@ -578,6 +601,211 @@ uid_t sandbox_session_get_uid(const SandboxSession *s) {
 
 bool sandbox_session_is_busy(const SandboxSession *s) {
         return s && s->busy;
+}
+
+/* One freeze or thaw request to the launcher, with the sandbox's pidfd. */
+static int session_freezer_request(SandboxSession *s, const char *launcher_socket, bool freeze, const char **ret_method,
+                                   uint64_t *ret_usec, char **ret_error) {
+        _cleanup_json_ json_object *j = json_object_new_object(), *reply = NULL;
+        _cleanup_free_ char *line = NULL, *buf = malloc(LAUNCHER_REPLY_MAX + 1);
+        _cleanup_close_ int fd = -EBADF;
+        const char *type, *method;
+        uint64_t usec = 0;
+        size_t len = 0;
+        int r;
+
+        if (!j || !buf)
+                return -ENOMEM;
+        if (s->pidfd < 0)
+                return -ESRCH;
+        if (json_add_string(j, "type", freeze ? "freeze" : "thaw") < 0 || json_add_string(j, "task", s->task) < 0 ||
+            asprintf(&line, "%s\n", json_to_line(j)) < 0)
+                return -ENOMEM;
+
+        r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &fd);
+        if (r < 0)
+                return r;
+        r = send_request(fd, line, (const int[3]) { s->pidfd, -EBADF, -EBADF });
+        if (r < 0)
+                return r;
+        r = read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, now_usec() + SANDBOX_SESSION_FREEZE_TIMEOUT_USEC);
+        if (r < 0)
+                return r;
+        if (json_parse_strict(buf, (size_t) r, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
+            json_get_string(reply, "type", &type) < 0)
+                return -EBADMSG;
+        if (streq(type, "error"))
+                return reply_error_message(reply, ret_error);
+        if (!streq(type, freeze ? "frozen" : "thawed") || json_get_string(reply, "method", &method) < 0)
+                return -EBADMSG;
+        (void) json_get_uint64(reply, "usec", &usec);
+        if (ret_method)
+                *ret_method = streq(method, "systemd") ? "systemd" : "cgroup";
+        if (ret_usec)
+                *ret_usec = usec;
+        return 0;
+}
+
+int sandbox_session_freeze(SandboxSession *s, const char *launcher_socket, const char **ret_method, uint64_t *ret_usec,
+                           char **ret_error) {
+        uint64_t now = now_usec();
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        if (s->fd < 0)
+                return -ENOTCONN;
+        if (s->frozen)
+                return 0;
+        r = session_freezer_request(s, launcher_socket, true, ret_method, ret_usec, ret_error);
+        if (r < 0)
+                return r;
+
+        s->frozen = true;
+        s->frozen_since = now;
+        s->extended_usec = 0;
+        s->timer_left = UINT64_MAX;
+        /* What the sandbox wrote before it stood still stays in the socket
+         * until the thaw: the task is paused, its output too. */
+        (void) sd_event_source_set_enabled(s->io, SD_EVENT_OFF);
+        if (s->timer) {
+                uint64_t deadline = 0;
+                (void) sd_event_source_get_time(s->timer, &deadline);
+                s->timer_left = deadline > now ? deadline - now : 0;
+                (void) sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+        }
+        return 0;
+}
+
+/* Writes line now, or after the request still being written. */
+static int session_send_now(SandboxSession *s, const char *line) {
+        size_t n = strlen(line);
+
+        if (s->wbuf) {
+                char *b = realloc(s->wbuf, s->wlen + n);
+                if (!b)
+                        return -ENOMEM;
+                memcpy(b + s->wlen, line, n);
+                s->wbuf = b;
+                s->wlen += n;
+                return 0;
+        }
+        for (size_t done = 0; done < n;) {
+                ssize_t k = send(s->fd, line + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno == EAGAIN ? -ENOBUFS : -errno;
+                }
+                done += (size_t) k;
+        }
+        return 0;
+}
+
+int sandbox_session_thaw(SandboxSession *s, const char *launcher_socket, char **ret_error) {
+        uint64_t now, frozen;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        if (!s->frozen)
+                return 0;
+        if (s->fd < 0)
+                return -ENOTCONN;
+
+        now = now_usec();
+        frozen = now > s->frozen_since ? now - s->frozen_since : 0;
+
+        /* The command in flight is told first how long it stood still: the
+         * sandbox reads it before it looks at its deadline again. */
+        if (s->busy && frozen > s->extended_usec) {
+                _cleanup_free_ char *line = NULL;
+                if (asprintf(&line, "{\"type\":\"extend\",\"id\":%" PRIi64 ",\"usec\":%" PRIu64 "}\n",
+                             s->current_id, frozen - s->extended_usec) < 0)
+                        return -ENOMEM;
+                r = session_send_now(s, line);
+                if (r < 0)
+                        return r;
+                s->extended_usec = frozen;
+        }
+
+        r = session_freezer_request(s, launcher_socket, false, NULL, NULL, ret_error);
+        if (r < 0)
+                return r;
+
+        s->frozen = false;
+        (void) sd_event_source_set_enabled(s->io, SD_EVENT_ON);
+        if (s->wbuf)
+                (void) sd_event_source_set_io_events(s->io, EPOLLIN | EPOLLOUT);
+        if (s->timer && s->timer_left != UINT64_MAX) {
+                (void) sd_event_source_set_time(s->timer, now_usec() + s->timer_left);
+                (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+        }
+        return 0;
+}
+
+bool sandbox_session_is_frozen(const SandboxSession *s) {
+        return s && s->frozen;
+}
+
+bool sandbox_session_is_alive(const SandboxSession *s) {
+        if (!s || s->fd < 0 || s->pidfd < 0)
+                return false;
+        /* Signal 0 checks only that it exists: EPERM (it runs as the task's
+         * uid, not ours) says it does; ESRCH that it is gone. */
+        return syscall(SYS_pidfd_send_signal, s->pidfd, 0, NULL, 0) >= 0 || errno == EPERM;
+}
+
+uint64_t sandbox_session_frozen_usec(const SandboxSession *s) {
+        uint64_t now = now_usec();
+        return s && s->frozen && now > s->frozen_since ? now - s->frozen_since : 0;
+}
+
+int sandbox_session_get_fd(const SandboxSession *s) {
+        return s ? s->fd : -EBADF;
+}
+
+int sandbox_session_adopt(sd_event *e, int fd, const char *task_id, pid_t pid, uid_t uid, bool frozen,
+                          SandboxSession **ret) {
+        _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
+        int r;
+
+        if (!e || fd < 0 || !task_id || strlen(task_id) != AGENTFAB_TASK_ID_LEN || pid <= 1 || !ret)
+                return -EINVAL;
+
+        s = calloc(1, sizeof(SandboxSession));
+        if (!s)
+                return -ENOMEM;
+        s->fd = s->pidfd = -EBADF;
+        s->next_id = 1;
+        s->event = sd_event_ref(e);
+        memcpy(s->task, task_id, sizeof(s->task));
+        s->rbuf = malloc(EXEC_REPLY_LINE_MAX + 1);
+        if (!s->rbuf || asprintf(&s->unit, "agentfab-task-%s.scope", task_id) < 0)
+                return -ENOMEM;
+        s->pid = pid;
+        s->uid = uid;
+        s->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (s->pidfd < 0)
+                return -errno;
+        (void) exec_client_memory_cgroup(s->pid, &s->memory_cgroup);
+
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
+                return -errno;
+        r = sd_event_add_io(e, &s->io, fd, EPOLLIN, on_io, s);
+        if (r < 0)
+                return r;
+        s->fd = fd;
+        (void) sd_event_source_set_description(s->io, "sandbox-session");
+        if (frozen) {
+                s->frozen = true;
+                s->frozen_since = now_usec();
+                s->timer_left = UINT64_MAX;
+                (void) sd_event_source_set_enabled(s->io, SD_EVENT_OFF);
+        }
+
+        *ret = TAKE_PTR(s);
+        return 0;
 }
 
 int sandbox_session_reap(const char *launcher_socket, char **keep_ids) {

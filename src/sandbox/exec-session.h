@@ -21,6 +21,8 @@
 /* A command with a timeout that the sandbox does not end in time plus this
  * is given up on, and the sandbox with it. */
 #define SANDBOX_SESSION_EXEC_GRACE_USEC (30 * USEC_PER_SEC)
+/* The launcher waits at most 5 s for a freeze; this bounds the rest. */
+#define SANDBOX_SESSION_FREEZE_TIMEOUT_USEC (15 * USEC_PER_SEC)
 
 /* What the scope may use; 0: the launcher's default (also its maximum:
  * more than the maximum is clamped by the launcher). */
@@ -83,6 +85,36 @@ pid_t sandbox_session_get_pid(const SandboxSession *s);
 /* The uid the sandbox's commands run as, as the launcher said (UID_INVALID: it did not). */
 uid_t sandbox_session_get_uid(const SandboxSession *s);
 bool sandbox_session_is_busy(const SandboxSession *s);
+
+/* Freezes the whole sandbox, every process of its scope, through the
+ * launcher (systemd's FreezeUnit(), else the scope's cgroup v2
+ * cgroup.freeze), in the middle of a command too. Blocking, at most
+ * SANDBOX_SESSION_FREEZE_TIMEOUT_USEC. Until it is thawed, the session
+ * reads nothing and its command's deadline stands still. ret_method:
+ * "systemd" or "cgroup" (static); ret_usec: how long the freeze took. On
+ * refusal returns -EREMOTEIO and the launcher's reason in ret_error. */
+int sandbox_session_freeze(SandboxSession *s, const char *launcher_socket, const char **ret_method, uint64_t *ret_usec,
+                           char **ret_error);
+
+/* Thaws it; a command in flight gets the time it stood frozen added to its
+ * timeout (told to the sandbox before the thaw). */
+int sandbox_session_thaw(SandboxSession *s, const char *launcher_socket, char **ret_error);
+
+bool sandbox_session_is_frozen(const SandboxSession *s);
+/* Its PID 1 still lives (a frozen sandbox's connection cannot say). */
+bool sandbox_session_is_alive(const SandboxSession *s);
+/* How long it has been frozen so far (0: it is not). */
+uint64_t sandbox_session_frozen_usec(const SandboxSession *s);
+
+/* The connection, for systemd's fd store (a frozen sandbox kept across a
+ * restart of the daemon); still the session's. */
+int sandbox_session_get_fd(const SandboxSession *s);
+
+/* Takes over fd, the connection of a sandbox that an earlier instance of
+ * the daemon left frozen in the fd store, between commands: pid and uid as
+ * the launcher said when it was made. */
+int sandbox_session_adopt(sd_event *e, int fd, const char *task_id, pid_t pid, uid_t uid, bool frozen,
+                          SandboxSession **ret);
 
 /* Asks the launcher to stop every agentfab-task-*.scope whose id is not in
  * keep_ids (may be NULL: all). Blocking, at most

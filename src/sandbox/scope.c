@@ -345,3 +345,9 @@ int scope_start(sd_bus *bus, const char *unit, const char *description, pid_t pi
                 return sym_sd_bus_error_setf(error, SD_BUS_ERROR_FAILED, "Starting scope '%s' ended with '%s'.", unit, w.result);
         return 0;
 }
+
+int scope_freeze(sd_bus *bus, const char *unit, bool freeze, sd_bus_error *error) {
+        return sym_sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                      "org.freedesktop.systemd1.Manager", freeze ? "FreezeUnit" : "ThawUnit",
+                                      error, NULL, "s", unit);
+}

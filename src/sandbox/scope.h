@@ -46,3 +46,9 @@ int scope_stop(sd_bus *bus, const char *unit, uint64_t timeout_usec, sd_bus_erro
 
 /* Names of the loaded units matching a glob pattern ("agentfab-task-*.scope"). */
 int scope_list(sd_bus *bus, const char *pattern, char ***ret, sd_bus_error *error);
+
+/* systemd's own freezer: FreezeUnit() or ThawUnit() of unit, which answers
+ * once the unit is frozen (or thawed). Fails with
+ * org.freedesktop.DBus.Error.NotSupported where systemd cannot freeze it
+ * (systemd 252 on a hybrid cgroup hierarchy). */
+int scope_freeze(sd_bus *bus, const char *unit, bool freeze, sd_bus_error *error);

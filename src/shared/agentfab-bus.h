@@ -14,6 +14,7 @@
 #define AGENTFAB_ERROR_BAD_STATE      "org.agentfab.Error.BadState"
 #define AGENTFAB_ERROR_QUOTA_EXCEEDED "org.agentfab.Error.QuotaExceeded"
 #define AGENTFAB_ERROR_STATE_BROKEN   "org.agentfab.Error.StateBroken"
+#define AGENTFAB_ERROR_CANNOT_FREEZE  "org.agentfab.Error.CannotFreeze"
 #define AGENTFAB_ERROR_REPOSITORY_UNREADABLE "org.agentfab.Error.RepositoryUnreadable"
 
 #define AGENTFAB_DEFAULT_SOCKET "/run/agentfab/agentfab.sock"

@@ -11,6 +11,7 @@ static const char *const task_state_table[_TASK_STATE_MAX] = {
         [TASK_SUCCEEDED]         = "succeeded",
         [TASK_FAILED]            = "failed",
         [TASK_CANCELLED]         = "cancelled",
+        [TASK_PAUSED]            = "paused",
 };
 
 const char *task_state_to_string(TaskState s) {
@@ -39,17 +40,20 @@ bool task_state_is_active(TaskState s) {
 bool task_state_transition_allowed(TaskState from, TaskState to) {
         /* Rows: from; bits: to. Every non-final state may fail or be cancelled.
          * A failed task may be resumed (back to queued, from its last checkpoint);
-         * succeeded and cancelled tasks are final. */
+         * succeeded and cancelled tasks are final. A task being prepared or at
+ * work may be paused, and goes back to where it was when resumed. */
 #define B(s) (1u << (s))
         static const unsigned allowed[_TASK_STATE_MAX] = {
                 [TASK_QUEUED]            = B(TASK_PREPARING) | B(TASK_FAILED) | B(TASK_CANCELLED),
-                [TASK_PREPARING]         = B(TASK_QUEUED) | B(TASK_RUNNING) | B(TASK_FAILED) | B(TASK_CANCELLED),
-                [TASK_RUNNING]           = B(TASK_AWAITING_APPROVAL) | B(TASK_DELIVERING) | B(TASK_FAILED) | B(TASK_CANCELLED),
+                [TASK_PREPARING]         = B(TASK_QUEUED) | B(TASK_RUNNING) | B(TASK_PAUSED) | B(TASK_FAILED) | B(TASK_CANCELLED),
+                [TASK_RUNNING]           = B(TASK_AWAITING_APPROVAL) | B(TASK_DELIVERING) | B(TASK_PAUSED) | B(TASK_FAILED) |
+                                           B(TASK_CANCELLED),
                 [TASK_AWAITING_APPROVAL] = B(TASK_RUNNING) | B(TASK_FAILED) | B(TASK_CANCELLED),
                 [TASK_DELIVERING]        = B(TASK_SUCCEEDED) | B(TASK_FAILED) | B(TASK_CANCELLED),
                 [TASK_SUCCEEDED]         = 0,
                 [TASK_FAILED]            = B(TASK_QUEUED),
                 [TASK_CANCELLED]         = 0,
+                [TASK_PAUSED]            = B(TASK_PREPARING) | B(TASK_RUNNING) | B(TASK_FAILED) | B(TASK_CANCELLED),
         };
 #undef B
         if (from < 0 || from >= _TASK_STATE_MAX || to < 0 || to >= _TASK_STATE_MAX)

@@ -13,6 +13,7 @@ typedef enum TaskState {
         TASK_SUCCEEDED,
         TASK_FAILED,
         TASK_CANCELLED,
+        TASK_PAUSED,               /* by Pause(): its sandbox frozen, nothing counts */
         _TASK_STATE_MAX,
         _TASK_STATE_INVALID = -EINVAL,
 } TaskState;

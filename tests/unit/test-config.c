@@ -25,6 +25,17 @@ int main(void) {
         CHECK(c.max_tasks_per_user == 16, "invalid value ignored");
         CHECK(c.idle_timeout_usec == UINT64_MAX, "later valid line still applies");
 
+        /* MaxPausedSec=: how long a frozen sandbox is kept; 0 would tear
+         * down every pause at once, so it is refused; infinity keeps them. */
+        config_init(&c);
+        CHECK(c.max_paused_usec == 3600 * USEC_PER_SEC, "MaxPausedSec= defaults to 1h");
+        config_parse(&c, "[Sandbox]\nMaxPausedSec=90s\n", "test");
+        CHECK(c.max_paused_usec == 90 * USEC_PER_SEC, "MaxPausedSec=90s");
+        config_parse(&c, "[Sandbox]\nMaxPausedSec=0\n", "test");
+        CHECK(c.max_paused_usec == 90 * USEC_PER_SEC, "MaxPausedSec=0 refused");
+        config_parse(&c, "[Sandbox]\nMaxPausedSec=infinity\n", "test");
+        CHECK(c.max_paused_usec == UINT64_MAX, "MaxPausedSec=infinity");
+
         config_init(&c);
         config_parse(&c, "[Model:local]\nEndpoint=http://x\n[Daemon]\nMaxTasksPerUser=0\n", "test");
         CHECK(c.max_tasks_per_user == 16, "out-of-range value ignored");

@@ -123,5 +123,18 @@ int main(void) {
         refused("{\"type\":\"reap\",\"keep\":[\"../../x\"]}", "task ids", "reap with a bad id");
         refused("{\"type\":\"reap\",\"keep\":\"0123456789ab\"}", "keep", "keep as string");
 
+        /* Freeze and thaw name a task and nothing else: no path, no unit;
+         * the scope comes from the pidfd sent with the request. */
+        k = parse("{\"type\":\"freeze\",\"task\":\"0123456789ab\"}", &r, &error);
+        CHECK(k == 0 && r.type == LAUNCHER_REQUEST_FREEZE && streq(r.task, "0123456789ab"), "freeze request");
+        launcher_request_done(&r);
+        k = parse("{\"type\":\"thaw\",\"task\":\"0123456789ab\"}", &r, &error);
+        CHECK(k == 0 && r.type == LAUNCHER_REQUEST_THAW, "thaw request");
+        launcher_request_done(&r);
+        refused("{\"type\":\"freeze\"}", "task id", "freeze without task");
+        refused("{\"type\":\"freeze\",\"task\":\"../unified/x\"}", "task id", "freeze with a path for a task");
+        refused("{\"type\":\"thaw\",\"task\":\"0123456789ab\",\"cgroup\":\"/sys/fs/cgroup\"}", "unknown field",
+                "thaw with a cgroup path");
+
         return tap_done();
 }

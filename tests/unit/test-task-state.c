@@ -41,6 +41,17 @@ int main(void) {
         CHECK(!task_state_transition_allowed(TASK_QUEUED, TASK_AWAITING_APPROVAL), "queued -/-> awaiting-approval");
         CHECK(!task_state_transition_allowed(TASK_AWAITING_APPROVAL, TASK_DELIVERING), "awaiting-approval -/-> delivering");
         CHECK(!task_state_transition_allowed(TASK_FAILED, TASK_RUNNING), "failed -/-> running");
+        /* Pause freezes a task at work and gives it back where it stood;
+         * there is nothing to pause in a queued, waiting or delivering task. */
+        CHECK(task_state_transition_allowed(TASK_RUNNING, TASK_PAUSED), "running -> paused");
+        CHECK(task_state_transition_allowed(TASK_PREPARING, TASK_PAUSED), "preparing -> paused");
+        CHECK(task_state_transition_allowed(TASK_PAUSED, TASK_RUNNING), "paused -> running (resume)");
+        CHECK(task_state_transition_allowed(TASK_PAUSED, TASK_PREPARING), "paused -> preparing (resume)");
+        CHECK(!task_state_transition_allowed(TASK_QUEUED, TASK_PAUSED), "queued -/-> paused");
+        CHECK(!task_state_transition_allowed(TASK_AWAITING_APPROVAL, TASK_PAUSED), "awaiting-approval -/-> paused");
+        CHECK(!task_state_transition_allowed(TASK_DELIVERING, TASK_PAUSED), "delivering -/-> paused");
+        CHECK(!task_state_transition_allowed(TASK_PAUSED, TASK_DELIVERING), "paused -/-> delivering");
+        CHECK(!task_state_is_active(TASK_PAUSED) && !task_state_is_final(TASK_PAUSED), "paused is neither active nor final");
         CHECK(!task_state_transition_allowed(-1, TASK_QUEUED), "invalid source refused");
         CHECK(!task_state_transition_allowed(TASK_QUEUED, _TASK_STATE_MAX), "invalid target refused");
 

@@ -118,6 +118,7 @@ static void test_progress_round_trip(void) {
         p->last_test_exit = -1;
         p->pushed = true;
         p->pull_request = strdup("https://gitea.example/alice/proj/pulls/7");
+        p->paused_from = TASK_PREPARING;
         t->spec.push_url = strdup("https://gitea.example/alice/proj.git");
         t->spec.forge = strdup("corp");
         t->spec.forge_repository = strdup("alice/proj");
@@ -149,6 +150,8 @@ static void test_progress_round_trip(void) {
         CHECK(u->progress.test_failures == 2 && u->progress.test_signature == UINT64_MAX - 5 &&
               u->progress.baseline_passed == 40 && u->progress.baseline_done, "test history survives");
         CHECK(streq_ptr(u->progress.breaker, "tests-failing") && u->progress.last_test_exit == -1, "breaker and exit survive");
+        /* A paused task goes back where it was paused, after a restart too. */
+        CHECK(u->progress.paused_from == TASK_PREPARING, "the state a pause goes back to survives");
         task_free(t);
         task_free(u);
 }
@@ -179,6 +182,8 @@ static void test_corruption(void) {
                  * the shape an approval could have given it. */
                 { "allowed host bad", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":{\"allowed_hosts\":[\"a b\"]}}", "'progress'" },
                 { "allowed hosts not array", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":{\"allowed_hosts\":\"x\"}}", "'progress'" },
+                /* Resume() of a paused task goes back to this state: only one Pause() may leave. */
+                { "bad paused_from", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"paused\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":{\"paused_from\":\"succeeded\"}}", "'progress'" },
                 { "step not number", "{\"version\":1,\"id\":\"@\",\"owner\":1,\"state\":\"running\",\"reason\":\"\",\"created_usec\":1,\"updated_usec\":1,\"spec\":{\"repository\":\"/r\",\"goal\":\"g\"},\"progress\":{\"step\":\"3\"}}", "'progress'" },
         };
 

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <systemd/sd-bus.h>
+
+#include "task.h"
+
+/* Pausing that frees the machine: a paused task, or one that waits for
+ * approval, has its whole sandbox frozen (every process of its scope, in
+ * the middle of a command too: no CPU, memory kept) through the launcher.
+ * While frozen the command's timeout and the task's wall-clock budget
+ * stand still. A frozen sandbox's connection waits in systemd's fd store,
+ * so it outlives a restart of the daemon; after MaxPausedSec= a frozen
+ * sandbox that runs no command is torn down, releasing its memory, and a
+ * resume makes a new one from the last checkpoint.
+ *
+ * A paused task keeps its agent (and so its command in flight); a task that
+ * waits for approval has none, and its frozen sandbox waits on the task
+ * (Task.sandbox, "parked") for the next agent to take it. */
+
+/* "frozen", "running" (a sandbox that is not frozen) or "none". */
+const char *task_freezer_state(Task *t);
+
+/* Pause() of a running or preparing task, before its state becomes paused:
+ * freezes its sandbox, if it has one (failing with the reason if neither
+ * systemd nor the cgroup can), stops its model call and its clock. */
+int task_pause(Task *t, sd_bus_error *error);
+
+/* Resume() of a paused task, before its state goes back: thaws the
+ * sandbox of its agent (a parked one is thawed by the agent that takes it). */
+int task_unpause(Task *t, sd_bus_error *error);
+
+/* After that state change: the agent carries on where it stood. */
+void task_unpaused(Task *t);
+
+/* The agent of a task that now waits for approval ends: its sandbox is
+ * frozen and kept, or ended if it cannot be frozen. Takes *s. */
+void freezer_park(Task *t, SandboxSession **s);
+
+/* For the agent that takes the task up again: the parked sandbox, thawed
+ * (NULL if there is none, or it could not be thawed, or was running a
+ * command when frozen: then it is ended). */
+SandboxSession *freezer_take_parked(Task *t);
+
+/* Before a frozen sandbox of an ending agent is closed: thaw it, or its
+ * PID 1 would never see the connection close. */
+void freezer_thaw_for_end(Task *t, SandboxSession *s);
+
+/* The task's state changed: the parked sandbox of a task that no longer
+ * waits or is paused ends, the MaxPausedSec= timer goes. */
+void freezer_task_state_changed(Task *t);
+
+/* A frozen sandbox keeps the daemon from exiting when idle. */
+bool freezer_task_holds_sandbox(Task *t);
+
+/* At start: takes up the frozen sandboxes an earlier instance left in the
+ * fd store (fds named "sandbox-ID-PID-UID-BUSY"), parked on their tasks if
+ * these are still paused or waiting for approval; the others are closed
+ * (the reap at start stops their scopes). Takes the fds. */
+void freezer_adopt_stored(Manager *m, int *fds, char **names, size_t n);

@@ -1,0 +1,252 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Pausing that frees the machine (sourced by agent.sh, which boots the
+# harness and provides model, submit, wait_state, task_prop, ok and fail).
+# A command that spins the CPU is frozen in the middle: its scope's CPU
+# usage stands still while the task is paused, across a restart of the
+# daemon too; after a resume the command finishes within its timeout and
+# the step completes. A task that waits for approval is frozen the same
+# way; MaxPausedSec= tears a frozen sandbox down.
+
+# The spinner: uses SPIN_CPU seconds of CPU time (not wall-clock time, so a
+# freeze cannot shorten it), then exits 0.
+SPIN_CPU=6
+SPIN_CMD="python3 -c 'import time
+t = time.process_time()
+while time.process_time() - t < $SPIN_CPU: pass
+print(\"agentfab-spin done\")'"
+
+# scope_cpu_usec ID: the CPU time (us) used by the task's scope so far: the
+# v1 cpuacct controller where there is one, else the unified cpu.stat.
+scope_cpu_usec() {
+        local u=agentfab.slice/agentfab-task-$1.scope v
+        if v=$(hx cat "/sys/fs/cgroup/cpuacct/$u/cpuacct.usage" 2>/dev/null) && [ -n "$v" ]; then
+                echo $((v / 1000)); return 0
+        fi
+        for d in /sys/fs/cgroup/unified /sys/fs/cgroup; do
+                v=$(hx sed -n 's/^usage_usec //p' "$d/$u/cpu.stat" 2>/dev/null) && [ -n "$v" ] && { echo "$v"; return 0; }
+        done
+        echo -1
+}
+
+scope_events() {
+        local u=agentfab.slice/agentfab-task-$1.scope
+        hx cat "/sys/fs/cgroup/unified/$u/cgroup.events" 2>/dev/null || hx cat "/sys/fs/cgroup/$u/cgroup.events" 2>/dev/null
+}
+
+scope_active() { hx systemctl is-active --quiet "agentfab-task-$1.scope"; }
+
+# wait_spinning ID: until the spinner runs in the task's sandbox (30 s).
+wait_spinning() {
+        local i before
+        before=$(scope_cpu_usec "$1")
+        for i in $(seq 300); do
+                hx pgrep -f 'agentfab-spin' >/dev/null 2>&1 && [ "$(scope_cpu_usec "$1")" -gt $((before + 200000)) ] && return 0
+                sleep 0.1
+        done
+        return 1
+}
+
+# spin_script [sleeper]: plan, (with "sleeper": a step that runs "sleep 8"
+# with a timeout of 12 s,) the spinner, a fix, finish.
+spin_script() {
+        local sleeper=
+        [ "${1:-}" = sleeper ] &&
+                sleeper=' {"reply": {"content": "Sleep", "tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 8; echo agentfab-sleeper done", "timeout_sec": 12}}]}},'
+        {
+                echo '['
+                echo ' {"reply": {"content": "Plan: spin, then fix add()."}},'
+                [ -n "$sleeper" ] && echo "$sleeper"
+                echo " {\"reply\": {\"content\": \"Spin\", \"tool_calls\": [{\"name\": \"run_command\", \"arguments\": {\"command\": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$SPIN_CMD")}}]}},"
+                echo ' {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},'
+                echo ' {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "spun and fixed"}}]}}'
+                echo ']'
+        } > "$WORK/spin.json"
+}
+
+# frozen_cpu_check ID WHAT: the scope's CPU usage does not move in 3 s.
+frozen_cpu_check() {
+        local a b
+        a=$(scope_cpu_usec "$1"); sleep 3; b=$(scope_cpu_usec "$1")
+        echo "    scope CPU while frozen ($2): $a us -> $b us over 3 s"
+        [ "$a" -ge 0 ] && [ "$b" = "$a" ] && ok "$2: no CPU time while frozen (+$((b - a)) us in 3 s)" ||
+                fail "$2: CPU usage moved while frozen: $a -> $b"
+}
+
+t_pause_spin() {
+        echo "=== pause in the middle of commands (a sleeper, a CPU-bound spinner), resume"
+        spin_script sleeper
+        model "$WORK/spin.json" --by-step || { fail "model server"; return; }
+        make_repo spin
+        local id out rc a b i
+        id=$(submit spin) || { fail "submit: $id"; return; }
+
+        # "sleep 8" has a timeout of 12 s: paused for 14 s in the middle, it
+        # finishes only if frozen time does not count. (A sleeper, not the
+        # spinner: how long that takes depends on the machine's load.)
+        for i in $(seq 300); do hx pgrep -f agentfab-sleeper >/dev/null 2>&1 && break; sleep 0.1; done
+        hx_as alice "${CTL[@]}" pause "$id" >/dev/null 2>&1 && ok "the owner pauses in the middle of 'sleep 8' (timeout 12 s)" ||
+                { fail "pause: $(hx_as alice "${CTL[@]}" pause "$id" 2>&1)"; return; }
+        rc=0; out=$(hx_as carol "${CTL[@]}" resume "$id" 2>&1) || rc=$?
+        [ "$rc" = 3 ] && ok "another user may not resume it" || fail "resume by carol: $rc $out"
+        [ "$(task_prop "$id" State)" = paused ] && ok "State is paused" || fail "state $(task_prop "$id" State)"
+        [ "$(task_prop "$id" FreezerState)" = frozen ] && ok "FreezerState is frozen" || fail "FreezerState $(task_prop "$id" FreezerState)"
+        hx_as alice "${CTL[@]}" status "$id" | grep -q 'Sandbox: frozen' && ok "status shows the frozen sandbox" || fail "status: no Sandbox line"
+        hx_as alice "${CTL[@]}" list | grep "$id" | grep -q paused && ok "list shows paused" || fail "list"
+        scope_events "$id" | grep -q 'frozen 1' && ok "cgroup.events: frozen 1" || fail "events: $(scope_events "$id")"
+        hx cat "/var/lib/agentfab/tasks/$id/state.json" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+sys.exit(0 if j.get("state") == "paused" and j.get("progress", {}).get("paused_from") == "running" else 1)' &&
+                ok "the state file records the pause" || fail "state file: $(hx cat "/var/lib/agentfab/tasks/$id/state.json" | tr -d '\n' | head -c 400)"
+        sleep 12
+        hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 && ok "resume" || fail "resume: $(hx_as alice "${CTL[@]}" resume "$id" 2>&1)"
+
+        # The spinner: no CPU time while frozen.
+        wait_spinning "$id" && ok "the spinner runs in the sandbox" || { fail "spinner did not start"; return; }
+        a=$(scope_cpu_usec "$id"); sleep 0.5; b=$(scope_cpu_usec "$id")
+        echo "    scope CPU while running: +$((b - a)) us in 0.5 s"
+        [ $((b - a)) -gt 50000 ] && ok "the scope's CPU usage is measurable (+$((b - a)) us in 0.5 s)" || fail "no CPU use measured: $a -> $b"
+        hx_as alice "${CTL[@]}" pause "$id" >/dev/null 2>&1 && ok "paused in the middle of the spinner" ||
+                { fail "second pause: $(hx_as alice "${CTL[@]}" pause "$id" 2>&1)"; return; }
+        local usec
+        usec=$(hx journalctl -q -o json AGENTFAB_TASK="$id" MESSAGE_ID=c38d2a16bd42427580aa407670a9d84a |
+                python3 -c 'import json,sys; e=[json.loads(l) for l in sys.stdin]; print(e[-1]["AGENTFAB_FREEZER"], e[-1]["AGENTFAB_FREEZE_USEC"]) if e else print("")')
+        echo "    freeze: $usec us"
+        [ -n "$usec" ] && ok "journal: frozen entry ($usec us)" || fail "no frozen journal entry"
+        frozen_cpu_check "$id" "paused"
+        hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 && ok "resume again" || fail "second resume"
+        if wait_state "$id" succeeded; then ok "the task finished after the resumes"; else
+                fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep 'agentfab-sleeper' | grep -q '"AGENTFAB_TIMED_OUT":"no"' &&
+                ok "'sleep 8' paused for 14 s was not timed out at 12 s (frozen time did not count)" ||
+                fail "sleeper: $(hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep agentfab-sleeper | head -c 400)"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep 'agentfab-spin' | grep -q '"AGENTFAB_EXIT_STATUS":"0"' &&
+                ok "the spinner exited 0" || fail "spinner did not exit 0"
+        hx cat "/var/lib/agentfab/tasks/$id/output.log" 2>/dev/null | grep -qx 'agentfab-spin done' &&
+                ok "the spinner ran to its end" || fail "no 'agentfab-spin done' line in the output"
+        hx cat "/var/lib/agentfab/tasks/$id/output.log" 2>/dev/null | grep -qx 'agentfab-sleeper done' &&
+                ok "the sleeper ran to its end" || fail "no 'agentfab-sleeper done' line in the output"
+        [ "$(hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep -c 'agentfab-spin\|agentfab-sleeper')" = 2 ] &&
+                ok "each ran once, not again" || fail "a command ran more than once"
+        [ "$(hx journalctl -q -o json AGENTFAB_TASK="$id" MESSAGE_ID=6c2655dbd0654cf585ed42f7915f41b2 | grep -c thawed)" = 2 ] &&
+                ok "journal: two thawed entries" || fail "thawed journal entries"
+}
+
+t_pause_restart() {
+        echo "=== paused across a restart of the daemon"
+        spin_script
+        model "$WORK/spin.json" --by-step || { fail "model server"; return; }
+        make_repo spinr
+        local id
+        id=$(submit spinr) || { fail "submit: $id"; return; }
+        wait_spinning "$id" || { fail "spinner did not start"; return; }
+        hx_as alice "${CTL[@]}" pause "$id" >/dev/null 2>&1 || { fail "pause"; return; }
+        hx systemctl restart agentfab.service
+        sleep 1
+        [ "$(task_prop "$id" State)" = paused ] && ok "after the restart: still paused" || fail "state $(task_prop "$id" State)"
+        [ "$(task_prop "$id" FreezerState)" = frozen ] && ok "after the restart: FreezerState frozen" ||
+                fail "FreezerState $(task_prop "$id" FreezerState)"
+        scope_active "$id" && ok "the sandbox's scope outlived the daemon" || fail "scope gone"
+        frozen_cpu_check "$id" "after the restart"
+        hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 && ok "resume after the restart" || fail "resume"
+        if wait_state "$id" succeeded; then ok "the task finished after the restart and resume"; else
+                fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+}
+
+t_pause_cancel() {
+        echo "=== cancel of a paused task"
+        spin_script
+        model "$WORK/spin.json" --by-step || { fail "model server"; return; }
+        make_repo spinc
+        local id i
+        id=$(submit spinc) || { fail "submit: $id"; return; }
+        wait_spinning "$id" || { fail "spinner did not start"; return; }
+        hx_as alice "${CTL[@]}" pause "$id" >/dev/null 2>&1 || { fail "pause"; return; }
+        hx_as alice "${CTL[@]}" cancel "$id" >/dev/null 2>&1 && ok "cancel of a paused task" || fail "cancel"
+        [ "$(task_prop "$id" State)" = cancelled ] && ok "State is cancelled" || fail "state $(task_prop "$id" State)"
+        for i in $(seq 100); do scope_active "$id" || break; sleep 0.1; done
+        ! scope_active "$id" && ok "its frozen sandbox ended (scope gone)" || fail "scope still there"
+        ! hx pgrep -f agentfab-spin >/dev/null && ok "no spinner left" || fail "spinner left running"
+}
+
+t_pause_approval() {
+        echo "=== a task waiting for approval is frozen; approvers by a rules file"
+        cat > "$WORK/stuck2.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: run the tests until they pass."}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": "Fix it", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed"}}]}}
+]
+EOF
+        model "$WORK/stuck2.json" --by-step || { fail "model server"; return; }
+        make_repo stuck2
+        local id rc out
+        id=$(submit stuck2) || { fail "submit: $id"; return; }
+        wait_state "$id" awaiting-approval || { fail "state $(task_prop "$id" State)"; return; }
+        local i
+        for i in $(seq 50); do [ "$(task_prop "$id" FreezerState)" = frozen ] && break; sleep 0.1; done
+        [ "$(task_prop "$id" FreezerState)" = frozen ] && ok "awaiting approval: FreezerState frozen" ||
+                fail "FreezerState $(task_prop "$id" FreezerState)"
+        scope_events "$id" | grep -q 'frozen 1' && ok "awaiting approval: cgroup.events frozen 1" || fail "events: $(scope_events "$id")"
+
+        # The example rules file: members of agentfab-approvers approve without a password.
+        hx install -D -m 644 /usr/share/doc/agentfab/examples/50-agentfab-approvers.rules \
+                /etc/polkit-1/rules.d/50-agentfab-approvers.rules || fail "rules file not installed"
+        hx bash -c 'getent group agentfab-approvers >/dev/null || groupadd --system agentfab-approvers;
+                id dave >/dev/null 2>&1 || useradd -m -G agentfab-approvers dave'
+        # A fresh polkitd: it reads the rules and knows the new group.
+        hx systemctl restart polkit.service
+        rc=0; out=$(hx_as carol "${CTL[@]}" approve "$id" 2>&1) || rc=$?
+        [ "$rc" != 0 ] && ok "a user outside the group is still asked for a password (denied)" || fail "carol approved: $out"
+        rc=0; out=$(hx_as dave "${CTL[@]}" approve "$id" --comment "ok from the approvers" 2>&1) || rc=$?
+        [ "$rc" = 0 ] && ok "a member of agentfab-approvers approves without a password" ||
+                { fail "dave: $rc $out"; hx journalctl -q -u polkit --no-pager | tail -8; hx id dave; }
+        if wait_state "$id" succeeded; then ok "approved task went on and succeeded"; else
+                fail "after approval: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        [ "$(hx journalctl -q -o json AGENTFAB_TASK="$id" MESSAGE_ID=7cd77351a1e646dfbad9a225edc80ac3 | grep -c '"AGENTFAB_EVENT":"sandbox"')" = 1 ] &&
+                ok "approved: the same sandbox went on (thawed, no second one made)" || fail "a new sandbox after approval"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" MESSAGE_ID=c38d2a16bd42427580aa407670a9d84a | grep -q '"AGENTFAB_FREEZE_REASON":"approval"' &&
+                ok "journal: frozen for approval" || fail "no frozen-for-approval entry"
+        hx rm -f /etc/polkit-1/rules.d/50-agentfab-approvers.rules
+}
+
+t_pause_release() {
+        echo "=== MaxPausedSec= tears a frozen sandbox down; resume makes a new one"
+        hx bash -c 'printf "[Sandbox]\nMaxPausedSec=3\n" > /etc/agentfab/agentfab.conf.d/60-pause-test.conf'
+        hx systemctl restart agentfab.service
+        cat > "$WORK/slow.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: write, then fix."}},
+ {"reply": {"content": "Write", "tool_calls": [{"name": "run_command", "arguments": {"command": "echo scratch > /tmp/scratch && echo one > one.txt"}}]}},
+ {"delay": 6, "reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "done after a long pause"}}]}}
+]
+EOF
+        model "$WORK/slow.json" --by-step || { fail "model server"; return; }
+        make_repo slow
+        local id i
+        id=$(submit slow) || { fail "submit: $id"; return; }
+        for i in $(seq 200); do [ "$(task_prop "$id" Step)" = 1 ] && break; sleep 0.1; done
+        sleep 0.5   # the slow model call of step 2 is in flight
+        hx_as alice "${CTL[@]}" pause "$id" >/dev/null 2>&1 && ok "paused between commands" || { fail "pause"; return; }
+        [ "$(task_prop "$id" FreezerState)" = frozen ] && ok "frozen" || fail "FreezerState $(task_prop "$id" FreezerState)"
+        for i in $(seq 100); do [ "$(task_prop "$id" FreezerState)" = none ] && break; sleep 0.1; done
+        [ "$(task_prop "$id" FreezerState)" = none ] && ok "after MaxPausedSec=3: no sandbox" || fail "FreezerState $(task_prop "$id" FreezerState)"
+        for i in $(seq 50); do scope_active "$id" || break; sleep 0.1; done
+        ! scope_active "$id" && ok "its scope ended (memory and /tmp released)" || fail "scope still active"
+        [ "$(task_prop "$id" State)" = paused ] && ok "the task is still paused" || fail "state $(task_prop "$id" State)"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" MESSAGE_ID=3f2a959617584d41a99995ef4070ab0d | grep -q sandbox-released &&
+                ok "journal: sandbox-released entry" || fail "no released journal entry"
+        hx_as alice "${CTL[@]}" status "$id" | grep -q 'Sandbox: none' && ok "status says the sandbox is gone" || fail "status"
+        hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 && ok "resume" || fail "resume"
+        if wait_state "$id" succeeded; then ok "resumed from the checkpoint in a new sandbox and succeeded"; else
+                fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" show "agentfab/$id:one.txt" >/dev/null 2>&1 &&
+                ok "step 1's work survived the teardown" || fail "one.txt missing"
+        hx rm -f /etc/agentfab/agentfab.conf.d/60-pause-test.conf
+        hx systemctl restart agentfab.service
+}
