@@ -345,6 +345,10 @@ void audit_trace_end(AuditTrace *a) {
         TracePhase p[TRACE_PHASES_MAX];
         struct iovec iov[8 + TRACE_PHASES_MAX];
         char *fields[4 + TRACE_PHASES_MAX] = {};
+        /* Declared before the first "goto finish": a cleanup variable whose
+         * declaration a goto jumps over is freed uninitialized (clang
+         * refuses to compile it). */
+        _cleanup_free_ char *summary = NULL;
         size_t n = 0, nf = 0;
 
         if (!a->task)
@@ -366,7 +370,6 @@ void audit_trace_end(AuditTrace *a) {
                 if (asprintf(&fields[nf++], "AGENTFAB_TRACE_%s_USEC=%" PRIu64, name, p[i].usec) < 0)
                         goto finish;
         }
-        _cleanup_free_ char *summary = NULL;
         if (asprintf(&summary, "AGENTFAB_TRACE=%s", strempty(text)) < 0)
                 goto finish;
 
