@@ -97,7 +97,11 @@ run_counted "sandbox attacks" bash tests/integration/sandbox-attacks.sh build
 run_counted "launcher" bash tests/integration/launcher.sh build
 run_counted "agent end to end" bash tests/integration/agent.sh build
 run_counted "egress proxy" bash tests/integration/proxy.sh build
-run_counted "faults" bash tests/integration/faults.sh build
+# Broken surroundings: CI runs the scenarios that take a few minutes; the
+# whole set (a full disk, dbus-daemon restarted, 20 SIGKILLs across 20
+# tasks) is "bash tests/integration/faults.sh build".
+ONLY="${FAULTS_ONLY:-t_polkit_stopped t_journald_stopped t_sandbox_killed t_reboot}" \
+        run_counted "faults" bash tests/integration/faults.sh build
 run_counted "tasks with a network" bash tests/integration/network.sh build
 [ -d build-asan ] && run_counted "integration tests (ASan/UBSan)" bash tests/integration/run.sh build-asan
 [ -d build-asan ] && run_counted "launcher (ASan/UBSan)" bash tests/integration/launcher.sh build-asan
