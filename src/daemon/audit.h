@@ -46,6 +46,13 @@ typedef struct AuditTrace {
 AuditTrace audit_trace_begin(Task *t, unsigned step);
 void audit_trace_end(AuditTrace *a);
 void audit_breaker(Task *t, const char *breaker, const char *reason);
+/* The review stage (review-stage.c): one entry per finding, then one for
+ * the whole review. The strings come escaped and bounded from the review
+ * engine (finding.h); a secret's value is never among them. */
+void audit_review_finding(Task *t, const char *kind, const char *severity, const char *file, unsigned line,
+                          const char *rule, const char *message);
+void audit_reviewed(Task *t, const char *commit, size_t n_errors, size_t n_warnings, const char *breaker,
+                    const char *reason);
 void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid);
 void audit_delivered(Task *t, const char *head, const char *diffstat);
 /* Delivery to a forge (never with the token): the branch was pushed to
