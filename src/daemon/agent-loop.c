@@ -107,6 +107,8 @@ static AgentRun *agent_run_free(AgentRun *run) {
                 model_call_cancel(run->call);
         worker_detach(run->worker);
         review_stage_job_free(run->review);
+        model_api_key_free(run->review_api_key);
+        free(run->review_model_name);
         sd_event_source_disable_unref(run->defer);
         sd_event_source_disable_unref(run->dispose);
         sandbox_session_free(run->session);

@@ -79,6 +79,8 @@ struct AgentRun {
         bool sandbox_waiting;      /* in line for that, in sandbox_waiters */
         AgentRun *sandbox_next;
         struct ReviewJob *review;  /* the review stage's, while its checkers run (review-stage.c) */
+        char *review_api_key;      /* the reviewer model's (review-model.c) */
+        char *review_model_name;   /* "<profile>/<model>" of the reviewer */
 };
 
 /* CLOCK_MONOTONIC in microseconds. */

@@ -436,6 +436,21 @@ void audit_review_finding(Task *t, const char *kind, const char *severity, const
         task_event(t, "review-finding", UID_INVALID, "severity", severity, "message", message, NULL, NULL);
 }
 
+void audit_review_verdict(Task *t, const char *model, const char *verdict, unsigned n_comments, const char *summary) {
+        (void) sd_journal_send("MESSAGE=Task %s: the reviewer model %s says %s (%u comments): %s", t->id, model, verdict,
+                               n_comments, summary,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_REVIEW_VERDICT_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=review-verdict",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_MODEL=%s", model,
+                               "AGENTFAB_VERDICT=%s", verdict,
+                               "AGENTFAB_COMMENTS=%u", n_comments,
+                               "AGENTFAB_REASON=%s", summary,
+                               NULL);
+        task_event(t, "review-verdict", UID_INVALID, "model", model, "verdict", verdict, "summary", summary);
+}
+
 void audit_reviewed(Task *t, const char *commit, size_t n_errors, size_t n_warnings, const char *breaker,
                     const char *reason) {
         (void) sd_journal_send("MESSAGE=Task %s reviewed at %s: %zu errors, %zu warnings%s%s%s%s", t->id, commit,

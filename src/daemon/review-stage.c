@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "fs-util.h"
 #include "json-util.h"
 #include "log.h"
+#include "review-model.h"
 #include "review-settings.h"
 #include "review-stage.h"
 #include "review.h"
@@ -115,7 +117,9 @@ typedef struct ReviewJob {
         char *out;
         size_t out_size;
         bool out_truncated;
+        bool want_diff;                 /* for the reviewer model */
         /* Result. */
+        char *diff;                     /* base..tip, at most REVIEW_MODEL_DIFF_MAX bytes */
         ReviewResult result;
         char *error;
 } ReviewJob;
@@ -145,10 +149,32 @@ static void review_job_free(void *p) {
         strv_free(j->changed);
         free(j->out);
         review_result_done(&j->result);
+        free(j->diff);
         free(j->error);
         free(j);
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(ReviewJob *, review_job_free);
+
+/* The diff for the reviewer model, cut at REVIEW_MODEL_DIFF_MAX. */
+static int review_job_diff(ReviewJob *j) {
+        _cleanup_close_ int fd = memfd_create("agentfab-review-diff", MFD_CLOEXEC);
+        ssize_t n;
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = ledger_export_diff(j->ledger, fd);
+        if (r < 0)
+                return r;
+        j->diff = malloc(REVIEW_MODEL_DIFF_MAX + 1);
+        if (!j->diff)
+                return -ENOMEM;
+        n = pread(fd, j->diff, REVIEW_MODEL_DIFF_MAX, 0);
+        if (n < 0)
+                return -errno;
+        j->diff[n] = 0;
+        return 0;
+}
 
 /* In the worker thread: everything the engine needs, read from the ledger
  * and the task directory, then the engine itself. */
@@ -243,6 +269,8 @@ static int review_job_run(void *p) {
                 .repo_settings = j->settings, .repo_settings_size = j->settings_size,
         };
         r = review_run(&c, &in, &j->result);
+        if (r >= 0 && j->want_diff && !j->result.tripped)
+                r = review_job_diff(j);
 
 finish:
         for (size_t i = 0; i < n_lines; i++) {
@@ -314,6 +342,8 @@ static void on_review_done(Worker *w, int r, void *p, void *userdata) {
         if (j->result.tripped)
                 return agent_trip(run, breaker_from_review(j->result.breaker), j->result.reason,
                                   t->progress.checkpoint);
+        if (review_model_wanted(run))
+                return review_model_start(run, j->diff, l);
 
         t->progress.reviewed = true;
         r = agent_save(run);
@@ -499,6 +529,9 @@ void review_stage_start(AgentRun *run) {
         r = coverage_report_path(t, &s, &j->coverage_path);
         if (r < 0)
                 return agent_fail(run, "Out of memory.");
+        j->want_diff = review_model_wanted(run);
+        /* A verdict of an earlier round is not this round's. */
+        (void) unlinkat(run->dir_fd, REVIEW_MODEL_FILE, 0);
 
         for (char **g = c->secret_scan_ignore; g && *g; g++)
                 if (strv_extend(&j->secret_scan_ignore, *g) < 0)
@@ -602,7 +635,16 @@ int review_stage_markdown(Task *t, char **ret) {
                 res.tripped = true;
                 res.breaker = review_breaker_from_string(breaker);
         }
-        return review_result_to_markdown(&res, ret);
+        _cleanup_free_ char *md = NULL, *reviewer = NULL;
+        r = review_result_to_markdown(&res, &md);
+        if (r < 0)
+                return r;
+        r = review_model_markdown(t, &reviewer);
+        if (r < 0)
+                return r;
+        if (asprintf(ret, "%s%s%s", md, reviewer ? "\n" : "", strempty(reviewer)) < 0)
+                return -ENOMEM;
+        return 0;
 }
 
 int review_stage_trailers(Task *t, char ***ret) {
@@ -620,6 +662,9 @@ int review_stage_trailers(Task *t, char ***ret) {
                 return r;
         e = finding_list_count(&l, _FINDING_KIND_INVALID, FINDING_ERROR);
         w = finding_list_count(&l, _FINDING_KIND_INVALID, FINDING_WARNING) - e;
+        r = review_model_trailers(t, &trailers);
+        if (r < 0)
+                return r;
         if (asprintf(&s, "Agentfab-Review: %zu error%s, %zu warning%s%s", e, e == 1 ? "" : "s", w, w == 1 ? "" : "s",
                      e > 0 ? " (approved by a person)" : "") < 0 ||
             strv_extend(&trailers, s) < 0)

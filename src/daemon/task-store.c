@@ -41,6 +41,7 @@ static json_object *progress_to_json(const TaskProgress *p) {
             json_add_string(j, "breaker_commit", p->breaker_commit) < 0 ||
             json_object_object_add(j, "finished", json_object_new_boolean(p->finished)) < 0 ||
             json_object_object_add(j, "reviewed", json_object_new_boolean(p->reviewed)) < 0 ||
+            json_add_uint64(j, "review_rounds", p->review_rounds) < 0 ||
             json_add_string(j, "summary", p->summary) < 0 ||
             json_object_object_add(j, "pushed", json_object_new_boolean(p->pushed)) < 0 ||
             json_add_string(j, "pull_request", p->pull_request) < 0 ||
@@ -113,6 +114,7 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
         U("extra_commands", UINT64_MAX, p->extra_commands);
         U("extra_wall_usec", UINT64_MAX, p->extra_wall_usec);
         U("rejections", 1000000, p->rejections);
+        U("review_rounds", 1000000, p->review_rounds);
         U("malformed", 1000000, p->malformed);
         U("test_failures", 1000000, p->test_failures);
         U("test_signature", UINT64_MAX, p->test_signature);

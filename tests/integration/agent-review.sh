@@ -14,8 +14,8 @@ review_prepare_root() {
         local R=$1
         mkdir -p "$R/etc/agentfab/review-osv/PyPI"
         cp "$SRC/tests/osv-db/PyPI/"*.json "$R/etc/agentfab/review-osv/PyPI/"
-        printf '[Review]\nVulnerabilityDatabase=/etc/agentfab/review-osv\nCoverageTolerance=1\n' \
-                > "$R/etc/agentfab/agentfab.conf.d/60-review.conf"
+        printf '[Review]\nVulnerabilityDatabase=/etc/agentfab/review-osv\nCoverageTolerance=1\n\n[Model]\nName=reviewer\nEndpoint=http://127.0.0.1:%s/v1\nModel=scripted-reviewer\nTimeoutSec=20\n' \
+                "$PORT" > "$R/etc/agentfab/agentfab.conf.d/60-review.conf"
 }
 
 # The key of the secret scenario, in two halves so that this file itself is
@@ -192,4 +192,47 @@ EOF
                 fail "breaker $(task_prop "$id" Breaker): $(task_prop "$id" Reason)"
         hx test -s "/var/lib/agentfab/tasks/$id/coverage-base" && ok "the base's report was kept at the baseline" || fail "no coverage-base"
         hx "${CTL[@]}" cancel "$id" >/dev/null 2>&1
+}
+
+t_review_model() {
+        echo "=== review: a reviewer model requests changes once, then approves"
+        cat > "$WORK/reviewer.json" <<'EOF'
+{"responses": [
+ {"reply": {"content": "Plan: fix add()."}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed"}}]}},
+ {"reply": {"content": "Document add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "def add(a, b):\n", "new_text": "def add(a, b):\n    \"\"\"The sum of a and b.\"\"\"\n"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed and documented"}}]}}
+],
+"review": [
+ {"reply": {"content": null, "tool_calls": [{"name": "review_verdict", "arguments": {"verdict": "request_changes", "summary": "Correct, but undocumented.", "comments": [{"file": "calc.py", "line": 1, "comment": "add() needs a docstring"}]}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "review_verdict", "arguments": {"verdict": "approve", "summary": "Good now."}}]}}
+]}
+EOF
+        model "$WORK/reviewer.json" --by-step || { fail "model server"; return; }
+        printf '[Review]\nModel=reviewer\nMaxReviewRounds=2\n' > "$HARNESS_ROOT/etc/agentfab/agentfab.conf.d/70-reviewer.conf"
+        hx systemctl restart agentfab.service || fail "restart with a reviewer model"
+        make_repo rmodel
+        local id log
+        id=$(submit rmodel) || { fail "submit: $id"; rm -f "$HARNESS_ROOT/etc/agentfab/agentfab.conf.d/70-reviewer.conf"; return; }
+        if wait_state "$id" succeeded; then ok "reviewed, changed, reviewed again, delivered"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        rm -f "$HARNESS_ROOT/etc/agentfab/agentfab.conf.d/70-reviewer.conf"
+        hx systemctl restart agentfab.service || fail "restart without the reviewer model"
+        [ "$(grep -c review_verdict "$WORK/requests.jsonl")" -ge 2 ] && ok "the reviewer model was asked twice" || fail "reviewer requests"
+        grep -q 'add() needs a docstring' "$WORK/requests.jsonl" && ok "the worker got the reviewer's comments" || fail "comments not sent"
+        [ "$(hx journalctl -q -o json AGENTFAB_TASK="$id" MESSAGE_ID=169e04b08a414cb7918d3297d47270b3 | wc -l)" = 2 ] &&
+                ok "both verdicts journaled" || fail "review-verdict entries"
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=review-verdict | grep -q '"AGENTFAB_VERDICT":"approve"' &&
+                ok "the approval is journaled" || fail "no approve entry"
+        hx_as alice "${CTL[@]}" summary "$id" | grep -q 'reviewer/scripted-reviewer (round 2): \*\*approved' &&
+                ok "the summary names the reviewer and its verdict" || fail "summary: $(hx_as alice "${CTL[@]}" summary "$id")"
+        hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" show "agentfab/$id:calc.py" | grep -q 'The sum of a and b' &&
+                ok "the requested change is on the branch" || fail "change not on the branch"
+        if [ "${REVIEW_TRAILERS:-0}" = 1 ]; then
+                log=$(ledger_log "$id")
+                grep -q "Agentfab-Reviewed-By: reviewer/scripted-reviewer" <<<"$log" && ok "the tip names the reviewer" ||
+                        fail "no Agentfab-Reviewed-By: $(echo "$log" | head -30)"
+                grep -q "Agentfab-Review: 0 errors" <<<"$log" && ok "the tip carries the review's result" || fail "no Agentfab-Review:"
+        fi
 }
