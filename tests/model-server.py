@@ -54,7 +54,9 @@ state = {"script": [], "next": 0, "count": 0, "log": None, "review": [], "review
 
 
 def is_review_request(body):
-    tools = body.get("tools", []) if isinstance(body, dict) else []
+    tools = body.get("tools") if isinstance(body, dict) else None
+    if not isinstance(tools, list):
+        return False
     return any(isinstance(t, dict) and (t.get("function") or {}).get("name") == "review_verdict" for t in tools)
 
 
