@@ -377,11 +377,15 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
          * requirement: nothing to tell. */
         if (r >= 0 && p->messages > 0)
                 r = conversation_append_user(t, text);
-        bool old_verified = p->verified;
+        bool old_verified = p->verified, old_reviewed = p->reviewed;
+        unsigned old_rounds = p->review_rounds;
         if (r >= 0) {
                 p->requirement = version;
                 p->finished = false;
                 p->verified = false;
+                /* The next finish is reviewed again, against the new requirement. */
+                p->reviewed = false;
+                p->review_rounds = 0;
                 r = task_save(t);
         }
         if (r < 0) {
@@ -393,6 +397,8 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
                 p->requirement = old_requirement;
                 p->finished = old_finished;
                 p->verified = old_verified;
+                p->reviewed = old_reviewed;
+                p->review_rounds = old_rounds;
                 return sd_bus_error_set_errnof(error, r, "Cannot amend task '%s': %m", t->id);
         }
 

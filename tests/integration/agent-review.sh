@@ -130,6 +130,9 @@ EOF
                 fail "after approval: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
         [ "$(hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=reviewed | wc -l)" = 1 ] &&
                 ok "approval did not review again" || fail "reviewed again"
+        hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log -1 --format=%B "agentfab/$id" |
+                grep -q "^Agentfab-Review: 1 error, 0 warnings (approved by a person)$" &&
+                ok "the tip says a person approved the review's error" || fail "tip's Agentfab-Review:"
 }
 
 t_review_vulnerable() {
@@ -229,10 +232,10 @@ EOF
                 ok "the summary names the reviewer and its verdict" || fail "summary: $(hx_as alice "${CTL[@]}" summary "$id")"
         hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" show "agentfab/$id:calc.py" | grep -q 'The sum of a and b' &&
                 ok "the requested change is on the branch" || fail "change not on the branch"
-        if [ "${REVIEW_TRAILERS:-0}" = 1 ]; then
-                log=$(ledger_log "$id")
-                grep -q "Agentfab-Reviewed-By: reviewer/scripted-reviewer" <<<"$log" && ok "the tip names the reviewer" ||
-                        fail "no Agentfab-Reviewed-By: $(echo "$log" | head -30)"
-                grep -q "Agentfab-Review: 0 errors" <<<"$log" && ok "the tip carries the review's result" || fail "no Agentfab-Review:"
-        fi
+        # The delivered tip (delivery's own record of the tests) says who reviewed it.
+        log=$(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log -1 --format=%B "agentfab/$id")
+        grep -q "^Agentfab-Reviewed-By: reviewer/scripted-reviewer$" <<<"$log" && ok "the tip names the reviewer" ||
+                fail "no Agentfab-Reviewed-By: $log"
+        grep -q "^Agentfab-Review: 0 errors, 0 warnings$" <<<"$log" && ok "the tip carries the review's result" ||
+                fail "no Agentfab-Review: $log"
 }
