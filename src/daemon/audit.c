@@ -451,7 +451,7 @@ void audit_review_verdict(Task *t, const char *model, const char *verdict, unsig
         task_event(t, "review-verdict", UID_INVALID, "model", model, "verdict", verdict, "summary", summary);
 }
 
-void audit_reviewed(Task *t, const char *commit, size_t n_errors, size_t n_warnings, const char *breaker,
+void audit_reviewed(Task *t, const char *commit, uint64_t duration_usec, size_t n_errors, size_t n_warnings, const char *breaker,
                     const char *reason) {
         (void) sd_journal_send("MESSAGE=Task %s reviewed at %s: %zu errors, %zu warnings%s%s%s%s", t->id, commit,
                                n_errors, n_warnings, breaker ? "; breaker " : "", strempty(breaker),
@@ -463,6 +463,7 @@ void audit_reviewed(Task *t, const char *commit, size_t n_errors, size_t n_warni
                                "AGENTFAB_COMMIT=%s", commit,
                                "AGENTFAB_ERRORS=%zu", n_errors,
                                "AGENTFAB_WARNINGS=%zu", n_warnings,
+                               "AGENTFAB_DURATION_USEC=%" PRIu64, duration_usec,
                                "AGENTFAB_BREAKER=%s", strempty(breaker),
                                NULL);
         task_event(t, "reviewed", UID_INVALID, "commit", commit, "breaker", breaker, NULL, NULL);

@@ -52,7 +52,7 @@ void audit_breaker(Task *t, const char *breaker, const char *reason);
 void audit_review_finding(Task *t, const char *kind, const char *severity, const char *file, unsigned line,
                           const char *rule, const char *message);
 void audit_review_verdict(Task *t, const char *model, const char *verdict, unsigned n_comments, const char *summary);
-void audit_reviewed(Task *t, const char *commit, size_t n_errors, size_t n_warnings, const char *breaker,
+void audit_reviewed(Task *t, const char *commit, uint64_t duration_usec, size_t n_errors, size_t n_warnings, const char *breaker,
                     const char *reason);
 void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid);
 void audit_delivered(Task *t, const char *head, const char *diffstat);

@@ -118,6 +118,7 @@ typedef struct ReviewJob {
         size_t out_size;
         bool out_truncated;
         bool want_diff;                 /* for the reviewer model */
+        uint64_t start_usec;            /* CLOCK_MONOTONIC, for the journal */
         /* Result. */
         char *diff;                     /* base..tip, at most REVIEW_MODEL_DIFF_MAX bytes */
         ReviewResult result;
@@ -335,7 +336,7 @@ static void on_review_done(Worker *w, int r, void *p, void *userdata) {
                                      l->items[i].line, l->items[i].rule, l->items[i].message);
         n_errors = finding_list_count(l, _FINDING_KIND_INVALID, FINDING_ERROR);
         n_warnings = finding_list_count(l, _FINDING_KIND_INVALID, FINDING_WARNING) - n_errors;
-        audit_reviewed(t, commit, n_errors, n_warnings,
+        audit_reviewed(t, commit, agent_now_usec() - j->start_usec, n_errors, n_warnings,
                        j->result.tripped ? review_breaker_to_string(j->result.breaker) : NULL, j->result.reason);
         task_bus_send_findings(t);
 
@@ -406,10 +407,13 @@ static void on_checker_done(SandboxSession *s, int error, const ExecResult *resu
                       result->timed_out, result->duration_usec, result->output_bytes);
 
         /* Its output, whatever the exit status: checkers exit non-zero when
-         * they find something. One that was cut or died is a review error
-         * (fail closed: breaking the checker is no way around it). */
+         * they find something. One that was cut, died, or could not be run
+         * at all (126, 127: not found or not executable, which would
+         * otherwise pass as "no findings") is a review error, through output
+         * the engine cannot read: fail closed, so that breaking the checker
+         * is no way around it. */
         size_t i = j->n_checkers;
-        if (j->out_truncated || result->timed_out || result->signal > 0) {
+        if (j->out_truncated || result->timed_out || result->signal > 0 || IN_SET(result->status, 126, 127)) {
                 j->checker_outputs[i] = strdup("{\"not\": \"valid checker output\"}");
                 j->checker_sizes[i] = j->checker_outputs[i] ? strlen(j->checker_outputs[i]) : 0;
         } else {
@@ -573,6 +577,7 @@ void review_stage_start(AgentRun *run) {
                         return agent_fail(run, "Out of memory.");
         }
 
+        j->start_usec = agent_now_usec();
         run->review = TAKE_PTR(j);
         review_stage_next_checker(run, run->review);
 }

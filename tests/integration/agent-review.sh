@@ -123,6 +123,8 @@ EOF
         echo "$out" | sed 's/^/    | /'
         grep -q "static-check *deploy.sh:3" <<<"$out" && ok "the error on the changed line is listed" || fail "review: $out"
         ! grep -q "deploy.sh:2" <<<"$out" && ok "the one on the unchanged line is not" || fail "line 2 counted: $out"
+        echo "    review stage (one shellcheck in the sandbox, then the analysis): $(hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=reviewed |
+                python3 -c 'import json, sys; print(" ".join("%.1f ms" % (int(json.loads(l).get("AGENTFAB_DURATION_USEC", 0)) / 1000) for l in sys.stdin))')"
         hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep -q 'shellcheck -f gcc' &&
                 ok "the checker ran in the sandbox, journaled" || fail "checker not journaled"
         hx "${CTL[@]}" approve "$id" --comment "acceptable" >/dev/null 2>&1 && ok "root approves" || fail "approve"
