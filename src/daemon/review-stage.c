@@ -483,7 +483,9 @@ static void review_stage_next_checker(AgentRun *run, ReviewJob *j) {
                 run->review = NULL;
                 return review_stage_analyse(run, j);
         }
-        if (agent_open_sandbox(run) < 0)
+        /* > 0: the sandbox is being made; agent_advance() calls
+         * review_stage_start() again when it is, which goes on here. */
+        if (agent_open_sandbox(run) != 0)
                 return;
         command = checker_command(j->commands[j->next], j->changed);
         list = strv_join(j->changed, "\n");
@@ -516,6 +518,10 @@ void review_stage_start(AgentRun *run) {
         FileChange *changes = NULL;
         size_t n_changes = 0;
         int r;
+
+        /* Back from waiting for the sandbox: the next checker. */
+        if (run->review)
+                return review_stage_next_checker(run, run->review);
 
         j = calloc(1, sizeof(ReviewJob));
         if (!j)
