@@ -15,7 +15,11 @@ is appended to the log as one JSON line:
     {"n": N, "path": "...", "headers": {lower-case name: value},
      "body": <parsed JSON or null>, "raw": "<body if not JSON>"}
 
-The script is a JSON list of entries (or {"responses": [...]}). An entry:
+The script is a JSON list of entries (or {"responses": [...]}). With
+{"responses": [...], "review": [...]}, a request that offers the tool
+review_verdict (agentfabd's reviewer model) takes the next entry of "review"
+instead, in order of arrival (also with --by-step); when those have run out
+it gets {} like any other. An entry:
     "reply": {"content": "text" | null,
               "tool_calls": [{"id": "call_1" (optional), "name": "read_file",
                               "arguments": "{...}" | {...}}],
@@ -46,13 +50,26 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock = threading.Lock()
-state = {"script": [], "next": 0, "count": 0, "log": None}
+state = {"script": [], "next": 0, "count": 0, "log": None, "review": [], "review_next": 0}
+
+
+def is_review_request(body):
+    tools = body.get("tools") if isinstance(body, dict) else None
+    if not isinstance(tools, list):
+        return False
+    return any(isinstance(t, dict) and (t.get("function") or {}).get("name") == "review_verdict" for t in tools)
 
 
 def take_entry(body=None):
     with lock:
         n = state["count"]
         state["count"] += 1
+        if is_review_request(body):
+            if state["review_next"] < len(state["review"]):
+                e = state["review"][state["review_next"]]
+                state["review_next"] += 1
+                return n, e
+            return n, {}
         if state.get("by_step"):
             # The entry is chosen by the conversation, not by arrival: a
             # request with K assistant messages gets entry K, so a step
@@ -262,6 +279,7 @@ def main():
         with open(args.script, encoding="utf-8") as f:
             script = json.load(f)
         if isinstance(script, dict):
+            state["review"] = script.get("review", [])
             script = script.get("responses", [])
         state["script"] = script
     state["log"] = args.log

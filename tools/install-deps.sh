@@ -25,6 +25,8 @@ packages=(
         selinux-policy-dev make
         # the libFuzzer targets (tools/fuzz.sh)
         clang libclang-rt-14-dev
+        # checkers the review stage's tests run in the sandbox
+        shellcheck cppcheck
 )
 
 missing=()

@@ -42,6 +42,7 @@ static const char *arg_repo = NULL;
 static const char *arg_goal = NULL;
 static const char *arg_acceptance = NULL;
 static const char *arg_test = NULL;
+static const char *arg_coverage_report = NULL;
 static const char *arg_base = NULL;
 static const char *arg_model = NULL;
 static const char *arg_comment = NULL;
@@ -82,6 +83,7 @@ static void help(void) {
                "  watch ID                     Follow the task's state changes\n"
                "  logs ID [-f]                 Show (and follow) the task's command output\n"
                "  summary ID                   Show the summary of a delivered task\n"
+               "  review ID                    Show the review's findings on the task's change\n"
                "  replay ID [--repo=PATH]      Run a finished task again on its recorded model answers\n"
                "  diff ID                      Show the task's changes as a patch\n"
                "  export ID [--format=FORMAT]  Write the task's branch as mbox (default), bundle or diff\n"
@@ -109,6 +111,7 @@ static void help(void) {
                "     --test=CMD                Test command that judges the result\n"
                "     --base=REF                Commit to start from (default: HEAD)\n"
                "     --ref=TICKET              The requirement's ticket id or URL (Agentfab-Ref:)\n"
+               "     --coverage-report=PATH    Coverage report the test command writes (lcov, Cobertura)\n"
                "     --submodules              Fetch the submodules of base too\n"
                "     --environment=NAME        Build and test in this environment (see environments)\n"
                "     --model=PROFILE           Model profile\n"
@@ -426,6 +429,8 @@ static int submit_message_new(sd_bus *bus, const char *repo, int repo_fd, sd_bus
                 r = append_string_entry(m, "acceptance", arg_acceptance);
         if (r >= 0)
                 r = append_string_entry(m, "test_command", arg_test);
+        if (r >= 0)
+                r = append_string_entry(m, "coverage_report", arg_coverage_report);
         if (r >= 0)
                 r = append_string_entry(m, "base", arg_base);
         if (r >= 0)
@@ -901,6 +906,66 @@ static int verb_summary(sd_bus *bus, int argc, char *argv[]) {
         if (r < 0)
                 return EXIT_FAIL;
         fputs(text, stdout);
+        return EXIT_OK;
+}
+
+/* The review's findings (the task's Findings property): one line each,
+ * errors first, or a JSON array with --json. The daemon escaped every
+ * string already; a secret's value is never among them. */
+static int verb_review(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(json_object_putp) json_object *list = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *kind, *severity, *file, *message;
+        unsigned n = 0, n_errors = 0;
+        uint32_t line;
+        int r;
+
+        (void) argc;
+        r = get_task_path(bus, argv[1], &path);
+        if (r < 0)
+                return -r;
+        r = sd_bus_get_property(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "Findings", &error, &reply,
+                                "a(sssus)");
+        if (r < 0)
+                return fail_bus("read the findings", &error, r);
+        if (arg_json && !(list = json_object_new_array()))
+                return log_oom(), EXIT_FAIL;
+        r = sd_bus_message_enter_container(reply, 'a', "(sssus)");
+        if (r < 0)
+                return EXIT_FAIL;
+        while ((r = sd_bus_message_read(reply, "(sssus)", &kind, &severity, &file, &line, &message)) > 0) {
+                n++;
+                if (streq(severity, "error"))
+                        n_errors++;
+                if (arg_json) {
+                        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+                        if (!o || json_add_string(o, "kind", kind) < 0 || json_add_string(o, "severity", severity) < 0 ||
+                            json_add_string(o, "file", isempty(file) ? NULL : file) < 0 ||
+                            (line > 0 && json_add_uint64(o, "line", line) < 0) ||
+                            json_add_string(o, "message", message) < 0 ||
+                            json_object_array_add(list, TAKE_PTR(o)) < 0)
+                                return log_oom(), EXIT_FAIL;
+                        continue;
+                }
+                if (isempty(file))
+                        printf("%-7s %-21s %s\n", severity, kind, message);
+                else if (line > 0)
+                        printf("%-7s %-21s %s:%" PRIu32 ": %s\n", severity, kind, file, line, message);
+                else
+                        printf("%-7s %-21s %s: %s\n", severity, kind, file, message);
+        }
+        if (r < 0)
+                return EXIT_FAIL;
+        if (arg_json) {
+                puts(json_object_to_json_string_ext(list, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+                return EXIT_OK;
+        }
+        if (n == 0)
+                printf("No findings (the review has not run, or found nothing).\n");
+        else
+                printf("\n%u findings, %u errors.\n", n, n_errors);
         return EXIT_OK;
 }
 
@@ -1470,6 +1535,7 @@ static const Verb verbs[] = {
         { "watch",   1, false, verb_watch   },
         { "logs",    1, false, verb_logs    },
         { "summary", 1, true,  verb_summary },
+        { "review",  1, true,  verb_review  },
         { "replay",  1, true,  verb_replay  },
         { "diff",    1, true,  verb_diff    },
         { "export",  1, true,  verb_export  },
@@ -1484,6 +1550,7 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_SOCKET, ARG_REPO, ARG_GOAL, ARG_ACCEPTANCE, ARG_TEST, ARG_BASE, ARG_MODEL, ARG_COMMENT, ARG_LIMIT, ARG_FORMAT,
                 ARG_PUSH_URL, ARG_FORGE, ARG_FORGE_REPOSITORY, ARG_PR_BASE, ARG_SUBMODULES, ARG_ENVIRONMENT, ARG_REF, ARG_VERIFY,
                 ARG_ALLOW_HOST,
+                ARG_COVERAGE_REPORT,
         };
         static const struct option options[] = {
                 { "help",            no_argument,       NULL, 'h'                 },
@@ -1514,6 +1581,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "ref",             required_argument, NULL, ARG_REF             },
                 { "verify",          no_argument,       NULL, ARG_VERIFY          },
                 { "allow-host",      required_argument, NULL, ARG_ALLOW_HOST      },
+                { "coverage-report", required_argument, NULL, ARG_COVERAGE_REPORT },
                 {}
         };
         int c;
@@ -1533,6 +1601,7 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_GOAL: arg_goal = optarg; break;
                 case ARG_ACCEPTANCE: arg_acceptance = optarg; break;
                 case ARG_TEST: arg_test = optarg; break;
+                case ARG_COVERAGE_REPORT: arg_coverage_report = optarg; break;
                 case ARG_BASE: arg_base = optarg; break;
                 case ARG_MODEL: arg_model = optarg; break;
                 case ARG_COMMENT: arg_comment = optarg; break;

@@ -15,6 +15,7 @@
 #include "environment-identity.h"
 #include "audit.h"
 #include "breakers.h"
+#include "review-stage.h"
 #include "exec-session.h"
 #include "freezer.h"
 #include "fs-util.h"
@@ -107,6 +108,9 @@ static AgentRun *agent_run_free(AgentRun *run) {
         if (run->call)
                 model_call_cancel(run->call);
         worker_detach(run->worker);
+        review_stage_job_free(run->review);
+        model_api_key_free(run->review_api_key);
+        free(run->review_model_name);
         sd_event_source_disable_unref(run->defer);
         sd_event_source_disable_unref(run->dispose);
         sandbox_session_free(run->session);
@@ -558,7 +562,7 @@ static char *command_result_text(const ExecResult *r) {
 
 /* ---- Breakers ---- */
 
-static void agent_trip(AgentRun *run, Breaker b, const char *reason, const char *commit_before) {
+void agent_trip(AgentRun *run, Breaker b, const char *reason, const char *commit_before) {
         Task *t = run->task;
 
         if (free_and_strdup(&t->progress.breaker, breaker_to_string(b)) < 0 ||
@@ -879,7 +883,8 @@ static void agent_end_step(AgentRun *run) {
         if (r > 0)
                 return;
 
-        if (p->finished) {
+        /* A finish goes through the review stage first (agent_advance()). */
+        if (p->finished && p->reviewed) {
                 agent_set_state(run, TASK_DELIVERING, NULL);
                 if (!t->run)
                         return;
@@ -952,6 +957,7 @@ static void on_command_done(SandboxSession *s, int error, const ExecResult *resu
                 t->progress.baseline_done = true;
                 (void) free_and_strdup(&t->progress.last_tests, tr.passed ? "pass" : "fail");
                 t->progress.last_test_exit = status;
+                review_stage_keep_base_coverage(run);
                 (void) agent_save(run);
                 run->call_command = mfree_ptr(run->call_command);
                 agent_set_state(run, TASK_RUNNING, NULL);
@@ -1404,6 +1410,11 @@ static void agent_advance(AgentRun *run) {
                 if (agent_begin_running(run) < 0)
                         return;
                 if (t->progress.finished) {
+                        /* The review stage first, while the task still runs (a
+                         * breaker may stop it for a person); it schedules us
+                         * again when it passes. */
+                        if (!t->progress.reviewed)
+                                return review_stage_start(run);
                         agent_set_state(run, TASK_DELIVERING, NULL);
                         if (t->run)
                                 agent_schedule(run);
@@ -1555,6 +1566,12 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
         breaker = p->breaker ? strdup(p->breaker) : NULL;
         b = breaker ? breaker_from_string(breaker) : _BREAKER_INVALID;
 
+        /* The review stage's breakers: approval passes the review, rejection
+         * sends its findings back to the model (review-stage.c). */
+        r = review_stage_decide(t, approve, &text);
+        if (r < 0)
+                return r;
+
         if (approve) {
                 /* Let it go on, with room for what tripped. */
                 switch (b) {
@@ -1575,7 +1592,7 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                         break;
                 default: break;
                 }
-                if (asprintf(&text, "A human reviewer (uid %u) approved what stopped you (%s)%s%s. Continue.",
+                if (!text && asprintf(&text, "A human reviewer (uid %u) approved what stopped you (%s)%s%s. Continue.",
                              (unsigned) uid, strempty(breaker), isempty(comment) ? "" : ": ", strempty(comment)) < 0)
                         return -ENOMEM;
         } else {
@@ -1594,7 +1611,14 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                         p->test_failures = 0;
                 if (b == BREAKER_MALFORMED_OUTPUT)
                         p->malformed = 0;
-                if (asprintf(&text, "A human reviewer (uid %u) rejected your last step (%s: %s)%s%s. Its changes were "
+                if (text) {
+                        /* The work stays (breaker_commit is the checkpoint the review saw). */
+                        _cleanup_free_ char *findings = TAKE_PTR(text);
+                        if (asprintf(&text, "A human reviewer (uid %u) rejected your finished work (%s)%s%s.\n\n%s",
+                                     (unsigned) uid, strempty(breaker), isempty(comment) ? "" : ". Their comment: ",
+                                     strempty(comment), findings) < 0)
+                                return -ENOMEM;
+                } else if (asprintf(&text, "A human reviewer (uid %u) rejected your last step (%s: %s)%s%s. Its changes were "
                              "undone. Choose another way.", (unsigned) uid, strempty(breaker), strempty(t->reason),
                              isempty(comment) ? "" : ". Their comment: ", strempty(comment)) < 0)
                         return -ENOMEM;

@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 #include <systemd/sd-event.h>
 
+#include "breakers.h"
 #include "exec-session.h"
 #include "ledger.h"
 #include "macro.h"
@@ -29,6 +30,7 @@ typedef enum AgentPhase {
         PHASE_MODEL,               /* a model call in flight */
         PHASE_TOOL,                /* a command of a tool call in flight */
         PHASE_VERIFY,              /* delivery's own run of the test command on the final tree */
+        PHASE_REVIEW,              /* the review stage: a checker in the sandbox, or the analysis in a worker thread */
         PHASE_DELIVER,             /* the push and the pull request, in a worker thread */
 } AgentPhase;
 
@@ -76,6 +78,9 @@ struct AgentRun {
         bool sandbox_opening;      /* the launcher makes our sandbox: one of agent-loop.c's sandbox_opening */
         bool sandbox_waiting;      /* in line for that, in sandbox_waiters */
         AgentRun *sandbox_next;
+        struct ReviewJob *review;  /* the review stage's, while its checkers run (review-stage.c) */
+        char *review_api_key;      /* the reviewer model's (review-model.c) */
+        char *review_model_name;   /* "<profile>/<model>" of the reviewer */
 };
 
 /* CLOCK_MONOTONIC in microseconds. */
@@ -100,6 +105,10 @@ int agent_open_sandbox(AgentRun *run);
 
 /* The timeout of one command of the task. */
 uint64_t agent_command_timeout_usec(AgentRun *run);
+
+/* Stops the task for a person's approval: breaker b tripped for reason;
+ * commit_before is where a rejection takes the branch back to. */
+void agent_trip(AgentRun *run, Breaker b, const char *reason, const char *commit_before);
 
 /* The task fails with the reason given. */
 void agent_fail(AgentRun *run, const char *fmt, ...) _printf_(2, 3);

@@ -463,6 +463,61 @@ void audit_breaker(Task *t, const char *breaker, const char *reason) {
         task_event(t, "breaker", UID_INVALID, "breaker", breaker, "reason", reason, NULL, NULL);
 }
 
+void audit_review_finding(Task *t, const char *kind, const char *severity, const char *file, unsigned line,
+                          const char *rule, const char *message) {
+        char line_str[12] = "";
+
+        if (line > 0)
+                (void) snprintf(line_str, sizeof line_str, "%u", line);
+        (void) sd_journal_send("MESSAGE=Task %s review %s (%s)%s%s%s%s: %s", t->id, severity, kind,
+                               file ? " in " : "", strempty(file), line > 0 ? ":" : "", line_str, message,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_REVIEW_FINDING_STR,
+                               "PRIORITY=%i", streq(severity, "error") ? LOG_WARNING : LOG_INFO,
+                               "AGENTFAB_EVENT=review-finding",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_FINDING_KIND=%s", kind,
+                               "AGENTFAB_FINDING_SEVERITY=%s", severity,
+                               "AGENTFAB_FILE=%s", strempty(file),
+                               "AGENTFAB_LINE=%s", line_str,
+                               "AGENTFAB_RULE=%s", strempty(rule),
+                               "AGENTFAB_REASON=%s", message,
+                               NULL);
+        task_event(t, "review-finding", UID_INVALID, "severity", severity, "message", message, NULL, NULL);
+}
+
+void audit_review_verdict(Task *t, const char *model, const char *verdict, unsigned n_comments, const char *summary) {
+        (void) sd_journal_send("MESSAGE=Task %s: the reviewer model %s says %s (%u comments): %s", t->id, model, verdict,
+                               n_comments, summary,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_REVIEW_VERDICT_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=review-verdict",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_MODEL=%s", model,
+                               "AGENTFAB_VERDICT=%s", verdict,
+                               "AGENTFAB_COMMENTS=%u", n_comments,
+                               "AGENTFAB_REASON=%s", summary,
+                               NULL);
+        task_event(t, "review-verdict", UID_INVALID, "model", model, "verdict", verdict, "summary", summary);
+}
+
+void audit_reviewed(Task *t, const char *commit, uint64_t duration_usec, size_t n_errors, size_t n_warnings, const char *breaker,
+                    const char *reason) {
+        (void) sd_journal_send("MESSAGE=Task %s reviewed at %s: %zu errors, %zu warnings%s%s%s%s", t->id, commit,
+                               n_errors, n_warnings, breaker ? "; breaker " : "", strempty(breaker),
+                               reason ? ": " : "", strempty(reason),
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_REVIEWED_STR,
+                               "PRIORITY=%i", breaker ? LOG_WARNING : LOG_NOTICE,
+                               "AGENTFAB_EVENT=reviewed",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_COMMIT=%s", commit,
+                               "AGENTFAB_ERRORS=%zu", n_errors,
+                               "AGENTFAB_WARNINGS=%zu", n_warnings,
+                               "AGENTFAB_DURATION_USEC=%" PRIu64, duration_usec,
+                               "AGENTFAB_BREAKER=%s", strempty(breaker),
+                               NULL);
+        task_event(t, "reviewed", UID_INVALID, "commit", commit, "breaker", breaker, NULL, NULL);
+}
+
 void audit_delivered(Task *t, const char *head, const char *diffstat) {
         journal_send("MESSAGE=Task %s delivered branch %s at %s.", t->id, t->branch, head,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DELIVERED_STR,

@@ -46,6 +46,14 @@ typedef struct AuditTrace {
 AuditTrace audit_trace_begin(Task *t, unsigned step);
 void audit_trace_end(AuditTrace *a);
 void audit_breaker(Task *t, const char *breaker, const char *reason);
+/* The review stage (review-stage.c): one entry per finding, then one for
+ * the whole review. The strings come escaped and bounded from the review
+ * engine (finding.h); a secret's value is never among them. */
+void audit_review_finding(Task *t, const char *kind, const char *severity, const char *file, unsigned line,
+                          const char *rule, const char *message);
+void audit_review_verdict(Task *t, const char *model, const char *verdict, unsigned n_comments, const char *summary);
+void audit_reviewed(Task *t, const char *commit, uint64_t duration_usec, size_t n_errors, size_t n_warnings, const char *breaker,
+                    const char *reason);
 void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid);
 /* The sandbox was frozen (why: "pause" or "approval"; method: "systemd" or
  * "cgroup"; usec: how long freezing took), thawed after frozen_usec, or

@@ -61,6 +61,7 @@ void config_init(Config *c) {
                 .max_malformed = 3,
 
                 .coverage_tolerance = 1.0,
+                .max_review_rounds = 2,
         };
 }
 
@@ -82,6 +83,8 @@ void config_done(Config *c) {
         free(c->vulnerability_database);
         strv_free(c->secret_scan_ignore);
         strv_free(c->checkers);
+        free(c->review_model);
+        c->review_model = NULL;
         c->vulnerability_database = NULL;
         c->secret_scan_ignore = c->checkers = NULL;
         free(c->ssh_key_credential);
@@ -315,6 +318,16 @@ static int config_assign_review(Config *c, const char *key, const char *value) {
                         return -E2BIG;
                 return strv_extend(&c->checkers, value);
         }
+        if (streq(key, "Model")) {
+                /* A [Model] profile's name; checked when a review needs it. */
+                if (isempty(value))
+                        return free_and_strdup(&c->review_model, NULL);
+                if (strlen(value) > 64 || !string_is_safe(value, false) || strpbrk(value, " \t/"))
+                        return -EINVAL;
+                return free_and_strdup(&c->review_model, value);
+        }
+        if (streq(key, "MaxReviewRounds"))
+                return parse_unsigned(value, 0, 100, &c->max_review_rounds);
         return -ENOENT;
 }
 

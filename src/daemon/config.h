@@ -74,6 +74,8 @@ typedef struct Config {
         double coverage_tolerance;      /* CoverageTolerance= : percentage points a coverage may drop */
         char **secret_scan_ignore;      /* SecretScanIgnore= : globs the secret scan skips; empty resets */
         char **checkers;                /* Checker= : command lines, one per assignment; empty resets */
+        char *review_model;             /* Model= : the reviewer model's profile; NULL: no reviewer model */
+        unsigned max_review_rounds;     /* MaxReviewRounds= : its change requests before a person decides */
 
         /* [Forge] sections, in the order first seen. */
         ForgeConfig forges[CONFIG_FORGES_MAX];

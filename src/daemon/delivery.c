@@ -13,6 +13,7 @@
 #include "breakers.h"
 #include "stream.h"
 #include "string-util.h"
+#include "review-stage.h"
 #include "summary.h"
 #include "task-store.h"
 #include "worker.h"
@@ -266,11 +267,10 @@ static int agent_deliver_forge(AgentRun *run, const char *head, const char *diff
 }
 
 int delivery_extra_trailers(AgentRun *run, char ***ret) {
-        (void) run;
-        /* The review stage adds its result here ("Agentfab-Reviewed-By:
-         * PROFILE/MODEL", ...). Nothing yet. */
-        *ret = NULL;
-        return 0;
+        /* The review stage's result ("Agentfab-Review: N errors, M
+         * warnings", and "Agentfab-Reviewed-By: PROFILE/MODEL" when a
+         * reviewer model approved): review-stage.c. */
+        return review_stage_trailers(run->task, ret);
 }
 
 /* What the tip records for the tests: the whole line after "Agentfab-Tests: ". */

@@ -95,6 +95,7 @@ int task_bus_register(Manager *m);
 void task_bus_send_changed(Task *t);
 void task_bus_send_progress(Task *t);
 void task_bus_send_requirement(Task *t);
+void task_bus_send_findings(Task *t);
 int manager_bus_send_state_changed(Manager *m, Task *t);
 
 /* Whether the sender of m may see task t without asking polkit. */

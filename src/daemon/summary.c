@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "review-stage.h"
 #include "agent-loop.h"
 #include "agent-run.h"
 #include "forge.h"
@@ -68,6 +69,11 @@ int summary_write(AgentRun *run, const char *diffstat) {
         else
                 fprintf(f, "`%s`: %s (exit status %i)\n\n", t->spec.test_command, strempty(p->last_tests),
                         p->last_test_exit);
+
+        /* The review stage's findings (a secret's value is never among them). */
+        _cleanup_free_ char *review = NULL;
+        if (review_stage_markdown(t, &review) >= 0 && review)
+                fprintf(f, "%s\n", review);
 
         /* Breakers and decisions, from the task's own history. */
         fprintf(f, "## Breakers and approvals\n\n");

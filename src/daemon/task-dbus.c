@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <stdio.h>
 
+#include "review-stage.h"
 #include "agent-loop.h"
 #include "conversation.h"
 #include "summary.h"
@@ -493,11 +494,15 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
          * requirement: nothing to tell. */
         if (r >= 0 && p->messages > 0)
                 r = conversation_append_user(t, text);
-        bool old_verified = p->verified;
+        bool old_verified = p->verified, old_reviewed = p->reviewed;
+        unsigned old_rounds = p->review_rounds;
         if (r >= 0) {
                 p->requirement = version;
                 p->finished = false;
                 p->verified = false;
+                /* The next finish is reviewed again, against the new requirement. */
+                p->reviewed = false;
+                p->review_rounds = 0;
                 r = task_save(t);
         }
         if (r < 0) {
@@ -509,6 +514,8 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
                 p->requirement = old_requirement;
                 p->finished = old_finished;
                 p->verified = old_verified;
+                p->reviewed = old_reviewed;
+                p->review_rounds = old_rounds;
                 return sd_bus_error_set_errnof(error, r, "Cannot amend task '%s': %m", t->id);
         }
 
@@ -630,6 +637,32 @@ static int property_get_checkpoints(sd_bus *bus, const char *path, const char *i
         return sd_bus_message_close_container(reply);
 }
 
+/* The review stage's findings, from the task directory (review.json): kind,
+ * severity, file ("" none), line (0 none), message. Every string was
+ * escaped and bounded by the review engine; no secret's value is kept. */
+static int property_get_findings(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                 sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        _cleanup_(finding_list_done) FindingList l = {};
+        Task *t = userdata;
+        int r;
+
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+
+        if (!t->broken && review_stage_load(t, &l) < 0)
+                log_warning("Task '%s': its review.json cannot be read; no findings shown.", t->id);
+        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(sssus)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < l.n; i++) {
+                r = sd_bus_message_append(reply, "(sssus)", finding_kind_to_string(l.items[i].kind),
+                                          finding_severity_to_string(l.items[i].severity), strempty(l.items[i].file),
+                                          (uint32_t) l.items[i].line, l.items[i].message);
+                if (r < 0)
+                        return r;
+        }
+        return sd_bus_message_close_container(reply);
+}
+
 static const sd_bus_vtable task_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Id", "s", NULL, offsetof(Task, id), SD_BUS_VTABLE_PROPERTY_CONST),
@@ -664,6 +697,7 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("Breaker", "s", property_get_string_ptr, offsetof(Task, progress.breaker), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("PullRequest", "s", property_get_string_ptr, offsetof(Task, progress.pull_request), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("FreezerState", "s", property_get_freezer_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Findings", "a(sssus)", property_get_findings, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
         SD_BUS_METHOD_WITH_ARGS("Cancel", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_cancel, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Approve", SD_BUS_ARGS("s", comment), SD_BUS_NO_RESULT, method_approve, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ApproveWithOptions", SD_BUS_ARGS("s", comment, "a{sv}", options), SD_BUS_NO_RESULT,
@@ -778,6 +812,10 @@ void task_bus_send_changed(Task *t) {
 
 void task_bus_send_requirement(Task *t) {
         task_bus_emit(t, STRV_MAKE("Goal", "AcceptanceCriteria", "RequirementVersion"));
+}
+
+void task_bus_send_findings(Task *t) {
+        task_bus_emit(t, STRV_MAKE("Findings"));
 }
 
 void task_bus_send_progress(Task *t) {

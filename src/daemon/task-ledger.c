@@ -132,6 +132,8 @@ int task_ledger_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[st
                 return -ENOMEM;
         /* A delivery's record of its tests may be gone from the branch now. */
         p->verified = false;
+        /* And its review was of another tree. */
+        p->reviewed = false;
         if (found_step > 0)
                 r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to the checkpoint of step %u "
                              "(commit %s): everything you did after it is undone. Continue from there.",

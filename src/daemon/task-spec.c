@@ -9,6 +9,7 @@
 #include "string-util.h"
 #include "environments.h"
 #include "task-spec.h"
+#include "workspace-path.h"
 
 static const char *const task_limit_table[_TASK_LIMIT_MAX] = {
         [TASK_LIMIT_MAX_STEPS]           = "max_steps",
@@ -47,6 +48,7 @@ void task_spec_done(TaskSpec *spec) {
         free(spec->goal);
         free(spec->acceptance);
         free(spec->test_command);
+        free(spec->coverage_report);
         free(spec->base);
         free(spec->model);
         free(spec->replay);
@@ -200,7 +202,14 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
                 field = &spec->acceptance, max = TASK_ACCEPTANCE_MAX, multiline = true;
         else if (streq(key, "test_command"))
                 field = &spec->test_command, max = TASK_TEST_COMMAND_MAX, multiline = true;
-        else if (streq(key, "base")) {
+        else if (streq(key, "coverage_report")) {
+                field = &spec->coverage_report, max = TASK_COVERAGE_REPORT_MAX, multiline = false;
+                /* SECURITY: read by the daemon beneath the workspace only
+                 * (workspace_open()); refused here when it could not be. */
+                if (workspace_path_check(value) < 0)
+                        return invalid(error, "Key 'coverage_report' must be a relative path inside the repository, "
+                                       "without '..'.", NULL);
+        } else if (streq(key, "base")) {
                 field = &spec->base, max = TASK_BASE_MAX, multiline = false;
                 if (!task_base_is_valid(value))
                         return invalid(error, "Key 'base' is not a valid git ref or object id.", NULL);
@@ -413,8 +422,9 @@ static int read_limits(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error) {
 }
 
 static bool key_is_string(const char *key) {
-        static const char *const keys[] = { "repository", "goal", "acceptance", "test_command", "base", "model", "replay",
-                                            "reference", "push_url", "forge", "forge_repository", "pull_request_base", "environment" };
+        static const char *const keys[] = { "repository", "goal", "acceptance", "test_command", "coverage_report", "base",
+                                            "model", "replay", "reference", "push_url", "forge", "forge_repository",
+                                            "pull_request_base", "environment" };
 
         for (size_t i = 0; i < ELEMENTSOF(keys); i++)
                 if (streq(keys[i], key))

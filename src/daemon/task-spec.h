@@ -32,6 +32,7 @@ typedef enum TaskLimit {
 #define TASK_REPOSITORY_MAX   4095
 #define TASK_PUSH_URL_MAX     2048
 #define TASK_FORGE_MAX        64
+#define TASK_COVERAGE_REPORT_MAX 1024
 #define TASK_FORGE_REPOSITORY_MAX 201
 #define TASK_REFERENCE_MAX    256
 #define TASK_PULL_REQUEST_BASE_DEFAULT "main"
@@ -49,6 +50,10 @@ typedef struct TaskSpec {
         /* The requirement's ticket id or URL (PROJ-123, https://...): an
          * Agentfab-Ref: trailer on every commit, and in the summary. */
         char *reference;
+        /* The coverage report the test command writes (lcov .info or
+         * Cobertura XML), workspace-relative: the review stage compares the
+         * base's with the final tree's (review-stage.c). */
+        char *coverage_report;
 
         /* Delivery to a forge (agent-loop.c, agent_deliver()): the branch is
          * pushed to push_url, then a pull request is opened on the [Forge]

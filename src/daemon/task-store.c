@@ -41,6 +41,8 @@ static json_object *progress_to_json(const TaskProgress *p) {
             json_add_string(j, "breaker", p->breaker) < 0 ||
             json_add_string(j, "breaker_commit", p->breaker_commit) < 0 ||
             json_object_object_add(j, "finished", json_object_new_boolean(p->finished)) < 0 ||
+            json_object_object_add(j, "reviewed", json_object_new_boolean(p->reviewed)) < 0 ||
+            json_add_uint64(j, "review_rounds", p->review_rounds) < 0 ||
             json_add_string(j, "summary", p->summary) < 0 ||
             json_object_object_add(j, "pushed", json_object_new_boolean(p->pushed)) < 0 ||
             json_add_string(j, "pull_request", p->pull_request) < 0 ||
@@ -124,6 +126,7 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
         U("extra_commands", UINT64_MAX, p->extra_commands);
         U("extra_wall_usec", UINT64_MAX, p->extra_wall_usec);
         U("rejections", 1000000, p->rejections);
+        U("review_rounds", 1000000, p->review_rounds);
         U("malformed", 1000000, p->malformed);
         U("test_failures", 1000000, p->test_failures);
         U("test_signature", UINT64_MAX, p->test_signature);
@@ -141,6 +144,7 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
         }
         p->baseline_done = progress_bool(j, "baseline_done");
         p->finished = progress_bool(j, "finished");
+        p->reviewed = progress_bool(j, "reviewed");
         p->pushed = progress_bool(j, "pushed");
         p->verified = progress_bool(j, "verified");
 
@@ -202,6 +206,7 @@ json_object *task_to_json(const Task *t) {
             json_add_string(spec, "goal", t->spec.goal) < 0 ||
             json_add_string(spec, "acceptance", t->spec.acceptance) < 0 ||
             json_add_string(spec, "test_command", t->spec.test_command) < 0 ||
+            json_add_string(spec, "coverage_report", t->spec.coverage_report) < 0 ||
             json_add_string(spec, "base", t->spec.base) < 0 ||
             json_add_string(spec, "model", t->spec.model) < 0 ||
             json_add_string(spec, "replay", t->spec.replay) < 0 ||

@@ -44,6 +44,8 @@ typedef struct TaskProgress {
         char *breaker;             /* the breaker that paused the task; NULL none */
         char *breaker_commit;      /* the checkpoint before the step that tripped it */
         bool finished;             /* finish accepted: deliver */
+        bool reviewed;             /* the review stage passed, or a person approved what it found */
+        unsigned review_rounds;    /* the reviewer model's requests for changes so far */
         char *summary;             /* the model's own summary at finish */
         bool pushed;               /* delivery pushed the branch to spec.push_url */
         char *environment_identity; /* "NAME (os-release; digest)": where the branch was built */

@@ -23,6 +23,10 @@ static const char *const breaker_table[_BREAKER_MAX] = {
         [BREAKER_NETWORK] = "network",
         [BREAKER_BUDGET] = "budget",
         [BREAKER_MALFORMED_OUTPUT] = "malformed-output",
+        [BREAKER_SECRET] = "secret",
+        [BREAKER_VULNERABLE_DEPENDENCY] = "vulnerable-dependency",
+        [BREAKER_REVIEW] = "review",
+        [BREAKER_COVERAGE_DROPPED] = "coverage-dropped",
 };
 
 const char *breaker_to_string(Breaker b) {

@@ -20,6 +20,11 @@ typedef enum Breaker {
         BREAKER_NETWORK,
         BREAKER_BUDGET,
         BREAKER_MALFORMED_OUTPUT,
+        /* The review stage's (src/daemon/review-stage.c, src/review/), at delivery. */
+        BREAKER_SECRET,
+        BREAKER_VULNERABLE_DEPENDENCY,
+        BREAKER_REVIEW,
+        BREAKER_COVERAGE_DROPPED,
         _BREAKER_MAX,
         _BREAKER_INVALID = -EINVAL,
 } Breaker;

@@ -46,9 +46,9 @@ complete_words() {
         printf '%s\n' "${COMPREPLY[@]}" | sort | xargs
 }
 
-check "verb prefix 're'" "reject replay reset resume" "$(complete_words agentfabctl re)"
+check "verb prefix 're'" "reject replay reset resume review" "$(complete_words agentfabctl re)"
 check "verb prefix 'a'" "amend approve audit" "$(complete_words agentfabctl a)"
-check "every verb" 17 "$(complete_words agentfabctl '' | wc -w)"
+check "every verb" 18 "$(complete_words agentfabctl '' | wc -w)"
 check "options of amend" "--acceptance= --goal=" "$(complete_words agentfabctl amend 0123456789ab -- | xargs -n1 | grep -E -- '^--(goal|acceptance|repo)=' | sort | xargs)"
 check "audit --verify" "--verify" "$(complete_words agentfabctl audit 0123456789ab --ve | xargs -n1 | grep -- '--verify')"
 check "submit --ref=" "--ref=" "$(complete_words agentfabctl submit --re | xargs -n1 | grep -- '--ref=')"

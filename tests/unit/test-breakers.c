@@ -17,6 +17,11 @@ static void test_names(void) {
         CHECK(all, "every breaker has a name that parses back");
         CHECK(streq(breaker_to_string(BREAKER_PROTECTED_PATH), "protected-path") &&
               breaker_from_string("nope") == _BREAKER_INVALID && !breaker_to_string(_BREAKER_MAX), "names");
+        /* The review stage's breakers carry the names review_breaker_to_string() gives them. */
+        CHECK(streq(breaker_to_string(BREAKER_SECRET), "secret") &&
+              streq(breaker_to_string(BREAKER_VULNERABLE_DEPENDENCY), "vulnerable-dependency") &&
+              streq(breaker_to_string(BREAKER_REVIEW), "review") &&
+              streq(breaker_to_string(BREAKER_COVERAGE_DROPPED), "coverage-dropped"), "review breakers' names");
 }
 
 static void test_globs(void) {
