@@ -321,7 +321,7 @@ int task_from_json(Task *t, json_object *j, char **ret_error) {
         }
 
         /* Records of the first release have no progress: nothing done yet. */
-        TaskProgress progress = { .baseline_passed = -1 };
+        TaskProgress progress = { .baseline_passed = -1, .paused_from = TASK_RUNNING };
         json_object *pj;
         if (json_object_object_get_ex(j, "progress", &pj)) {
                 r = progress_from_json(&progress, pj);
