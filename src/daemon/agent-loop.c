@@ -155,8 +155,13 @@ void agent_stop(Task *t) {
         sd_event_source_set_enabled(run->defer, SD_EVENT_OFF);
         /* Waiting for approval, the sandbox is kept frozen for the next
          * agent; otherwise a frozen one is thawed, so that it sees its
-         * connection close and ends. */
-        if (t->state == TASK_AWAITING_APPROVAL)
+         * connection close and ends. A sandbox with a network is not kept:
+         * its registration at the egress proxy ended above, and an approval
+         * may change what it may reach, so the next agent makes a new one,
+         * registered with the allowlist as it is then. */
+        const Environment *env = environments_find(&run->manager->environments,
+                                                   t->spec.environment ?: ENVIRONMENT_DEFAULT);
+        if (t->state == TASK_AWAITING_APPROVAL && (!env || env->network == NETWORK_OFF))
                 freezer_park(t, &run->session);
         else
                 freezer_thaw_for_end(t, run->session);
