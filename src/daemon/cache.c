@@ -4,6 +4,7 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -130,9 +131,15 @@ int cache_usage(int dir_fd, uint64_t *ret_bytes, uint64_t *ret_files) {
         return 0;
 }
 
+/* Oldest first; files written within the same clock tick (file times are
+ * coarse) go largest first, so that as few as possible are removed. */
 static int compare_mtime(const void *a, const void *b) {
         const CacheFile *x = a, *y = b;
-        return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+        if (x->mtime != y->mtime)
+                return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+        if (x->bytes != y->bytes)
+                return (x->bytes < y->bytes) - (x->bytes > y->bytes);
+        return strcmp(x->path, y->path);
 }
 
 /* SECURITY: the cache is written by sandboxed code, which may swap a
