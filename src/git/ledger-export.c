@@ -390,7 +390,8 @@ static int changes_quick(Ledger *l, git_tree *tree, git_tree *staged, FileChange
                 quick_done(&q);
                 return r < 0 ? r : 1;
         }
-        qsort(q.d, q.n, sizeof(QuickDelta), quick_cmp);
+        if (q.n > 0)   /* qsort(NULL, 0) is undefined */
+                qsort(q.d, q.n, sizeof(QuickDelta), quick_cmp);
 
         FileChange *c = calloc(MAX(q.n, (size_t) 1), sizeof(FileChange));
         fresh = calloc(MAX(q.n, (size_t) 1), sizeof(LedgerLines));
