@@ -312,6 +312,23 @@ static int on_io(sd_event_source *source, int fd, uint32_t revents, void *userda
         }
 }
 
+/* A session of task_id on e, not connected yet. */
+static int session_new(sd_event *e, const char *task_id, SandboxSession **ret) {
+        _cleanup_(sandbox_session_freep) SandboxSession *s = calloc(1, sizeof(SandboxSession));
+
+        if (!s)
+                return -ENOMEM;
+        s->fd = s->pidfd = -EBADF;
+        s->next_id = 1;
+        s->event = sd_event_ref(e);
+        memcpy(s->task, task_id, sizeof(s->task));
+        s->rbuf = malloc(EXEC_REPLY_LINE_MAX + 1);
+        if (!s->rbuf || asprintf(&s->unit, "agentfab-task-%s.scope", task_id) < 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
 /* Connects to the launcher and sends the request; the reply is read by the
  * caller. */
 static int session_start(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
@@ -357,16 +374,9 @@ static int session_start(sd_event *e, const char *launcher_socket, const char *t
             asprintf(&line, "%s\n", json_to_line(j)) < 0)
                 return -ENOMEM;
 
-        s = calloc(1, sizeof(SandboxSession));
-        if (!s)
-                return -ENOMEM;
-        s->fd = s->pidfd = -EBADF;
-        s->next_id = 1;
-        s->event = sd_event_ref(e);
-        memcpy(s->task, task_id, sizeof(s->task));
-        s->rbuf = malloc(EXEC_REPLY_LINE_MAX + 1);
-        if (!s->rbuf || asprintf(&s->unit, "agentfab-task-%s.scope", task_id) < 0)
-                return -ENOMEM;
+        r = session_new(e, task_id, &s);
+        if (r < 0)
+                return r;
 
         r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &s->fd);
         if (r < 0)
@@ -773,16 +783,9 @@ int sandbox_session_adopt(sd_event *e, int fd, const char *task_id, pid_t pid, u
         if (!e || fd < 0 || !task_id || strlen(task_id) != AGENTFAB_TASK_ID_LEN || pid <= 1 || !ret)
                 return -EINVAL;
 
-        s = calloc(1, sizeof(SandboxSession));
-        if (!s)
-                return -ENOMEM;
-        s->fd = s->pidfd = -EBADF;
-        s->next_id = 1;
-        s->event = sd_event_ref(e);
-        memcpy(s->task, task_id, sizeof(s->task));
-        s->rbuf = malloc(EXEC_REPLY_LINE_MAX + 1);
-        if (!s->rbuf || asprintf(&s->unit, "agentfab-task-%s.scope", task_id) < 0)
-                return -ENOMEM;
+        r = session_new(e, task_id, &s);
+        if (r < 0)
+                return r;
         s->pid = pid;
         s->uid = uid;
         s->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
