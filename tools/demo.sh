@@ -259,7 +259,8 @@ harness_teardown
 T1=$(date +%s%N)
 
 echo
-echo "Task $ID went through agentfabd, its sandbox, polkit and git under a real systemd, D-Bus, polkitd and journald."
+[ "$FAILED" = 0 ] &&
+        echo "Task $ID went through agentfabd, its sandbox, polkit and git under a real systemd, D-Bus, polkitd and journald."
 printf '%s\n' "${CHECKS[@]}"
 echo "The demo took $(( (T1 - T0) / 1000000000 )).$(( (T1 - T0) / 100000000 % 10 )) s after the build."
 echo "$PASSED passed, $FAILED failed"
