@@ -146,8 +146,8 @@ prop() { hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/ta
         sed 's/^[a-z]* "\{0,1\}//; s/"$//'; }
 # wait_state ID STATE...: until the task is in one of the states (60 s at most).
 wait_state() {
-        local id=$1 s w; shift
-        for _ in $(seq 600); do
+        local id=$1 s w end=$((SECONDS + 60)); shift
+        while [ "$SECONDS" -lt "$end" ]; do
                 s=$(prop "$id" State)
                 for w in "$@"; do [ "$s" = "$w" ] && return 0; done
                 case "$s" in succeeded|failed|cancelled) return 1 ;; esac
