@@ -4,14 +4,14 @@
 # Tasks with a network, end to end: the real agentfabd registers them with
 # the real agentfab-proxy (its hardened unit, socket-activated), the real
 # launcher hands the channel to the sandbox, and the tasks' own commands
-# (pip) reach a package registry the test serves on the harness's loopback
-# (127.0.0.2: 127.0.0.1 is the sandbox's own loopback and in NO_PROXY) —
-# or are refused: a host not in the allowlist trips the network breaker
-# naming it, and approve --allow-host lets the redone step through; the
-# harness's own services and the addresses nobody allowed are refused even
-# in audited mode, and their own logs show that nothing reached them; a
-# second install in a task of the same owner and environment is served by
-# /cache and makes no connection at all.
+# (pip, npm) reach a package registry the test serves on the harness's
+# loopback (127.0.0.2: 127.0.0.1 is the sandbox's own loopback and in
+# NO_PROXY) — or are refused: a host not in the allowlist trips the network
+# breaker naming it, and approve --allow-host lets the redone step through;
+# the harness's own services (the model server, an sshd) and the addresses
+# nobody allowed are refused even in audited mode, and their own logs show
+# that nothing reached them; a second install in a task of the same owner
+# and environment is served by /cache and makes no connection at all.
 #
 #   tests/integration/network.sh BUILDDIR
 #
@@ -43,10 +43,12 @@ WORK=$(mktemp -d /tmp/agentfab-network.XXXXXX)
 chmod 755 "$WORK"
 MODEL_PID=
 REGISTRY_PID=
+SSHD_PID=
 free_port() { python3 -c "import socket; s = socket.socket(); s.bind(('$1', 0)); print(s.getsockname()[1])"; }
 PORT=$(free_port 127.0.0.1)
 REG=127.0.0.2
 REG_PORT=$(free_port $REG)
+SSH_PORT=$(free_port 127.0.0.1)
 NETMSG=e1724f7f803240d2a256a216468e59e9
 ALLOWMSG=b6d40bfd8bb94eb89958fb6139e8af85
 BREAKERMSG=721e187c39954be5bc87afe6ce82154c
@@ -55,6 +57,7 @@ stop_pid() { if [ -n "$1" ]; then kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; 
 cleanup() {
         stop_pid "$MODEL_PID"
         stop_pid "$REGISTRY_PID"
+        stop_pid "$SSHD_PID"
         rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -73,13 +76,15 @@ model() {
 }
 
 # The registry: a PEP 503 simple index of one project, demo-pkg, with a
-# wheel made here (a zip with its dist-info, as pip wants it).
+# wheel made here (a zip with its dist-info, as pip wants it); and an npm
+# registry of one package, demo-npm: its package document at /demo-npm and
+# the tarball it names, with the digests npm checks.
 make_registry() {
         local D=$WORK/registry
-        mkdir -p "$D/simple/demo-pkg" "$D/files"
-        python3 - "$D" <<'PY' || return 1
-import base64, hashlib, sys, zipfile
-d = sys.argv[1]
+        mkdir -p "$D/simple/demo-pkg" "$D/files" "$D/tarballs"
+        python3 - "$D" "http://$REG:$REG_PORT" <<'PY' || return 1
+import base64, hashlib, io, json, sys, tarfile, zipfile
+d, base = sys.argv[1], sys.argv[2]
 name = "demo_pkg-1.0-py3-none-any.whl"
 files = {
     "demo_pkg/__init__.py": "MAGIC = 'demo-pkg-imported-4242'\n",
@@ -100,6 +105,27 @@ with open(f"{d}/simple/demo-pkg/index.html", "w") as f:
     f.write(f'<!DOCTYPE html><html><body><a href="../../files/{name}#sha256={sha}">{name}</a></body></html>\n')
 with open(f"{d}/simple/index.html", "w") as f:
     f.write('<!DOCTYPE html><html><body><a href="demo-pkg/">demo-pkg</a></body></html>\n')
+
+package = {"name": "demo-npm", "version": "1.0.0", "main": "index.js"}
+files = {
+    "package/package.json": json.dumps(package) + "\n",
+    "package/index.js": "module.exports.MAGIC = 'demo-npm-required-4242';\n",
+}
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.USTAR_FORMAT) as t:
+    for path, text in files.items():
+        info = tarfile.TarInfo(path)
+        info.size, info.mode, info.mtime = len(text.encode()), 0o644, 0
+        t.addfile(info, io.BytesIO(text.encode()))
+tgz = buf.getvalue()
+open(f"{d}/tarballs/demo-npm-1.0.0.tgz", "wb").write(tgz)
+package["dist"] = {
+    "tarball": f"{base}/tarballs/demo-npm-1.0.0.tgz",
+    "shasum": hashlib.sha1(tgz).hexdigest(),
+    "integrity": "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode(),
+}
+with open(f"{d}/demo-npm", "w") as f:
+    json.dump({"name": "demo-npm", "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": package}}, f)
 PY
         : > "$WORK/registry.log"
         python3 "$HERE/registry-server.py" --dir "$D" --host $REG --port "$REG_PORT" --log "$WORK/registry.log" \
@@ -145,12 +171,12 @@ Endpoint=http://127.0.0.1:$PORT/v1
 Model=scripted
 TimeoutSec=20
 
-# The registry allowed by address; pip's cache per owner.
+# The registry allowed by address; pip's and npm's caches per owner.
 [Environment]
 Name=net
 Network=allowlist
 Allow=$REG:$REG_PORT
-Cache=pip
+Cache=pip npm
 Environment=PIP_DISABLE_PIP_VERSION_CHECK=1
 Environment=PIP_DEFAULT_TIMEOUT=10
 
@@ -158,7 +184,7 @@ Environment=PIP_DEFAULT_TIMEOUT=10
 [Environment]
 Name=closed
 Network=allowlist
-Cache=pip
+Cache=pip npm
 Environment=PIP_DISABLE_PIP_VERSION_CHECK=1
 Environment=PIP_DEFAULT_TIMEOUT=10
 
@@ -217,13 +243,23 @@ PIP_INSTALL="python3 -m pip install -q --no-index --find-links /cache/wheels --t
 IMPORT="PYTHONPATH=/tmp/deps python3 -c 'import demo_pkg; print(\"imported:\", demo_pkg.MAGIC)'"
 INSTALL_CMD="($PIP_FROM_CACHE 2>/dev/null && echo wheel-from-cache || $PIP_FROM_INDEX) && $PIP_INSTALL && $IMPORT"
 
-# pip_script FILE N: a task that installs demo-pkg in N steps (the second
-# is the one redone after an approval), then finishes.
+# What a task runs to install demo-npm: the same command each time, with
+# npm's cache in /cache (npm_config_cache, the environment's Cache=npm);
+# --prefer-offline takes what the cache holds without asking the registry.
+# npm's own calls home (audit, fund, the update check) are off, and a
+# refused fetch is not retried for a minute.
+NPM_CMD="mkdir -p /tmp/app && cd /tmp/app && npm_config_update_notifier=false npm install --prefer-offline --no-audit --no-fund"
+NPM_CMD+=" --fetch-retries=0 --registry=http://$REG:$REG_PORT/ demo-npm"
+NPM_CMD+=" && node -e 'console.log(\"required:\", require(\"/tmp/app/node_modules/demo-npm\").MAGIC)'"
+
+# pip_script FILE N [COMMAND]: a task that installs demo-pkg (or runs
+# COMMAND) in N steps (the second is the one redone after an approval),
+# then finishes.
 pip_script() {
-        python3 - "$1" "$INSTALL_CMD" "$2" <<'PY'
+        python3 - "$1" "${3:-$INSTALL_CMD}" "$2" <<'PY'
 import json, sys
-steps = [{"reply": {"content": "Plan: install demo-pkg from the registry."}}]
-steps += [{"reply": {"content": "Install demo-pkg", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}}] * int(sys.argv[3])
+steps = [{"reply": {"content": "Plan: install the package from the registry."}}]
+steps += [{"reply": {"content": "Install the package", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}}] * int(sys.argv[3])
 steps.append({"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "installed"}}]}})
 json.dump(steps, open(sys.argv[1], "w"))
 PY
@@ -305,6 +341,84 @@ t_breaker_allow_host() {
         out=$(hx busctl introspect org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id" org.agentfab.Task1 2>&1)
         grep -q '^\.ApproveWithOptions *method *sa{sv}' <<<"$out" && ok "ApproveWithOptions(sa{sv}) is introspectable" ||
                 fail "introspection: $(grep -i approve <<<"$out")"
+}
+
+have_npm() {
+        command -v npm >/dev/null && command -v node >/dev/null && return 0
+        echo "  skip: no npm or node here (tools/install-deps.sh installs them)"
+        return 1
+}
+
+t_npm_allowlist() {
+        echo "=== allowlist: npm through the egress proxy to a registry allowed by address, then from /cache alone"
+        have_npm || return
+        pip_script "$WORK/npm.json" 1 "$NPM_CMD"
+        model "$WORK/npm.json" || { fail "model server"; return; }
+        make_repo npm1
+        : > "$WORK/registry.log"
+        local id id2 out j
+        id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/npm1 --goal "install demo-npm" --environment=net 2>&1) ||
+                { fail "submit: $id"; return; }
+        if wait_state "$id" succeeded; then ok "a task in Network=allowlist ran npm install from the registry and succeeded"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; hx_as alice "${CTL[@]}" logs "$id" 2>&1 | tail -20; return; fi
+        out=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1)
+        grep -q 'required: demo-npm-required-4242' <<<"$out" && ok "npm installed demo-npm; node requires it" ||
+                fail "no require: $(tail -c 600 <<<"$out")"
+        grep -q "GET /demo-npm 200" "$WORK/registry.log" && grep -q "GET /tarballs/demo-npm-1.0.0.tgz 200" "$WORK/registry.log" &&
+                ok "the registry served the package document and the tarball: $(grep -c '^GET' "$WORK/registry.log") requests" ||
+                fail "registry log: $(cat "$WORK/registry.log")"
+        j=$(net_journal "$id")
+        grep -q "^allowed $REG $REG_PORT $REG " <<<"$j" && ! grep -q '^refused' <<<"$j" &&
+                ok "the proxy journaled npm's connections as allowed, none refused: $(grep -c '^allowed' <<<"$j")" ||
+                fail "journal: $j"
+
+        # The identical install in a second task of the same owner and environment.
+        make_repo npm2
+        : > "$WORK/registry.log"
+        id2=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/npm2 --goal "install demo-npm" --environment=net 2>&1) ||
+                { fail "submit: $id2"; return; }
+        if wait_state "$id2" succeeded; then ok "the second npm task succeeded"; else
+                fail "state $(task_prop "$id2" State): $(task_prop "$id2" Reason)"; return; fi
+        out=$(hx_as alice "${CTL[@]}" logs "$id2" 2>&1)
+        grep -q 'required: demo-npm-required-4242' <<<"$out" && ok "it installed demo-npm again" ||
+                fail "second install: $(tail -c 600 <<<"$out")"
+        j=$(net_journal "$id2")
+        [ -z "$j" ] && [ ! -s "$WORK/registry.log" ] &&
+                ok "from /cache alone: no proxy journal entry, not even a connection in the registry's log" ||
+                fail "second task's connections: $j / $(cat "$WORK/registry.log")"
+        hx find /var/lib/agentfab/cache -path '*/npm/_cacache/*' -type f 2>/dev/null | grep -q . &&
+                ok "npm's cache is in the owner's cache directory" || fail "no npm cache under /var/lib/agentfab/cache"
+}
+
+t_npm_breaker_allow_host() {
+        echo "=== npm to a host not allowed: refused, the network breaker names it, approve --allow-host lets the redone step through"
+        have_npm || return
+        pip_script "$WORK/npm-closed.json" 2 "$NPM_CMD"
+        model "$WORK/npm-closed.json" || { fail "model server"; return; }
+        make_repo npmclosed
+        : > "$WORK/registry.log"
+        local id out reason j
+        id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/npmclosed --goal "install demo-npm" --environment=closed 2>&1) ||
+                { fail "submit: $id"; return; }
+        if wait_state "$id" awaiting-approval; then ok "the npm task paused"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        reason=$(task_prop "$id" Reason)
+        [ "$(task_prop "$id" Breaker)" = network ] && [[ $reason == *"refused a connection to $REG:$REG_PORT"*"--allow-host=$REG:$REG_PORT"* ]] &&
+                ok "by the network breaker, naming the host: $reason" || fail "breaker $(task_prop "$id" Breaker): $reason"
+        [ ! -s "$WORK/registry.log" ] && ok "nothing reached the registry, not even a connection" ||
+                fail "registry log: $(cat "$WORK/registry.log")"
+        j=$(net_journal "$id")
+        grep -q "^refused $REG $REG_PORT " <<<"$j" && ! grep -q '^allowed' <<<"$j" &&
+                ok "the proxy journaled the refusal: $(head -1 <<<"$j")" || fail "journal: $j"
+        out=$(hx "${CTL[@]}" approve "$id" --allow-host="$REG:$REG_PORT" 2>&1) &&
+                ok "root approves with --allow-host=$REG:$REG_PORT" || fail "approve: $out"
+        if wait_state "$id" succeeded; then ok "the redone npm install reached the registry; the task succeeded"; else
+                fail "after approval: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        out=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1)
+        grep -q 'required: demo-npm-required-4242' <<<"$out" && ok "demo-npm installed after the approval" ||
+                fail "logs: $(tail -c 600 <<<"$out")"
+        grep -q "GET /tarballs/demo-npm-1.0.0.tgz 200" "$WORK/registry.log" && ok "the registry served it then" ||
+                fail "registry log: $(cat "$WORK/registry.log")"
 }
 
 t_audited_refusals() {
@@ -426,7 +540,8 @@ main() {
         echo "harness: systemd booted in ${HARNESS_BOOT_MS} ms; registry on $REG:$REG_PORT"
 
         local t
-        for t in t_allowlist t_breaker_allow_host t_audited_refusals t_proxy_restart t_no_proxy; do
+        for t in t_allowlist t_breaker_allow_host t_npm_allowlist t_npm_breaker_allow_host t_audited_refusals \
+                 t_proxy_restart t_no_proxy; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 "$t"
         done
