@@ -44,6 +44,7 @@ chmod 755 "$WORK"
 MODEL_PID=
 REGISTRY_PID=
 SSHD_PID=
+RUN_SSHD_MADE=
 free_port() { python3 -c "import socket; s = socket.socket(); s.bind(('$1', 0)); print(s.getsockname()[1])"; }
 PORT=$(free_port 127.0.0.1)
 REG=127.0.0.2
@@ -58,6 +59,7 @@ cleanup() {
         stop_pid "$MODEL_PID"
         stop_pid "$REGISTRY_PID"
         stop_pid "$SSHD_PID"
+        [ -z "$RUN_SSHD_MADE" ] || rmdir /run/sshd 2>/dev/null
         rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -421,22 +423,53 @@ t_npm_breaker_allow_host() {
                 fail "registry log: $(cat "$WORK/registry.log")"
 }
 
+# An sshd of the test's own on the harness's loopback, one of the services
+# no task may reach: its own host key, no logins at all, and at LogLevel
+# VERBOSE it logs every connection it accepts ("Connection from ...").
+start_sshd() {
+        local d=$WORK/sshd i
+        mkdir -p "$d"
+        ssh-keygen -q -t ed25519 -N '' -C network-test -f "$d/hostkey" || return 1
+        printf '%s\n' "ListenAddress 127.0.0.1" "Port $SSH_PORT" "HostKey $d/hostkey" "AuthenticationMethods none" \
+                "PasswordAuthentication no" "KbdInteractiveAuthentication no" "PubkeyAuthentication no" "UsePAM no" \
+                "PermitRootLogin no" "AllowUsers nobody-here" "PidFile none" "LogLevel VERBOSE" > "$d/sshd_config"
+        [ -d /run/sshd ] || { mkdir -p /run/sshd && RUN_SSHD_MADE=1; }
+        : > "$WORK/sshd.log"
+        /usr/sbin/sshd -D -e -f "$d/sshd_config" 2>> "$WORK/sshd.log" &
+        SSHD_PID=$!
+        for i in $(seq 100); do grep -q 'Server listening' "$WORK/sshd.log" && return 0; sleep 0.05; done
+        echo "sshd did not start: $(cat "$WORK/sshd.log")"
+        return 1
+}
+stop_sshd() { stop_pid "$SSHD_PID"; SSHD_PID=; }
+
+# The probes among the model server's requests: GETs, which agentfabd never
+# makes (its POSTs carry the task's commands, probes and all, as text).
+model_gets() {
+        python3 -c '
+import json, sys
+print(" ".join(e["path"].split("probe=")[1] for e in map(json.loads, open(sys.argv[1]))
+               if e.get("method") == "GET" and "probe=" in e["path"]))' "$WORK/requests.jsonl"
+}
+
 t_audited_refusals() {
         echo "=== audited: the harness's loopback services and private addresses are refused, journaled, never reached"
         local id out j name
-        python3 - "$WORK/audit.json" "$PORT" "$REG:$REG_PORT" <<'PY'
+        python3 - "$WORK/audit.json" "$PORT" "$REG:$REG_PORT" "$SSH_PORT" <<'PY'
 import json, sys
-port, reg = sys.argv[2], sys.argv[3]
+port, reg, ssh = sys.argv[2], sys.argv[3], sys.argv[4]
 # Through the proxy whatever NO_PROXY says: curl's -x with --noproxy ''.
+# Each request to the model server names itself (?probe=NAME), so that its
+# log would show which one got through.
 c = "curl -s -m 10 --noproxy '' -x http://127.0.0.1:3128 -o /dev/null -w '%{http_code}'"
 tries = {
-    "model": f"http://127.0.0.1:{port}/v1/models",
+    "model": f"http://127.0.0.1:{port}/v1/models?probe=model",
     "registry": f"http://{reg}/simple/demo-pkg/",
     "metadata": "http://169.254.169.254/latest/meta-data/",
-    "rebind": f"http://rebind.test:{port}/v1/models",
-    "decimal": f"http://2130706433:{port}/v1/models",
-    "octal": f"http://0177.0.0.1:{port}/v1/models",
-    "mapped": f"http://[::ffff:127.0.0.1]:{port}/v1/models",
+    "rebind": f"http://rebind.test:{port}/v1/models?probe=rebind",
+    "decimal": f"http://2130706433:{port}/v1/models?probe=decimal",
+    "octal": f"http://0177.0.0.1:{port}/v1/models?probe=octal",
+    "mapped": f"http://[::ffff:127.0.0.1]:{port}/v1/models?probe=mapped",
 }
 cmd = "; ".join(f"echo result {n} $({c} '{u}')" for n, u in tries.items() if n not in ("decimal", "octal", "mapped"))
 # curl writes IPv4 in its canonical form itself: these go out as written,
@@ -446,7 +479,14 @@ raw = ("import socket, sys; s = socket.create_connection(('127.0.0.1', 3128)); "
        "print(s.recv(64).split()[1].decode())")
 for n in ("decimal", "octal", "mapped"):
     cmd += f"; echo result {n} $(python3 -c \"{raw}\" '{tries[n]}')"
-cmd += f"; echo result connect $({c} -p 'http://127.0.0.1:{port}/v1/models')"
+cmd += f"; echo result connect $({c} -p 'http://127.0.0.1:{port}/v1/models?probe=connect')"
+# sshd is no HTTP server: a CONNECT tunnel is the only way there, by
+# address and by a name that resolves to it.
+tunnel = ("import socket, sys; s = socket.create_connection(('127.0.0.1', 3128)); "
+          "s.sendall(('CONNECT ' + sys.argv[1] + ' HTTP/1.1\\r\\nHost: ' + sys.argv[1] + '\\r\\n\\r\\n').encode()); "
+          "print(s.recv(64).split()[1].decode())")
+for n, target in (("sshd", f"127.0.0.1:{ssh}"), ("sshd-name", f"localhost:{ssh}")):
+    cmd += f"; echo result {n} $(python3 -c \"{tunnel}\" '{target}')"
 steps = [
     {"reply": {"content": "Plan: look around the network."}},
     {"reply": {"content": "Probe", "tool_calls": [{"name": "run_command", "arguments": {"command": cmd}}]}},
@@ -455,27 +495,50 @@ steps = [
 json.dump(steps, open(sys.argv[1], "w"))
 PY
         model "$WORK/audit.json" || { fail "model server"; return; }
+        start_sshd || { fail "sshd"; stop_sshd; return; }
         make_repo audit
+        # Each target's log, proven to log: one connection from the host
+        # itself to each before the task (nothing listens on 169.254.169.254
+        # here: for it the journal and the 403 are the proof).
         : > "$WORK/registry.log"
+        curl -s -m 5 -o /dev/null "http://127.0.0.1:$PORT/v1/models?probe=control" || fail "control request to the model server"
+        curl -s -m 5 -o /dev/null "http://$REG:$REG_PORT/simple/" || fail "control request to the registry"
+        timeout 5 python3 -c "import socket; s = socket.create_connection(('127.0.0.1', $SSH_PORT)); print(s.recv(64).decode().strip())" \
+                > "$WORK/sshd.banner" 2>&1 || fail "control connection to sshd: $(cat "$WORK/sshd.banner")"
+        local i
+        for i in $(seq 100); do grep -q 'Connection from 127.0.0.1' "$WORK/sshd.log" && break; sleep 0.05; done
+        [ "$(model_gets)" = "control" ] && [ "$(grep -c '^connection from' "$WORK/registry.log")" = 1 ] &&
+                [ "$(grep -c 'Connection from' "$WORK/sshd.log")" = 1 ] &&
+                ok "each target logs what reaches it: one control connection each in the model server's, the registry's and sshd's logs ($(cat "$WORK/sshd.banner"))" ||
+                fail "control: model '$(model_gets)', registry $(grep -c '^connection from' "$WORK/registry.log"), sshd $(grep -c 'Connection from' "$WORK/sshd.log")"
+
         id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/audit --goal "probe" --environment=audit 2>&1) ||
-                { fail "submit: $id"; return; }
+                { fail "submit: $id"; stop_sshd; return; }
         if wait_state "$id" succeeded; then ok "audited mode: no breaker, the task went on and succeeded"; else
-                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; stop_sshd; return; fi
         out=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1)
-        for name in model registry metadata rebind decimal octal mapped; do
-                grep -q "^result $name 403$" <<<"$out" && ok "refused: $name ($(grep "^result $name" <<<"$out"))" ||
-                        fail "$name: $(grep "^result $name" <<<"$out")"
+        for name in model registry metadata rebind decimal octal mapped sshd sshd-name; do
+                grep -q "^result $name 403$" <<<"$out" && ok "refused: $name ($(grep "^result $name " <<<"$out"))" ||
+                        fail "$name: $(grep "^result $name " <<<"$out")"
         done
         grep -q "^result connect 403$\|^result connect 000$" <<<"$out" && ok "refused: CONNECT to the model server" ||
                 fail "connect: $(grep '^result connect' <<<"$out")"
         j=$(net_journal "$id")
-        [ "$(grep -c '^refused' <<<"$j")" = 8 ] && ! grep -q '^allowed' <<<"$j" &&
-                ok "each attempt journaled as refused (8), none allowed" || fail "journal: $j"
+        [ "$(grep -c '^refused' <<<"$j")" = 10 ] && ! grep -q '^allowed' <<<"$j" &&
+                ok "each attempt journaled as refused (10), none allowed" || fail "journal: $j"
         grep -q "^refused 2130706433 $PORT 127.0.0.1 " <<<"$j" && grep -q "^refused rebind.test $PORT 127.0.0.1 " <<<"$j" &&
-                ok "judged on the address connected to (2130706433 and rebind.test as 127.0.0.1)" || fail "journal: $j"
-        ! grep -q '"path": "/v1/models"' "$WORK/requests.jsonl" && ok "nothing reached the model server (its own log)" ||
-                fail "the model server saw: $(grep -c '/v1/models' "$WORK/requests.jsonl")"
-        [ ! -s "$WORK/registry.log" ] && ok "nothing reached the registry (its own log)" || fail "registry log: $(cat "$WORK/registry.log")"
+                grep -q "^refused localhost $SSH_PORT 127.0.0.1 " <<<"$j" &&
+                ok "judged on the address connected to (2130706433, rebind.test and localhost as 127.0.0.1)" || fail "journal: $j"
+        grep -q "^refused 127.0.0.1 $SSH_PORT 127.0.0.1 " <<<"$j" && ok "the CONNECT to sshd is journaled: $(grep " $SSH_PORT " <<<"$j" | head -1)" ||
+                fail "no sshd entry: $j"
+        [ "$(model_gets)" = "control" ] && ok "nothing reached the model server (its own log: the control request only)" ||
+                fail "the model server saw: $(model_gets)"
+        [ "$(grep -c '^connection from' "$WORK/registry.log")" = 1 ] && ok "nothing reached the registry (its own log: the control connection only)" ||
+                fail "registry log: $(cat "$WORK/registry.log")"
+        [ "$(grep -c 'Connection from' "$WORK/sshd.log")" = 1 ] && ok "nothing reached sshd (its own log: the control connection only)" ||
+                fail "sshd log: $(grep 'Connection from' "$WORK/sshd.log")"
+        stop_sshd
+        ! pgrep -f "sshd -D -e -f $WORK/sshd/sshd_config" >/dev/null && ok "sshd stopped" || fail "sshd still running"
 }
 
 t_proxy_restart() {
