@@ -563,7 +563,7 @@ PY
                 { fail "submit: $id"; return; }
         # The restart comes after the first fetch; the second waits for it
         # (the step between waits for a file the test puts in the workspace).
-        for i in $(seq 300); do [ -s "$WORK/registry.log" ] && break; sleep 0.1; done
+        for i in $(seq 300); do grep -q "GET /simple/demo-pkg/ 200" "$WORK/registry.log" && break; sleep 0.1; done
         sleep 0.5
         hx systemctl restart agentfab-proxy.service >/dev/null 2>&1 || fail "restart the proxy"
         hx install -o agentfab -g agentfab -m 0644 /dev/null "/var/lib/agentfab/tasks/$id/workspace/go" || fail "cannot signal the task"
