@@ -203,6 +203,8 @@ check_complete() {
                 ok "$what: steps 1 2 3 4 once each, 6 assistant messages, files whole"
         else
                 fail "$what: steps '$s', assistant messages '$n', files whole: $(files_whole "$id" 2>&1 && echo yes || echo no)"
+                echo "--- the task's journal"
+                hx journalctl -q --no-pager -o cat AGENTFAB_TASK="$id" | tail -60
         fi
 }
 
