@@ -261,6 +261,9 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    # Twenty tasks that come back at once after a restart connect at once:
+    # socketserver's backlog of 5 is smaller than any real model server's.
+    request_queue_size = 128
 
     def handle_error(self, request, client_address):
         # A client that gave up (timeout, reply too large) is a normal case
