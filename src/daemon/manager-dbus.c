@@ -28,14 +28,61 @@ static const sd_bus_error_map agentfab_errors[] = {
         SD_BUS_ERROR_MAP_END
 };
 
+/* dbus-daemon does not put the sender's credentials on a message, so asking
+ * for them is a synchronous call to the bus on our event loop, for every
+ * call we serve. A connection's uid never changes, and a unique name is
+ * never given twice by one bus instance (its id tells instances apart): the
+ * answers are kept in a small table, where a newcomer simply evicts
+ * whoever shared its slot. */
+#define CALLER_CACHE_SIZE 256U
+#define CALLER_NAME_MAX 48U
+
+typedef struct CallerEntry {
+        sd_id128_t bus_id;
+        char name[CALLER_NAME_MAX];
+        uid_t uid;
+} CallerEntry;
+
+static CallerEntry caller_cache[CALLER_CACHE_SIZE];
+
+static CallerEntry *caller_slot(const char *name) {
+        uint32_t h = 2166136261U;
+
+        for (const char *c = name; *c; c++)
+                h = (h ^ (uint8_t) *c) * 16777619U;
+        return &caller_cache[h % CALLER_CACHE_SIZE];
+}
+
 int bus_message_get_caller(sd_bus_message *message, uid_t *ret_uid) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        const char *sender = sd_bus_message_get_sender(message);
+        CallerEntry *e = NULL;
+        sd_id128_t bus_id;
+        uid_t uid;
         int r;
+
+        if (sender && sender[0] == ':' && strlen(sender) < CALLER_NAME_MAX &&
+            sd_bus_get_bus_id(sd_bus_message_get_bus(message), &bus_id) >= 0 && !sd_id128_is_null(bus_id)) {
+                e = caller_slot(sender);
+                if (sd_id128_equal(e->bus_id, bus_id) && streq(e->name, sender)) {
+                        *ret_uid = e->uid;
+                        return 0;
+                }
+        }
 
         r = sd_bus_query_sender_creds(message, SD_BUS_CREDS_EUID | SD_BUS_CREDS_AUGMENT, &creds);
         if (r < 0)
                 return r;
-        return sd_bus_creds_get_euid(creds, ret_uid);
+        r = sd_bus_creds_get_euid(creds, &uid);
+        if (r < 0)
+                return r;
+        if (e) {
+                e->bus_id = bus_id;
+                strcpy(e->name, sender);
+                e->uid = uid;
+        }
+        *ret_uid = uid;
+        return 0;
 }
 
 /* On the session bus there is no polkit: the daemon's own user (and root) may do everything. */
