@@ -8,10 +8,11 @@
 #include "forge.h"
 #include "fs-util.h"
 #include "log.h"
+#include "run-ledger.h"
 #include "string-util.h"
 #include "summary.h"
+#include "task-job.h"
 #include "task-store.h"
-#include "worker.h"
 
 #define DELIVERY_REASON_MAX 1024u
 
@@ -131,15 +132,15 @@ static void agent_finish_delivery(AgentRun *run, const char *head, const char *d
         agent_set_state(run, TASK_SUCCEEDED, problem);
 }
 
-static void on_deliver_done(Worker *w, int result, void *p, void *userdata) {
+static void on_deliver_done(Task *task, int result, void *p, void *userdata) {
         _cleanup_free_ char *reason = NULL;
         DeliverJob *j = p;
         AgentRun *run = userdata;
         Task *t = run->task;
         int r;
 
-        (void) w, (void) result;
-        run->worker = NULL;
+        (void) task, (void) result;
+        run->job = NULL;
         run->phase = PHASE_IDLE;
         run->ledger = TAKE_PTR(j->ledger);   /* back from the job */
         if (!t)
@@ -251,7 +252,7 @@ static int agent_deliver_forge(AgentRun *run, const char *head, const char *diff
         }
 
         j->ledger = TAKE_PTR(run->ledger);
-        r = worker_start(run->manager->event, deliver_job_run, on_deliver_done, deliver_job_free, j, run, &run->worker);
+        r = task_job_enqueue(t, "delivery", deliver_job_run, on_deliver_done, deliver_job_free, j, run, &run->job);
         if (r < 0) {
                 run->ledger = TAKE_PTR(j->ledger);
                 deliver_job_free(j);
@@ -261,45 +262,59 @@ static int agent_deliver_forge(AgentRun *run, const char *head, const char *diff
         return 1;
 }
 
-void delivery_start(AgentRun *run) {
-        _cleanup_free_ char *error = NULL, *diffstat = NULL, *problem = NULL;
+static void delivery_commit_done(AgentRun *run, StepCommit *c) {
+        _cleanup_free_ char *problem = NULL;
         Task *t = run->task;
-        char commit[41] = "", head[41] = "";
         int r;
 
-        /* Anything left uncommitted is committed as a last step. */
-        Checkpoint cp = {
-                .task_id = t->id,
-                .step = t->progress.step + 1,
-                .subject = "Final state of the workspace",
-                .model = run->model_name,
-                .tests = t->progress.last_tests ?: "not-run",
-                .test_command = t->spec.test_command,
-                .test_exit = t->progress.last_test_exit,
-                .uid = t->owner,
-                .environment = t->progress.environment_identity,
-        };
-        r = ledger_checkpoint(run->ledger, &cp, commit, &error);
-        if (r < 0)
-                return agent_fail(run, "Cannot commit the final state: %s", error ?: strerror(-r));
-        if (r > 0) {
+        if (c->result < 0)
+                return agent_fail(run, "Cannot commit the final state: %s", c->error ?: strerror(-c->result));
+        if (c->committed) {
                 t->progress.step++;
-                (void) free_and_strdup(&t->progress.checkpoint, commit);
+                (void) free_and_strdup(&t->progress.checkpoint, c->commit);
         }
-        r = ledger_head(run->ledger, head);
-        if (r < 0)
-                return agent_fail(run, "Cannot read the branch: %s", strerror(-r));
-        (void) free_and_strdup(&t->progress.head, head);
-        (void) ledger_diffstat(run->ledger, &diffstat);
+        if (c->head_result < 0)
+                return agent_fail(run, "Cannot read the branch: %s", strerror(-c->head_result));
+        (void) free_and_strdup(&t->progress.head, c->head);
 
-        r = summary_write(run, diffstat);
+        r = summary_write(run, c->diffstat, c->checkpoints);
         if (r < 0)
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
 
-        r = agent_deliver_forge(run, head, diffstat, &problem);
+        r = agent_deliver_forge(run, c->head, c->diffstat, &problem);
         if (r > 0)
                 return;   /* on_deliver_done() finishes */
         if (r < 0 && !problem)
                 problem = delivery_reason("Delivered here only: the push could not start: %s", strerror(-r));
-        agent_finish_delivery(run, head, diffstat, problem);
+        agent_finish_delivery(run, c->head, c->diffstat, problem);
+}
+
+/* Anything left uncommitted is committed as a last step; the commit, the
+ * diffstat and the list of checkpoints come from a worker thread
+ * (run-ledger.h), then the summary is written and the forge is told. */
+void delivery_start(AgentRun *run) {
+        _cleanup_(step_commit_freep) StepCommit *c = NULL;
+        Task *t = run->task;
+        int r;
+
+        c = calloc(1, sizeof(StepCommit));
+        if (!c)
+                return agent_fail(run, "Out of memory.");
+        c->task_id = strdup(t->id);
+        c->subject = strdup("Final state of the workspace");
+        c->model = strdup(run->model_name);
+        c->test_command = t->spec.test_command ? strdup(t->spec.test_command) : NULL;
+        c->tests = streq_ptr(t->progress.last_tests, "pass") ? "pass" :
+                   streq_ptr(t->progress.last_tests, "fail") ? "fail" : "not-run";
+        c->step = t->progress.step + 1;
+        c->test_exit = t->progress.last_test_exit;
+        c->uid = t->owner;
+        c->environment = t->progress.environment_identity ? strdup(t->progress.environment_identity) : NULL;
+        c->delivery = true;
+        if (!c->task_id || !c->subject || !c->model || (t->spec.test_command && !c->test_command) ||
+            (t->progress.environment_identity && !c->environment))
+                return agent_fail(run, "Out of memory.");
+        r = run_ledger_commit(run, TAKE_PTR(c), delivery_commit_done);
+        if (r < 0)
+                return agent_fail(run, "Cannot commit the final state: %s", strerror(-r));
 }

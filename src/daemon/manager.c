@@ -358,7 +358,7 @@ int manager_listen_stream(Manager *m, const char *socket_path) {
 }
 
 static bool manager_is_idle(Manager *m) {
-        return manager_active_tasks(m) == 0 && m->n_submissions == 0 &&
+        return manager_active_tasks(m) == 0 && m->n_submissions == 0 && m->n_jobs == 0 &&
                 stream_server_clients(m->stream) == 0 &&
                 polkit_registry_pending(m->polkit) == 0;
 }
@@ -402,11 +402,12 @@ static int on_idle_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         }
 
         /* A call answered just now may have started importing its
-         * repository, or be waiting for polkit: its caller waits for the
+         * repository, an export or a reset in a worker thread (task-job.h),
+         * or be waiting for polkit: its caller waits for the
          * answer, which would go with us (and the import's task with it).
          * Looked at again shortly; the loop serves them meanwhile, and
          * starts no agent (on_schedule()). */
-        if (m->name_released && (m->n_submissions > 0 || polkit_registry_pending(m->polkit) > 0)) {
+        if (m->name_released && (m->n_submissions > 0 || m->n_jobs > 0 || polkit_registry_pending(m->polkit) > 0)) {
                 r = sd_event_source_set_time(s, now_monotonic() + USEC_PER_SEC / 10);
                 if (r < 0)
                         return r;
