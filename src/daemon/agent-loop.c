@@ -318,8 +318,25 @@ static uint64_t agent_command_timeout_usec(AgentRun *run) {
                 t->spec.limits[TASK_LIMIT_COMMAND_TIMEOUT_SEC] * USEC_PER_SEC : run->manager->config.command_timeout_usec;
 }
 
+static void on_sandbox_open(SandboxSession *s, int error, const char *message, void *userdata) {
+        AgentRun *run = userdata;
+        Task *t = run->task;
+
+        run->phase = PHASE_IDLE;
+        if (!t)
+                return;
+        if (error < 0) {
+                run->session = sandbox_session_free(s);
+                return agent_fail(run, "Cannot start the task's sandbox: %s", message ?: strerror(-error));
+        }
+        audit_sandbox(t, sandbox_session_get_unit(s), sandbox_session_get_pid(s), sandbox_session_get_uid(s));
+        agent_schedule(run);
+}
+
+/* 0: the sandbox is there; 1: the launcher is making it (the run goes on
+ * when it is ready: many tasks' sandboxes are made at once, as after a
+ * restart); negative: the task failed. */
 static int agent_open_sandbox(AgentRun *run) {
-        _cleanup_free_ char *error = NULL;
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_close_ int cache_fd = -EBADF;
         const Config *c = &run->manager->config;
@@ -328,7 +345,7 @@ static int agent_open_sandbox(AgentRun *run) {
         int r;
 
         if (run->session)
-                return 0;
+                return sandbox_session_is_ready(run->session) ? 0 : 1;
 
         e = environments_find(&run->manager->environments, t->spec.environment ?: ENVIRONMENT_DEFAULT);
         if (!e) {
@@ -383,17 +400,16 @@ static int agent_open_sandbox(AgentRun *run) {
          * never ends: what is left of the budget, plus one command's time. */
         uint64_t wall = agent_wall_budget_usec(run), used = t->progress.wall_usec;
         limits.runtime_max_sec = ((wall > used ? wall - used : 0) + agent_command_timeout_usec(run)) / USEC_PER_SEC + 60;
-        r = sandbox_session_open_in(run->manager->event, c->launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, t->id,
-                                    ledger_workspace_fd(run->ledger), &limits, env,
-                                    streq(e->name, ENVIRONMENT_DEFAULT) ? NULL : e->name, cache_fd,
-                                    &error, &run->session);
+        r = sandbox_session_open_async(run->manager->event, c->launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, t->id,
+                                       ledger_workspace_fd(run->ledger), &limits, env,
+                                       streq(e->name, ENVIRONMENT_DEFAULT) ? NULL : e->name, cache_fd,
+                                       on_sandbox_open, run, &run->session);
         if (r < 0) {
-                agent_fail(run, "Cannot start the task's sandbox: %s", error ?: strerror(-r));
+                agent_fail(run, "Cannot start the task's sandbox: %s", strerror(-r));
                 return r;
         }
-        audit_sandbox(t, sandbox_session_get_unit(run->session), sandbox_session_get_pid(run->session),
-                      sandbox_session_get_uid(run->session));
-        return 0;
+        run->phase = PHASE_SANDBOX;
+        return 1;
 }
 
 static void on_command_output(const char *stream, const char *data, size_t size, void *userdata) {
@@ -1222,7 +1238,7 @@ static void agent_advance(AgentRun *run) {
                 r = agent_open_workspace(run, t->progress.step == 0);
                 if (r != 0)
                         return;   /* failed, or continues when the workspace is made */
-                if (agent_open_sandbox(run) < 0)
+                if (agent_open_sandbox(run) != 0)
                         return;
                 if (!t->progress.baseline_done && !isempty(t->spec.test_command)) {
                         run->call_kind = _TOOL_KIND_INVALID;
@@ -1250,7 +1266,7 @@ static void agent_advance(AgentRun *run) {
                                 agent_schedule(run);
                         return;
                 }
-                if (agent_open_sandbox(run) < 0)
+                if (agent_open_sandbox(run) != 0)
                         return;
                 r = agent_begin_conversation(run);
                 if (r >= 0)

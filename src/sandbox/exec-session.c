@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +17,17 @@
 #include "json-util.h"
 #include "macro.h"
 #include "string-util.h"
+
+/* Output goes from the command's pipe to the log by splice(): the bytes
+ * never pass through our memory. A pipe of this size (the default maximum
+ * for unprivileged processes) takes 16 wakeups per MiB fewer than 64 KiB. */
+#define OUTPUT_PIPE_SIZE (1024 * 1024)
+/* At most this much is moved per wakeup, so that the bus and the other
+ * tasks are served between two such runs. */
+#define OUTPUT_SPLICE_BUDGET (16u * 1024u * 1024u)
+/* What a stream client following the output is shown per wakeup: the
+ * newest bytes; what lies before them is named, not sent. */
+#define OUTPUT_SAMPLE_MAX (16u * 1024u)
 
 /* The launcher's own replies ("ready", "error", "reaped") are short. */
 #define LAUNCHER_REPLY_MAX (64 * 1024)
@@ -37,9 +50,24 @@ struct SandboxSession {
         char *wbuf;
         size_t wlen, wpos;
 
+        bool ready;                /* the launcher said "ready" */
+        session_open_handler_t open_done;
+        void *open_userdata;
+
         bool busy;
         int64_t next_id;
         ExecCollector collector;
+
+        /* The command's output pipe (output_fd requests), while it runs. */
+        int pass_fd;               /* its write end, until sent with the request */
+        int out_fd;                /* its read end */
+        sd_event_source *out_io;
+        int log_fd;                /* the log, opened again without O_APPEND: splice() wants an offset */
+        bool log_broken;           /* a write to the log failed: output is read and dropped */
+        uint64_t log_start, log_off, sample_off;
+        size_t keep;
+        exec_output_handler_t on_output;
+        void *output_userdata;
         exec_done_handler_t done;
         void *userdata;
 };
@@ -155,6 +183,10 @@ SandboxSession *sandbox_session_free(SandboxSession *s) {
                 return NULL;
         sd_event_source_disable_unref(s->io);
         sd_event_source_disable_unref(s->timer);
+        sd_event_source_disable_unref(s->out_io);
+        safe_close(s->out_fd);
+        safe_close(s->pass_fd);
+        safe_close(s->log_fd);
         safe_close(s->fd);
         if (s->busy)
                 exec_collector_done(&s->collector);
@@ -174,6 +206,140 @@ static void session_disconnect(SandboxSession *s) {
         s->fd = safe_close(s->fd);
 }
 
+/* ---- Output: from the command's pipe to the log, in the kernel. ---- */
+
+static void output_close(SandboxSession *s) {
+        s->out_io = sd_event_source_disable_unref(s->out_io);
+        s->out_fd = safe_close(s->out_fd);
+        s->pass_fd = safe_close(s->pass_fd);
+        s->log_fd = safe_close(s->log_fd);
+}
+
+/* Moves at most max bytes from the pipe to the log. Returns 1 at the end of
+ * the output, 0 when the pipe is empty or max is reached. */
+static int output_move(SandboxSession *s, uint64_t max) {
+        while (max > 0) {
+                size_t want = (size_t) MIN(max, (uint64_t) OUTPUT_PIPE_SIZE);
+                ssize_t k;
+
+                if (!s->log_broken) {
+                        loff_t off = (loff_t) s->log_off;
+                        k = splice(s->out_fd, NULL, s->log_fd, &off, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (k < 0 && errno != EINTR && errno != EAGAIN) {
+                                /* A full disk must not stop the command: from
+                                 * here on its output is counted and dropped. */
+                                s->log_broken = true;
+                                continue;
+                        }
+                        if (k > 0)
+                                s->log_off += (uint64_t) k;
+                } else {
+                        char buf[64 * 1024];
+                        k = read(s->out_fd, buf, MIN(want, sizeof(buf)));
+                }
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno == EAGAIN ? 0 : 1;
+                }
+                if (k == 0)
+                        return 1;
+                s->collector.result.output_bytes += (uint64_t) k;
+                max -= (uint64_t) k;
+        }
+        return 0;
+}
+
+/* A follower of the output (the stream socket) gets the newest bytes,
+ * escaped, at most OUTPUT_SAMPLE_MAX per wakeup, read back from the log. */
+static void output_sample(SandboxSession *s) {
+        char buf[OUTPUT_SAMPLE_MAX];
+        uint64_t n;
+        ssize_t k;
+
+        if (!s->on_output || s->log_broken || s->log_fd < 0 || s->log_off <= s->sample_off)
+                return;
+        n = s->log_off - s->sample_off;
+        if (n > OUTPUT_SAMPLE_MAX) {
+                char marker[128];
+                (void) snprintf(marker, sizeof(marker), "\n[... %llu bytes of output not shown here: they are in the log ...]\n",
+                                (unsigned long long) (n - OUTPUT_SAMPLE_MAX));
+                s->on_output("stdout", marker, strlen(marker), s->output_userdata);
+                s->sample_off = s->log_off - OUTPUT_SAMPLE_MAX;
+                n = OUTPUT_SAMPLE_MAX;
+        }
+        k = pread(s->log_fd, buf, (size_t) n, (off_t) s->sample_off);
+        s->sample_off = s->log_off;
+        if (k <= 0)
+                return;
+        _cleanup_free_ char *text = exec_output_escape(buf, (size_t) k);
+        if (text)
+                s->on_output("stdout", text, strlen(text), s->output_userdata);
+}
+
+static int on_output_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        SandboxSession *s = userdata;
+
+        if (output_move(s, OUTPUT_SPLICE_BUDGET) != 0) {
+                s->out_io = sd_event_source_disable_unref(s->out_io);
+                s->out_fd = safe_close(s->out_fd);
+        }
+        output_sample(s);
+        return 0;
+}
+
+/* n bytes of the log at off, escaped. */
+static char *output_read_escaped(SandboxSession *s, uint64_t off, size_t n) {
+        _cleanup_free_ char *buf = malloc(n ?: 1);
+        ssize_t k;
+
+        if (!buf)
+                return NULL;
+        k = n > 0 ? pread(s->log_fd, buf, n, (off_t) off) : 0;
+        return exec_output_escape(buf, k > 0 ? (size_t) k : 0);
+}
+
+/* What the model gets: the head and the tail of the output, as the log has
+ * them, escaped, with a marker saying how much lies between. */
+static char *output_render(SandboxSession *s, uint64_t total) {
+        size_t head_cap = s->keep / 2, tail_cap = s->keep - head_cap;
+        uint64_t avail = s->log_broken ? 0 : s->log_off - s->log_start;
+        size_t head_n = (size_t) MIN(avail, (uint64_t) head_cap);
+        size_t tail_n = (size_t) MIN(avail - head_n, (uint64_t) tail_cap);
+        uint64_t cut = total > head_n + tail_n ? total - head_n - tail_n : 0;
+        _cleanup_free_ char *head = NULL, *tail = NULL;
+        char marker[96] = "";
+        char *r;
+
+        if (s->log_fd < 0)
+                return strdup("");
+        head = output_read_escaped(s, s->log_start, head_n);
+        tail = output_read_escaped(s, s->log_off - tail_n, tail_n);
+        if (!head || !tail)
+                return NULL;
+        if (cut > 0)
+                (void) snprintf(marker, sizeof(marker), "\n[... %llu bytes of output cut ...]\n", (unsigned long long) cut);
+        if (asprintf(&r, "%s%s%s", head, marker, tail) < 0)
+                return NULL;
+        return r;
+}
+
+/* The command's end: what the pipe still holds goes to the log (every
+ * writer is dead by now, so it is all there; FIONREAD bounds it, whatever
+ * the other side does), then the head and tail replace what the collector
+ * kept. */
+static int output_finish(SandboxSession *s, ExecResult *result) {
+        int avail = 0;
+
+        if (s->out_fd >= 0 && ioctl(s->out_fd, FIONREAD, &avail) >= 0 && avail > 0)
+                (void) output_move(s, (uint64_t) avail);
+        output_sample(s);
+        free(result->output);
+        result->output = output_render(s, result->output_bytes);
+        output_close(s);
+        return result->output ? 0 : -ENOMEM;
+}
+
 /* Hands the result to the handler, last: the handler may free s or start
  * the next command, so nothing here touches s after the call. */
 static void session_finish(SandboxSession *s, int error) {
@@ -186,6 +352,11 @@ static void session_finish(SandboxSession *s, int error) {
         exec_collector_done(&s->collector);
         if (error == 0 && r < 0)
                 error = r;
+        if (s->log_fd >= 0) {
+                r = output_finish(s, &result);
+                if (error == 0 && r < 0)
+                        error = r;
+        }
         s->busy = false;
         s->done = NULL;
         s->userdata = NULL;
@@ -215,7 +386,27 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
 
 static int flush_request(SandboxSession *s) {
         while (s->wpos < s->wlen) {
-                ssize_t k = send(s->fd, s->wbuf + s->wpos, s->wlen - s->wpos, MSG_NOSIGNAL | MSG_DONTWAIT);
+                union {
+                        struct cmsghdr h;
+                        char buf[CMSG_SPACE(sizeof(int))];
+                } control = {};
+                struct iovec iov = { .iov_base = s->wbuf + s->wpos, .iov_len = s->wlen - s->wpos };
+                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+                /* The output pipe goes with the request's first byte. */
+                if (s->pass_fd >= 0) {
+                        mh.msg_control = &control;
+                        mh.msg_controllen = sizeof(control);
+                        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                        c->cmsg_level = SOL_SOCKET;
+                        c->cmsg_type = SCM_RIGHTS;
+                        c->cmsg_len = CMSG_LEN(sizeof(int));
+                        memcpy(CMSG_DATA(c), &s->pass_fd, sizeof(int));
+                }
+                ssize_t k = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (k > 0)
+                        /* Ours no more: the end of output is when the sandbox's copies close. */
+                        s->pass_fd = safe_close(s->pass_fd);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -291,21 +482,13 @@ static int on_io(sd_event_source *source, int fd, uint32_t revents, void *userda
         }
 }
 
-int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
-                         const SandboxLimits *limits, char **env, char **ret_error, SandboxSession **ret) {
-        return sandbox_session_open_in(e, launcher_socket, task_id, workspace_fd, limits, env, NULL, -EBADF,
-                                       ret_error, ret);
-}
-
-int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
-                            const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
-                            char **ret_error, SandboxSession **ret) {
+/* The request for a sandbox, sent; s->fd is connected. */
+static int session_request(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                           const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
+                           SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
-        _cleanup_json_ json_object *j = NULL, *l = NULL, *en = NULL, *reply = NULL;
+        _cleanup_json_ json_object *j = NULL, *l = NULL, *en = NULL;
         _cleanup_free_ char *line = NULL;
-        const char *type, *unit;
-        uint64_t pid;
-        size_t len = 0;
         int r;
 
         if (!e || !task_id || strlen(task_id) != AGENTFAB_TASK_ID_LEN || workspace_fd < 0 || !ret)
@@ -345,24 +528,32 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
         s = calloc(1, sizeof(SandboxSession));
         if (!s)
                 return -ENOMEM;
-        s->fd = -EBADF;
+        s->fd = s->pass_fd = s->out_fd = s->log_fd = -EBADF;
         s->next_id = 1;
         s->event = sd_event_ref(e);
         s->rbuf = malloc(EXEC_REPLY_LINE_MAX + 1);
         if (!s->rbuf || asprintf(&s->unit, "agentfab-task-%s.scope", task_id) < 0)
                 return -ENOMEM;
 
-        uint64_t deadline = now_usec() + SANDBOX_SESSION_OPEN_TIMEOUT_USEC;
         r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &s->fd);
         if (r < 0)
                 return r;
         r = send_request(s->fd, line, workspace_fd, cache_fd);
         if (r < 0)
                 return r;
-        r = read_line(s->fd, s->rbuf, LAUNCHER_REPLY_MAX, &len, deadline);
-        if (r < 0)
-                return r;
-        if (json_parse_strict(s->rbuf, (size_t) r, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+/* The launcher's answer, one line in s->rbuf; then the session is the
+ * sandbox's exec service, served on the loop. */
+static int session_ready(SandboxSession *s, size_t n, char **ret_error) {
+        _cleanup_json_ json_object *reply = NULL;
+        const char *type, *unit;
+        uint64_t pid, uid;
+        int r;
+
+        if (json_parse_strict(s->rbuf, n, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
             json_get_string(reply, "type", &type) < 0)
                 return -EBADMSG;
         if (streq(type, "error"))
@@ -371,7 +562,6 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
             json_get_uint64(reply, "pid", &pid) < 0 || pid <= 1 || pid > INT32_MAX)
                 return -EBADMSG;
         s->pid = (pid_t) pid;
-        uint64_t uid;
         s->uid = json_get_uint64(reply, "uid", &uid) >= 0 && uid > 0 && uid < UINT32_MAX ? (uid_t) uid : UID_INVALID;
         /* Anything after "ready" came from the sandbox before it was asked: dropped. */
         s->rlen = 0;
@@ -381,12 +571,159 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
 
         if (fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) | O_NONBLOCK) < 0)
                 return -errno;
-        r = sd_event_add_io(e, &s->io, s->fd, EPOLLIN, on_io, s);
+        s->io = sd_event_source_disable_unref(s->io);
+        r = sd_event_add_io(s->event, &s->io, s->fd, EPOLLIN, on_io, s);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(s->io, "sandbox-session");
+        s->ready = true;
+        return 0;
+}
 
+int sandbox_session_open(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                         const SandboxLimits *limits, char **env, char **ret_error, SandboxSession **ret) {
+        return sandbox_session_open_in(e, launcher_socket, task_id, workspace_fd, limits, env, NULL, -EBADF,
+                                       ret_error, ret);
+}
+
+int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                            const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
+                            char **ret_error, SandboxSession **ret) {
+        _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
+        size_t len = 0;
+        int r;
+
+        uint64_t deadline = now_usec() + SANDBOX_SESSION_OPEN_TIMEOUT_USEC;
+        r = session_request(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, &s);
+        if (r < 0)
+                return r;
+        r = read_line(s->fd, s->rbuf, LAUNCHER_REPLY_MAX, &len, deadline);
+        if (r < 0)
+                return r;
+        r = session_ready(s, (size_t) r, ret_error);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(s);
+        return 0;
+}
+
+static void session_open_done(SandboxSession *s, int error, char *message) {
+        session_open_handler_t done = s->open_done;
+        void *userdata = s->open_userdata;
+
+        s->open_done = NULL;
+        s->open_userdata = NULL;
+        s->timer = sd_event_source_disable_unref(s->timer);
+        if (error < 0)
+                session_disconnect(s);
+        if (done)
+                done(s, error, message, userdata);
+        free(message);
+}
+
+static int on_open_timer(sd_event_source *source, uint64_t usec, void *userdata) {
+        session_open_done(userdata, -ETIMEDOUT, NULL);
+        return 0;
+}
+
+static int on_open_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        SandboxSession *s = userdata;
+        char *message = NULL;
+        int r;
+
+        ssize_t k = recv(s->fd, s->rbuf + s->rlen, LAUNCHER_REPLY_MAX - s->rlen, MSG_DONTWAIT);
+        if (k < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                        return 0;
+                session_open_done(s, -errno, NULL);
+                return 0;
+        }
+        if (k == 0) {
+                session_open_done(s, -ECONNRESET, NULL);
+                return 0;
+        }
+        s->rlen += (size_t) k;
+        char *nl = memchr(s->rbuf, '\n', s->rlen);
+        if (!nl) {
+                if (s->rlen >= LAUNCHER_REPLY_MAX)
+                        session_open_done(s, -EBADMSG, NULL);
+                return 0;
+        }
+        *nl = '\0';
+        r = session_ready(s, (size_t) (nl - s->rbuf), &message);
+        session_open_done(s, r < 0 ? r : 0, message);
+        return 0;
+}
+
+int sandbox_session_open_async(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                               const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
+                               session_open_handler_t done, void *userdata, SandboxSession **ret) {
+        _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
+        uint64_t now;
+        int r;
+
+        if (!done)
+                return -EINVAL;
+        r = session_request(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, &s);
+        if (r < 0)
+                return r;
+        if (fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) | O_NONBLOCK) < 0)
+                return -errno;
+        r = sd_event_add_io(e, &s->io, s->fd, EPOLLIN, on_open_io, s);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(s->io, "sandbox-open");
+        r = sd_event_now(e, CLOCK_MONOTONIC, &now);
+        if (r >= 0)
+                r = sd_event_add_time(e, &s->timer, CLOCK_MONOTONIC, now + SANDBOX_SESSION_OPEN_TIMEOUT_USEC, 0,
+                                      on_open_timer, s);
+        if (r < 0)
+                return r;
+        s->open_done = done;
+        s->open_userdata = userdata;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+bool sandbox_session_is_ready(const SandboxSession *s) {
+        return s && s->ready && s->fd >= 0;
+}
+
+static int output_open(SandboxSession *s, int log_fd, size_t keep, exec_output_handler_t on_output, void *userdata) {
+        char path[64];
+        struct stat st;
+        int p[2];
+        int r;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        s->out_fd = p[0];
+        s->pass_fd = p[1];
+        /* Only our end is non-blocking: the command writes as to any pipe. */
+        if (fcntl(s->out_fd, F_SETFL, O_NONBLOCK) < 0)
+                return -errno;
+        (void) fcntl(s->out_fd, F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
+
+        /* splice() refuses a file opened with O_APPEND: the same file again,
+         * written at offsets of our own, from its end. */
+        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", log_fd);
+        s->log_fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (s->log_fd < 0)
+                return -errno;
+        if (fstat(s->log_fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADF;
+        s->log_start = s->log_off = s->sample_off = (uint64_t) st.st_size;
+        s->log_broken = false;
+        s->keep = keep;
+        s->on_output = on_output;
+        s->output_userdata = userdata;
+
+        r = sd_event_add_io(s->event, &s->out_io, s->out_fd, EPOLLIN, on_output_io, s);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(s->out_io, "sandbox-output");
         return 0;
 }
 
@@ -397,20 +734,35 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
 
         if (!s || !req || !req->argv || !req->argv[0] || !done)
                 return -EINVAL;
-        if (s->fd < 0)
+        if (s->fd < 0 || !s->ready)
                 return -ENOTCONN;
         if (s->busy)
                 return -EBUSY;
 
+        /* With a log, the output goes into a pipe of ours and from there
+         * to the log by splice(): the sandbox never sends it as JSON, we
+         * never copy it. */
+        ExecRequest fd_req = *req;
+        fd_req.output_fd = log_fd >= 0;
+
         int64_t id = s->next_id++;
-        r = exec_request_format(req, id, &line);
+        r = exec_request_format(&fd_req, id, &line);
         if (r < 0)
                 return r;
         if (strlen(line) > EXEC_REQUEST_MAX)
                 return -E2BIG;
-        r = exec_collector_begin(&s->collector, id, log_fd, keep, s->memory_cgroup, on_output, userdata);
+        if (log_fd >= 0) {
+                r = output_open(s, log_fd, keep, on_output, userdata);
+                if (r < 0) {
+                        output_close(s);
+                        return r;
+                }
+        }
+        r = exec_collector_begin(&s->collector, id, log_fd >= 0 ? -EBADF : log_fd, keep, s->memory_cgroup,
+                                 log_fd >= 0 ? NULL : on_output, userdata);
         if (r < 0) {
                 exec_collector_done(&s->collector);
+                output_close(s);
                 return r;
         }
 
@@ -422,6 +774,7 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
                                               now + req->timeout_usec + SANDBOX_SESSION_EXEC_GRACE_USEC, 0, on_timer, s);
                 if (r < 0) {
                         exec_collector_done(&s->collector);
+                        output_close(s);
                         return r;
                 }
         }

@@ -48,6 +48,18 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
                             const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
                             char **ret_error, SandboxSession **ret);
 
+/* sandbox_session_open_in() without waiting: the launcher's answer comes on the event loop,
+ * and done(s, error, message, userdata) is called once (message: the
+ * launcher's reason for -EREMOTEIO, or NULL; valid during the call). After
+ * an error the session is dead; free it. Until done, exec is -ENOTCONN.
+ * Many sandboxes can thus be made at once, e.g. when a restarted daemon
+ * resumes its tasks. */
+typedef void (*session_open_handler_t)(SandboxSession *s, int error, const char *message, void *userdata);
+int sandbox_session_open_async(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
+                               const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
+                               session_open_handler_t done, void *userdata, SandboxSession **ret);
+bool sandbox_session_is_ready(const SandboxSession *s);
+
 /* error: 0, or -EINVAL (the sandbox refused the request), -ECONNRESET (the
  * sandbox ended), -EBADMSG (it sent nonsense), -ETIMEDOUT (it did not end
  * a timed-out command); after any but -EINVAL the session is dead. result
