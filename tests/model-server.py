@@ -12,7 +12,7 @@ the answer is a plain "stop" message with the content "done". With
 instead, whenever it arrives (for replies that must not depend on retries
 or on a crashed client asking twice). Every request
 is appended to the log as one JSON line:
-    {"n": N, "path": "...", "headers": {lower-case name: value},
+    {"n": N, "t": arrival (time.time()), "path": "...", "headers": {lower-case name: value},
      "body": <parsed JSON or null>, "raw": "<body if not JSON>"}
 
 The script is a JSON list of entries (or {"responses": [...]}). An entry:
@@ -171,7 +171,7 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         n, e = take_entry(body)
-        rec = {"n": n, "path": self.path,
+        rec = {"n": n, "t": time.time(), "path": self.path,
                "headers": {k.lower(): v for k, v in self.headers.items()},
                "body": body}
         if body is None:

@@ -64,6 +64,7 @@ struct SandboxSession {
         sd_event_source *out_io;
         int log_fd;                /* the log, opened again without O_APPEND: splice() wants an offset */
         bool log_broken;           /* a write to the log failed: output is read and dropped */
+        bool log_copy;             /* splice() is not to be had: read() and pwrite() */
         uint64_t log_start, log_off, sample_off;
         size_t keep;
         exec_output_handler_t on_output;
@@ -222,9 +223,15 @@ static int output_move(SandboxSession *s, uint64_t max) {
                 size_t want = (size_t) MIN(max, (uint64_t) OUTPUT_PIPE_SIZE);
                 ssize_t k;
 
-                if (!s->log_broken) {
+                if (!s->log_broken && !s->log_copy) {
                         loff_t off = (loff_t) s->log_off;
                         k = splice(s->out_fd, NULL, s->log_fd, &off, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (k < 0 && IN_SET(errno, EINVAL, ENOSYS, EPERM)) {
+                                /* No splice() here (a filter, a file system
+                                 * without it): copied through our memory. */
+                                s->log_copy = true;
+                                continue;
+                        }
                         if (k < 0 && errno != EINTR && errno != EAGAIN) {
                                 /* A full disk must not stop the command: from
                                  * here on its output is counted and dropped. */
@@ -236,6 +243,13 @@ static int output_move(SandboxSession *s, uint64_t max) {
                 } else {
                         char buf[64 * 1024];
                         k = read(s->out_fd, buf, MIN(want, sizeof(buf)));
+                        if (k > 0 && !s->log_broken) {
+                                ssize_t w = pwrite(s->log_fd, buf, (size_t) k, (off_t) s->log_off);
+                                if (w == k)
+                                        s->log_off += (uint64_t) k;
+                                else
+                                        s->log_broken = true;
+                        }
                 }
                 if (k < 0) {
                         if (errno == EINTR)
@@ -715,7 +729,7 @@ static int output_open(SandboxSession *s, int log_fd, size_t keep, exec_output_h
         if (!S_ISREG(st.st_mode))
                 return -EBADF;
         s->log_start = s->log_off = s->sample_off = (uint64_t) st.st_size;
-        s->log_broken = false;
+        s->log_broken = s->log_copy = false;
         s->keep = keep;
         s->on_output = on_output;
         s->output_userdata = userdata;
