@@ -721,7 +721,7 @@ static int output_open(SandboxSession *s, int log_fd, size_t keep, exec_output_h
         /* splice() refuses a file opened with O_APPEND: the same file again,
          * written at offsets of our own, from its end. */
         (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", log_fd);
-        s->log_fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        s->log_fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);   /* read: head and tail come back from it */
         if (s->log_fd < 0)
                 return -errno;
         if (fstat(s->log_fd, &st) < 0)
