@@ -10,6 +10,7 @@
  * Not a test: it asserts nothing; the caller compares runs. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,13 @@
 #include <time.h>
 #include <unistd.h>
 #include <systemd/sd-bus.h>
+
+static volatile sig_atomic_t stop;
+
+static void on_stop(int sig) {
+        (void) sig;
+        stop = 1;
+}
 
 static uint64_t now_us(void) {
         struct timespec ts;
@@ -96,6 +104,11 @@ int main(int argc, char *argv[]) {
                 case 'i': interval_ms = (unsigned) atoi(optarg); break;
                 default: return 2;
                 }
+        /* SIGINT or SIGTERM: stop and report what was measured. */
+        struct sigaction sa = { .sa_handler = on_stop };
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+
         r = sd_bus_open_system(&bus);
         if (r < 0) {
                 fprintf(stderr, "cannot connect to the system bus: %s\n", strerror(-r));
@@ -109,7 +122,7 @@ int main(int argc, char *argv[]) {
                 return 1;
 
         uint64_t end = now_us() + (uint64_t) (duration * 1e6);
-        while (now_us() < end && nb < cap && ns < cap) {
+        while (!stop && now_us() < end && nb < cap && ns < cap) {
                 sd_bus_error error = SD_BUS_ERROR_NULL;
                 sd_bus_message *reply = NULL;
                 uint64_t t0 = now_us();
@@ -120,7 +133,7 @@ int main(int argc, char *argv[]) {
                 else
                         r = sd_bus_call_method(bus, "org.agentfab.Factory1", "/org/agentfab/Factory1",
                                                "org.agentfab.Factory1", "ListTasks", &error, &reply, "");
-                if (r < 0)
+                if (r < 0 && !stop)
                         bus_failed++;
                 else
                         bus_lat[nb++] = now_us() - t0;
@@ -128,12 +141,15 @@ int main(int argc, char *argv[]) {
                 sd_bus_error_free(&error);
 
                 t0 = now_us();
-                if (stream_request(socket_path, task ?: "000000000000") < 0)
-                        stream_failed++;
+                if (stream_request(socket_path, task ?: "000000000000") < 0) {
+                        if (!stop)
+                                stream_failed++;
+                }
                 else
                         stream_lat[ns++] = now_us() - t0;
 
-                usleep(interval_ms * 1000);
+                if (!stop)
+                        usleep(interval_ms * 1000);
         }
         report("bus", bus_lat, nb, bus_failed);
         report("stream", stream_lat, ns, stream_failed);

@@ -33,6 +33,7 @@ The script is a JSON list of entries (or {"responses": [...]}). An entry:
     "garbage": true             a 200 body that is not JSON
     "cut_stream_after": N       stream N events, then close without [DONE]
     "delay": S                  wait S seconds (float) before answering
+    "hold_while": PATH          wait while PATH exists (at most 120 s)
     "huge": BYTES               a 200 reply whose content is BYTES long
     "headers": {"Name": "value"} further response headers
 Only the Python standard library is used.
@@ -40,6 +41,7 @@ Only the Python standard library is used.
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -184,6 +186,13 @@ class Handler(BaseHTTPRequestHandler):
 
         if e.get("delay"):
             time.sleep(float(e["delay"]))
+        if e.get("hold_while"):
+            # Held as long as the file exists (at most 120 s): the test
+            # decides when the model answers.
+            for _ in range(1200):
+                if not os.path.exists(e["hold_while"]):
+                    break
+                time.sleep(0.1)
 
         extra = dict(e.get("headers", {}))
         if "retry_after" in e:
