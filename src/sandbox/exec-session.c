@@ -25,9 +25,11 @@
 /* At most this much is moved per wakeup, so that the bus and the other
  * tasks are served between two such runs. */
 #define OUTPUT_SPLICE_BUDGET (16u * 1024u * 1024u)
-/* What a stream client following the output is shown per wakeup: the
- * newest bytes; what lies before them is named, not sent. */
+/* What a stream client following the output is shown, at most every
+ * OUTPUT_SAMPLE_INTERVAL_USEC: the newest bytes; what lies before them is
+ * named, not sent. So a flood reaches a terminal at a few hundred KiB/s. */
 #define OUTPUT_SAMPLE_MAX (16u * 1024u)
+#define OUTPUT_SAMPLE_INTERVAL_USEC (50u * 1000u)
 
 /* The launcher's own replies ("ready", "error", "reaped") are short. */
 #define LAUNCHER_REPLY_MAX (64 * 1024)
@@ -66,6 +68,8 @@ struct SandboxSession {
         bool log_broken;           /* a write to the log failed: output is read and dropped */
         bool log_copy;             /* splice() is not to be had: read() and pwrite() */
         uint64_t log_start, log_off, sample_off;
+        uint64_t sample_usec;      /* CLOCK_MONOTONIC of the last sample */
+        sd_event_source *sample_timer; /* a sample held back, shown when the interval is over */
         size_t keep;
         exec_output_handler_t on_output;
         void *output_userdata;
@@ -185,6 +189,7 @@ SandboxSession *sandbox_session_free(SandboxSession *s) {
         sd_event_source_disable_unref(s->io);
         sd_event_source_disable_unref(s->timer);
         sd_event_source_disable_unref(s->out_io);
+        sd_event_source_disable_unref(s->sample_timer);
         safe_close(s->out_fd);
         safe_close(s->pass_fd);
         safe_close(s->log_fd);
@@ -210,6 +215,7 @@ static void session_disconnect(SandboxSession *s) {
 /* ---- Output: from the command's pipe to the log, in the kernel. ---- */
 
 static void output_close(SandboxSession *s) {
+        s->sample_timer = sd_event_source_disable_unref(s->sample_timer);
         s->out_io = sd_event_source_disable_unref(s->out_io);
         s->out_fd = safe_close(s->out_fd);
         s->pass_fd = safe_close(s->pass_fd);
@@ -266,13 +272,24 @@ static int output_move(SandboxSession *s, uint64_t max) {
 
 /* A follower of the output (the stream socket) gets the newest bytes,
  * escaped, at most OUTPUT_SAMPLE_MAX per wakeup, read back from the log. */
-static void output_sample(SandboxSession *s) {
+static int on_sample_timer(sd_event_source *source, uint64_t usec, void *userdata);
+
+static void output_sample(SandboxSession *s, bool last) {
         char buf[OUTPUT_SAMPLE_MAX];
-        uint64_t n;
+        uint64_t n, now = now_usec();
         ssize_t k;
 
         if (!s->on_output || s->log_broken || s->log_fd < 0 || s->log_off <= s->sample_off)
                 return;
+        if (!last && now < s->sample_usec + OUTPUT_SAMPLE_INTERVAL_USEC) {
+                /* Held back, not lost: the timer shows it, unless more comes first. */
+                if (!s->sample_timer)
+                        (void) sd_event_add_time(s->event, &s->sample_timer, CLOCK_MONOTONIC,
+                                                 s->sample_usec + OUTPUT_SAMPLE_INTERVAL_USEC, 0, on_sample_timer, s);
+                return;
+        }
+        s->sample_timer = sd_event_source_disable_unref(s->sample_timer);
+        s->sample_usec = now;
         n = s->log_off - s->sample_off;
         if (n > OUTPUT_SAMPLE_MAX) {
                 char marker[128];
@@ -291,6 +308,14 @@ static void output_sample(SandboxSession *s) {
                 s->on_output("stdout", text, strlen(text), s->output_userdata);
 }
 
+static int on_sample_timer(sd_event_source *source, uint64_t usec, void *userdata) {
+        SandboxSession *s = userdata;
+
+        s->sample_timer = sd_event_source_disable_unref(s->sample_timer);
+        output_sample(s, true);
+        return 0;
+}
+
 static int on_output_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         SandboxSession *s = userdata;
 
@@ -298,7 +323,7 @@ static int on_output_io(sd_event_source *source, int fd, uint32_t revents, void 
                 s->out_io = sd_event_source_disable_unref(s->out_io);
                 s->out_fd = safe_close(s->out_fd);
         }
-        output_sample(s);
+        output_sample(s, false);
         return 0;
 }
 
@@ -347,7 +372,7 @@ static int output_finish(SandboxSession *s, ExecResult *result) {
 
         if (s->out_fd >= 0 && ioctl(s->out_fd, FIONREAD, &avail) >= 0 && avail > 0)
                 (void) output_move(s, (uint64_t) avail);
-        output_sample(s);
+        output_sample(s, true);
         free(result->output);
         result->output = output_render(s, result->output_bytes);
         output_close(s);
@@ -729,6 +754,7 @@ static int output_open(SandboxSession *s, int log_fd, size_t keep, exec_output_h
         if (!S_ISREG(st.st_mode))
                 return -EBADF;
         s->log_start = s->log_off = s->sample_off = (uint64_t) st.st_size;
+        s->sample_usec = 0;
         s->log_broken = s->log_copy = false;
         s->keep = keep;
         s->on_output = on_output;

@@ -163,7 +163,7 @@ int main(void) {
         ws = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
         CHECK(sd_event_default(&event) >= 0, "an event loop");
-        r = sandbox_session_open_async(event, sock_path, TASK, ws, NULL, NULL, on_ready, NULL, &s);
+        r = sandbox_session_open_async(event, sock_path, TASK, ws, NULL, NULL, NULL, -EBADF, on_ready, NULL, &s);
         CHECK(r == 0 && !sandbox_session_is_ready(s), "asynchronous open started: %s", strerror(-r));
         CHECK(sandbox_session_exec(s, &(ExecRequest) { .argv = (char *[]) { (char *) "x", NULL } }, -EBADF, 10, NULL,
                                    on_done, NULL) == -ENOTCONN, "no command before the sandbox is ready");
