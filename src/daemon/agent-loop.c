@@ -322,7 +322,6 @@ static void on_sandbox_open(SandboxSession *s, int error, const char *message, v
         AgentRun *run = userdata;
         Task *t = run->task;
 
-        run->phase = PHASE_IDLE;
         if (!t)
                 return;
         if (error < 0) {
@@ -335,7 +334,8 @@ static void on_sandbox_open(SandboxSession *s, int error, const char *message, v
 
 /* 0: the sandbox is there; 1: the launcher is making it (the run goes on
  * when it is ready: many tasks' sandboxes are made at once, as after a
- * restart); negative: the task failed. */
+ * restart, and while a task's workspace is reset); negative: the task
+ * failed. */
 static int agent_open_sandbox(AgentRun *run) {
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_close_ int cache_fd = -EBADF;
@@ -408,7 +408,6 @@ static int agent_open_sandbox(AgentRun *run) {
                 agent_fail(run, "Cannot start the task's sandbox: %s", strerror(-r));
                 return r;
         }
-        run->phase = PHASE_SANDBOX;
         return 1;
 }
 
@@ -1222,8 +1221,9 @@ static void agent_advance(AgentRun *run) {
         if (!t || run->phase != PHASE_IDLE)
                 return;
         /* An export, a reset by hand or a job of a run stopped before is at
-         * work on the ledger: agent_wake() comes when it is done. */
-        if (task_job_busy(t))
+         * work on the ledger: agent_wake() comes when it is done. Likewise
+         * the run's own sandbox, asked for while its workspace is reset. */
+        if (task_job_busy(t) || run->job || (run->session && !sandbox_session_is_ready(run->session)))
                 return;
 
         switch (t->state) {
@@ -1258,6 +1258,15 @@ static void agent_advance(AgentRun *run) {
                         return;
                 _fallthrough_;
         case TASK_RUNNING:
+                /* A resumed run needs its sandbox and its workspace reset to
+                 * the checkpoint: the launcher makes the one while a worker
+                 * thread does the other. */
+                if (!t->progress.finished && !run->session && !run->at_checkpoint) {
+                        if (!run->ledger && agent_open_workspace(run, false) < 0)
+                                return;
+                        if (agent_open_sandbox(run) < 0)
+                                return;
+                }
                 if (agent_begin_running(run) != 0)
                         return;
                 if (t->progress.finished) {

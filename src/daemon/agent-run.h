@@ -27,7 +27,6 @@ typedef struct StepCommit StepCommit;
 typedef enum AgentPhase {
         PHASE_IDLE,                /* nothing in flight: agent_advance() decides */
         PHASE_PREPARE,             /* the workspace is being made, in a worker thread */
-        PHASE_SANDBOX,             /* the launcher is making the sandbox */
         PHASE_BASELINE,            /* the test command before any change */
         PHASE_MODEL,               /* a model call in flight */
         PHASE_TOOL,                /* a command of a tool call in flight */
