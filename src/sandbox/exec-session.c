@@ -13,23 +13,11 @@
 #include <unistd.h>
 
 #include "agentfab-bus.h"
+#include "exec-output.h"
 #include "exec-session.h"
 #include "json-util.h"
 #include "macro.h"
 #include "string-util.h"
-
-/* Output goes from the command's pipe to the log by splice(): the bytes
- * never pass through our memory. A pipe of this size (the default maximum
- * for unprivileged processes) takes 16 wakeups per MiB fewer than 64 KiB. */
-#define OUTPUT_PIPE_SIZE (1024 * 1024)
-/* At most this much is moved per wakeup, so that the bus and the other
- * tasks are served between two such runs. */
-#define OUTPUT_SPLICE_BUDGET (16u * 1024u * 1024u)
-/* What a stream client following the output is shown, at most every
- * OUTPUT_SAMPLE_INTERVAL_USEC: the newest bytes; what lies before them is
- * named, not sent. So a flood reaches a terminal at a few hundred KiB/s. */
-#define OUTPUT_SAMPLE_MAX (16u * 1024u)
-#define OUTPUT_SAMPLE_INTERVAL_USEC (50u * 1000u)
 
 /* The launcher's own replies ("ready", "error", "reaped") are short. */
 #define LAUNCHER_REPLY_MAX (64 * 1024)
@@ -61,18 +49,7 @@ struct SandboxSession {
         ExecCollector collector;
 
         /* The command's output pipe (output_fd requests), while it runs. */
-        int pass_fd;               /* its write end, until sent with the request */
-        int out_fd;                /* its read end */
-        sd_event_source *out_io;
-        int log_fd;                /* the log, opened again without O_APPEND: splice() wants an offset */
-        bool log_broken;           /* a write to the log failed: output is read and dropped */
-        bool log_copy;             /* splice() is not to be had: read() and pwrite() */
-        uint64_t log_start, log_off, sample_off;
-        uint64_t sample_usec;      /* CLOCK_MONOTONIC of the last sample */
-        sd_event_source *sample_timer; /* a sample held back, shown when the interval is over */
-        size_t keep;
-        exec_output_handler_t on_output;
-        void *output_userdata;
+        ExecOutput output;
         exec_done_handler_t done;
         void *userdata;
 };
@@ -188,11 +165,7 @@ SandboxSession *sandbox_session_free(SandboxSession *s) {
                 return NULL;
         sd_event_source_disable_unref(s->io);
         sd_event_source_disable_unref(s->timer);
-        sd_event_source_disable_unref(s->out_io);
-        sd_event_source_disable_unref(s->sample_timer);
-        safe_close(s->out_fd);
-        safe_close(s->pass_fd);
-        safe_close(s->log_fd);
+        exec_output_close(&s->output);
         safe_close(s->fd);
         if (s->busy)
                 exec_collector_done(&s->collector);
@@ -212,173 +185,6 @@ static void session_disconnect(SandboxSession *s) {
         s->fd = safe_close(s->fd);
 }
 
-/* ---- Output: from the command's pipe to the log, in the kernel. ---- */
-
-static void output_close(SandboxSession *s) {
-        s->sample_timer = sd_event_source_disable_unref(s->sample_timer);
-        s->out_io = sd_event_source_disable_unref(s->out_io);
-        s->out_fd = safe_close(s->out_fd);
-        s->pass_fd = safe_close(s->pass_fd);
-        s->log_fd = safe_close(s->log_fd);
-}
-
-/* Moves at most max bytes from the pipe to the log. Returns 1 at the end of
- * the output, 0 when the pipe is empty or max is reached. */
-static int output_move(SandboxSession *s, uint64_t max) {
-        while (max > 0) {
-                size_t want = (size_t) MIN(max, (uint64_t) OUTPUT_PIPE_SIZE);
-                ssize_t k;
-
-                if (!s->log_broken && !s->log_copy) {
-                        loff_t off = (loff_t) s->log_off;
-                        k = splice(s->out_fd, NULL, s->log_fd, &off, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-                        if (k < 0 && IN_SET(errno, EINVAL, ENOSYS, EPERM)) {
-                                /* No splice() here (a filter, a file system
-                                 * without it): copied through our memory. */
-                                s->log_copy = true;
-                                continue;
-                        }
-                        if (k < 0 && errno != EINTR && errno != EAGAIN) {
-                                /* A full disk must not stop the command: from
-                                 * here on its output is counted and dropped. */
-                                s->log_broken = true;
-                                continue;
-                        }
-                        if (k > 0)
-                                s->log_off += (uint64_t) k;
-                } else {
-                        char buf[64 * 1024];
-                        k = read(s->out_fd, buf, MIN(want, sizeof(buf)));
-                        if (k > 0 && !s->log_broken) {
-                                ssize_t w = pwrite(s->log_fd, buf, (size_t) k, (off_t) s->log_off);
-                                if (w == k)
-                                        s->log_off += (uint64_t) k;
-                                else
-                                        s->log_broken = true;
-                        }
-                }
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return errno == EAGAIN ? 0 : 1;
-                }
-                if (k == 0)
-                        return 1;
-                s->collector.result.output_bytes += (uint64_t) k;
-                max -= (uint64_t) k;
-        }
-        return 0;
-}
-
-/* A follower of the output (the stream socket) gets the newest bytes,
- * escaped, at most OUTPUT_SAMPLE_MAX per wakeup, read back from the log. */
-static int on_sample_timer(sd_event_source *source, uint64_t usec, void *userdata);
-
-static void output_sample(SandboxSession *s, bool last) {
-        char buf[OUTPUT_SAMPLE_MAX];
-        uint64_t n, now = now_usec();
-        ssize_t k;
-
-        if (!s->on_output || s->log_broken || s->log_fd < 0 || s->log_off <= s->sample_off)
-                return;
-        if (!last && now < s->sample_usec + OUTPUT_SAMPLE_INTERVAL_USEC) {
-                /* Held back, not lost: the timer shows it, unless more comes first. */
-                if (!s->sample_timer)
-                        (void) sd_event_add_time(s->event, &s->sample_timer, CLOCK_MONOTONIC,
-                                                 s->sample_usec + OUTPUT_SAMPLE_INTERVAL_USEC, 0, on_sample_timer, s);
-                return;
-        }
-        s->sample_timer = sd_event_source_disable_unref(s->sample_timer);
-        s->sample_usec = now;
-        n = s->log_off - s->sample_off;
-        if (n > OUTPUT_SAMPLE_MAX) {
-                char marker[128];
-                (void) snprintf(marker, sizeof(marker), "\n[... %llu bytes of output not shown here: they are in the log ...]\n",
-                                (unsigned long long) (n - OUTPUT_SAMPLE_MAX));
-                s->on_output("stdout", marker, strlen(marker), s->output_userdata);
-                s->sample_off = s->log_off - OUTPUT_SAMPLE_MAX;
-                n = OUTPUT_SAMPLE_MAX;
-        }
-        k = pread(s->log_fd, buf, (size_t) n, (off_t) s->sample_off);
-        s->sample_off = s->log_off;
-        if (k <= 0)
-                return;
-        _cleanup_free_ char *text = exec_output_escape(buf, (size_t) k);
-        if (text)
-                s->on_output("stdout", text, strlen(text), s->output_userdata);
-}
-
-static int on_sample_timer(sd_event_source *source, uint64_t usec, void *userdata) {
-        SandboxSession *s = userdata;
-
-        s->sample_timer = sd_event_source_disable_unref(s->sample_timer);
-        output_sample(s, true);
-        return 0;
-}
-
-static int on_output_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
-        SandboxSession *s = userdata;
-
-        if (output_move(s, OUTPUT_SPLICE_BUDGET) != 0) {
-                s->out_io = sd_event_source_disable_unref(s->out_io);
-                s->out_fd = safe_close(s->out_fd);
-        }
-        output_sample(s, false);
-        return 0;
-}
-
-/* n bytes of the log at off, escaped. */
-static char *output_read_escaped(SandboxSession *s, uint64_t off, size_t n) {
-        _cleanup_free_ char *buf = malloc(n ?: 1);
-        ssize_t k;
-
-        if (!buf)
-                return NULL;
-        k = n > 0 ? pread(s->log_fd, buf, n, (off_t) off) : 0;
-        return exec_output_escape(buf, k > 0 ? (size_t) k : 0);
-}
-
-/* What the model gets: the head and the tail of the output, as the log has
- * them, escaped, with a marker saying how much lies between. */
-static char *output_render(SandboxSession *s, uint64_t total) {
-        size_t head_cap = s->keep / 2, tail_cap = s->keep - head_cap;
-        uint64_t avail = s->log_broken ? 0 : s->log_off - s->log_start;
-        size_t head_n = (size_t) MIN(avail, (uint64_t) head_cap);
-        size_t tail_n = (size_t) MIN(avail - head_n, (uint64_t) tail_cap);
-        uint64_t cut = total > head_n + tail_n ? total - head_n - tail_n : 0;
-        _cleanup_free_ char *head = NULL, *tail = NULL;
-        char marker[96] = "";
-        char *r;
-
-        if (s->log_fd < 0)
-                return strdup("");
-        head = output_read_escaped(s, s->log_start, head_n);
-        tail = output_read_escaped(s, s->log_off - tail_n, tail_n);
-        if (!head || !tail)
-                return NULL;
-        if (cut > 0)
-                (void) snprintf(marker, sizeof(marker), "\n[... %llu bytes of output cut ...]\n", (unsigned long long) cut);
-        if (asprintf(&r, "%s%s%s", head, marker, tail) < 0)
-                return NULL;
-        return r;
-}
-
-/* The command's end: what the pipe still holds goes to the log (every
- * writer is dead by now, so it is all there; FIONREAD bounds it, whatever
- * the other side does), then the head and tail replace what the collector
- * kept. */
-static int output_finish(SandboxSession *s, ExecResult *result) {
-        int avail = 0;
-
-        if (s->out_fd >= 0 && ioctl(s->out_fd, FIONREAD, &avail) >= 0 && avail > 0)
-                (void) output_move(s, (uint64_t) avail);
-        output_sample(s, true);
-        free(result->output);
-        result->output = output_render(s, result->output_bytes);
-        output_close(s);
-        return result->output ? 0 : -ENOMEM;
-}
-
 /* Hands the result to the handler, last: the handler may free s or start
  * the next command, so nothing here touches s after the call. */
 static void session_finish(SandboxSession *s, int error) {
@@ -391,8 +197,8 @@ static void session_finish(SandboxSession *s, int error) {
         exec_collector_done(&s->collector);
         if (error == 0 && r < 0)
                 error = r;
-        if (s->log_fd >= 0) {
-                r = output_finish(s, &result);
+        if (s->output.log_fd >= 0) {
+                r = exec_output_finish(&s->output, &result);
                 if (error == 0 && r < 0)
                         error = r;
         }
@@ -433,19 +239,19 @@ static int flush_request(SandboxSession *s) {
                 struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
                 /* The output pipe goes with the request's first byte. */
-                if (s->pass_fd >= 0) {
+                if (s->output.pass_fd >= 0) {
                         mh.msg_control = &control;
                         mh.msg_controllen = sizeof(control);
                         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
                         c->cmsg_level = SOL_SOCKET;
                         c->cmsg_type = SCM_RIGHTS;
                         c->cmsg_len = CMSG_LEN(sizeof(int));
-                        memcpy(CMSG_DATA(c), &s->pass_fd, sizeof(int));
+                        memcpy(CMSG_DATA(c), &s->output.pass_fd, sizeof(int));
                 }
                 ssize_t k = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
                 if (k > 0)
                         /* Ours no more: the end of output is when the sandbox's copies close. */
-                        s->pass_fd = safe_close(s->pass_fd);
+                        s->output.pass_fd = safe_close(s->output.pass_fd);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -567,7 +373,8 @@ static int session_request(sd_event *e, const char *launcher_socket, const char 
         s = calloc(1, sizeof(SandboxSession));
         if (!s)
                 return -ENOMEM;
-        s->fd = s->pass_fd = s->out_fd = s->log_fd = -EBADF;
+        s->fd = -EBADF;
+        exec_output_init(&s->output);
         s->next_id = 1;
         s->event = sd_event_ref(e);
         s->rbuf = malloc(EXEC_REPLY_LINE_MAX + 1);
@@ -728,45 +535,6 @@ bool sandbox_session_is_ready(const SandboxSession *s) {
         return s && s->ready && s->fd >= 0;
 }
 
-static int output_open(SandboxSession *s, int log_fd, size_t keep, exec_output_handler_t on_output, void *userdata) {
-        char path[64];
-        struct stat st;
-        int p[2];
-        int r;
-
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return -errno;
-        s->out_fd = p[0];
-        s->pass_fd = p[1];
-        /* Only our end is non-blocking: the command writes as to any pipe. */
-        if (fcntl(s->out_fd, F_SETFL, O_NONBLOCK) < 0)
-                return -errno;
-        (void) fcntl(s->out_fd, F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
-
-        /* splice() refuses a file opened with O_APPEND: the same file again,
-         * written at offsets of our own, from its end. */
-        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", log_fd);
-        s->log_fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);   /* read: head and tail come back from it */
-        if (s->log_fd < 0)
-                return -errno;
-        if (fstat(s->log_fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EBADF;
-        s->log_start = s->log_off = s->sample_off = (uint64_t) st.st_size;
-        s->sample_usec = 0;
-        s->log_broken = s->log_copy = false;
-        s->keep = keep;
-        s->on_output = on_output;
-        s->output_userdata = userdata;
-
-        r = sd_event_add_io(s->event, &s->out_io, s->out_fd, EPOLLIN, on_output_io, s);
-        if (r < 0)
-                return r;
-        (void) sd_event_source_set_description(s->out_io, "sandbox-output");
-        return 0;
-}
-
 int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, size_t keep,
                          exec_output_handler_t on_output, exec_done_handler_t done, void *userdata) {
         _cleanup_free_ char *line = NULL;
@@ -792,9 +560,9 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
         if (strlen(line) > EXEC_REQUEST_MAX)
                 return -E2BIG;
         if (log_fd >= 0) {
-                r = output_open(s, log_fd, keep, on_output, userdata);
+                r = exec_output_open(&s->output, s->event, log_fd, keep, on_output, userdata);
                 if (r < 0) {
-                        output_close(s);
+                        exec_output_close(&s->output);
                         return r;
                 }
         }
@@ -802,7 +570,7 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
                                  log_fd >= 0 ? NULL : on_output, userdata);
         if (r < 0) {
                 exec_collector_done(&s->collector);
-                output_close(s);
+                exec_output_close(&s->output);
                 return r;
         }
 
@@ -814,7 +582,7 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
                                               now + req->timeout_usec + SANDBOX_SESSION_EXEC_GRACE_USEC, 0, on_timer, s);
                 if (r < 0) {
                         exec_collector_done(&s->collector);
-                        output_close(s);
+                        exec_output_close(&s->output);
                         return r;
                 }
         }
