@@ -114,6 +114,8 @@ if bash bench/step-cost.sh build --short; then
         echo "ok: step cost benchmark ran"; passed=$((passed + 1))
 else
         echo "FAIL: step cost benchmark did not run"; failed=$((failed + 1))
+fi
+
 # The daemon's benchmark, short form (README: bench/daemon-bench.sh).
 if FILES=2000 FLOOD_MB=128 TASKS=20 bash bench/daemon-bench.sh build; then
         echo "ok: daemon benchmark ran"; passed=$((passed + 1))

@@ -28,6 +28,7 @@
 #include "run-ledger.h"
 #include "task-job.h"
 #include "tools.h"
+#include "trace.h"
 #include "worker.h"
 
 #define TOOL_OUTPUT_MAX    (1024u * 1024u)
@@ -641,7 +642,6 @@ static void agent_end_step(AgentRun *run) {
         Task *t = run->task;
         TaskProgress *p = &t->progress;
         unsigned step = p->step + 1;
-        _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
         int r;
 
         if (!run->subject && asprintf(&run->subject, "Step %u", step) < 0)
@@ -667,6 +667,7 @@ static void agent_end_step(AgentRun *run) {
         c->uid = t->owner;
         c->environment = p->environment_identity ? strdup(p->environment_identity) : NULL;
         c->changes = true;
+        c->trace_start = trace_enabled() ? trace_now_usec() : 0;
         if (!c->task_id || !c->subject || (run->body && !c->body) || !c->model ||
             (t->spec.test_command && !c->test_command) || (pw && !c->user_name) || (p->checkpoint && !c->before) ||
             (p->environment_identity && !c->environment))
@@ -681,7 +682,14 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
         Task *t = run->task;
         TaskProgress *p = &t->progress;
         unsigned step = c->step;
+        _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
         int r;
+
+        /* The trace counts from the step's end, with what the worker did. */
+        if (trace.task && c->trace_start > 0)
+                trace.start = c->trace_start;
+        for (size_t i = 0; i < c->n_trace; i++)
+                trace_add(c->trace[i].name, c->trace[i].usec);
 
         if (c->result < 0)
                 return agent_fail(run, "Cannot commit step %u: %s", step, c->error ?: strerror(-c->result));

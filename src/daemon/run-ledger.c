@@ -57,9 +57,19 @@ static int step_body_add_changes(StepCommit *c) {
         return 0;
 }
 
-/* In the worker thread. */
+static int step_commit_work(StepCommit *c);
+
+/* In the worker thread; its trace goes back with the result. */
 static int step_commit_run(void *p) {
         StepCommit *c = p;
+        int r;
+
+        r = step_commit_work(c);
+        c->n_trace = trace_take(c->trace);
+        return r;
+}
+
+static int step_commit_work(StepCommit *c) {
         int r;
 
         if (c->changes) {

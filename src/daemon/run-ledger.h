@@ -17,6 +17,7 @@
 
 #include "agent-run.h"
 #include "ledger.h"
+#include "trace.h"
 
 typedef struct StepCommit {
         /* The checkpoint (copies: the run may be freed while the job runs). */
@@ -46,6 +47,11 @@ typedef struct StepCommit {
         char head[41];
         char *diffstat;
         json_object *checkpoints;
+        /* AGENTFAB_TRACE=1: when the step's end began, and the phases the
+         * worker thread traced (trace.h keeps them per thread). */
+        uint64_t trace_start;
+        TracePhase trace[TRACE_PHASES_MAX];
+        size_t n_trace;
 } StepCommit;
 
 StepCommit *step_commit_free(StepCommit *c);
