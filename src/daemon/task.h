@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <json-c/json.h>
 #include <systemd/sd-bus.h>
 
 #include "agentfab-bus.h"
@@ -13,6 +14,7 @@
 
 typedef struct Manager Manager;
 typedef struct AgentRun AgentRun;
+typedef struct TaskJob TaskJob;
 
 /* How far the agent got, persisted in the state file with the task: a step
  * counts only once this record names it (see agent-loop.c). */
@@ -66,6 +68,8 @@ typedef struct Task {
         char *branch;
         TaskProgress progress;
         AgentRun *run;             /* the agent at work, while the task is active */
+        TaskJob *jobs, *jobs_tail; /* work on its ledger in worker threads, one at a time (task-job.h) */
+        json_object *checkpoints;  /* the Checkpoints property as last read, for while a job runs */
 
         /* The state file could not be read: the record is shown as failed and
          * kept read-only so that nothing overwrites what an administrator may
