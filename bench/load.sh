@@ -3,7 +3,7 @@
 # agentfabd under load, inside the integration harness (real systemd,
 # dbus-daemon, polkitd, journald), with figures printed, not judged:
 #
-#  1. RATE D-Bus calls a second for SECONDS from CLIENTS clients at once
+#  1. RATE D-Bus calls a second for DURATION seconds from CLIENTS clients at once
 #     (ListTasks, GetAll of a task's properties, SubmitTask, Cancel, and a
 #     watch of a task's history on the stream socket) while two tasks are
 #     at work: calls, errors, p50/p99/max latency per kind.
@@ -11,14 +11,14 @@
 #     daemon's memory growth per task (VmRSS), and the time from a stopped
 #     daemon to its first answer with COUNT records against one with none.
 #
-#   bench/load.sh [BUILDDIR]        RATE=1000 SECONDS=60 CLIENTS=8 COUNT=1000
+#   bench/load.sh [BUILDDIR]        RATE=1000 DURATION=60 CLIENTS=8 COUNT=1000
 set -u
 BUILDDIR=$(realpath "${1:-build}")
 HERE=$(dirname "$(realpath "$0")")
 SRC=$(realpath "$HERE/..")
 . "$HERE/../tests/integration/lib/harness.sh"
 
-RATE=${RATE:-1000} SECONDS_=${SECONDS:-60} CLIENTS=${CLIENTS:-8} COUNT=${COUNT:-1000}
+RATE=${RATE:-1000} DURATION=${DURATION:-60} CLIENTS=${CLIENTS:-8} COUNT=${COUNT:-1000}
 WORK=$(mktemp -d /tmp/agentfab-load.XXXXXX)
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 MODEL_PID=
@@ -48,7 +48,7 @@ CONF
 }
 
 # Two long tasks at work during the calls: a step a second, for long enough.
-python3 - "$((SECONDS_ + 30))" > "$WORK/model.json" <<'PY'
+python3 - "$((DURATION + 30))" > "$WORK/model.json" <<'PY'
 import json, sys
 n = int(sys.argv[1])
 s = [{"reply": {"content": "Plan: many small steps."}}]
@@ -67,13 +67,13 @@ hx_as alice bash -c 'cd ~ && git init -q proj && cd proj && echo hello > README 
 rss() { hx awk '/^VmRSS/ {print $2 * 1024}' "/proc/$(hx systemctl show -p MainPID --value agentfab.service)/status"; }
 rc=0
 
-echo "=== $RATE D-Bus calls a second for $SECONDS_ s from $CLIENTS clients, two tasks at work"
+echo "=== $RATE D-Bus calls a second for $DURATION s from $CLIENTS clients, two tasks at work"
 for i in 1 2; do
         hx_as alice agentfabctl submit --repo /home/alice/proj --goal "work" --test true >/dev/null || rc=1
 done
 sleep 3
 echo "active tasks: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
-hx_as alice agentfab-load rate --clients="$CLIENTS" --rate="$RATE" --seconds="$SECONDS_" --repo=/home/alice/proj || rc=1
+hx_as alice agentfab-load rate --clients="$CLIENTS" --rate="$RATE" --seconds="$DURATION" --repo=/home/alice/proj || rc=1
 echo "active tasks after: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
 
 echo "=== $COUNT queued tasks"

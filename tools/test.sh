@@ -124,7 +124,7 @@ fi
 
 # The load benchmark, short (bench/load.sh's defaults are the full run):
 # figures only, counted as having run.
-if RATE=200 SECONDS=10 CLIENTS=4 COUNT=200 bash bench/load.sh build; then
+if RATE=200 DURATION=10 CLIENTS=4 COUNT=200 bash bench/load.sh build; then
         echo "ok: load benchmark ran"; passed=$((passed + 1))
 else
         echo "FAIL: load benchmark did not run"; failed=$((failed + 1))

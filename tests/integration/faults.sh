@@ -213,10 +213,12 @@ sandbox_gone() {
         [ -z "$left" ] || { echo "scope: $left"; return 1; }
         left=$(hx ps -eo uid=,pid=,comm= | awk '$1 >= 393216 && $1 <= 458751')
         [ -z "$left" ] || { echo "processes: $left"; return 1; }
-        local ino
-        ino=$(hx stat -c %i /run/agentfab-launcher/task-uids.lock 2>/dev/null)
-        if [ -n "$ino" ] && hx grep -q ":$ino " /proc/locks; then
-                echo "uid locks held: $(hx grep ":$ino " /proc/locks)"
+        # /proc/locks lists the locks of every namespace: this lock file's are
+        # those on its device and inode.
+        local key
+        key=$(hx python3 -c 'import os; s = os.stat("/run/agentfab-launcher/task-uids.lock"); print("%02x:%02x:%d" % (os.major(s.st_dev), os.minor(s.st_dev), s.st_ino))' 2>/dev/null)
+        if [ -n "$key" ] && hx grep -q " $key " /proc/locks; then
+                echo "uid locks held: $(hx grep " $key " /proc/locks)"
                 return 1
         fi
         return 0
@@ -226,13 +228,13 @@ sandbox_gone() {
 
 t_disk_full() {
         echo "=== the state directory's file system fills up in the middle of a task"
-        step_script 4 "$WORK/full.json"
+        step_script 15 "$WORK/full.json"
         model "$WORK/full.json" || { fail "model server"; return; }
         make_repo full
         local id i reason out
         id=$(submit full) || { fail "submit: $id"; return; }
         # While the model thinks about step 2, the disk fills up.
-        for i in $(seq 240); do [ "$(steps "$id")" = "1 " ] && break; sleep 0.25; done
+        for i in $(seq 480); do [ "$(steps "$id")" = "1 " ] && break; sleep 0.25; done
         [ "$(steps "$id")" = "1 " ] || { fail "step 1 never came: $(task_prop "$id" State) $(task_prop "$id" Reason)"; return; }
         hx sh -c 'dd if=/dev/zero of=/var/lib/agentfab/filler bs=1M status=none; cat /dev/zero > /var/lib/agentfab/filler2' 2>/dev/null
         out=$(hx df -B1 --output=avail /var/lib/agentfab | tail -1)
@@ -266,7 +268,7 @@ t_dbus_restart() {
         local a b i out pid_before pid_after
         a=$(submit bus1) || { fail "submit: $a"; return; }
         b=$(submit bus2) || { fail "submit: $b"; return; }
-        for i in $(seq 240); do [ "$(steps "$a")$(steps "$b")" = "1 1 " ] && break; sleep 0.25; done
+        for i in $(seq 480); do [ "$(steps "$a")$(steps "$b")" = "1 1 " ] && break; sleep 0.25; done
         [ "$(steps "$a")$(steps "$b")" = "1 1 " ] || { fail "step 1 never came"; return; }
         pid_before=$(hx systemctl show -p MainPID --value agentfab.service)
         hx systemctl restart dbus.service && ok "dbus-daemon restarted during step 2" || fail "restart dbus"
@@ -408,7 +410,7 @@ t_reboot() {
         b=$(submit rb2) || { fail "submit: $b"; return; }
         wait_state "$a" 60 awaiting-approval && ok "task 1 paused for approval" ||
                 { fail "task 1: $(task_prop "$a" State) $(task_prop "$a" Reason)"; return; }
-        for i in $(seq 240); do [ "$(steps "$b")" = "1 " ] && break; sleep 0.25; done
+        for i in $(seq 480); do [ "$(steps "$b")" = "1 " ] && break; sleep 0.25; done
         [ "$(steps "$b")" = "1 " ] && ok "task 2 at work on step 2" || { fail "task 2 never reached step 1"; return; }
         harness_reboot reboot && ok "the test system rebooted (in $HARNESS_BOOT_MS ms)" || { fail "reboot"; return; }
         # Nobody asks: the daemon comes back by itself for the task at work.
