@@ -128,6 +128,8 @@ if RATE=200 DURATION=10 CLIENTS=4 COUNT=200 bash bench/load.sh build; then
         echo "ok: load benchmark ran"; passed=$((passed + 1))
 else
         echo "FAIL: load benchmark did not run"; failed=$((failed + 1))
+fi
+
 # The daemon's benchmark, short form (README: bench/daemon-bench.sh).
 if FILES=2000 FLOOD_MB=128 TASKS=20 bash bench/daemon-bench.sh build; then
         echo "ok: daemon benchmark ran"; passed=$((passed + 1))
