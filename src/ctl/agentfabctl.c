@@ -409,6 +409,25 @@ static int append_string_entry(sd_bus_message *m, const char *key, const char *v
         return sd_bus_message_append(m, "{sv}", key, "s", value);
 }
 
+/* Calls whose answer waits for work on a repository in the daemon (an
+ * import, an export, a reset: seconds on a big one, while the daemon goes
+ * on answering others) get more than sd-bus's default 25 s. */
+#define REPOSITORY_CALL_TIMEOUT_USEC (10 * 60 * 1000000ULL)
+
+static int call_task_method_s(sd_bus *bus, const char *path, const char *method, const char *arg, sd_bus_error *error,
+                              sd_bus_message **reply) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, method);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "s", arg);
+        if (r < 0)
+                return r;
+        return sd_bus_call(bus, m, REPOSITORY_CALL_TIMEOUT_USEC, error, reply);
+}
+
 /* The SubmitTask() call for the options given: the repository as its path
  * or URL, and, when repo_fd >= 0, as an open directory or a bundle. */
 static int submit_message_new(sd_bus *bus, const char *repo, int repo_fd, sd_bus_message **ret) {
@@ -557,7 +576,7 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 return r;
 
         agent_open();
-        r = sd_bus_call(bus, m, 0, &error, &reply);
+        r = sd_bus_call(bus, m, REPOSITORY_CALL_TIMEOUT_USEC, &error, &reply);
         /* A repository whose own directories only its owner may read: its
          * history goes over instead, read with our rights. */
         if (r < 0 && repo_fd >= 0 && sd_bus_error_has_name(&error, AGENTFAB_ERROR_REPOSITORY_UNREADABLE)) {
@@ -572,7 +591,7 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 r = submit_message_new(bus, repo, bundle_fd, &m);
                 if (r != EXIT_OK)
                         return r;
-                r = sd_bus_call(bus, m, 0, &error, &reply);
+                r = sd_bus_call(bus, m, REPOSITORY_CALL_TIMEOUT_USEC, &error, &reply);
         }
         if (r < 0)
                 return fail_bus("submit task", &error, r);
@@ -986,8 +1005,7 @@ static int export_fd(sd_bus *bus, const char *id, const char *format, int *ret_f
                         return fail_bus("read task", &error, r);
                 *ret_repository = info.repository ? strdup(info.repository) : NULL;
         }
-        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "Export", &error, &reply,
-                               "s", format);
+        r = call_task_method_s(bus, path, "Export", format, &error, &reply);
         if (r < 0)
                 return fail_bus("export task", &error, r);
         r = sd_bus_message_read(reply, "h", &fd);
@@ -1210,7 +1228,7 @@ static int verb_reset(sd_bus *bus, int argc, char *argv[]) {
         r = get_task_path(bus, argv[1], &path);
         if (r < 0)
                 return -r;
-        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "ResetTo", &error, &reply, "s", argv[2]);
+        r = call_task_method_s(bus, path, "ResetTo", argv[2], &error, &reply);
         if (r < 0)
                 return fail_bus("reset task", &error, r);
         r = sd_bus_message_read(reply, "us", &step, &commit);

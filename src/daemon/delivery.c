@@ -9,14 +9,15 @@
 #include "delivery.h"
 #include "forge.h"
 #include "fs-util.h"
+#include "json-util.h"
 #include "log.h"
 #include "breakers.h"
 #include "stream.h"
 #include "string-util.h"
 #include "review-stage.h"
 #include "summary.h"
+#include "task-job.h"
 #include "task-store.h"
-#include "worker.h"
 
 #define DELIVERY_REASON_MAX 1024u
 
@@ -136,15 +137,15 @@ static void agent_finish_delivery(AgentRun *run, const char *head, const char *d
         agent_set_state(run, TASK_SUCCEEDED, problem);
 }
 
-static void on_deliver_done(Worker *w, int result, void *p, void *userdata) {
+static void on_deliver_done(Task *task, int result, void *p, void *userdata) {
         _cleanup_free_ char *reason = NULL;
         DeliverJob *j = p;
         AgentRun *run = userdata;
         Task *t = run->task;
         int r;
 
-        (void) w, (void) result;
-        run->worker = NULL;
+        (void) task, (void) result;
+        run->job = NULL;
         run->phase = PHASE_IDLE;
         run->ledger = TAKE_PTR(j->ledger);   /* back from the job */
         if (!t)
@@ -256,7 +257,7 @@ static int agent_deliver_forge(AgentRun *run, const char *head, const char *diff
         }
 
         j->ledger = TAKE_PTR(run->ledger);
-        r = worker_start(run->manager->event, deliver_job_run, on_deliver_done, deliver_job_free, j, run, &run->worker);
+        r = task_job_enqueue(t, "delivery", deliver_job_run, on_deliver_done, deliver_job_free, j, run, &run->job);
         if (r < 0) {
                 run->ledger = TAKE_PTR(j->ledger);
                 deliver_job_free(j);
@@ -297,6 +298,7 @@ static Checkpoint delivery_checkpoint(AgentRun *run, unsigned step, const char *
  * summary, then the push and the pull request if the spec asks for them. */
 static void delivery_finish(AgentRun *run) {
         _cleanup_free_ char *diffstat = NULL, *problem = NULL;
+        _cleanup_json_ json_object *checkpoints = NULL;
         Task *t = run->task;
         char head[41] = "";
         int r;
@@ -307,7 +309,8 @@ static void delivery_finish(AgentRun *run) {
         (void) free_and_strdup(&t->progress.head, head);
         (void) ledger_diffstat(run->ledger, &diffstat);
 
-        r = summary_write(run, diffstat);
+        (void) ledger_checkpoints(run->ledger, &checkpoints);
+        r = summary_write(run, diffstat, checkpoints);
         if (r < 0)
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
 

@@ -325,7 +325,6 @@ static int property_get_freezer_state(sd_bus *bus, const char *path, const char 
 
 static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         const char *rev;
-        char commit[41], undone[41];
         Task *t = userdata;
         uid_t uid;
         int r;
@@ -348,12 +347,8 @@ static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error
                 return r;
 
         audit_task_request(t, "reset", uid, rev);
-        r = task_ledger_reset_to(t, rev, uid, commit, undone, error);
-        if (r < 0)
-                return r;
-        audit_task_reset(t, uid, (unsigned) r, commit, undone);
-        task_bus_send_progress(t);
-        return sd_bus_reply_method_return(message, "us", (uint32_t) r, commit);
+        /* Answered when the reset is done, in a worker thread. */
+        return task_ledger_reset_to(t, message, rev, uid, error);
 }
 
 /* Amend(a{sv} changes): a new goal and/or new acceptance criteria for a task
@@ -591,7 +586,6 @@ static int method_get_summary(sd_bus_message *message, void *userdata, sd_bus_er
 }
 
 static int method_export(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        _cleanup_close_ int fd = -EBADF;
         const char *format;
         Task *t = userdata;
         int r;
@@ -601,10 +595,8 @@ static int method_export(sd_bus_message *message, void *userdata, sd_bus_error *
                 return r;
         if (t->broken)
                 return require_state(t, t->state, error);
-        r = task_ledger_export(t, format, &fd, error);
-        if (r < 0)
-                return r;
-        return sd_bus_reply_method_return(message, "h", fd);
+        /* Answered when the export is made, in a worker thread. */
+        return task_ledger_export(t, message, format, error);
 }
 
 static int property_get_checkpoints(sd_bus *bus, const char *path, const char *interface, const char *property,
