@@ -115,6 +115,8 @@ static AgentRun *agent_run_free(AgentRun *run) {
         model_api_key_free(run->review_api_key);
         free(run->review_model_name);
         task_job_cancel(run->job);
+        step_commit_free(run->held);
+        review_stage_job_free(run->held_review);
         sd_event_source_disable_unref(run->defer);
         sd_event_source_disable_unref(run->dispose);
         sandbox_session_free(run->session);

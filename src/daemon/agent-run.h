@@ -57,6 +57,13 @@ struct AgentRun {
         TaskJob *job;              /* a job on the ledger (run-ledger.h) or the delivery to a forge */
         void (*commit_done)(AgentRun *run, StepCommit *c);
         void (*reset_done)(AgentRun *run, int r);
+        /* A step's end that came back while the task was paused: taken up
+         * when it is resumed (run_ledger_take_held()), so that nothing
+         * follows from it while the task says "paused". */
+        StepCommit *held;
+        void (*held_done)(AgentRun *run, StepCommit *c);
+        struct ReviewJob *held_review;   /* the same for the review's analysis (review-stage.c) */
+        int held_review_result;
         bool at_checkpoint;        /* the workspace was reset to the acknowledged checkpoint */
         ModelReplay *replay;       /* with spec.replay: the recorded exchanges instead of the endpoint */
         json_object *messages;     /* the conversation: acknowledged messages, then the step in flight */

@@ -11,6 +11,8 @@
 #include "freezer.h"
 #include "log.h"
 #include "manager.h"
+#include "review-stage.h"
+#include "run-ledger.h"
 #include "string-util.h"
 
 #define FDSTORE_PREFIX "sandbox-"
@@ -202,6 +204,9 @@ void task_unpaused(Task *t) {
         if (!t->run)
                 return;   /* torn down, or a restarted daemon: the scheduler starts an agent */
         t->run->clock_usec = agent_now_usec();
+        /* A step's end that was done while paused is acknowledged now. */
+        if (run_ledger_take_held(t->run) || review_stage_take_held(t->run))
+                return;
         /* A command in flight finishes by itself; anything else goes on now. */
         if (t->run->phase == PHASE_IDLE)
                 agent_schedule(t->run);

@@ -17,6 +17,7 @@
 #include "review-stage.h"
 #include "review.h"
 #include "string-util.h"
+#include "task-job.h"
 #include "workspace-path.h"
 
 #define REVIEW_SETTINGS_PATH ".agentfab.md"
@@ -306,20 +307,54 @@ static Breaker breaker_from_review(ReviewBreaker b) {
         }
 }
 
-static void on_review_done(Worker *w, int r, void *p, void *userdata) {
+static void review_stage_done(AgentRun *run, ReviewJob *j, int r);
+
+static void on_review_done(Task *task, int r, void *p, void *userdata) {
         ReviewJob *j = p;
         AgentRun *run = userdata;
+        Task *t = run->task;
+
+        (void) task;
+        run->job = NULL;
+        run->phase = PHASE_IDLE;
+        if (!t)
+                return;
+        run->ledger = TAKE_PTR(j->ledger);
+        if (t->state == TASK_PAUSED) {
+                /* Paused while the analysis ran: its result counts once the
+                 * task is resumed (a breaker cannot trip, nor the reviewer
+                 * model be called, while the task says "paused"). The job
+                 * frees j: the result moves. */
+                ReviewJob *k = malloc(sizeof(ReviewJob));
+                if (!k)
+                        return agent_fail(run, "Out of memory.");
+                *k = *j;
+                *j = (ReviewJob) { .dir_fd = -EBADF };
+                run->held_review = k;
+                run->held_review_result = r;
+                run->phase = PHASE_REVIEW;
+                return;
+        }
+        review_stage_done(run, j, r);
+}
+
+bool review_stage_take_held(AgentRun *run) {
+        _cleanup_(review_job_freep) ReviewJob *j = NULL;
+
+        if (!run || !run->held_review)
+                return false;
+        j = TAKE_PTR(run->held_review);
+        run->phase = PHASE_IDLE;
+        review_stage_done(run, j, run->held_review_result);
+        return true;
+}
+
+static void review_stage_done(AgentRun *run, ReviewJob *j, int r) {
         Task *t = run->task;
         const FindingList *l = &j->result.findings;
         size_t n_errors, n_warnings;
         const char *commit;
 
-        (void) w;
-        run->worker = NULL;
-        run->phase = PHASE_IDLE;
-        if (!t)
-                return;
-        run->ledger = TAKE_PTR(j->ledger);
         if (r < 0)
                 return agent_fail(run, "The review could not run: %s", strerror(-r));
 
@@ -358,7 +393,8 @@ static void review_stage_analyse(AgentRun *run, ReviewJob *j) {
 
         j->ledger = TAKE_PTR(run->ledger);
         run->phase = PHASE_REVIEW;
-        r = worker_start(run->manager->event, review_job_run, on_review_done, review_job_free, j, run, &run->worker);
+        /* In the task's job queue: nothing else works on its ledger meanwhile. */
+        r = task_job_enqueue(run->task, "review", review_job_run, on_review_done, review_job_free, j, run, &run->job);
         if (r < 0) {
                 run->ledger = TAKE_PTR(j->ledger);
                 review_job_free(j);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "agent-loop.h"
 #include "run-ledger.h"
 #include "string-util.h"
 #include "task-job.h"
@@ -71,18 +72,9 @@ static int step_commit_run(void *p) {
         return r;
 }
 
-static int step_commit_work(StepCommit *c) {
-        int r;
-
-        if (c->changes) {
-                /* What the step changed: for a reviewer reading git log, and
-                 * for the breakers' path rules (the commit leaves the
-                 * workspace as it is). */
-                c->step_known = ledger_changes(c->ledger, c->before, &c->step_changes, &c->n_step_changes) >= 0;
-                if (c->step_known && step_body_add_changes(c) < 0)
-                        return -ENOMEM;
-        }
-
+/* The commit itself: a step's checkpoint, or the delivery's evidence
+ * commit (ledger_record(): the same tree, never "nothing to commit"). */
+static int step_commit_commit(StepCommit *c) {
         Checkpoint cp = {
                 .task_id = c->task_id,
                 .step = c->step,
@@ -99,12 +91,37 @@ static int step_commit_work(StepCommit *c) {
                 .reference = c->reference,
                 .requirement = c->requirement,
                 .trailers = c->trailers,
+                .have_test_count = c->have_test_count,
+                .test_count = c->test_count,
         };
-        r = ledger_checkpoint(c->ledger, &cp, c->commit, &c->error);
+        int r;
+
+        r = c->record ? ledger_record(c->ledger, &cp, c->commit, &c->error) :
+                        ledger_checkpoint(c->ledger, &cp, c->commit, &c->error);
         c->result = r;
         if (r < 0)
                 return r;
-        c->committed = r > 0;
+        c->committed = c->record || r > 0;
+        return 0;
+}
+
+static int step_commit_work(StepCommit *c) {
+        int r;
+
+        if (c->changes) {
+                /* What the step changed: for a reviewer reading git log, and
+                 * for the breakers' path rules (the commit leaves the
+                 * workspace as it is). */
+                c->step_known = ledger_changes(c->ledger, c->before, &c->step_changes, &c->n_step_changes) >= 0;
+                if (c->step_known && step_body_add_changes(c) < 0)
+                        return -ENOMEM;
+        }
+
+        if (!c->no_commit) {
+                r = step_commit_commit(c);
+                if (r < 0)
+                        return r;
+        }
 
         /* Asked again if it failed before the commit: the breakers' path
          * rules need the step's changes. */
@@ -113,6 +130,7 @@ static int step_commit_work(StepCommit *c) {
         /* Everything since the base, for the breakers' size rules. */
         if (c->changes)
                 c->all_result = ledger_changes(c->ledger, NULL, &c->all_changes, &c->n_all_changes);
+        /* What the delivery's summary and its journal entry say of the branch. */
         if (c->delivery) {
                 c->head_result = ledger_head(c->ledger, c->head);
                 (void) ledger_diffstat(c->ledger, &c->diffstat);
@@ -137,8 +155,37 @@ static void on_step_commit_done(Task *t, int r, void *p, void *userdata) {
         run->commit_done = NULL;
         run->phase = PHASE_IDLE;
         run->ledger = TAKE_PTR(c->ledger);   /* back from the job */
-        if (run->task)
-                done(run, c);
+        if (!run->task)
+                return;
+        if (run->task->state == TASK_PAUSED) {
+                /* Paused while the job ran: what it did counts only once
+                 * the task is resumed (a breaker, the review, the next model
+                 * call must not follow meanwhile). The phase stays, so that
+                 * nothing else starts. The job frees c: the results move. */
+                StepCommit *k = malloc(sizeof(StepCommit));
+                if (!k)
+                        return agent_fail(run, "Out of memory.");
+                *k = *c;
+                *c = (StepCommit) {};
+                run->held = k;
+                run->held_done = done;
+                run->phase = PHASE_LEDGER;
+                return;
+        }
+        done(run, c);
+}
+
+bool run_ledger_take_held(AgentRun *run) {
+        _cleanup_(step_commit_freep) StepCommit *c = NULL;
+        step_commit_done_t done;
+
+        if (!run || !run->held)
+                return false;
+        c = TAKE_PTR(run->held);
+        done = TAKE_PTR(run->held_done);
+        run->phase = PHASE_IDLE;
+        done(run, c);
+        return true;
 }
 
 int run_ledger_commit(AgentRun *run, StepCommit *c, step_commit_done_t done) {

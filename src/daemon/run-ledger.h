@@ -3,7 +3,8 @@
 
 /* The agent's own work on its ledger, off the event loop (task-job.h): the
  * commit at a step's end with the change lists the commit body and the
- * breakers need, and the reset of the workspace to the acknowledged
+ * breakers need, the delivery's final commit, its evidence commit and what
+ * its summary reads of the branch (head, diffstat, checkpoints), and the reset of the workspace to the acknowledged
  * checkpoint when a run starts. The job borrows the run's Ledger while it
  * runs (run->ledger is NULL meanwhile, run->phase PHASE_LEDGER) and gives
  * it back before done() is called. If the run is stopped meanwhile, the job
@@ -31,8 +32,12 @@ typedef struct StepCommit {
         int test_exit;
         uid_t uid;
         char *before;              /* the last acknowledged checkpoint; NULL: the base */
+        bool have_test_count;      /* Agentfab-Tests: "..., N tests" */
+        unsigned test_count;
         bool changes;              /* list the step's changes (into the body) and those since the base */
         bool delivery;             /* afterwards the head, the diffstat and the checkpoints */
+        bool record;               /* ledger_record(): the evidence commit, same tree, not a step */
+        bool no_commit;            /* nothing committed: only what delivery asks for */
 
         /* Results, valid in done(). */
         Ledger *ledger;
@@ -64,6 +69,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(StepCommit *, step_commit_free);
 typedef void (*step_commit_done_t)(AgentRun *run, StepCommit *c);
 /* Takes c (also on failure). */
 int run_ledger_commit(AgentRun *run, StepCommit *c, step_commit_done_t done);
+
+/* From task_unpaused(): hands a step's end that came back while the task
+ * was paused to its done(). Returns true if there was one. */
+bool run_ledger_take_held(AgentRun *run);
 
 /* Resets the workspace and the branch to commit (NULL: the base). */
 typedef void (*run_reset_done_t)(AgentRun *run, int r);
