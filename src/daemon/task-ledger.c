@@ -162,14 +162,108 @@ int task_ledger_checkpoints(Task *t, json_object **ret) {
         return 0;
 }
 
-int task_ledger_commits(Task *t, json_object **ret) {
+/* ---- ListCommits() ---- */
+
+typedef struct CommitsJob {
+        LedgerRef ref;
+        json_object *list;         /* the result; NULL: no ledger yet */
+        sd_bus_message *message;   /* the ListCommits() call, answered in done */
+} CommitsJob;
+
+static void commits_job_free(void *p) {
+        CommitsJob *j = p;
+
+        if (!j)
+                return;
+        ledger_ref_done(&j->ref);
+        json_object_put(j->list);
+        sd_bus_message_unref(j->message);
+        free(j);
+}
+
+static int commits_job_run(void *p) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
+        CommitsJob *j = p;
         int r;
 
-        r = task_ledger_open(t, &l);
+        r = ledger_open(j->ref.dir_fd, j->ref.branch, &l);
+        if (r == -ENOENT)
+                return 0;   /* no ledger yet: no commits */
         if (r < 0)
                 return r;
-        return ledger_commits(l, TASK_LEDGER_COMMITS_MAX, ret);
+        return ledger_commits(l, TASK_LEDGER_COMMITS_MAX, &j->list);
+}
+
+static int commits_reply(sd_bus_message *message, json_object *list) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(sus)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+                json_object *c = json_object_array_get_idx(list, i);
+                const char *commit = NULL, *subject = NULL;
+                uint64_t step = 0;
+
+                if (json_get_string(c, "commit", &commit) < 0)
+                        continue;
+                (void) json_get_uint64(c, "step", &step);
+                (void) json_get_string(c, "subject", &subject);
+                r = sd_bus_message_append(reply, "(sus)", commit, (uint32_t) MIN(step, (uint64_t) UINT32_MAX),
+                                          strempty(subject));
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static void on_commits_done(Task *t, int r, void *p, void *userdata) {
+        CommitsJob *j = p;
+
+        (void) userdata;
+        if (!t)
+                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_FAILED, "The daemon is stopping.");
+        else if (r < 0)
+                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot read the branch of task '%s': %m", t->id);
+        else {
+                r = commits_reply(j->message, j->list);
+                if (r < 0)
+                        (void) sd_bus_reply_method_errnof(j->message, r, "Cannot list the commits of task '%s': %m",
+                                                          t->id);
+        }
+}
+
+int task_ledger_list_commits(Task *t, sd_bus_message *message, sd_bus_error *error) {
+        CommitsJob *j;
+        int r;
+
+        j = calloc(1, sizeof(CommitsJob));
+        if (!j)
+                return -ENOMEM;
+        r = ledger_ref_init(&j->ref, t);
+        if (r == -ENOENT) {
+                /* No task directory yet: no commits. */
+                commits_job_free(j);
+                return commits_reply(message, NULL);
+        }
+        if (r < 0) {
+                commits_job_free(j);
+                return sd_bus_error_set_errnof(error, r, "Cannot read the branch of task '%s': %m", t->id);
+        }
+        j->message = sd_bus_message_ref(message);
+        r = task_job_enqueue(t, "commits", commits_job_run, on_commits_done, commits_job_free, j, NULL, NULL);
+        if (r < 0) {
+                commits_job_free(j);
+                return r;
+        }
+        return 1;
 }
 
 /* ---- ResetTo() ---- */

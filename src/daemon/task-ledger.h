@@ -3,8 +3,8 @@
 
 /* What the bus asks of a task's ledger outside its run: its exports, its
  * base, its checkpoints, and a reset by hand. Each opens the ledger itself.
- * Exports and resets run in worker threads, queued with the task's other
- * jobs (task-job.h), and answer their call when done. */
+ * Exports, commit lists and resets run in worker threads, queued with the
+ * task's other jobs (task-job.h), and answer their call when done. */
 
 #include <sys/types.h>
 #include <json-c/json.h>
@@ -25,10 +25,12 @@ int task_ledger_base_commit(Task *t, char ret[static 41]);
  * a job of the task is at work on it, the list read last (-EBUSY if none). */
 int task_ledger_checkpoints(Task *t, json_object **ret);
 
-/* Every commit on the task's branch, base..tip, as JSON [{commit, step
- * (absent without an Agentfab-Step trailer), subject}]: for an audit. */
+/* ListCommits(): answers message with every commit on the task's branch,
+ * base..tip, as a(sus) (commit, step: 0 without an Agentfab-Step
+ * trailer, subject), for an audit; read in the task's job queue. 1:
+ * queued or answered; negative: refused (error set). */
 #define TASK_LEDGER_COMMITS_MAX 100000U
-int task_ledger_commits(Task *t, json_object **ret);
+int task_ledger_list_commits(Task *t, sd_bus_message *message, sd_bus_error *error);
 
 /* ResetTo() of a failed task: its workspace and branch go back to rev (a
  * checkpoint's commit id, maybe abbreviated, or "base"), its progress says
