@@ -68,9 +68,15 @@ static int on_release(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) s, (void) usec;
         t->release_timer = sd_event_source_disable_unref(t->release_timer);
 
-        /* A command in flight is kept: it carries on when resumed. */
+        /* A command in flight is kept: it carries on when resumed. So is a
+         * step whose end came back while paused: a new agent would do the
+         * step again. */
         if (t->run && t->run->session && sandbox_session_is_busy(t->run->session)) {
                 log_info("Task '%s' is paused in the middle of a command: its sandbox stays frozen.", t->id);
+                return 0;
+        }
+        if (t->run && (t->run->held || t->run->held_review)) {
+                log_info("Task '%s' is paused at the end of a step: its sandbox stays frozen.", t->id);
                 return 0;
         }
         if (!t->run && !t->sandbox)
