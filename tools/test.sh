@@ -96,6 +96,9 @@ run_counted "integration tests" bash tests/integration/run.sh build
 run_counted "sandbox attacks" bash tests/integration/sandbox-attacks.sh build
 run_counted "launcher" bash tests/integration/launcher.sh build
 run_counted "agent end to end" bash tests/integration/agent.sh build
+# The README's first command, so that it cannot rot: it checks its breaker,
+# polkit prompt, review findings and the tip's evidence (35–59 s on a loaded machine).
+run_counted "demo" bash tools/demo.sh
 run_counted "egress proxy" bash tests/integration/proxy.sh build
 # Broken surroundings: CI runs the scenarios that take a few minutes; the
 # whole set (a full disk, dbus-daemon restarted, 20 SIGKILLs across 20
