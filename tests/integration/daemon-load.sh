@@ -298,6 +298,8 @@ EOF
         hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks >/dev/null 2>&1
         pid=$(hx systemctl show -P MainPID agentfab.service)
         hwm0=$(hx sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$pid/status")
+        local t_flood0
+        t_flood0=$(date +%s.%N)
         id=$(submit flood "Flood") || { fail "submit: $id"; return; }
         # A follower of the output, as agentfabctl logs -f is.
         timeout 600 nsenter -t "$HARNESS_PID" -a runuser -u alice -- agentfabctl logs "$id" -f > "$WORK/follow.out" 2>&1 &
@@ -305,6 +307,8 @@ EOF
         if wait_state "$id" 900 succeeded; then ok "the flood task finished"; else
                 fail "flood task: $(task_prop "$id" State): $(task_prop "$id" Reason)"; kill $follow 2>/dev/null; return; fi
         wait $follow 2>/dev/null
+        local flood_s
+        flood_s=$(elapsed "$t_flood0" "$(date +%s.%N)")
         local hwm
         hwm=$(hx sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$pid/status")
         figure "agentfabd memory: peak $((hwm0 / 1024)) MiB before, peak $((hwm / 1024)) MiB after $((3 * FLOOD_MB)) MiB of output"
@@ -337,10 +341,15 @@ for line in open(sys.argv[1]):
 print("longest tool result", worst)
 sys.exit(0 if worst < 200000 else 1)
 EOF
-        local fsize
+        # A follower gets at most 16 KiB of the newest bytes per 50 ms,
+        # escaped (at most 4 bytes each): its share grows with the time the
+        # flood takes, never with its size.
+        local fsize flimit
         fsize=$(stat -c %s "$WORK/follow.out")
-        ! grep -q $'\x1b' "$WORK/follow.out" && [ "$fsize" -lt $((2 * 1024 * 1024)) ] &&
-                ok "the follower got $fsize bytes, escaped" || fail "follower: $fsize bytes, escapes: $(grep -c $'\x1b' "$WORK/follow.out")"
+        flimit=$(awk -v s="$flood_s" 'BEGIN { printf "%d", 2 * 1048576 + (s + 1) * 20 * 65536 }')
+        ! grep -q $'\x1b' "$WORK/follow.out" && [ "$fsize" -lt "$flimit" ] &&
+                ok "the follower got $fsize bytes in $flood_s s (bound $flimit), escaped" ||
+                fail "follower: $fsize bytes in $flood_s s (bound $flimit), raw escapes: $(grep -c $'\x1b' "$WORK/follow.out")"
         ! hx journalctl -q -o cat AGENTFAB_TASK="$id" | grep -q 'pwned' && ok "no output in the journal" || fail "output in the journal"
 
         # The figures: each command's duration as the sandbox measured it.
