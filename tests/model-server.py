@@ -14,6 +14,7 @@ or on a crashed client asking twice). Every request
 is appended to the log as one JSON line:
     {"n": N, "t": arrival (time.time()), "path": "...", "headers": {lower-case name: value},
      "body": <parsed JSON or null>, "raw": "<body if not JSON>"}
+(a GET as {"n": null, "method": "GET", "path": ..., "headers": ..., "body": null}).
 
 The script is a JSON list of entries (or {"responses": [...]}). With
 {"responses": [...], "review": [...]}, a request that offers the tool
@@ -177,7 +178,12 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
-        if self.path.endswith("/models"):
+        # Logged too: nothing of agentfab GETs, so a GET in the log is
+        # something that reached this server some other way (the network
+        # test proves with it that the egress proxy let nothing through).
+        log_request({"n": None, "method": "GET", "path": self.path,
+                     "headers": {k.lower(): v for k, v in self.headers.items()}, "body": None})
+        if self.path.split("?")[0].endswith("/models"):
             self.send(200, json.dumps({"object": "list", "data": [{"id": "test-model", "object": "model"}]}))
         else:
             self.send(404, json.dumps({"error": {"message": "not found"}}))
@@ -264,6 +270,9 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    # Twenty tasks that come back at once after a restart connect at once:
+    # socketserver's backlog of 5 is smaller than any real model server's.
+    request_queue_size = 128
 
     def handle_error(self, request, client_address):
         # A client that gave up (timeout, reply too large) is a normal case

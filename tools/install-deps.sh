@@ -33,6 +33,10 @@ missing=()
 for p in "${packages[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# The network test's tasks install from an npm registry with npm (and
+# node). Asked for by command, not by package: a nodejs from NodeSource
+# carries its own npm and conflicts with Debian's npm package.
+command -v npm >/dev/null || missing+=(npm)
 if [ "${#missing[@]}" -gt 0 ]; then
         if [ "$(id -u)" != 0 ]; then
                 echo "Missing packages: ${missing[*]} (run as root to install them)" >&2

@@ -111,6 +111,12 @@ run_counted "daemon under load" bash tests/integration/daemon-load.sh build
 [ -d build-asan ] && run_counted "launcher (ASan/UBSan)" bash tests/integration/launcher.sh build-asan
 [ -d build-asan ] && run_counted "agent end to end (ASan/UBSan)" bash tests/integration/agent.sh build-asan
 [ -d build-asan ] && run_counted "egress proxy (ASan/UBSan)" bash tests/integration/proxy.sh build-asan
+# Tasks with a network under ASan/UBSan: the scenarios with the most C
+# behind them (a refusal, the breaker and approve --allow-host, every
+# refused form, the proxy restarted, no proxy), about two minutes; the
+# whole set is "bash tests/integration/network.sh build-asan".
+[ -d build-asan ] && ONLY="t_breaker_allow_host t_audited_refusals t_proxy_restart t_no_proxy" \
+        run_counted "tasks with a network (ASan/UBSan)" bash tests/integration/network.sh build-asan
 
 # The sandbox benchmark: figures and ratios against bwrap and fork+exec,
 # measured in this run. It prints; it does not judge (targets are in the

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <getopt.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "agentfab-bus.h"
@@ -111,6 +112,21 @@ static int parse_argv(int argc, char *argv[]) {
         return 1;
 }
 
+/* Every task at work holds descriptors (its sandbox's connection and output,
+ * its repository's packs, its model call's socket), and we serve hundreds:
+ * systemd's soft limit of 1024 is for programs that still use select(),
+ * which we do not, so we take the hard limit it leaves us, as systemd does. */
+static void rlimit_nofile_bump(void) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                log_warning_errno(errno, "Failed to raise the limit of open files to %llu, staying at the soft limit: %m",
+                                  (unsigned long long) rl.rlim_max);
+}
+
 int main(int argc, char *argv[]) {
         _cleanup_(manager_freep) Manager *m = NULL;
         const char *state_dir;
@@ -122,6 +138,7 @@ int main(int argc, char *argv[]) {
 
         /* Everything we create is ours alone unless said otherwise. */
         umask(0077);
+        rlimit_nofile_bump();
 
         /* StateDirectory= may list several directories; the first is ours. */
         _cleanup_free_ char *from_env = NULL;

@@ -10,6 +10,7 @@
 #include "json-util.h"
 #include "log.h"
 #include "review-model.h"
+#include "secret-scan.h"
 #include "string-util.h"
 
 #define REVIEW_MODEL_SUMMARY_MAX 2048U
@@ -226,7 +227,7 @@ static void on_reviewer_reply(ModelCall *call, int error, const char *error_mess
 
 void review_model_start(AgentRun *run, const char *diff, const FindingList *findings) {
         _cleanup_json_ json_object *messages = json_object_new_array(), *tools = review_model_tools();
-        _cleanup_free_ char *md = NULL, *user = NULL;
+        _cleanup_free_ char *md = NULL, *user = NULL, *redacted = NULL;
         const Config *c = &run->manager->config;
         const ModelProfile *profile;
         Task *t = run->task;
@@ -251,10 +252,15 @@ void review_model_start(AgentRun *run, const char *diff, const FindingList *find
         r = finding_list_to_markdown(findings, "Findings of the automatic review", &md);
         if (r < 0)
                 return agent_fail(run, "Out of memory.");
+        /* SECURITY: the reviewer may be another, remote model: what the secret
+         * scan would flag goes to it only as its redacted prefix. */
+        redacted = secret_redact_text(NULL, strempty(diff));
+        if (!redacted)
+                return agent_fail(run, "Out of memory.");
         if (asprintf(&user, "Review this change before it is delivered.\n\n## Goal\n\n%s\n\n## Acceptance criteria\n\n%s\n\n"
                      "%s\n## The change (unified diff, base to final tree%s)\n\n```diff\n%s\n```\n",
                      t->spec.goal, isempty(t->spec.acceptance) ? "(none given)" : t->spec.acceptance, md,
-                     strlen(strempty(diff)) >= REVIEW_MODEL_DIFF_MAX ? "; cut" : "", strempty(diff)) < 0)
+                     strlen(strempty(diff)) >= REVIEW_MODEL_DIFF_MAX ? "; cut" : "", redacted) < 0)
                 return agent_fail(run, "Out of memory.");
         _cleanup_json_ json_object *sys = conversation_message_new("system",
                 "You are a code reviewer. An AI agent made the change below to meet the goal. Check that it meets the "

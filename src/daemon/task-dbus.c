@@ -345,6 +345,9 @@ static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error
         r = bus_message_get_caller(message, &uid);
         if (r < 0)
                 return r;
+        r = task_settle_progress(t);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot read back the state file of task '%s': %m", t->id);
 
         audit_task_request(t, "reset", uid, rev);
         /* Answered when the reset is done, in a worker thread. */
@@ -462,6 +465,9 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
         r = bus_message_get_caller(message, &uid);
         if (r < 0)
                 return r;
+        r = task_settle_progress(t);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot read back the state file of task '%s': %m", t->id);
 
         unsigned version = task_requirement_version(t) + 1;
         const char *goal = goal_changed ? a.goal : t->spec.goal;

@@ -113,6 +113,9 @@ int task_set_state(Task *t, TaskState state, const char *reason, uid_t caller, s
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
                                          "Task '%s' is %s; it cannot become %s.",
                                          t->id, task_state_to_string(t->state), task_state_to_string(state));
+        r = task_settle_progress(t);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot read back the state file of task '%s': %m", t->id);
 
         old_reason = TAKE_PTR(t->reason);
         t->reason = strdup(strempty(reason));
@@ -162,6 +165,7 @@ void task_fail_unsaved(Task *t, const char *reason, int error) {
         }
         t->state = TASK_FAILED;
         t->updated_usec = now_usec();
+        t->progress_unsaved = true;
         if (t->manager)
                 manager_task_state_changed(t->manager, t, old_state, UID_INVALID);
 }

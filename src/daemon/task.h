@@ -91,6 +91,10 @@ typedef struct Task {
          * kept read-only so that nothing overwrites what an administrator may
          * want to recover. */
         bool broken;
+        /* The progress in memory went past the state file, which could not be
+         * written (task_fail_unsaved()): before the task goes on, it is read
+         * back from the file, as after a crash (task_settle_progress()). */
+        bool progress_unsaved;
 } Task;
 
 int task_new(Task **ret, const char *id);
@@ -108,6 +112,7 @@ int task_id_generate(char ret[static AGENTFAB_TASK_ID_LEN + 1]);
 int task_set_state(Task *t, TaskState state, const char *reason, uid_t caller, sd_bus_error *error);
 /* Fails the task in memory when its state file cannot be written. */
 void task_fail_unsaved(Task *t, const char *reason, int error);
+int task_settle_progress(Task *t);
 
 /* The version of the task's requirement (goal and acceptance criteria):
  * 1 as submitted, raised by each Amend(). */

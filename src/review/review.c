@@ -43,6 +43,27 @@ void review_result_done(ReviewResult *r) {
         *r = (ReviewResult) {};
 }
 
+/* SECURITY: a checker may quote the line it is about, and so the secret on
+ * it: what it says is kept only with every secret in it redacted. */
+static int redact_findings(const SecretScanOptions *so, FindingList *l, size_t first) {
+        for (size_t i = first; i < l->n; i++) {
+                char **fields[] = { &l->items[i].message, &l->items[i].rule };
+
+                for (size_t f = 0; f < ELEMENTSOF(fields); f++) {
+                        char *redacted;
+
+                        if (!*fields[f])
+                                continue;
+                        redacted = secret_redact_text(so, *fields[f]);
+                        if (!redacted)
+                                return -ENOMEM;
+                        free(*fields[f]);
+                        *fields[f] = redacted;
+                }
+        }
+        return 0;
+}
+
 static int review_checkers(const ReviewInput *in, FindingList *out) {
         int r;
 
@@ -234,7 +255,11 @@ int review_run(const ReviewConfig *c, const ReviewInput *in, ReviewResult *ret) 
         r = secret_scan_files(&so, in->files, in->n_files, l);
         if (r < 0)
                 return r;
+        size_t first = l->n;
         r = review_checkers(in, l);
+        if (r < 0)
+                return r;
+        r = redact_findings(&so, l, first);
         if (r < 0)
                 return r;
         r = review_dependencies(c, in, l);

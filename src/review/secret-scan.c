@@ -411,6 +411,58 @@ bool secret_scan_ignored(const SecretScanOptions *o, const char *path) {
         return false;
 }
 
+static int match_compare(const void *a, const void *b) {
+        const SecretMatch *x = a, *y = b;
+        return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+char *secret_redact_text(const SecretScanOptions *o, const char *text) {
+        _cleanup_free_ char *out = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        assert(text);
+
+        f = open_memstream(&out, &size);
+        if (!f)
+                return NULL;
+        for (const char *line = text; *line;) {
+                size_t length = strcspn(line, "\n"), k, at = 0;
+                SecretMatch m[SECRET_MATCHES_PER_LINE_MAX];
+
+                if (secret_scan_line(o, line, length, m, ELEMENTSOF(m), &k) < 0) {
+                        fclose(f);
+                        return NULL;
+                }
+                if (k > 1)
+                        qsort(m, k, sizeof(SecretMatch), match_compare);
+                for (size_t x = 0; x < k; x++) {
+                        _cleanup_free_ char *redacted = NULL;
+
+                        /* Matches never overlap; one that did is already hidden. */
+                        if (m[x].offset < at || m[x].length > length - m[x].offset)
+                                continue;
+                        redacted = secret_redact(line + m[x].offset, m[x].length);
+                        if (!redacted) {
+                                fclose(f);
+                                return NULL;
+                        }
+                        fwrite(line + at, 1, m[x].offset - at, f);
+                        fputs(redacted, f);
+                        at = m[x].offset + m[x].length;
+                }
+                fwrite(line + at, 1, length - at, f);
+                line += length;
+                if (*line == '\n') {
+                        fputc('\n', f);
+                        line++;
+                }
+        }
+        if (fclose(f) != 0)
+                return NULL;
+        return TAKE_PTR(out);
+}
+
 int secret_scan_files(const SecretScanOptions *o, const ReviewFile *files, size_t n_files, FindingList *out) {
         int r;
 

@@ -72,6 +72,11 @@ double secret_entropy(const char *s, size_t n);
  * such as "AKIA" or "ghp_" show whole). */
 char *secret_redact(const char *value, size_t n);
 
+/* text with every secret secret_scan_line() finds in it, line by line,
+ * replaced by its secret_redact() form: for what others wrote about the
+ * changed files (a checker's message may quote the line it is about). */
+char *secret_redact_text(const SecretScanOptions *o, const char *text);
+
 /* True when the file is on the ignore list. */
 bool secret_scan_ignored(const SecretScanOptions *o, const char *path);
 

@@ -102,7 +102,7 @@ Name=default
 Endpoint=http://127.0.0.1:$PORT/v1
 Model=scripted
 TimeoutSec=20
-MaxRetries=3
+MaxRetries=5
 RetryBaseSec=200ms
 CONF
         for u in alice carol; do
@@ -203,6 +203,8 @@ check_complete() {
                 ok "$what: steps 1 2 3 4 once each, 6 assistant messages, files whole"
         else
                 fail "$what: steps '$s', assistant messages '$n', files whole: $(files_whole "$id" 2>&1 && echo yes || echo no)"
+                echo "--- the task's journal"
+                hx journalctl -q --no-pager -o cat AGENTFAB_TASK="$id" | tail -60
         fi
 }
 
@@ -465,6 +467,10 @@ PY
                 echo "    kill $k after ${ms} ms ($active)"
         done
         ok "$nkills SIGKILLs in $(( $(date +%s) - t0 )) s"
+        local mainpid
+        mainpid=$(hx systemctl show -p MainPID --value agentfab.service)
+        echo "    agentfabd holds $(hx ls "/proc/$mainpid/fd" 2>/dev/null | wc -l) descriptors;" \
+                "$(hx grep 'Max open files' "/proc/$mainpid/limits" 2>/dev/null | tr -s ' ')"
         hx systemctl show -p NRestarts agentfab.service | sed 's/^/    /'
         hx "${CTL[@]}" list 2>&1 | awk '{print $2}' | sort | uniq -c | sed 's/^/    states:/'
         local bad=0 done_ok=0 want_steps want_msgs s n

@@ -4,14 +4,14 @@
 # Tasks with a network, end to end: the real agentfabd registers them with
 # the real agentfab-proxy (its hardened unit, socket-activated), the real
 # launcher hands the channel to the sandbox, and the tasks' own commands
-# (pip) reach a package registry the test serves on the harness's loopback
-# (127.0.0.2: 127.0.0.1 is the sandbox's own loopback and in NO_PROXY) —
-# or are refused: a host not in the allowlist trips the network breaker
-# naming it, and approve --allow-host lets the redone step through; the
-# harness's own services and the addresses nobody allowed are refused even
-# in audited mode, and their own logs show that nothing reached them; a
-# second install in a task of the same owner and environment is served by
-# /cache and makes no connection at all.
+# (pip, npm) reach a package registry the test serves on the harness's
+# loopback (127.0.0.2: 127.0.0.1 is the sandbox's own loopback and in
+# NO_PROXY) — or are refused: a host not in the allowlist trips the network
+# breaker naming it, and approve --allow-host lets the redone step through;
+# the harness's own services (the model server, an sshd) and the addresses
+# nobody allowed are refused even in audited mode, and their own logs show
+# that nothing reached them; a second install in a task of the same owner
+# and environment is served by /cache and makes no connection at all.
 #
 #   tests/integration/network.sh BUILDDIR
 #
@@ -43,10 +43,13 @@ WORK=$(mktemp -d /tmp/agentfab-network.XXXXXX)
 chmod 755 "$WORK"
 MODEL_PID=
 REGISTRY_PID=
+SSHD_PID=
+RUN_SSHD_MADE=
 free_port() { python3 -c "import socket; s = socket.socket(); s.bind(('$1', 0)); print(s.getsockname()[1])"; }
 PORT=$(free_port 127.0.0.1)
 REG=127.0.0.2
 REG_PORT=$(free_port $REG)
+SSH_PORT=$(free_port 127.0.0.1)
 NETMSG=e1724f7f803240d2a256a216468e59e9
 ALLOWMSG=b6d40bfd8bb94eb89958fb6139e8af85
 BREAKERMSG=721e187c39954be5bc87afe6ce82154c
@@ -55,6 +58,8 @@ stop_pid() { if [ -n "$1" ]; then kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; 
 cleanup() {
         stop_pid "$MODEL_PID"
         stop_pid "$REGISTRY_PID"
+        stop_pid "$SSHD_PID"
+        [ -z "$RUN_SSHD_MADE" ] || rmdir /run/sshd 2>/dev/null
         rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -73,13 +78,15 @@ model() {
 }
 
 # The registry: a PEP 503 simple index of one project, demo-pkg, with a
-# wheel made here (a zip with its dist-info, as pip wants it).
+# wheel made here (a zip with its dist-info, as pip wants it); and an npm
+# registry of one package, demo-npm: its package document at /demo-npm and
+# the tarball it names, with the digests npm checks.
 make_registry() {
         local D=$WORK/registry
-        mkdir -p "$D/simple/demo-pkg" "$D/files"
-        python3 - "$D" <<'PY' || return 1
-import base64, hashlib, sys, zipfile
-d = sys.argv[1]
+        mkdir -p "$D/simple/demo-pkg" "$D/files" "$D/tarballs"
+        python3 - "$D" "http://$REG:$REG_PORT" <<'PY' || return 1
+import base64, hashlib, io, json, sys, tarfile, zipfile
+d, base = sys.argv[1], sys.argv[2]
 name = "demo_pkg-1.0-py3-none-any.whl"
 files = {
     "demo_pkg/__init__.py": "MAGIC = 'demo-pkg-imported-4242'\n",
@@ -100,6 +107,27 @@ with open(f"{d}/simple/demo-pkg/index.html", "w") as f:
     f.write(f'<!DOCTYPE html><html><body><a href="../../files/{name}#sha256={sha}">{name}</a></body></html>\n')
 with open(f"{d}/simple/index.html", "w") as f:
     f.write('<!DOCTYPE html><html><body><a href="demo-pkg/">demo-pkg</a></body></html>\n')
+
+package = {"name": "demo-npm", "version": "1.0.0", "main": "index.js"}
+files = {
+    "package/package.json": json.dumps(package) + "\n",
+    "package/index.js": "module.exports.MAGIC = 'demo-npm-required-4242';\n",
+}
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.USTAR_FORMAT) as t:
+    for path, text in files.items():
+        info = tarfile.TarInfo(path)
+        info.size, info.mode, info.mtime = len(text.encode()), 0o644, 0
+        t.addfile(info, io.BytesIO(text.encode()))
+tgz = buf.getvalue()
+open(f"{d}/tarballs/demo-npm-1.0.0.tgz", "wb").write(tgz)
+package["dist"] = {
+    "tarball": f"{base}/tarballs/demo-npm-1.0.0.tgz",
+    "shasum": hashlib.sha1(tgz).hexdigest(),
+    "integrity": "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode(),
+}
+with open(f"{d}/demo-npm", "w") as f:
+    json.dump({"name": "demo-npm", "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": package}}, f)
 PY
         : > "$WORK/registry.log"
         python3 "$HERE/registry-server.py" --dir "$D" --host $REG --port "$REG_PORT" --log "$WORK/registry.log" \
@@ -145,12 +173,12 @@ Endpoint=http://127.0.0.1:$PORT/v1
 Model=scripted
 TimeoutSec=20
 
-# The registry allowed by address; pip's cache per owner.
+# The registry allowed by address; pip's and npm's caches per owner.
 [Environment]
 Name=net
 Network=allowlist
 Allow=$REG:$REG_PORT
-Cache=pip
+Cache=pip npm
 Environment=PIP_DISABLE_PIP_VERSION_CHECK=1
 Environment=PIP_DEFAULT_TIMEOUT=10
 
@@ -158,7 +186,7 @@ Environment=PIP_DEFAULT_TIMEOUT=10
 [Environment]
 Name=closed
 Network=allowlist
-Cache=pip
+Cache=pip npm
 Environment=PIP_DISABLE_PIP_VERSION_CHECK=1
 Environment=PIP_DEFAULT_TIMEOUT=10
 
@@ -217,13 +245,23 @@ PIP_INSTALL="python3 -m pip install -q --no-index --find-links /cache/wheels --t
 IMPORT="PYTHONPATH=/tmp/deps python3 -c 'import demo_pkg; print(\"imported:\", demo_pkg.MAGIC)'"
 INSTALL_CMD="($PIP_FROM_CACHE 2>/dev/null && echo wheel-from-cache || $PIP_FROM_INDEX) && $PIP_INSTALL && $IMPORT"
 
-# pip_script FILE N: a task that installs demo-pkg in N steps (the second
-# is the one redone after an approval), then finishes.
+# What a task runs to install demo-npm: the same command each time, with
+# npm's cache in /cache (npm_config_cache, the environment's Cache=npm);
+# --prefer-offline takes what the cache holds without asking the registry.
+# npm's own calls home (audit, fund, the update check) are off, and a
+# refused fetch is not retried for a minute.
+NPM_CMD="mkdir -p /tmp/app && cd /tmp/app && npm_config_update_notifier=false npm install --prefer-offline --no-audit --no-fund"
+NPM_CMD+=" --fetch-retries=0 --registry=http://$REG:$REG_PORT/ demo-npm"
+NPM_CMD+=" && node -e 'console.log(\"required:\", require(\"/tmp/app/node_modules/demo-npm\").MAGIC)'"
+
+# pip_script FILE N [COMMAND]: a task that installs demo-pkg (or runs
+# COMMAND) in N steps (the second is the one redone after an approval),
+# then finishes.
 pip_script() {
-        python3 - "$1" "$INSTALL_CMD" "$2" <<'PY'
+        python3 - "$1" "${3:-$INSTALL_CMD}" "$2" <<'PY'
 import json, sys
-steps = [{"reply": {"content": "Plan: install demo-pkg from the registry."}}]
-steps += [{"reply": {"content": "Install demo-pkg", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}}] * int(sys.argv[3])
+steps = [{"reply": {"content": "Plan: install the package from the registry."}}]
+steps += [{"reply": {"content": "Install the package", "tool_calls": [{"name": "run_command", "arguments": {"command": sys.argv[2]}}]}}] * int(sys.argv[3])
 steps.append({"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "installed"}}]}})
 json.dump(steps, open(sys.argv[1], "w"))
 PY
@@ -244,7 +282,7 @@ t_allowlist() {
         grep -q 'imported: demo-pkg-imported-4242' <<<"$out" && ok "pip downloaded and installed demo-pkg; it imports" ||
                 fail "no import: $(tail -c 600 <<<"$out")"
         grep -q "GET /simple/demo-pkg/ 200" "$WORK/registry.log" && grep -q "GET /files/demo_pkg-1.0-py3-none-any.whl 200" "$WORK/registry.log" &&
-                ok "the registry served the index and the wheel: $(wc -l < "$WORK/registry.log") requests" ||
+                ok "the registry served the index and the wheel: $(grep -c "^GET" "$WORK/registry.log") requests" ||
                 fail "registry log: $(cat "$WORK/registry.log")"
         j=$(net_journal "$id")
         grep -q "^allowed $REG $REG_PORT $REG " <<<"$j" && ! grep -q '^refused' <<<"$j" &&
@@ -307,22 +345,131 @@ t_breaker_allow_host() {
                 fail "introspection: $(grep -i approve <<<"$out")"
 }
 
+have_npm() {
+        command -v npm >/dev/null && command -v node >/dev/null && return 0
+        echo "  skip: no npm or node here (tools/install-deps.sh installs them)"
+        return 1
+}
+
+t_npm_allowlist() {
+        echo "=== allowlist: npm through the egress proxy to a registry allowed by address, then from /cache alone"
+        have_npm || return
+        pip_script "$WORK/npm.json" 1 "$NPM_CMD"
+        model "$WORK/npm.json" || { fail "model server"; return; }
+        make_repo npm1
+        : > "$WORK/registry.log"
+        local id id2 out j
+        id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/npm1 --goal "install demo-npm" --environment=net 2>&1) ||
+                { fail "submit: $id"; return; }
+        if wait_state "$id" succeeded; then ok "a task in Network=allowlist ran npm install from the registry and succeeded"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; hx_as alice "${CTL[@]}" logs "$id" 2>&1 | tail -20; return; fi
+        out=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1)
+        grep -q 'required: demo-npm-required-4242' <<<"$out" && ok "npm installed demo-npm; node requires it" ||
+                fail "no require: $(tail -c 600 <<<"$out")"
+        grep -q "GET /demo-npm 200" "$WORK/registry.log" && grep -q "GET /tarballs/demo-npm-1.0.0.tgz 200" "$WORK/registry.log" &&
+                ok "the registry served the package document and the tarball: $(grep -c '^GET' "$WORK/registry.log") requests" ||
+                fail "registry log: $(cat "$WORK/registry.log")"
+        j=$(net_journal "$id")
+        grep -q "^allowed $REG $REG_PORT $REG " <<<"$j" && ! grep -q '^refused' <<<"$j" &&
+                ok "the proxy journaled npm's connections as allowed, none refused: $(grep -c '^allowed' <<<"$j")" ||
+                fail "journal: $j"
+
+        # The identical install in a second task of the same owner and environment.
+        make_repo npm2
+        : > "$WORK/registry.log"
+        id2=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/npm2 --goal "install demo-npm" --environment=net 2>&1) ||
+                { fail "submit: $id2"; return; }
+        if wait_state "$id2" succeeded; then ok "the second npm task succeeded"; else
+                fail "state $(task_prop "$id2" State): $(task_prop "$id2" Reason)"; return; fi
+        out=$(hx_as alice "${CTL[@]}" logs "$id2" 2>&1)
+        grep -q 'required: demo-npm-required-4242' <<<"$out" && ok "it installed demo-npm again" ||
+                fail "second install: $(tail -c 600 <<<"$out")"
+        j=$(net_journal "$id2")
+        [ -z "$j" ] && [ ! -s "$WORK/registry.log" ] &&
+                ok "from /cache alone: no proxy journal entry, not even a connection in the registry's log" ||
+                fail "second task's connections: $j / $(cat "$WORK/registry.log")"
+        hx find /var/lib/agentfab/cache -path '*/npm/_cacache/*' -type f 2>/dev/null | grep -q . &&
+                ok "npm's cache is in the owner's cache directory" || fail "no npm cache under /var/lib/agentfab/cache"
+}
+
+t_npm_breaker_allow_host() {
+        echo "=== npm to a host not allowed: refused, the network breaker names it, approve --allow-host lets the redone step through"
+        have_npm || return
+        pip_script "$WORK/npm-closed.json" 2 "$NPM_CMD"
+        model "$WORK/npm-closed.json" || { fail "model server"; return; }
+        make_repo npmclosed
+        : > "$WORK/registry.log"
+        local id out reason j
+        id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/npmclosed --goal "install demo-npm" --environment=closed 2>&1) ||
+                { fail "submit: $id"; return; }
+        if wait_state "$id" awaiting-approval; then ok "the npm task paused"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        reason=$(task_prop "$id" Reason)
+        [ "$(task_prop "$id" Breaker)" = network ] && [[ $reason == *"refused a connection to $REG:$REG_PORT"*"--allow-host=$REG:$REG_PORT"* ]] &&
+                ok "by the network breaker, naming the host: $reason" || fail "breaker $(task_prop "$id" Breaker): $reason"
+        [ ! -s "$WORK/registry.log" ] && ok "nothing reached the registry, not even a connection" ||
+                fail "registry log: $(cat "$WORK/registry.log")"
+        j=$(net_journal "$id")
+        grep -q "^refused $REG $REG_PORT " <<<"$j" && ! grep -q '^allowed' <<<"$j" &&
+                ok "the proxy journaled the refusal: $(head -1 <<<"$j")" || fail "journal: $j"
+        out=$(hx "${CTL[@]}" approve "$id" --allow-host="$REG:$REG_PORT" 2>&1) &&
+                ok "root approves with --allow-host=$REG:$REG_PORT" || fail "approve: $out"
+        if wait_state "$id" succeeded; then ok "the redone npm install reached the registry; the task succeeded"; else
+                fail "after approval: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        out=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1)
+        grep -q 'required: demo-npm-required-4242' <<<"$out" && ok "demo-npm installed after the approval" ||
+                fail "logs: $(tail -c 600 <<<"$out")"
+        grep -q "GET /tarballs/demo-npm-1.0.0.tgz 200" "$WORK/registry.log" && ok "the registry served it then" ||
+                fail "registry log: $(cat "$WORK/registry.log")"
+}
+
+# An sshd of the test's own on the harness's loopback, one of the services
+# no task may reach: its own host key, no logins at all, and at LogLevel
+# VERBOSE it logs every connection it accepts ("Connection from ...").
+start_sshd() {
+        local d=$WORK/sshd i
+        mkdir -p "$d"
+        ssh-keygen -q -t ed25519 -N '' -C network-test -f "$d/hostkey" || return 1
+        printf '%s\n' "ListenAddress 127.0.0.1" "Port $SSH_PORT" "HostKey $d/hostkey" "AuthenticationMethods none" \
+                "PasswordAuthentication no" "KbdInteractiveAuthentication no" "PubkeyAuthentication no" "UsePAM no" \
+                "PermitRootLogin no" "AllowUsers nobody-here" "PidFile none" "LogLevel VERBOSE" > "$d/sshd_config"
+        [ -d /run/sshd ] || { mkdir -p /run/sshd && RUN_SSHD_MADE=1; }
+        : > "$WORK/sshd.log"
+        /usr/sbin/sshd -D -e -f "$d/sshd_config" 2>> "$WORK/sshd.log" &
+        SSHD_PID=$!
+        for i in $(seq 100); do grep -q 'Server listening' "$WORK/sshd.log" && return 0; sleep 0.05; done
+        echo "sshd did not start: $(cat "$WORK/sshd.log")"
+        return 1
+}
+stop_sshd() { stop_pid "$SSHD_PID"; SSHD_PID=; }
+
+# The probes among the model server's requests: GETs, which agentfabd never
+# makes (its POSTs carry the task's commands, probes and all, as text).
+model_gets() {
+        python3 -c '
+import json, sys
+print(" ".join(e["path"].split("probe=")[1] for e in map(json.loads, open(sys.argv[1]))
+               if e.get("method") == "GET" and "probe=" in e["path"]))' "$WORK/requests.jsonl"
+}
+
 t_audited_refusals() {
         echo "=== audited: the harness's loopback services and private addresses are refused, journaled, never reached"
         local id out j name
-        python3 - "$WORK/audit.json" "$PORT" "$REG:$REG_PORT" <<'PY'
+        python3 - "$WORK/audit.json" "$PORT" "$REG:$REG_PORT" "$SSH_PORT" <<'PY'
 import json, sys
-port, reg = sys.argv[2], sys.argv[3]
+port, reg, ssh = sys.argv[2], sys.argv[3], sys.argv[4]
 # Through the proxy whatever NO_PROXY says: curl's -x with --noproxy ''.
+# Each request to the model server names itself (?probe=NAME), so that its
+# log would show which one got through.
 c = "curl -s -m 10 --noproxy '' -x http://127.0.0.1:3128 -o /dev/null -w '%{http_code}'"
 tries = {
-    "model": f"http://127.0.0.1:{port}/v1/models",
+    "model": f"http://127.0.0.1:{port}/v1/models?probe=model",
     "registry": f"http://{reg}/simple/demo-pkg/",
     "metadata": "http://169.254.169.254/latest/meta-data/",
-    "rebind": f"http://rebind.test:{port}/v1/models",
-    "decimal": f"http://2130706433:{port}/v1/models",
-    "octal": f"http://0177.0.0.1:{port}/v1/models",
-    "mapped": f"http://[::ffff:127.0.0.1]:{port}/v1/models",
+    "rebind": f"http://rebind.test:{port}/v1/models?probe=rebind",
+    "decimal": f"http://2130706433:{port}/v1/models?probe=decimal",
+    "octal": f"http://0177.0.0.1:{port}/v1/models?probe=octal",
+    "mapped": f"http://[::ffff:127.0.0.1]:{port}/v1/models?probe=mapped",
 }
 cmd = "; ".join(f"echo result {n} $({c} '{u}')" for n, u in tries.items() if n not in ("decimal", "octal", "mapped"))
 # curl writes IPv4 in its canonical form itself: these go out as written,
@@ -332,7 +479,14 @@ raw = ("import socket, sys; s = socket.create_connection(('127.0.0.1', 3128)); "
        "print(s.recv(64).split()[1].decode())")
 for n in ("decimal", "octal", "mapped"):
     cmd += f"; echo result {n} $(python3 -c \"{raw}\" '{tries[n]}')"
-cmd += f"; echo result connect $({c} -p 'http://127.0.0.1:{port}/v1/models')"
+cmd += f"; echo result connect $({c} -p 'http://127.0.0.1:{port}/v1/models?probe=connect')"
+# sshd is no HTTP server: a CONNECT tunnel is the only way there, by
+# address and by a name that resolves to it.
+tunnel = ("import socket, sys; s = socket.create_connection(('127.0.0.1', 3128)); "
+          "s.sendall(('CONNECT ' + sys.argv[1] + ' HTTP/1.1\\r\\nHost: ' + sys.argv[1] + '\\r\\n\\r\\n').encode()); "
+          "print(s.recv(64).split()[1].decode())")
+for n, target in (("sshd", f"127.0.0.1:{ssh}"), ("sshd-name", f"localhost:{ssh}")):
+    cmd += f"; echo result {n} $(python3 -c \"{tunnel}\" '{target}')"
 steps = [
     {"reply": {"content": "Plan: look around the network."}},
     {"reply": {"content": "Probe", "tool_calls": [{"name": "run_command", "arguments": {"command": cmd}}]}},
@@ -341,27 +495,50 @@ steps = [
 json.dump(steps, open(sys.argv[1], "w"))
 PY
         model "$WORK/audit.json" || { fail "model server"; return; }
+        start_sshd || { fail "sshd"; stop_sshd; return; }
         make_repo audit
+        # Each target's log, proven to log: one connection from the host
+        # itself to each before the task (nothing listens on 169.254.169.254
+        # here: for it the journal and the 403 are the proof).
         : > "$WORK/registry.log"
+        curl -s -m 5 -o /dev/null "http://127.0.0.1:$PORT/v1/models?probe=control" || fail "control request to the model server"
+        curl -s -m 5 -o /dev/null "http://$REG:$REG_PORT/simple/" || fail "control request to the registry"
+        timeout 5 python3 -c "import socket; s = socket.create_connection(('127.0.0.1', $SSH_PORT)); print(s.recv(64).decode().strip())" \
+                > "$WORK/sshd.banner" 2>&1 || fail "control connection to sshd: $(cat "$WORK/sshd.banner")"
+        local i
+        for i in $(seq 100); do grep -q 'Connection from 127.0.0.1' "$WORK/sshd.log" && break; sleep 0.05; done
+        [ "$(model_gets)" = "control" ] && [ "$(grep -c '^connection from' "$WORK/registry.log")" = 1 ] &&
+                [ "$(grep -c 'Connection from' "$WORK/sshd.log")" = 1 ] &&
+                ok "each target logs what reaches it: one control connection each in the model server's, the registry's and sshd's logs ($(cat "$WORK/sshd.banner"))" ||
+                fail "control: model '$(model_gets)', registry $(grep -c '^connection from' "$WORK/registry.log"), sshd $(grep -c 'Connection from' "$WORK/sshd.log")"
+
         id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/audit --goal "probe" --environment=audit 2>&1) ||
-                { fail "submit: $id"; return; }
+                { fail "submit: $id"; stop_sshd; return; }
         if wait_state "$id" succeeded; then ok "audited mode: no breaker, the task went on and succeeded"; else
-                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; stop_sshd; return; fi
         out=$(hx_as alice "${CTL[@]}" logs "$id" 2>&1)
-        for name in model registry metadata rebind decimal octal mapped; do
-                grep -q "^result $name 403$" <<<"$out" && ok "refused: $name ($(grep "^result $name" <<<"$out"))" ||
-                        fail "$name: $(grep "^result $name" <<<"$out")"
+        for name in model registry metadata rebind decimal octal mapped sshd sshd-name; do
+                grep -q "^result $name 403$" <<<"$out" && ok "refused: $name ($(grep "^result $name " <<<"$out"))" ||
+                        fail "$name: $(grep "^result $name " <<<"$out")"
         done
         grep -q "^result connect 403$\|^result connect 000$" <<<"$out" && ok "refused: CONNECT to the model server" ||
                 fail "connect: $(grep '^result connect' <<<"$out")"
         j=$(net_journal "$id")
-        [ "$(grep -c '^refused' <<<"$j")" = 8 ] && ! grep -q '^allowed' <<<"$j" &&
-                ok "each attempt journaled as refused (8), none allowed" || fail "journal: $j"
+        [ "$(grep -c '^refused' <<<"$j")" = 10 ] && ! grep -q '^allowed' <<<"$j" &&
+                ok "each attempt journaled as refused (10), none allowed" || fail "journal: $j"
         grep -q "^refused 2130706433 $PORT 127.0.0.1 " <<<"$j" && grep -q "^refused rebind.test $PORT 127.0.0.1 " <<<"$j" &&
-                ok "judged on the address connected to (2130706433 and rebind.test as 127.0.0.1)" || fail "journal: $j"
-        ! grep -q '"path": "/v1/models"' "$WORK/requests.jsonl" && ok "nothing reached the model server (its own log)" ||
-                fail "the model server saw: $(grep -c '/v1/models' "$WORK/requests.jsonl")"
-        [ ! -s "$WORK/registry.log" ] && ok "nothing reached the registry (its own log)" || fail "registry log: $(cat "$WORK/registry.log")"
+                grep -q "^refused localhost $SSH_PORT 127.0.0.1 " <<<"$j" &&
+                ok "judged on the address connected to (2130706433, rebind.test and localhost as 127.0.0.1)" || fail "journal: $j"
+        grep -q "^refused 127.0.0.1 $SSH_PORT 127.0.0.1 " <<<"$j" && ok "the CONNECT to sshd is journaled: $(grep " $SSH_PORT " <<<"$j" | head -1)" ||
+                fail "no sshd entry: $j"
+        [ "$(model_gets)" = "control" ] && ok "nothing reached the model server (its own log: the control request only)" ||
+                fail "the model server saw: $(model_gets)"
+        [ "$(grep -c '^connection from' "$WORK/registry.log")" = 1 ] && ok "nothing reached the registry (its own log: the control connection only)" ||
+                fail "registry log: $(cat "$WORK/registry.log")"
+        [ "$(grep -c 'Connection from' "$WORK/sshd.log")" = 1 ] && ok "nothing reached sshd (its own log: the control connection only)" ||
+                fail "sshd log: $(grep 'Connection from' "$WORK/sshd.log")"
+        stop_sshd
+        ! pgrep -f "sshd -D -e -f $WORK/sshd/sshd_config" >/dev/null && ok "sshd stopped" || fail "sshd still running"
 }
 
 t_proxy_restart() {
@@ -386,7 +563,7 @@ PY
                 { fail "submit: $id"; return; }
         # The restart comes after the first fetch; the second waits for it
         # (the step between waits for a file the test puts in the workspace).
-        for i in $(seq 300); do [ -s "$WORK/registry.log" ] && break; sleep 0.1; done
+        for i in $(seq 300); do grep -q "GET /simple/demo-pkg/ 200" "$WORK/registry.log" && break; sleep 0.1; done
         sleep 0.5
         hx systemctl restart agentfab-proxy.service >/dev/null 2>&1 || fail "restart the proxy"
         hx install -o agentfab -g agentfab -m 0644 /dev/null "/var/lib/agentfab/tasks/$id/workspace/go" || fail "cannot signal the task"
@@ -426,7 +603,8 @@ main() {
         echo "harness: systemd booted in ${HARNESS_BOOT_MS} ms; registry on $REG:$REG_PORT"
 
         local t
-        for t in t_allowlist t_breaker_allow_host t_audited_refusals t_proxy_restart t_no_proxy; do
+        for t in t_allowlist t_breaker_allow_host t_npm_allowlist t_npm_breaker_allow_host t_audited_refusals \
+                 t_proxy_restart t_no_proxy; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 "$t"
         done

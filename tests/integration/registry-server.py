@@ -4,9 +4,11 @@
 
     registry-server.py --dir DIR --host ADDRESS --port N --log FILE
 
-Serves DIR (a PEP 503 simple index and the wheels it links to) and appends
-one line per request to FILE ("METHOD PATH"), so that a test can prove what
-reached it and what did not. Prints its port on the first line of stdout.
+Serves DIR (a PEP 503 simple index and the wheels it links to, an npm
+package document and its tarball) and appends one line per connection
+("connection from ADDRESS:PORT", before anything is read) and per request
+("METHOD PATH CODE") to FILE, so that a test can prove what reached it and
+what did not. Prints its port on the first line of stdout.
 Only the Python standard library is used.
 """
 
@@ -18,6 +20,12 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 class Handler(SimpleHTTPRequestHandler):
     log_path = None
+
+    def setup(self):
+        # Before anything is read: a connection that sends nothing is seen too.
+        with open(self.log_path, "a") as f:
+            f.write("connection from %s:%d\n" % self.client_address[:2])
+        super().setup()
 
     def log_request(self, code="-", size="-"):
         with open(self.log_path, "a") as f:

@@ -4,6 +4,7 @@
 #include "json-util.h"
 #include "review-settings.h"
 #include "review.h"
+#include "secret-scan.h"
 #include "string-util.h"
 #include "tap.h"
 
@@ -201,8 +202,45 @@ static void test_bound(void) {
         review_result_done(&res);
 }
 
+/* SECURITY: a checker that quotes the line it is about does not carry the
+ * secret on it into the findings (journal, summary, the model's context). */
+static void test_checker_quotes_secret(void) {
+        const char *token = "ghp_Zq8XbN3vK7mP2rT9wY4cH6jL1sD5fG0aE3uI";
+        char line[128], output[512];
+        ReviewLine conf[] = { { 4, line, 0 } };
+        ReviewFile files[] = { { "deploy.sh", conf, ELEMENTSOF(conf) } };
+        ReviewCheckerOutput checkers[] = { { "lint", output, 0 } };
+        ReviewInput in = { .files = files, .n_files = 1, .checkers = checkers, .n_checkers = 1 };
+        ReviewConfig config = { .coverage_tolerance = -1 };
+        ReviewResult res = {};
+        _cleanup_free_ char *md = NULL;
+        _cleanup_json_ json_object *j = NULL;
+
+        snprintf(line, sizeof(line), "curl -H \"Authorization: $T\" # T=%s", token);
+        conf[0].length = strlen(line);
+        snprintf(output, sizeof(output), "deploy.sh:4:1: warning: literal token in '%s' [L42]\n"
+                 "deploy.sh:4:2: note: also https://bob:%s@example.com/x\n", token, token + 4);
+        checkers[0].size = strlen(output);
+
+        CHECK(review_run(&config, &in, &res) == 0, "runs");
+        CHECK(finding_list_count(&res.findings, FINDING_STATIC_CHECK, FINDING_WARNING) >= 1, "the checker's warning is kept");
+        CHECK(review_result_to_json(&res, &j) == 0 && !strstr(json_object_to_json_string(j), token + 8),
+              "the quoted token is in no finding: %s", json_object_to_json_string(j));
+        CHECK(review_result_to_markdown(&res, &md) == 0 && !strstr(md, token + 8) && strstr(md, "literal token"),
+              "nor in the summary, whose message stays readable");
+        review_result_done(&res);
+
+        {
+                _cleanup_free_ char *a = secret_redact_text(NULL, "no secret here\nnor here\n");
+                _cleanup_free_ char *b = secret_redact_text(NULL, "x\ny = https://u:hunter2hunter2@h/\n");
+                CHECK(streq_ptr(a, "no secret here\nnor here\n"), "text without secrets is unchanged");
+                CHECK(b && strstr(b, "x\ny = https://u:") && !strstr(b, "hunter2hunter2"), "redacted line by line: %s", strempty(b));
+        }
+}
+
 int main(void) {
         test_escape();
+        test_checker_quotes_secret();
         test_settings();
         test_run();
         test_bound();

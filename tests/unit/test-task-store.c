@@ -156,6 +156,35 @@ static void test_progress_round_trip(void) {
         task_free(u);
 }
 
+/* A step the state file never acknowledged (it could not be written) is not
+ * taken as done when the task goes on: the progress is read back first. */
+static void test_settle_unsaved(void) {
+        Task *t = make_task("0123456789ad");
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+
+        t->progress.step = 1;
+        t->progress.messages = 3;
+        t->progress.checkpoint = strdup("1111111111111111111111111111111111111111");
+        CHECK(task_create(t) >= 0, "saved at step 1");
+        CHECK(task_settle_progress(t) == 0 && t->progress.step == 1, "nothing to settle: unchanged");
+
+        /* In memory the task went on; then the file system filled up. */
+        t->progress.step = 2;
+        t->progress.messages = 5;
+        (void) free_and_strdup(&t->progress.checkpoint, "2222222222222222222222222222222222222222");
+        task_fail_unsaved(t, "Cannot save the task's state", -ENOSPC);
+        CHECK(t->state == TASK_FAILED && t->progress_unsaved && strstr(t->reason, "No space left on device"),
+              "failed in memory, saying why: %s", t->reason);
+        CHECK(task_set_state(t, TASK_QUEUED, NULL, 1000, &e) >= 0, "resumed");
+        CHECK(!t->progress_unsaved && t->progress.step == 1 && t->progress.messages == 3 &&
+              streq_ptr(t->progress.checkpoint, "1111111111111111111111111111111111111111"),
+              "it goes on from the acknowledged step %u, not from the one in memory", t->progress.step);
+        _cleanup_free_ char *text = read_state("0123456789ad");
+        CHECK(text && strstr(text, "\"queued\"") && !strstr(text, "2222222222"), "and the file says the same");
+        sd_bus_error_free(&e);
+        task_free(t);
+}
+
 static void test_corruption(void) {
         static const struct {
                 const char *name, *text, *reason;
@@ -276,6 +305,7 @@ int main(void) {
 
         test_round_trip();
         test_progress_round_trip();
+        test_settle_unsaved();
         test_corruption();
         test_interrupted_create();
         test_ids();
