@@ -12,7 +12,7 @@ the answer is a plain "stop" message with the content "done". With
 instead, whenever it arrives (for replies that must not depend on retries
 or on a crashed client asking twice). Every request
 is appended to the log as one JSON line:
-    {"n": N, "path": "...", "headers": {lower-case name: value},
+    {"n": N, "t": arrival (time.time()), "path": "...", "headers": {lower-case name: value},
      "body": <parsed JSON or null>, "raw": "<body if not JSON>"}
 (a GET as {"n": null, "method": "GET", "path": ..., "headers": ..., "body": null}).
 
@@ -38,6 +38,7 @@ it gets {} like any other. An entry:
     "garbage": true             a 200 body that is not JSON
     "cut_stream_after": N       stream N events, then close without [DONE]
     "delay": S                  wait S seconds (float) before answering
+    "hold_while": PATH          wait while PATH exists (at most 120 s)
     "huge": BYTES               a 200 reply whose content is BYTES long
     "headers": {"Name": "value"} further response headers
 Only the Python standard library is used.
@@ -45,6 +46,7 @@ Only the Python standard library is used.
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -194,7 +196,7 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         n, e = take_entry(body)
-        rec = {"n": n, "path": self.path,
+        rec = {"n": n, "t": time.time(), "path": self.path,
                "headers": {k.lower(): v for k, v in self.headers.items()},
                "body": body}
         if body is None:
@@ -207,6 +209,13 @@ class Handler(BaseHTTPRequestHandler):
 
         if e.get("delay"):
             time.sleep(float(e["delay"]))
+        if e.get("hold_while"):
+            # Held as long as the file exists (at most 120 s): the test
+            # decides when the model answers.
+            for _ in range(1200):
+                if not os.path.exists(e["hold_while"]):
+                    break
+                time.sleep(0.1)
 
         extra = dict(e.get("headers", {}))
         if "retry_after" in e:

@@ -160,9 +160,15 @@ int audit_verify(sd_bus *bus, const char *id, const char *path, bool json) {
                 return -ENOMEM;
 
         r = sd_bus_get_property_string(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "State", &error, &state);
-        if (r >= 0)
-                r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "ListCommits", &error,
-                                       &reply, NULL);
+        if (r >= 0) {
+                /* Answered after the task's other work on its repository:
+                 * more than sd-bus's default 25 s, as for Export(). */
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+                r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE,
+                                                   "ListCommits");
+                if (r >= 0)
+                        r = sd_bus_call(bus, m, 10 * 60 * 1000000ULL, &error, &reply);
+        }
         if (r < 0) {
                 fprintf(stderr, "Cannot read the branch of task %s: %s\n", id, error.message ?: strerror(-r));
                 return r;

@@ -28,7 +28,10 @@
 #include "stream.h"
 #include "string-util.h"
 #include "task-store.h"
+#include "run-ledger.h"
+#include "task-job.h"
 #include "tools.h"
+#include "trace.h"
 #include "worker.h"
 
 #define TOOL_OUTPUT_MAX    (1024u * 1024u)
@@ -111,6 +114,9 @@ static AgentRun *agent_run_free(AgentRun *run) {
         review_stage_job_free(run->review);
         model_api_key_free(run->review_api_key);
         free(run->review_model_name);
+        task_job_cancel(run->job);
+        step_commit_free(run->held);
+        review_stage_job_free(run->held_review);
         sd_event_source_disable_unref(run->defer);
         sd_event_source_disable_unref(run->dispose);
         sandbox_session_free(run->session);
@@ -149,9 +155,12 @@ void agent_stop(Task *t) {
                 model_call_cancel(run->call);
                 run->call = NULL;
         }
-        /* A clone in flight finishes on its own data and is thrown away. */
+        /* A clone or a ledger job in flight finishes on its own data and
+         * is thrown away (a job keeps the task's queue busy until then). */
         worker_detach(run->worker);
         run->worker = NULL;
+        task_job_cancel(run->job);
+        run->job = NULL;
         sd_event_source_set_enabled(run->defer, SD_EVENT_OFF);
         /* Waiting for approval, the sandbox is kept frozen for the next
          * agent; otherwise a frozen one is thawed, so that it sees its
@@ -619,63 +628,12 @@ static int check_file_changes(const FileChange *changes, size_t n, const Breaker
         return breakers_check_changes(bc, bch, n, trip);
 }
 
-/* The changes from commit from (NULL: the base) to the workspace, against
- * the rules of bc. */
-static int check_changes(AgentRun *run, const char *from, const BreakerConfig *bc, BreakerTrip *trip) {
-        FileChange *changes = NULL;
-        size_t n = 0;
-        int r;
-
-        r = ledger_changes(run->ledger, from, &changes, &n);
-        if (r < 0)
-                return r;
-        r = check_file_changes(changes, n, bc, trip);
-        file_changes_free(changes, n);
-        return r;
-}
-
-typedef struct StepChanges {
-        FileChange *c;
-        size_t n;
-        bool known;                /* false: ledger_changes() failed, ask again */
-} StepChanges;
-
-static void step_changes_done(StepChanges *s) {
-        file_changes_free(s->c, s->n);
-}
-
-#define STEP_BODY_FILES_MAX 50U
-
-/* Appends the files the step changed to the commit body. */
-static int step_body_add_changes(AgentRun *run, const FileChange *changes, size_t n) {
-        char *buf = NULL;
-        size_t size = 0;
-
-        FILE *f = open_memstream(&buf, &size);
-        if (!f)
-                return -ENOMEM;
-        fputs(strempty(run->body), f);
-        if (n > 0)
-                fputs(run->body ? "\nFiles:\n" : "Files:\n", f);
-        for (size_t i = 0; i < n && i < STEP_BODY_FILES_MAX; i++)
-                fprintf(f, "  %c %s%s%s\n", changes[i].status, changes[i].old_path ?: "", changes[i].old_path ? " -> " : "",
-                        changes[i].path);
-        if (n > STEP_BODY_FILES_MAX)
-                fprintf(f, "  and %zu more\n", n - STEP_BODY_FILES_MAX);
-        if (fclose(f) != 0) {
-                free(buf);
-                return -ENOMEM;
-        }
-        free(run->body);
-        run->body = buf;
-        return 0;
-}
-
 /* Checks after a step. Path rules look at what this step changed (step,
  * from commit_before); size rules at everything since the base, with the
  * allowance approvals added. Returns 1 if a breaker tripped (the task is
  * paused). */
-static int agent_check_breakers(AgentRun *run, const char *commit_before, const StepChanges *step) {
+static int agent_check_breakers(AgentRun *run, const StepCommit *c) {
+        const char *commit_before = c->before;
         _cleanup_(breaker_config_done) BreakerConfig bc = {};
         _cleanup_(breaker_trip_done) BreakerTrip trip = {};
         Task *t = run->task;
@@ -741,8 +699,9 @@ static int agent_check_breakers(AgentRun *run, const char *commit_before, const 
         BreakerConfig step_only = bc;
         step_only.max_files_changed = UINT_MAX;
         step_only.max_lines_changed = UINT_MAX;
-        r = step->known ? check_file_changes(step->c, step->n, &step_only, &trip) :
-                          check_changes(run, commit_before, &step_only, &trip);
+        if (!c->step_known)
+                return -EIO;
+        r = check_file_changes(c->step_changes, c->n_step_changes, &step_only, &trip);
         if (r != 0)
                 return r < 0 ? r : (agent_trip(run, trip.breaker, trip.reason, commit_before), 1);
 
@@ -752,7 +711,9 @@ static int agent_check_breakers(AgentRun *run, const char *commit_before, const 
                 size_only.enabled[i] = i == BREAKER_FILES_CHANGED || i == BREAKER_LINES_CHANGED;
         size_only.max_files_changed += (unsigned) MIN(p->extra_files, (uint64_t) UINT_MAX / 2);
         size_only.max_lines_changed += (unsigned) MIN(p->extra_lines, (uint64_t) UINT_MAX / 2);
-        r = check_changes(run, NULL, &size_only, &trip);
+        if (c->all_result < 0)
+                return c->all_result;
+        r = check_file_changes(c->all_changes, c->n_all_changes, &size_only, &trip);
         if (r != 0)
                 return r < 0 ? r : (agent_trip(run, trip.breaker, trip.reason, commit_before), 1);
         return 0;
@@ -800,50 +761,71 @@ static int agent_check_budget(AgentRun *run) {
 
 /* ---- The step's end: checkpoint, acknowledgement, breakers. ---- */
 
+static void agent_end_step_done(AgentRun *run, StepCommit *c);
+
+/* The commit, the step's change lists and those since the base are made in
+ * a worker thread (run-ledger.h); agent_end_step_done() acknowledges them. */
 static void agent_end_step(AgentRun *run) {
-        _cleanup_free_ char *error = NULL, *commit_before = NULL, *subject = NULL;
-        _cleanup_(step_changes_done) StepChanges changes = {};
+        _cleanup_(step_commit_freep) StepCommit *c = NULL;
         struct passwd *pw;
         Task *t = run->task;
         TaskProgress *p = &t->progress;
-        char commit[41] = "";
         unsigned step = p->step + 1;
-        _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
         int r;
-
-        commit_before = p->checkpoint ? strdup(p->checkpoint) : NULL;
-        if (p->checkpoint && !commit_before)
-                return agent_fail(run, "Out of memory.");
 
         if (!run->subject && asprintf(&run->subject, "Step %u", step) < 0)
                 return agent_fail(run, "Out of memory.");
-        /* What the step changed: for a reviewer reading git log, and for the
-         * breakers' path rules below (the commit leaves the workspace as it is). */
-        changes.known = ledger_changes(run->ledger, commit_before, &changes.c, &changes.n) >= 0;
-        if (changes.known && step_body_add_changes(run, changes.c, changes.n) < 0)
+
+        c = calloc(1, sizeof(StepCommit));
+        if (!c)
+                return agent_fail(run, "Out of memory.");
+        pw = getpwuid(t->owner);
+        c->task_id = strdup(t->id);
+        c->subject = strdup(run->subject);
+        c->body = run->body ? strdup(run->body) : NULL;
+        c->model = strdup(run->model_name);
+        c->test_command = t->spec.test_command ? strdup(t->spec.test_command) : NULL;
+        c->user_name = pw ? strdup(pw->pw_name) : NULL;
+        for (char **cmd = run->commands; cmd && *cmd; cmd++)
+                if (strv_extend(&c->commands, *cmd) < 0)
+                        return agent_fail(run, "Out of memory.");
+        c->before = p->checkpoint ? strdup(p->checkpoint) : NULL;
+        c->tests = run->tests_ran ? (run->tests_passed ? "pass" : "fail") : "not-run";
+        c->step = step;
+        c->test_exit = run->test_exit;
+        c->uid = t->owner;
+        c->environment = p->environment_identity ? strdup(p->environment_identity) : NULL;
+        c->reference = t->spec.reference ? strdup(t->spec.reference) : NULL;
+        c->requirement = task_requirement_version(t);
+        c->changes = true;
+        c->trace_start = trace_enabled() ? trace_now_usec() : 0;
+        if (!c->task_id || !c->subject || (run->body && !c->body) || !c->model ||
+            (t->spec.test_command && !c->test_command) || (pw && !c->user_name) || (p->checkpoint && !c->before) ||
+            (p->environment_identity && !c->environment) || (t->spec.reference && !c->reference))
                 return agent_fail(run, "Out of memory.");
 
-        pw = getpwuid(t->owner);
-        Checkpoint cp = {
-                .task_id = t->id,
-                .step = step,
-                .subject = run->subject,
-                .body = run->body,
-                .model = run->model_name,
-                .commands = run->commands,
-                .tests = run->tests_ran ? (run->tests_passed ? "pass" : "fail") : "not-run",
-                .test_command = t->spec.test_command,
-                .test_exit = run->test_exit,
-                .uid = t->owner,
-                .environment = t->progress.environment_identity,
-                .user_name = pw ? pw->pw_name : NULL,
-                .reference = t->spec.reference,
-                .requirement = task_requirement_version(t),
-        };
-        r = ledger_checkpoint(run->ledger, &cp, commit, &error);
+        r = run_ledger_commit(run, TAKE_PTR(c), agent_end_step_done);
         if (r < 0)
-                return agent_fail(run, "Cannot commit step %u: %s", step, error ?: strerror(-r));
-        bool committed = r > 0;
+                return agent_fail(run, "Cannot commit step %u: %s", step, strerror(-r));
+}
+
+static void agent_end_step_done(AgentRun *run, StepCommit *c) {
+        Task *t = run->task;
+        TaskProgress *p = &t->progress;
+        unsigned step = c->step;
+        _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
+        int r;
+
+        /* The trace counts from the step's end, with what the worker did. */
+        if (trace.task && c->trace_start > 0)
+                trace.start = c->trace_start;
+        for (size_t i = 0; i < c->n_trace; i++)
+                trace_add(c->trace[i].name, c->trace[i].usec);
+
+        if (c->result < 0)
+                return agent_fail(run, "Cannot commit step %u: %s", step, c->error ?: strerror(-c->result));
+        if (c->step_known)
+                (void) free_and_strdup(&run->body, c->body);
 
         /* A reply whose tool calls were all garbage counts towards the
          * breaker; one that the tools could use starts the count again. */
@@ -868,7 +850,7 @@ static void agent_end_step(AgentRun *run) {
 
         p->step = step;
         p->messages = (unsigned) n;
-        if (committed && (free_and_strdup(&p->checkpoint, commit) < 0 || free_and_strdup(&p->head, commit) < 0))
+        if (c->committed && (free_and_strdup(&p->checkpoint, c->commit) < 0 || free_and_strdup(&p->head, c->commit) < 0))
                 return agent_fail(run, "Out of memory.");
         if (run->finish) {
                 p->finished = true;
@@ -878,10 +860,10 @@ static void agent_end_step(AgentRun *run) {
         if (r < 0)
                 return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
 
-        audit_step(t, step, commit[0] ? commit : NULL, run->subject, cp.tests);
+        audit_step(t, step, c->committed ? c->commit : NULL, run->subject, c->tests);
         task_bus_send_progress(t);
 
-        r = agent_check_breakers(run, commit_before, &changes);
+        r = agent_check_breakers(run, c);
         if (r < 0)
                 return agent_fail(run, "Cannot check the step's changes: %s", strerror(-r));
         agent_step_done_reset(run);
@@ -1333,6 +1315,15 @@ static int agent_start_plan_steps(AgentRun *run) {
 
 /* ---- The driver ---- */
 
+static void on_begin_reset_done(AgentRun *run, int r) {
+        if (r < 0)
+                return agent_fail(run, "Cannot reset the workspace to its last checkpoint: %s", strerror(-r));
+        run->at_checkpoint = true;
+        agent_schedule(run);
+}
+
+/* 0: the run may go on; 1: a reset runs in a worker thread (agent_advance()
+ * runs again when it is done); negative: the task failed. */
 static int agent_begin_running(AgentRun *run) {
         Task *t = run->task;
         int r;
@@ -1343,19 +1334,13 @@ static int agent_begin_running(AgentRun *run) {
         if (!run->messages) {
                 /* Resume from the acknowledged checkpoint: no trace of a
                  * half-done step, in the workspace or the branch. */
-                char base[41];
-
-                if (!t->progress.checkpoint) {
-                        r = ledger_base(run->ledger, base);
+                if (!run->at_checkpoint) {
+                        r = run_ledger_reset(run, t->progress.checkpoint, on_begin_reset_done);
                         if (r < 0) {
-                                agent_fail(run, "Cannot read the task's base commit: %s", strerror(-r));
+                                agent_fail(run, "Cannot reset the workspace to its last checkpoint: %s", strerror(-r));
                                 return r;
                         }
-                }
-                r = ledger_reset(run->ledger, t->progress.checkpoint ?: base);
-                if (r < 0) {
-                        agent_fail(run, "Cannot reset the workspace to its last checkpoint: %s", strerror(-r));
-                        return r;
+                        return 1;
                 }
                 /* A rejected step is gone from the branch now. */
                 if (!streq_ptr(t->progress.head, t->progress.checkpoint)) {
@@ -1378,6 +1363,10 @@ static void agent_advance(AgentRun *run) {
         int r;
 
         if (!t || run->phase != PHASE_IDLE)
+                return;
+        /* An export, a reset by hand or a job of a run stopped before is at
+         * work on the ledger: agent_wake() comes when it is done. */
+        if (task_job_busy(t))
                 return;
 
         switch (t->state) {
@@ -1412,7 +1401,7 @@ static void agent_advance(AgentRun *run) {
                         return;
                 _fallthrough_;
         case TASK_RUNNING:
-                if (agent_begin_running(run) < 0)
+                if (agent_begin_running(run) != 0)
                         return;
                 if (t->progress.finished) {
                         /* The review stage first, while the task still runs (a
@@ -1435,7 +1424,7 @@ static void agent_advance(AgentRun *run) {
                 return agent_call_model(run);
 
         case TASK_DELIVERING:
-                if (agent_begin_running(run) < 0)
+                if (agent_begin_running(run) != 0)
                         return;
                 return delivery_start(run);
 
@@ -1456,6 +1445,11 @@ static int on_defer(sd_event_source *s, void *userdata) {
 void agent_schedule(AgentRun *run) {
         if (run->task)
                 (void) sd_event_source_set_enabled(run->defer, SD_EVENT_ONESHOT);
+}
+
+void agent_wake(Task *t) {
+        if (t->run)
+                agent_schedule(t->run);
 }
 
 /* Recorded exchanges instead of the endpoint: those of the task to replay

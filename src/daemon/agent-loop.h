@@ -33,6 +33,9 @@ int agent_start(Task *t);
 void agent_stop(Task *t);
 
 
+/* The task's ledger jobs are done (task-job.h): its agent may go on. */
+void agent_wake(Task *t);
+
 /* At shutdown: frees the task's agent at once. */
 void agent_destroy(Task *t);
 
@@ -41,14 +44,6 @@ void agent_destroy(Task *t);
  * undoes the step that tripped it and tells the model why. Returns 1 if the
  * task must fail instead (too many rejections), with *ret_reason set. */
 int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **ret_reason);
-
-/* ResetTo() of a failed task: its workspace and branch go back to rev (a
- * checkpoint's commit id, maybe abbreviated, or "base"), its progress says
- * so and the model is told. Returns the checkpoint's step (0: base), the
- * full commit id and the tip the branch had (ret_undone). The task's
- * progress is saved before the workspace is reset. */
-int agent_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 41], char ret_undone[static 41],
-                   sd_bus_error *error);
 
 /* A failed task is resumed: it starts again from its last checkpoint. */
 void agent_prepare_resume(Task *t);

@@ -20,7 +20,10 @@
 #include "model-profile.h"
 #include "task.h"
 #include "tools.h"
+#include "task-job.h"
 #include "worker.h"
+
+typedef struct StepCommit StepCommit;
 
 typedef enum AgentPhase {
         PHASE_IDLE,                /* nothing in flight: agent_advance() decides */
@@ -31,6 +34,7 @@ typedef enum AgentPhase {
         PHASE_TOOL,                /* a command of a tool call in flight */
         PHASE_VERIFY,              /* delivery's own run of the test command on the final tree */
         PHASE_REVIEW,              /* the review stage: a checker in the sandbox, or the analysis in a worker thread */
+        PHASE_LEDGER,              /* a checkpoint, a reset or the delivery's commit, in a worker thread */
         PHASE_DELIVER,             /* the push and the pull request, in a worker thread */
 } AgentPhase;
 
@@ -49,7 +53,18 @@ struct AgentRun {
         char *api_key;
         char *model_name;          /* "<profile>/<model>" for trailers and the journal */
         ModelCall *call;
-        Worker *worker;            /* making the workspace, or delivering to a forge */
+        Worker *worker;            /* making the workspace */
+        TaskJob *job;              /* a job on the ledger (run-ledger.h) or the delivery to a forge */
+        void (*commit_done)(AgentRun *run, StepCommit *c);
+        void (*reset_done)(AgentRun *run, int r);
+        /* A step's end that came back while the task was paused: taken up
+         * when it is resumed (run_ledger_take_held()), so that nothing
+         * follows from it while the task says "paused". */
+        StepCommit *held;
+        void (*held_done)(AgentRun *run, StepCommit *c);
+        struct ReviewJob *held_review;   /* the same for the review's analysis (review-stage.c) */
+        int held_review_result;
+        bool at_checkpoint;        /* the workspace was reset to the acknowledged checkpoint */
         ModelReplay *replay;       /* with spec.replay: the recorded exchanges instead of the endpoint */
         json_object *messages;     /* the conversation: acknowledged messages, then the step in flight */
         json_object *tools;

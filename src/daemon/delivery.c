@@ -9,14 +9,16 @@
 #include "delivery.h"
 #include "forge.h"
 #include "fs-util.h"
+#include "json-util.h"
 #include "log.h"
 #include "breakers.h"
 #include "stream.h"
 #include "string-util.h"
 #include "review-stage.h"
+#include "run-ledger.h"
 #include "summary.h"
+#include "task-job.h"
 #include "task-store.h"
-#include "worker.h"
 
 #define DELIVERY_REASON_MAX 1024u
 
@@ -46,8 +48,9 @@ static char *delivery_reason(const char *fmt, ...) {
  * branch to spec.push_url, then opens a pull request on spec.forge with
  * the summary as its body and the goal's first line as its title.
  *
- * Both block the event loop (libgit2 and libcurl's easy interface); the
- * forge call has bounded timeouts, the push those of the transport.
+ * Both run in the task's job queue, in a worker thread (libgit2 and
+ * libcurl's easy interface block); the forge call has bounded timeouts,
+ * the push those of the transport.
  *
  * A failure here does not fail the task: the work is done, checked and
  * delivered in the factory (the branch, its export, "agentfabctl fetch"),
@@ -136,15 +139,15 @@ static void agent_finish_delivery(AgentRun *run, const char *head, const char *d
         agent_set_state(run, TASK_SUCCEEDED, problem);
 }
 
-static void on_deliver_done(Worker *w, int result, void *p, void *userdata) {
+static void on_deliver_done(Task *task, int result, void *p, void *userdata) {
         _cleanup_free_ char *reason = NULL;
         DeliverJob *j = p;
         AgentRun *run = userdata;
         Task *t = run->task;
         int r;
 
-        (void) w, (void) result;
-        run->worker = NULL;
+        (void) task, (void) result;
+        run->job = NULL;
         run->phase = PHASE_IDLE;
         run->ledger = TAKE_PTR(j->ledger);   /* back from the job */
         if (!t)
@@ -256,7 +259,7 @@ static int agent_deliver_forge(AgentRun *run, const char *head, const char *diff
         }
 
         j->ledger = TAKE_PTR(run->ledger);
-        r = worker_start(run->manager->event, deliver_job_run, on_deliver_done, deliver_job_free, j, run, &run->worker);
+        r = task_job_enqueue(t, "delivery", deliver_job_run, on_deliver_done, deliver_job_free, j, run, &run->job);
         if (r < 0) {
                 run->ledger = TAKE_PTR(j->ledger);
                 deliver_job_free(j);
@@ -273,50 +276,102 @@ int delivery_extra_trailers(AgentRun *run, char ***ret) {
         return review_stage_trailers(run->task, ret);
 }
 
-/* What the tip records for the tests: the whole line after "Agentfab-Tests: ". */
-static Checkpoint delivery_checkpoint(AgentRun *run, unsigned step, const char *subject) {
+/* The delivery's own commits and reads of the branch run in the task's job
+ * queue like a step's end (run-ledger.h): on a big repository they take
+ * long, and the event loop serves everyone else meanwhile. c carries
+ * copies: the run may be stopped while the job runs. step 0: no
+ * Agentfab-Step: trailer (the evidence commit is not a step). */
+static StepCommit *delivery_step_commit(AgentRun *run, unsigned step, const char *subject) {
+        _cleanup_(step_commit_freep) StepCommit *c = calloc(1, sizeof(StepCommit));
         Task *t = run->task;
+        TaskProgress *p = &t->progress;
         struct passwd *pw = getpwuid(t->owner);
 
-        return (Checkpoint) {
-                .task_id = t->id,
-                .step = step,
-                .subject = subject,
-                .model = run->model_name,
-                .tests = "not-run",
-                .test_command = t->spec.test_command,
-                .uid = t->owner,
-                .user_name = pw ? pw->pw_name : NULL,
-                .reference = t->spec.reference,
-                .requirement = task_requirement_version(t),
-                .environment = t->progress.environment_identity,
-        };
+        if (!c)
+                return NULL;
+        c->task_id = strdup(t->id);
+        c->subject = strdup(subject);
+        c->model = run->model_name ? strdup(run->model_name) : NULL;
+        c->test_command = t->spec.test_command ? strdup(t->spec.test_command) : NULL;
+        c->user_name = pw ? strdup(pw->pw_name) : NULL;
+        c->environment = p->environment_identity ? strdup(p->environment_identity) : NULL;
+        c->reference = t->spec.reference ? strdup(t->spec.reference) : NULL;
+        c->before = p->checkpoint ? strdup(p->checkpoint) : NULL;
+        c->requirement = task_requirement_version(t);
+        c->step = step;
+        c->uid = t->owner;
+        c->tests = "not-run";
+        if (!c->task_id || !c->subject || (run->model_name && !c->model) || (t->spec.test_command && !c->test_command) ||
+            (pw && !c->user_name) || (p->environment_identity && !c->environment) ||
+            (t->spec.reference && !c->reference) || (p->checkpoint && !c->before))
+                return NULL;
+        return TAKE_PTR(c);
 }
 
 /* The local part of the delivery, once the tip carries its evidence: the
- * summary, then the push and the pull request if the spec asks for them. */
-static void delivery_finish(AgentRun *run) {
-        _cleanup_free_ char *diffstat = NULL, *problem = NULL;
+ * summary, then the push and the pull request if the spec asks for them.
+ * c holds what the job read of the branch (head, diffstat, checkpoints). */
+static void delivery_finish(AgentRun *run, StepCommit *c) {
+        _cleanup_free_ char *problem = NULL;
         Task *t = run->task;
-        char head[41] = "";
         int r;
 
-        r = ledger_head(run->ledger, head);
-        if (r < 0)
-                return agent_fail(run, "Cannot read the branch: %s", strerror(-r));
-        (void) free_and_strdup(&t->progress.head, head);
-        (void) ledger_diffstat(run->ledger, &diffstat);
+        if (c->head_result < 0)
+                return agent_fail(run, "Cannot read the branch: %s", strerror(-c->head_result));
+        (void) free_and_strdup(&t->progress.head, c->head);
 
-        r = summary_write(run, diffstat);
+        r = summary_write(run, c->diffstat, c->checkpoints);
         if (r < 0)
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
 
-        r = agent_deliver_forge(run, head, diffstat, &problem);
+        r = agent_deliver_forge(run, c->head, c->diffstat, &problem);
         if (r > 0)
                 return;   /* on_deliver_done() finishes */
         if (r < 0 && !problem)
                 problem = delivery_reason("Delivered here only: the push could not start: %s", strerror(-r));
-        agent_finish_delivery(run, head, diffstat, problem);
+        agent_finish_delivery(run, c->head, c->diffstat, problem);
+}
+
+static void on_delivery_read_done(AgentRun *run, StepCommit *c) {
+        if (c->result < 0)
+                return agent_fail(run, "Cannot read the branch: %s", strerror(-c->result));
+        delivery_finish(run, c);
+}
+
+/* The tip is delivered as it is: only what the summary needs is read. */
+static void delivery_read(AgentRun *run) {
+        StepCommit *c = delivery_step_commit(run, 0, "Delivery");
+        int r;
+
+        if (!c)
+                return agent_fail(run, "Out of memory.");
+        c->no_commit = true;
+        c->delivery = true;
+        r = run_ledger_commit(run, c, on_delivery_read_done);
+        if (r < 0)
+                return agent_fail(run, "Cannot read the branch: %s", strerror(-r));
+}
+
+static void on_delivery_record_done(AgentRun *run, StepCommit *c) {
+        Task *t = run->task;
+        TaskProgress *p = &t->progress;
+        int r;
+
+        if (c->result < 0)
+                return agent_fail(run, "Cannot record the verification on the branch: %s",
+                                  c->error ?: strerror(-c->result));
+
+        /* Acknowledged like a step: a crash before this save resets the
+         * branch to the checkpoint, and the verification runs again. */
+        p->verified = true;
+        if (free_and_strdup(&p->checkpoint, c->commit) < 0 || free_and_strdup(&p->head, c->commit) < 0)
+                return agent_fail(run, "Out of memory.");
+        r = agent_save(run);
+        if (r < 0)
+                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
+        audit_verified(t, c->commit, c->tests, c->test_exit, c->have_test_count ? (int) c->test_count : -1);
+        task_bus_send_progress(t);
+        delivery_finish(run, c);
 }
 
 /* Records the evidence on the branch: a commit with the tip's own tree and
@@ -324,10 +379,9 @@ static void delivery_finish(AgentRun *run) {
  * that the delivered tip says what verified exactly its tree. */
 static void delivery_record(AgentRun *run, const TestRun *tr, int status, bool ran) {
         _cleanup_strv_free_ char **trailers = NULL;
-        _cleanup_free_ char *error = NULL, *body = NULL;
+        StepCommit *c;
         Task *t = run->task;
         TaskProgress *p = &t->progress;
-        char commit[41] = "";
         int r;
 
         r = delivery_extra_trailers(run, &trailers);
@@ -337,40 +391,34 @@ static void delivery_record(AgentRun *run, const TestRun *tr, int status, bool r
                 /* No test command and nothing else to record: the tip stays. */
                 p->verified = true;
                 (void) agent_save(run);
-                return delivery_finish(run);
+                return delivery_read(run);
         }
 
         /* Not a step of the model's: no Agentfab-Step: trailer, and not a
          * checkpoint to reset to. */
-        Checkpoint cp = delivery_checkpoint(run, 0, ran ? "Verified: the tests pass on this tree" : "Reviewed: this tree");
-        if (ran) {
-                cp.tests = "pass";
-                cp.test_exit = status;
-                if (tr->n_passed >= 0) {
-                        cp.have_test_count = true;
-                        cp.test_count = (unsigned) tr->n_passed + (unsigned) MAX(tr->n_failed, 0);
-                }
-                if (asprintf(&body, "agentfabd ran the test command itself at delivery, in the task's sandbox, on "
-                             "the tree of this commit (its parent's: this commit changes nothing).") < 0)
-                        return agent_fail(run, "Out of memory.");
-                cp.body = body;
-        }
-        cp.trailers = trailers;
-        r = ledger_record(run->ledger, &cp, commit, &error);
-        if (r < 0)
-                return agent_fail(run, "Cannot record the verification on the branch: %s", error ?: strerror(-r));
-
-        /* Acknowledged like a step: a crash before this save resets the
-         * branch to the checkpoint, and the verification runs again. */
-        p->verified = true;
-        if (free_and_strdup(&p->checkpoint, commit) < 0 || free_and_strdup(&p->head, commit) < 0)
+        c = delivery_step_commit(run, 0, ran ? "Verified: the tests pass on this tree" : "Reviewed: this tree");
+        if (!c)
                 return agent_fail(run, "Out of memory.");
-        r = agent_save(run);
+        c->record = true;
+        c->delivery = true;
+        c->trailers = TAKE_PTR(trailers);
+        if (ran) {
+                c->tests = "pass";
+                c->test_exit = status;
+                if (tr->n_passed >= 0) {
+                        c->have_test_count = true;
+                        c->test_count = (unsigned) tr->n_passed + (unsigned) MAX(tr->n_failed, 0);
+                }
+                c->body = strdup("agentfabd ran the test command itself at delivery, in the task's sandbox, on "
+                                 "the tree of this commit (its parent's: this commit changes nothing).");
+                if (!c->body) {
+                        step_commit_free(c);
+                        return agent_fail(run, "Out of memory.");
+                }
+        }
+        r = run_ledger_commit(run, c, on_delivery_record_done);
         if (r < 0)
-                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
-        audit_verified(t, commit, cp.tests, status, cp.have_test_count ? (int) cp.test_count : -1);
-        task_bus_send_progress(t);
-        delivery_finish(run);
+                return agent_fail(run, "Cannot record the verification on the branch: %s", strerror(-r));
 }
 
 static void on_verify_output(const char *stream, const char *data, size_t size, void *userdata) {
@@ -448,31 +496,43 @@ static void delivery_verify(AgentRun *run) {
         }
 }
 
-void delivery_start(AgentRun *run) {
-        _cleanup_free_ char *error = NULL;
+static void on_delivery_final_done(AgentRun *run, StepCommit *c) {
         Task *t = run->task;
-        char commit[41] = "";
         int r;
 
-        if (t->progress.verified)
-                return delivery_finish(run);
-
-        /* Anything left uncommitted is committed as a last step. */
-        Checkpoint cp = delivery_checkpoint(run, t->progress.step + 1, "Final state of the workspace");
-        cp.tests = t->progress.last_tests ?: "not-run";
-        cp.test_exit = t->progress.last_test_exit;
-        r = ledger_checkpoint(run->ledger, &cp, commit, &error);
-        if (r < 0)
-                return agent_fail(run, "Cannot commit the final state: %s", error ?: strerror(-r));
-        if (r > 0) {
-                t->progress.step++;
-                if (free_and_strdup(&t->progress.checkpoint, commit) < 0 || free_and_strdup(&t->progress.head, commit) < 0)
+        if (c->result < 0)
+                return agent_fail(run, "Cannot commit the final state: %s", c->error ?: strerror(-c->result));
+        if (c->committed) {
+                t->progress.step = c->step;
+                if (free_and_strdup(&t->progress.checkpoint, c->commit) < 0 ||
+                    free_and_strdup(&t->progress.head, c->commit) < 0)
                         return agent_fail(run, "Out of memory.");
                 r = agent_save(run);
                 if (r < 0)
                         return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
                 /* Every commit on the branch has its journal entry. */
-                audit_step(t, t->progress.step, commit, cp.subject, cp.tests);
+                audit_step(t, c->step, c->commit, c->subject, c->tests);
         }
         delivery_verify(run);
+}
+
+void delivery_start(AgentRun *run) {
+        Task *t = run->task;
+        const char *last = t->progress.last_tests;
+        StepCommit *c;
+        int r;
+
+        if (t->progress.verified)
+                return delivery_read(run);
+
+        /* Anything left uncommitted is committed as a last step. */
+        c = delivery_step_commit(run, t->progress.step + 1, "Final state of the workspace");
+        if (!c)
+                return agent_fail(run, "Out of memory.");
+        /* A literal: the job may outlive the progress' string. */
+        c->tests = streq_ptr(last, "pass") ? "pass" : streq_ptr(last, "fail") ? "fail" : "not-run";
+        c->test_exit = t->progress.last_test_exit;
+        r = run_ledger_commit(run, c, on_delivery_final_done);
+        if (r < 0)
+                return agent_fail(run, "Cannot commit the final state: %s", strerror(-r));
 }

@@ -11,6 +11,8 @@
 #include "freezer.h"
 #include "log.h"
 #include "manager.h"
+#include "review-stage.h"
+#include "run-ledger.h"
 #include "string-util.h"
 
 #define FDSTORE_PREFIX "sandbox-"
@@ -66,9 +68,15 @@ static int on_release(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) s, (void) usec;
         t->release_timer = sd_event_source_disable_unref(t->release_timer);
 
-        /* A command in flight is kept: it carries on when resumed. */
+        /* A command in flight is kept: it carries on when resumed. So is a
+         * step whose end came back while paused: a new agent would do the
+         * step again. */
         if (t->run && t->run->session && sandbox_session_is_busy(t->run->session)) {
                 log_info("Task '%s' is paused in the middle of a command: its sandbox stays frozen.", t->id);
+                return 0;
+        }
+        if (t->run && (t->run->held || t->run->held_review)) {
+                log_info("Task '%s' is paused at the end of a step: its sandbox stays frozen.", t->id);
                 return 0;
         }
         if (!t->run && !t->sandbox)
@@ -202,6 +210,9 @@ void task_unpaused(Task *t) {
         if (!t->run)
                 return;   /* torn down, or a restarted daemon: the scheduler starts an agent */
         t->run->clock_usec = agent_now_usec();
+        /* A step's end that was done while paused is acknowledged now. */
+        if (run_ledger_take_held(t->run) || review_stage_take_held(t->run))
+                return;
         /* A command in flight finishes by itself; anything else goes on now. */
         if (t->run->phase == PHASE_IDLE)
                 agent_schedule(t->run);

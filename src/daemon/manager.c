@@ -21,6 +21,7 @@
 #include "stream.h"
 #include "string-util.h"
 #include "task-store.h"
+#include "worker.h"
 
 static uint64_t now_monotonic(void) {
         struct timespec ts;
@@ -278,12 +279,45 @@ void manager_schedule(Manager *m) {
                 (void) sd_event_source_set_enabled(m->schedule, SD_EVENT_ONESHOT);
 }
 
+/* Stopping the scopes a crashed daemon left takes the launcher a while
+ * (systemd's jobs): a worker thread does it while the agents start. */
+typedef struct ReapJob {
+        char *launcher;
+        char **keep;
+} ReapJob;
+
+static void reap_job_free(void *p) {
+        ReapJob *j = p;
+
+        if (!j)
+                return;
+        free(j->launcher);
+        strv_free(j->keep);
+        free(j);
+}
+
+static int reap_job_run(void *p) {
+        ReapJob *j = p;
+        return sandbox_session_reap(j->launcher, j->keep);
+}
+
+static void on_reap_done(Worker *w, int r, void *job, void *userdata) {
+        (void) w, (void) job, (void) userdata;
+        if (r < 0)
+                log_warning_errno(r, "Failed to stop leftover sandbox scopes, ignoring: %m");
+        else if (r > 0)
+                log_info("Stopped %i leftover sandbox scope(s).", r);
+}
+
 int manager_start_agents(Manager *m) {
         int r;
 
         /* A sandbox scope that outlived a crashed daemon belongs to no
-         * agent now: the launcher stops every agentfab-task-*.scope before
-         * the first agent asks for a new one. */
+         * agent now. Those of tasks that will work again are left to the
+         * launcher, which stops a task's stale scope before it makes its
+         * new one; all others are stopped here, in a worker thread, while
+         * the agents start: a restart with many tasks at work does not
+         * wait for them one after another. */
         if (m->config.max_active_tasks > 0) {
                 const char *launcher = m->config.launcher_socket ?: SANDBOX_LAUNCHER_SOCKET;
                 _cleanup_strv_free_ char **keep = NULL;
@@ -292,9 +326,24 @@ int manager_start_agents(Manager *m) {
                         if (m->tasks[i]->sandbox && strv_extend(&keep, m->tasks[i]->id) < 0)
                                 return log_oom();
                 if (access(launcher, F_OK) >= 0) {
-                        r = sandbox_session_reap(launcher, keep);
-                        if (r < 0)
+                        ReapJob *j = calloc(1, sizeof(ReapJob));
+                        if (!j)
+                                return -ENOMEM;
+                        j->launcher = strdup(launcher);
+                        j->keep = TAKE_PTR(keep);
+                        r = j->launcher ? 0 : -ENOMEM;
+                        for (size_t i = 0; r >= 0 && i < m->n_tasks; i++) {
+                                Task *t = m->tasks[i];
+                                if (!t->broken && !t->sandbox &&
+                                    IN_SET(t->state, TASK_QUEUED, TASK_PREPARING, TASK_RUNNING, TASK_DELIVERING))
+                                        r = strv_extend(&j->keep, t->id);
+                        }
+                        if (r >= 0)
+                                r = worker_start(m->event, reap_job_run, on_reap_done, reap_job_free, j, NULL, NULL);
+                        if (r < 0) {
+                                reap_job_free(j);
                                 log_warning_errno(r, "Failed to stop leftover sandbox scopes, ignoring: %m");
+                        }
                 }
         }
 
@@ -423,8 +472,9 @@ static bool manager_holds_sandboxes(Manager *m) {
 static bool manager_is_idle(Manager *m) {
         /* A frozen sandbox waits for us: until MaxPausedSec= ends it, an
          * exit would leave it to systemd's fd store, which a stopped
-         * service loses. */
-        return manager_active_tasks(m) == 0 && m->n_submissions == 0 && !manager_holds_sandboxes(m) &&
+         * service loses. Work in a worker thread would be lost too. */
+        return manager_active_tasks(m) == 0 && m->n_submissions == 0 && m->n_jobs == 0 &&
+                !manager_holds_sandboxes(m) &&
                 stream_server_clients(m->stream) == 0 &&
                 polkit_registry_pending(m->polkit) == 0;
 }
@@ -468,11 +518,12 @@ static int on_idle_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         }
 
         /* A call answered just now may have started importing its
-         * repository, or be waiting for polkit: its caller waits for the
+         * repository, an export or a reset in a worker thread (task-job.h),
+         * or be waiting for polkit: its caller waits for the
          * answer, which would go with us (and the import's task with it).
          * Looked at again shortly; the loop serves them meanwhile, and
          * starts no agent (on_schedule()). */
-        if (m->name_released && (m->n_submissions > 0 || polkit_registry_pending(m->polkit) > 0)) {
+        if (m->name_released && (m->n_submissions > 0 || m->n_jobs > 0 || polkit_registry_pending(m->polkit) > 0)) {
                 r = sd_event_source_set_time(s, now_monotonic() + USEC_PER_SEC / 10);
                 if (r < 0)
                         return r;

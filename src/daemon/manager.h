@@ -50,6 +50,7 @@ typedef struct Manager {
         /* SubmitTask() calls whose repository is being imported (submission.h). */
         struct Submission **submissions;
         size_t n_submissions;
+        size_t n_jobs;                 /* task jobs queued or running (task-job.h) */
 
         sd_event_source *idle_timer;
         uint64_t last_activity_usec;   /* CLOCK_MONOTONIC */

@@ -17,6 +17,7 @@
 #include "review-stage.h"
 #include "review.h"
 #include "string-util.h"
+#include "task-job.h"
 #include "workspace-path.h"
 
 #define REVIEW_SETTINGS_PATH ".agentfab.md"
@@ -306,20 +307,54 @@ static Breaker breaker_from_review(ReviewBreaker b) {
         }
 }
 
-static void on_review_done(Worker *w, int r, void *p, void *userdata) {
+static void review_stage_done(AgentRun *run, ReviewJob *j, int r);
+
+static void on_review_done(Task *task, int r, void *p, void *userdata) {
         ReviewJob *j = p;
         AgentRun *run = userdata;
+        Task *t = run->task;
+
+        (void) task;
+        run->job = NULL;
+        run->phase = PHASE_IDLE;
+        if (!t)
+                return;
+        run->ledger = TAKE_PTR(j->ledger);
+        if (t->state == TASK_PAUSED) {
+                /* Paused while the analysis ran: its result counts once the
+                 * task is resumed (a breaker cannot trip, nor the reviewer
+                 * model be called, while the task says "paused"). The job
+                 * frees j: the result moves. */
+                ReviewJob *k = malloc(sizeof(ReviewJob));
+                if (!k)
+                        return agent_fail(run, "Out of memory.");
+                *k = *j;
+                *j = (ReviewJob) { .dir_fd = -EBADF };
+                run->held_review = k;
+                run->held_review_result = r;
+                run->phase = PHASE_REVIEW;
+                return;
+        }
+        review_stage_done(run, j, r);
+}
+
+bool review_stage_take_held(AgentRun *run) {
+        _cleanup_(review_job_freep) ReviewJob *j = NULL;
+
+        if (!run || !run->held_review)
+                return false;
+        j = TAKE_PTR(run->held_review);
+        run->phase = PHASE_IDLE;
+        review_stage_done(run, j, run->held_review_result);
+        return true;
+}
+
+static void review_stage_done(AgentRun *run, ReviewJob *j, int r) {
         Task *t = run->task;
         const FindingList *l = &j->result.findings;
         size_t n_errors, n_warnings;
         const char *commit;
 
-        (void) w;
-        run->worker = NULL;
-        run->phase = PHASE_IDLE;
-        if (!t)
-                return;
-        run->ledger = TAKE_PTR(j->ledger);
         if (r < 0)
                 return agent_fail(run, "The review could not run: %s", strerror(-r));
 
@@ -358,7 +393,8 @@ static void review_stage_analyse(AgentRun *run, ReviewJob *j) {
 
         j->ledger = TAKE_PTR(run->ledger);
         run->phase = PHASE_REVIEW;
-        r = worker_start(run->manager->event, review_job_run, on_review_done, review_job_free, j, run, &run->worker);
+        /* In the task's job queue: nothing else works on its ledger meanwhile. */
+        r = task_job_enqueue(run->task, "review", review_job_run, on_review_done, review_job_free, j, run, &run->job);
         if (r < 0) {
                 run->ledger = TAKE_PTR(j->ledger);
                 review_job_free(j);
@@ -510,16 +546,87 @@ static void review_stage_next_checker(AgentRun *run, ReviewJob *j) {
         }
 }
 
+/* The files the checkers look at: those added or modified since the base,
+ * whose names a shell word can carry. Listed in the task's job queue (on a
+ * big repository that takes a while), with the run's ledger borrowed. */
+typedef struct ChangesJob {
+        Ledger *ledger;
+        char **changed;
+} ChangesJob;
+
+static void changes_job_free(void *p) {
+        ChangesJob *c = p;
+
+        if (!c)
+                return;
+        ledger_free(c->ledger);
+        strv_free(c->changed);
+        free(c);
+}
+
+static int changes_job_run(void *p) {
+        ChangesJob *c = p;
+        FileChange *changes = NULL;
+        size_t n_changes = 0;
+        int r;
+
+        r = ledger_changes(c->ledger, NULL, &changes, &n_changes);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n_changes; i++)
+                if (changes[i].status != 'D' && string_is_safe(changes[i].path, false) &&
+                    strv_extend(&c->changed, changes[i].path) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+        file_changes_free(changes, n_changes);
+        return r;
+}
+
+static void on_changes_done(Task *task, int r, void *p, void *userdata) {
+        ChangesJob *c = p;
+        AgentRun *run = userdata;
+
+        (void) task;
+        run->job = NULL;
+        run->phase = PHASE_IDLE;
+        if (!run->task)
+                return;
+        run->ledger = TAKE_PTR(c->ledger);
+        if (r < 0)
+                return agent_fail(run, "Cannot list the task's changes: %s", strerror(-r));
+        run->review->changed = TAKE_PTR(c->changed);
+        /* Paused meanwhile: task_unpaused() schedules the run, and
+         * review_stage_start() goes on with the first checker. */
+        if (run->task->state == TASK_PAUSED)
+                return;
+        review_stage_next_checker(run, run->review);
+}
+
+static void review_stage_list_changes(AgentRun *run) {
+        ChangesJob *c = calloc(1, sizeof(ChangesJob));
+        int r;
+
+        if (!c)
+                return agent_fail(run, "Out of memory.");
+        c->ledger = TAKE_PTR(run->ledger);
+        r = task_job_enqueue(run->task, "review", changes_job_run, on_changes_done, changes_job_free, c, run, &run->job);
+        if (r < 0) {
+                run->ledger = TAKE_PTR(c->ledger);
+                changes_job_free(c);
+                return agent_fail(run, "Cannot list the task's changes: %s", strerror(-r));
+        }
+        run->phase = PHASE_REVIEW;
+}
+
 void review_stage_start(AgentRun *run) {
         _cleanup_(review_job_freep) ReviewJob *j = NULL;
         _cleanup_(review_repo_settings_done) ReviewRepoSettings s = {};
         const Config *c = &run->manager->config;
         Task *t = run->task;
-        FileChange *changes = NULL;
-        size_t n_changes = 0;
         int r;
 
-        /* Back from waiting for the sandbox: the next checker. */
+        /* Back from waiting for the sandbox (or from a pause): the next checker. */
         if (run->review)
                 return review_stage_next_checker(run, run->review);
 
@@ -566,25 +673,10 @@ void review_stage_start(AgentRun *run) {
                 if (strv_extend(&j->checker_names, j->commands[i]) < 0)
                         return agent_fail(run, "Out of memory.");
 
-        if (n > 0) {
-                /* The files the checkers look at: those added or modified,
-                 * whose names a shell word can carry. */
-                r = ledger_changes(run->ledger, NULL, &changes, &n_changes);
-                if (r < 0)
-                        return agent_fail(run, "Cannot list the task's changes: %s", strerror(-r));
-                for (size_t i = 0; i < n_changes; i++)
-                        if (changes[i].status != 'D' && string_is_safe(changes[i].path, false) &&
-                            strv_extend(&j->changed, changes[i].path) < 0) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                file_changes_free(changes, n_changes);
-                if (r < 0)
-                        return agent_fail(run, "Out of memory.");
-        }
-
         j->start_usec = agent_now_usec();
         run->review = TAKE_PTR(j);
+        if (n > 0)
+                return review_stage_list_changes(run);
         review_stage_next_checker(run, run->review);
 }
 

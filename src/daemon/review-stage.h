@@ -35,6 +35,10 @@ void review_stage_keep_base_coverage(AgentRun *run);
  * breaker, or failed. */
 void review_stage_start(AgentRun *run);
 
+/* From task_unpaused(): the analysis' result that came back while the task
+ * was paused goes on now. Returns true if there was one. */
+bool review_stage_take_held(AgentRun *run);
+
 /* The findings last kept for t; an empty list when the stage has not run. */
 int review_stage_load(Task *t, FindingList *ret);
 

@@ -8,6 +8,7 @@
 
 #include "agentfab-bus.h"
 #include "fs-util.h"
+#include "exec-client.h"
 #include "json-util.h"
 #include "log.h"
 #include "manager.h"
@@ -221,9 +222,10 @@ static int client_send_history(StreamClient *c, Task *t) {
                                 continue;
                         r = client_queue_json(c, j);
                 } else {
+                        /* A command's bytes, as it wrote them: escaped for a terminal. */
                         _cleanup_json_ json_object *j = json_object_new_object();
-                        utf8_sanitize(p, strlen(p));
-                        if (!j || json_add_string(j, "type", "output") < 0 || json_add_string(j, "data", p) < 0)
+                        _cleanup_free_ char *line = exec_output_escape(p, (size_t) (nl - p));
+                        if (!j || !line || json_add_string(j, "type", "output") < 0 || json_add_string(j, "data", line) < 0)
                                 return -ENOMEM;
                         r = client_queue_json(c, j);
                 }

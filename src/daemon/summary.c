@@ -15,8 +15,7 @@
 #include "summary.h"
 #include "task-store.h"
 
-int summary_write(AgentRun *run, const char *diffstat) {
-        _cleanup_json_ json_object *checkpoints = NULL;
+int summary_write(AgentRun *run, const char *diffstat, json_object *checkpoints) {
         _cleanup_free_ char *events = NULL;
         Task *t = run->task;
         TaskProgress *p = &t->progress;
@@ -25,7 +24,6 @@ int summary_write(AgentRun *run, const char *diffstat) {
         size_t size = 0;
         int r;
 
-        (void) ledger_checkpoints(run->ledger, &checkpoints);
         (void) read_file_at(run->dir_fd, TASK_EVENTS_FILE, 16 * 1024 * 1024, &events, NULL);
 
         f = open_memstream(&text, &size);

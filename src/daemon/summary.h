@@ -8,8 +8,9 @@
 #include "agent-run.h"
 #include "task.h"
 
-/* Writes summary.md of the run's task; diffstat may be NULL. */
-int summary_write(AgentRun *run, const char *diffstat);
+/* Writes summary.md of the run's task; diffstat and checkpoints (as
+ * ledger_checkpoints() gives them) may be NULL. */
+int summary_write(AgentRun *run, const char *diffstat, json_object *checkpoints);
 
 /* The pull request's body: the summary, bounded and valid UTF-8. */
 int summary_pull_request_body(AgentRun *run, char **ret);

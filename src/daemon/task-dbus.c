@@ -325,7 +325,6 @@ static int property_get_freezer_state(sd_bus *bus, const char *path, const char 
 
 static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         const char *rev;
-        char commit[41], undone[41];
         Task *t = userdata;
         uid_t uid;
         int r;
@@ -351,12 +350,8 @@ static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error
                 return sd_bus_error_set_errnof(error, r, "Cannot read back the state file of task '%s': %m", t->id);
 
         audit_task_request(t, "reset", uid, rev);
-        r = task_ledger_reset_to(t, rev, uid, commit, undone, error);
-        if (r < 0)
-                return r;
-        audit_task_reset(t, uid, (unsigned) r, commit, undone);
-        task_bus_send_progress(t);
-        return sd_bus_reply_method_return(message, "us", (uint32_t) r, commit);
+        /* Answered when the reset is done, in a worker thread. */
+        return task_ledger_reset_to(t, message, rev, uid, error);
 }
 
 /* Amend(a{sv} changes): a new goal and/or new acceptance criteria for a task
@@ -531,44 +526,13 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
 }
 
 static int method_list_commits(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_json_ json_object *list = NULL;
         Task *t = userdata;
-        int r;
 
         /* Reading needs no more than seeing the task. */
         if (t->broken)
                 return require_state(t, t->state, error);
-        r = task_ledger_commits(t, &list);
-        if (r == -ENOENT)
-                list = NULL;   /* no ledger yet: no commits */
-        else if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot read the branch of task '%s': %m", t->id);
-
-        r = sd_bus_message_new_method_return(message, &reply);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(sus)");
-        if (r < 0)
-                return r;
-        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
-                json_object *c = json_object_array_get_idx(list, i);
-                const char *commit = NULL, *subject = NULL;
-                uint64_t step = 0;
-
-                if (json_get_string(c, "commit", &commit) < 0)
-                        continue;
-                (void) json_get_uint64(c, "step", &step);
-                (void) json_get_string(c, "subject", &subject);
-                r = sd_bus_message_append(reply, "(sus)", commit, (uint32_t) MIN(step, (uint64_t) UINT32_MAX),
-                                          strempty(subject));
-                if (r < 0)
-                        return r;
-        }
-        r = sd_bus_message_close_container(reply);
-        if (r < 0)
-                return r;
-        return sd_bus_send(NULL, reply, NULL);
+        /* Answered when the branch is read, in a worker thread. */
+        return task_ledger_list_commits(t, message, error);
 }
 
 static int property_get_requirement(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -597,7 +561,6 @@ static int method_get_summary(sd_bus_message *message, void *userdata, sd_bus_er
 }
 
 static int method_export(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        _cleanup_close_ int fd = -EBADF;
         const char *format;
         Task *t = userdata;
         int r;
@@ -607,10 +570,8 @@ static int method_export(sd_bus_message *message, void *userdata, sd_bus_error *
                 return r;
         if (t->broken)
                 return require_state(t, t->state, error);
-        r = task_ledger_export(t, format, &fd, error);
-        if (r < 0)
-                return r;
-        return sd_bus_reply_method_return(message, "h", fd);
+        /* Answered when the export is made, in a worker thread. */
+        return task_ledger_export(t, message, format, error);
 }
 
 static int property_get_checkpoints(sd_bus *bus, const char *path, const char *interface, const char *property,

@@ -5,23 +5,103 @@
 #include <unistd.h>
 
 #include "agentfab-bus.h"
+#include "audit.h"
 #include "conversation.h"
 #include "json-util.h"
 #include "ledger.h"
+#include "manager.h"
 #include "string-util.h"
+#include "task-job.h"
 #include "task-ledger.h"
 #include "task-store.h"
+
+/* What a job needs to open the task's ledger in its thread: its own copies,
+ * the task may be freed meanwhile. */
+typedef struct LedgerRef {
+        int dir_fd;
+        char *branch;
+} LedgerRef;
+
+static int ledger_ref_init(LedgerRef *ref, Task *t) {
+        ref->dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (ref->dir_fd < 0)
+                return -errno;
+        ref->branch = strdup(t->branch);
+        return ref->branch ? 0 : -ENOMEM;
+}
+
+static void ledger_ref_done(LedgerRef *ref) {
+        ref->dir_fd = safe_close(ref->dir_fd);
+        ref->branch = mfree_ptr(ref->branch);
+}
 
 static int task_ledger_open(Task *t, Ledger **ret) {
         _cleanup_close_ int dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dir_fd < 0)
                 return -errno;
+        /* Opening a ledger removes the lock files a crash left: never while
+         * a job of the task may hold them. */
+        if (task_job_busy(t))
+                return -EBUSY;
         return ledger_open(dir_fd, t->branch, ret);
 }
 
-int task_ledger_export(Task *t, const char *format, int *ret_fd, sd_bus_error *error) {
+/* ---- Export ---- */
+
+typedef struct ExportJob {
+        LedgerRef ref;
+        char format[8];
+        int fd;                    /* the result */
+        sd_bus_message *message;   /* the Export() call, answered in done */
+} ExportJob;
+
+static void export_job_free(void *p) {
+        ExportJob *j = p;
+
+        if (!j)
+                return;
+        ledger_ref_done(&j->ref);
+        safe_close(j->fd);
+        sd_bus_message_unref(j->message);
+        free(j);
+}
+
+static int export_job_run(void *p) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
-        _cleanup_close_ int fd = -EBADF;
+        ExportJob *j = p;
+        int r;
+
+        r = ledger_open(j->ref.dir_fd, j->ref.branch, &l);
+        if (r < 0)
+                return r;
+        /* A memfd holds the export, so that the caller reads it at its own
+         * pace and the daemon never blocks on a slow reader. */
+        j->fd = memfd_create("agentfab-export", MFD_CLOEXEC);
+        if (j->fd < 0)
+                return -errno;
+        r = streq(j->format, "bundle") ? ledger_export_bundle(l, j->fd) :
+                streq(j->format, "mbox") ? ledger_export_mbox(l, j->fd) : ledger_export_diff(l, j->fd);
+        if (r < 0)
+                return r;
+        if (lseek(j->fd, 0, SEEK_SET) < 0)
+                return -errno;
+        return 0;
+}
+
+static void on_export_done(Task *t, int r, void *p, void *userdata) {
+        ExportJob *j = p;
+
+        (void) userdata;
+        if (!t)
+                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_FAILED, "The daemon is stopping.");
+        else if (r < 0)
+                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot export task '%s': %m", t->id);
+        else
+                (void) sd_bus_reply_method_return(j->message, "h", j->fd);
+}
+
+int task_ledger_export(Task *t, sd_bus_message *message, const char *format, sd_bus_error *error) {
+        ExportJob *j;
         int r;
 
         if (!streq(format, "bundle") && !streq(format, "mbox") && !streq(format, "diff"))
@@ -30,23 +110,23 @@ int task_ledger_export(Task *t, const char *format, int *ret_fd, sd_bus_error *e
         if (!t->progress.checkpoint && !t->progress.head)
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' has no commits yet.", t->id);
 
-        r = task_ledger_open(t, &l);
-        if (r < 0)
+        j = calloc(1, sizeof(ExportJob));
+        if (!j)
+                return -ENOMEM;
+        j->fd = -EBADF;
+        (void) snprintf(j->format, sizeof(j->format), "%s", format);
+        r = ledger_ref_init(&j->ref, t);
+        if (r < 0) {
+                export_job_free(j);
                 return sd_bus_error_set_errnof(error, r, "Cannot open the ledger of task '%s': %m", t->id);
-
-        /* A memfd holds the export, so that the caller reads it at its own
-         * pace and the daemon never blocks on a slow reader. */
-        fd = memfd_create("agentfab-export", MFD_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        r = streq(format, "bundle") ? ledger_export_bundle(l, fd) :
-                streq(format, "mbox") ? ledger_export_mbox(l, fd) : ledger_export_diff(l, fd);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot export task '%s': %m", t->id);
-        if (lseek(fd, 0, SEEK_SET) < 0)
-                return -errno;
-        *ret_fd = TAKE_FD(fd);
-        return 0;
+        }
+        j->message = sd_bus_message_ref(message);
+        r = task_job_enqueue(t, "export", export_job_run, on_export_done, export_job_free, j, NULL, NULL);
+        if (r < 0) {
+                export_job_free(j);
+                return r;
+        }
+        return 1;
 }
 
 int task_ledger_base_commit(Task *t, char ret[static 41]) {
@@ -61,31 +141,309 @@ int task_ledger_base_commit(Task *t, char ret[static 41]) {
 
 int task_ledger_checkpoints(Task *t, json_object **ret) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
+        json_object *list = NULL;
         int r;
 
+        /* Read on the loop: a walk of the branch's commits, not of the
+         * tree. While a job works on the ledger, the list read last. */
         r = task_ledger_open(t, &l);
+        if (r == -EBUSY && t->checkpoints) {
+                *ret = json_object_get(t->checkpoints);
+                return 0;
+        }
         if (r < 0)
                 return r;
-        return ledger_checkpoints(l, ret);
+        r = ledger_checkpoints(l, &list);
+        if (r < 0)
+                return r;
+        json_object_put(t->checkpoints);
+        t->checkpoints = json_object_get(list);
+        *ret = list;
+        return 0;
 }
 
-int task_ledger_commits(Task *t, json_object **ret) {
+/* ---- ListCommits() ---- */
+
+typedef struct CommitsJob {
+        LedgerRef ref;
+        json_object *list;         /* the result; NULL: no ledger yet */
+        sd_bus_message *message;   /* the ListCommits() call, answered in done */
+} CommitsJob;
+
+static void commits_job_free(void *p) {
+        CommitsJob *j = p;
+
+        if (!j)
+                return;
+        ledger_ref_done(&j->ref);
+        json_object_put(j->list);
+        sd_bus_message_unref(j->message);
+        free(j);
+}
+
+static int commits_job_run(void *p) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
+        CommitsJob *j = p;
         int r;
 
-        r = task_ledger_open(t, &l);
+        r = ledger_open(j->ref.dir_fd, j->ref.branch, &l);
+        if (r == -ENOENT)
+                return 0;   /* no ledger yet: no commits */
         if (r < 0)
                 return r;
-        return ledger_commits(l, TASK_LEDGER_COMMITS_MAX, ret);
+        return ledger_commits(l, TASK_LEDGER_COMMITS_MAX, &j->list);
 }
 
-int task_ledger_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 41], char ret_undone[static 41],
-                   sd_bus_error *error) {
+static int commits_reply(sd_bus_message *message, json_object *list) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(sus)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+                json_object *c = json_object_array_get_idx(list, i);
+                const char *commit = NULL, *subject = NULL;
+                uint64_t step = 0;
+
+                if (json_get_string(c, "commit", &commit) < 0)
+                        continue;
+                (void) json_get_uint64(c, "step", &step);
+                (void) json_get_string(c, "subject", &subject);
+                r = sd_bus_message_append(reply, "(sus)", commit, (uint32_t) MIN(step, (uint64_t) UINT32_MAX),
+                                          strempty(subject));
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static void on_commits_done(Task *t, int r, void *p, void *userdata) {
+        CommitsJob *j = p;
+
+        (void) userdata;
+        if (!t)
+                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_FAILED, "The daemon is stopping.");
+        else if (r < 0)
+                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot read the branch of task '%s': %m", t->id);
+        else {
+                r = commits_reply(j->message, j->list);
+                if (r < 0)
+                        (void) sd_bus_reply_method_errnof(j->message, r, "Cannot list the commits of task '%s': %m",
+                                                          t->id);
+        }
+}
+
+int task_ledger_list_commits(Task *t, sd_bus_message *message, sd_bus_error *error) {
+        CommitsJob *j;
+        int r;
+
+        j = calloc(1, sizeof(CommitsJob));
+        if (!j)
+                return -ENOMEM;
+        r = ledger_ref_init(&j->ref, t);
+        if (r == -ENOENT) {
+                /* No task directory yet: no commits. */
+                commits_job_free(j);
+                return commits_reply(message, NULL);
+        }
+        if (r < 0) {
+                commits_job_free(j);
+                return sd_bus_error_set_errnof(error, r, "Cannot read the branch of task '%s': %m", t->id);
+        }
+        j->message = sd_bus_message_ref(message);
+        r = task_job_enqueue(t, "commits", commits_job_run, on_commits_done, commits_job_free, j, NULL, NULL);
+        if (r < 0) {
+                commits_job_free(j);
+                return r;
+        }
+        return 1;
+}
+
+/* ---- ResetTo() ---- */
+
+/* Two jobs: the first finds the checkpoint, then the loop acknowledges it
+ * in the state file, then the second resets the workspace and the branch.
+ * Acknowledged first: should the reset itself fail or the daemon stop in
+ * between, a resume makes the workspace match this checkpoint anyway. */
+typedef struct ResetToJob {
+        LedgerRef ref;
+        char rev[41];
+        uid_t uid;
+        sd_bus_message *message;   /* the ResetTo() call, answered at the end */
+        /* Results. */
+        char found[41];
+        unsigned found_step;
+        char undone[41];
+        bool ambiguous;
+} ResetToJob;
+
+static void reset_to_job_free(void *p) {
+        ResetToJob *j = p;
+
+        if (!j)
+                return;
+        ledger_ref_done(&j->ref);
+        sd_bus_message_unref(j->message);
+        free(j);
+}
+
+static int reset_to_find_run(void *p) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
         _cleanup_json_ json_object *list = NULL;
+        ResetToJob *j = p;
+        size_t n = strlen(j->rev);
+        char base[41];
+        int r;
+
+        r = ledger_open(j->ref.dir_fd, j->ref.branch, &l);
+        if (r < 0)
+                return r;
+        r = ledger_base(l, base);
+        if (r >= 0)
+                r = ledger_checkpoints(l, &list);
+        /* The tip that goes off the branch, for the journal: its objects stay. */
+        if (r >= 0)
+                r = ledger_head(l, j->undone);
+        if (r < 0)
+                return r;
+
+        if (streq(j->rev, "base") || strneq(base, j->rev, n))
+                memcpy(j->found, base, sizeof(j->found));
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+                json_object *c = json_object_array_get_idx(list, i);
+                const char *commit;
+                uint64_t step;
+
+                if (json_get_string(c, "commit", &commit) < 0 || json_get_uint64(c, "step", &step) < 0 ||
+                    streq(j->rev, "base") || !strneq(commit, j->rev, n))
+                        continue;
+                if (j->found[0] && !streq(j->found, commit)) {
+                        j->ambiguous = true;
+                        return 0;
+                }
+                strncpy(j->found, commit, sizeof(j->found) - 1);
+                j->found_step = (unsigned) step;
+        }
+        return 0;
+}
+
+static int reset_to_reset_run(void *p) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        ResetToJob *j = p;
+        int r;
+
+        r = ledger_open(j->ref.dir_fd, j->ref.branch, &l);
+        if (r < 0)
+                return r;
+        return ledger_reset(l, j->found);
+}
+
+static void on_reset_to_reset_done(Task *t, int r, void *p, void *userdata) {
+        ResetToJob *j = p;
+
+        (void) userdata;
+        if (!t) {
+                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_FAILED, "The daemon is stopping.");
+                return;
+        }
+        if (r < 0) {
+                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot reset the workspace of task '%s' to %s: %m",
+                                                  t->id, j->found);
+                return;
+        }
+        audit_task_reset(t, j->uid, j->found_step, j->found, j->undone);
+        task_bus_send_progress(t);
+        (void) sd_bus_reply_method_return(j->message, "us", (uint32_t) j->found_step, j->found);
+}
+
+static void on_reset_to_found(Task *t, int r, void *p, void *userdata) {
         _cleanup_free_ char *text = NULL;
-        char base[41], found[41] = "";
-        unsigned found_step = 0;
+        ResetToJob *j = p, *k;
+
+        (void) userdata;
+        if (!t) {
+                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_FAILED, "The daemon is stopping.");
+                return;
+        }
+        if (r < 0) {
+                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot read the checkpoints of task '%s': %m", t->id);
+                return;
+        }
+        if (j->ambiguous) {
+                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_INVALID_ARGS,
+                                                  "'%s' is ambiguous among the checkpoints of task '%s'.", j->rev, t->id);
+                return;
+        }
+        if (!j->found[0]) {
+                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_INVALID_ARGS,
+                                                  "'%s' is not the base nor a checkpoint of task '%s' (see its Checkpoints).",
+                                                  j->rev, t->id);
+                return;
+        }
+        /* Someone resumed it meanwhile: its workspace is the sandbox's now. */
+        if (t->state != TASK_FAILED) {
+                (void) sd_bus_reply_method_errorf(j->message, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s, not failed.",
+                                                  t->id, task_state_to_string(t->state));
+                return;
+        }
+
+        /* Resume goes on from here; the model hears what is gone. */
+        TaskProgress *pr = &t->progress;
+        if (free_and_strdup(&pr->checkpoint, j->found) < 0 || free_and_strdup(&pr->head, j->found) < 0) {
+                (void) sd_bus_reply_method_errnof(j->message, ENOMEM, "Out of memory.");
+                return;
+        }
+        /* A delivery's record of its tests may be gone from the branch now. */
+        pr->verified = false;
+        /* And its review was of another tree. */
+        pr->reviewed = false;
+        if (j->found_step > 0)
+                r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to the checkpoint of step %u "
+                             "(commit %s): everything you did after it is undone. Continue from there.",
+                             (unsigned) j->uid, j->found_step, j->found);
+        else
+                r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to where the task started "
+                             "(commit %s): everything you did is undone. Start again from there.", (unsigned) j->uid, j->found);
+        if (r < 0) {
+                (void) sd_bus_reply_method_errnof(j->message, ENOMEM, "Out of memory.");
+                return;
+        }
+        r = conversation_append_user(t, text);
+        if (r < 0) {
+                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot tell the model about the reset of task '%s': %m", t->id);
+                return;
+        }
+        r = task_save(t);
+        if (r < 0) {
+                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot save task '%s': %m", t->id);
+                return;
+        }
+
+        /* The second job gets what the first found; this one is freed after us. */
+        k = malloc(sizeof(ResetToJob));
+        if (!k) {
+                (void) sd_bus_reply_method_errnof(j->message, ENOMEM, "Out of memory.");
+                return;
+        }
+        *k = *j;
+        j->ref = (LedgerRef) { .dir_fd = -EBADF };
+        j->message = NULL;
+        r = task_job_enqueue(t, "reset", reset_to_reset_run, on_reset_to_reset_done, reset_to_job_free, k, NULL, NULL);
+        if (r < 0) {
+                (void) sd_bus_reply_method_errnof(k->message, r, "Cannot reset the workspace of task '%s': %m", t->id);
+                reset_to_job_free(k);
+        }
+}
+
+int task_ledger_reset_to(Task *t, sd_bus_message *message, const char *rev, uid_t uid, sd_bus_error *error) {
+        ResetToJob *j;
         size_t n = rev ? strlen(rev) : 0;
         int r;
 
@@ -94,66 +452,21 @@ int task_ledger_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[st
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
                                          "'%s' is neither 'base' nor a commit id of 7 to 40 lowercase hex digits.", strempty(rev));
 
-        r = task_ledger_open(t, &l);
-        if (r < 0)
+        j = calloc(1, sizeof(ResetToJob));
+        if (!j)
+                return -ENOMEM;
+        (void) snprintf(j->rev, sizeof(j->rev), "%s", rev);
+        j->uid = uid;
+        r = ledger_ref_init(&j->ref, t);
+        if (r < 0) {
+                reset_to_job_free(j);
                 return sd_bus_error_set_errnof(error, r, "Cannot open the ledger of task '%s': %m", t->id);
-        r = ledger_base(l, base);
-        if (r >= 0)
-                r = ledger_checkpoints(l, &list);
-        /* The tip that goes off the branch, for the journal: its objects stay. */
-        if (r >= 0)
-                r = ledger_head(l, ret_undone);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot read the checkpoints of task '%s': %m", t->id);
-
-        if (streq(rev, "base") || strneq(base, rev, n))
-                memcpy(found, base, sizeof(found));
-        for (size_t i = 0; i < json_object_array_length(list); i++) {
-                json_object *c = json_object_array_get_idx(list, i);
-                const char *commit;
-                uint64_t step;
-
-                if (json_get_string(c, "commit", &commit) < 0 || json_get_uint64(c, "step", &step) < 0 ||
-                    streq(rev, "base") || !strneq(commit, rev, n))
-                        continue;
-                if (found[0] && !streq(found, commit))
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                 "'%s' is ambiguous among the checkpoints of task '%s'.", rev, t->id);
-                strncpy(found, commit, sizeof(found) - 1);
-                found_step = (unsigned) step;
         }
-        if (!found[0])
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "'%s' is not the base nor a checkpoint of task '%s' (see its Checkpoints).", rev, t->id);
-
-        /* Resume goes on from here; the model hears what is gone. */
-        TaskProgress *p = &t->progress;
-        if (free_and_strdup(&p->checkpoint, found) < 0 || free_and_strdup(&p->head, found) < 0)
-                return -ENOMEM;
-        /* A delivery's record of its tests may be gone from the branch now. */
-        p->verified = false;
-        /* And its review was of another tree. */
-        p->reviewed = false;
-        if (found_step > 0)
-                r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to the checkpoint of step %u "
-                             "(commit %s): everything you did after it is undone. Continue from there.",
-                             (unsigned) uid, found_step, found);
-        else
-                r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to where the task started "
-                             "(commit %s): everything you did is undone. Start again from there.", (unsigned) uid, found);
-        if (r < 0)
-                return -ENOMEM;
-        r = conversation_append_user(t, text);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot tell the model about the reset of task '%s': %m", t->id);
-        /* Acknowledged first: should the reset itself fail, a resume makes
-         * the workspace match this checkpoint anyway. */
-        r = task_save(t);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot save task '%s': %m", t->id);
-        r = ledger_reset(l, found);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot reset the workspace of task '%s' to %s: %m", t->id, found);
-        memcpy(ret_commit, found, 41);
-        return found_step;
+        j->message = sd_bus_message_ref(message);
+        r = task_job_enqueue(t, "reset", reset_to_find_run, on_reset_to_found, reset_to_job_free, j, NULL, NULL);
+        if (r < 0) {
+                reset_to_job_free(j);
+                return r;
+        }
+        return 1;
 }

@@ -2,7 +2,9 @@
 #pragma once
 
 /* What the bus asks of a task's ledger outside its run: its exports, its
- * base, its checkpoints, and a reset by hand. Each opens the ledger itself. */
+ * base, its checkpoints, and a reset by hand. Each opens the ledger itself.
+ * Exports, commit lists and resets run in worker threads, queued with the
+ * task's other jobs (task-job.h), and answer their call when done. */
 
 #include <sys/types.h>
 #include <json-c/json.h>
@@ -10,24 +12,30 @@
 
 #include "task.h"
 
-/* An export of the task's branch as a readable fd: "bundle", "mbox" or "diff". */
-int task_ledger_export(Task *t, const char *format, int *ret_fd, sd_bus_error *error);
+/* Export(): answers message with the task's branch as a readable fd,
+ * "bundle", "mbox" or "diff", once made. 1: queued; negative: refused
+ * (error set), nothing queued. */
+int task_ledger_export(Task *t, sd_bus_message *message, const char *format, sd_bus_error *error);
 
-/* The commit the task's branch started from. */
+/* The commit the task's branch started from. -EBUSY while a job of the
+ * task is at work on its ledger. */
 int task_ledger_base_commit(Task *t, char ret[static 41]);
 
-/* Checkpoints as JSON [{step, commit, subject}], read from the ledger. */
+/* Checkpoints as JSON [{step, commit, subject}], read from the ledger; while
+ * a job of the task is at work on it, the list read last (-EBUSY if none). */
 int task_ledger_checkpoints(Task *t, json_object **ret);
 
-/* Every commit on the task's branch, base..tip, as JSON [{commit, step
- * (absent without an Agentfab-Step trailer), subject}]: for an audit. */
+/* ListCommits(): answers message with every commit on the task's branch,
+ * base..tip, as a(sus) (commit, step: 0 without an Agentfab-Step
+ * trailer, subject), for an audit; read in the task's job queue. 1:
+ * queued or answered; negative: refused (error set). */
 #define TASK_LEDGER_COMMITS_MAX 100000U
-int task_ledger_commits(Task *t, json_object **ret);
+int task_ledger_list_commits(Task *t, sd_bus_message *message, sd_bus_error *error);
 
 /* ResetTo() of a failed task: its workspace and branch go back to rev (a
  * checkpoint's commit id, maybe abbreviated, or "base"), its progress says
- * so and the model is told. Returns the checkpoint's step (0: base), the
- * full commit id and the tip the branch had (ret_undone). The task's
- * progress is saved before the workspace is reset. */
-int task_ledger_reset_to(Task *t, const char *rev, uid_t uid, char ret_commit[static 41], char ret_undone[static 41],
-                         sd_bus_error *error);
+ * so and the model is told; message is answered with the checkpoint's step
+ * (0: base) and the full commit id, and the journal names the tip the
+ * branch had. The task's progress is saved before the workspace is reset.
+ * 1: queued; negative: refused (error set). */
+int task_ledger_reset_to(Task *t, sd_bus_message *message, const char *rev, uid_t uid, sd_bus_error *error);

@@ -7,6 +7,7 @@
 #include "exec-session.h"
 #include "manager.h"
 #include "string-util.h"
+#include "task-job.h"
 #include "task-store.h"
 #include "task.h"
 
@@ -76,6 +77,8 @@ void task_progress_done(TaskProgress *p) {
 Task *task_free(Task *t) {
         if (!t)
                 return NULL;
+        task_jobs_free(t);
+        json_object_put(t->checkpoints);
         task_progress_done(&t->progress);
         task_spec_done(&t->spec);
         /* Closed, not thawed: at shutdown a frozen sandbox stays frozen, its

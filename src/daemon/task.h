@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <json-c/json.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
@@ -15,6 +16,7 @@
 typedef struct Manager Manager;
 typedef struct AgentRun AgentRun;
 typedef struct SandboxSession SandboxSession;
+typedef struct TaskJob TaskJob;
 
 /* How far the agent got, persisted in the state file with the task: a step
  * counts only once this record names it (see agent-loop.c). */
@@ -75,6 +77,8 @@ typedef struct Task {
         char *branch;
         TaskProgress progress;
         AgentRun *run;             /* the agent at work, while the task is active (or paused) */
+        TaskJob *jobs, *jobs_tail; /* work on its ledger in worker threads, one at a time (task-job.h) */
+        json_object *checkpoints;  /* the Checkpoints property as last read, for while a job runs */
 
         /* A frozen sandbox kept without an agent (freezer.c): while the task
          * waits for approval, or is paused after a restart of the daemon. */

@@ -74,6 +74,30 @@ char *head_tail_render(const HeadTail *h) {
         return r;
 }
 
+char *exec_output_escape(const char *data, size_t n) {
+        const unsigned char *d = (const unsigned char *) data;
+        char *r = malloc(n * 4 + 1), *p = r;
+
+        if (!r)
+                return NULL;
+        for (size_t i = 0; i < n;) {
+                unsigned char b = d[i];
+                size_t k = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
+                bool ok = k > 0 && i + k <= n && (k != 2 || b >= 0xC2) && (k != 1 || b == '\n' || b == '\t' || (b >= ' ' && b != 127));
+                for (size_t j = 1; ok && j < k; j++)
+                        ok = (d[i + j] & 0xC0) == 0x80;
+                if (!ok) {
+                        p += sprintf(p, "\\x%02x", b);
+                        i++;
+                        continue;
+                }
+                p = mempcpy(p, d + i, k);
+                i += k;
+        }
+        *p = '\0';
+        return r;
+}
+
 void exec_result_done(ExecResult *r) {
         free(r->output);
         *r = (ExecResult) {};
@@ -150,6 +174,8 @@ int exec_request_format(const ExecRequest *req, int64_t id, char **ret_line) {
                 json_object_object_add(j, "cwd", json_object_new_string(req->cwd));
         if (req->timeout_usec != UINT64_MAX)
                 json_object_object_add(j, "timeout_ms", json_object_new_int64((int64_t) MAX(req->timeout_usec / 1000, 1u)));
+        if (req->output_fd)
+                json_object_object_add(j, "output_fd", json_object_new_boolean(true));
 
         if (asprintf(ret_line, "%s\n", json_to_line(j)) < 0)
                 return -ENOMEM;

@@ -17,6 +17,7 @@ typedef struct ExecRequest {
         const char *cwd;          /* NULL: /workspace */
         char **env;               /* NAME=VALUE, added to the sandbox's declared environment */
         uint64_t timeout_usec;    /* UINT64_MAX: none */
+        bool output_fd;           /* output into a pipe sent with the request (exec-service.h) */
 } ExecRequest;
 
 typedef struct ExecResult {
@@ -55,6 +56,11 @@ typedef struct HeadTail {
 int head_tail_init(HeadTail *h, size_t keep);
 void head_tail_add(HeadTail *h, const char *data, size_t n);
 char *head_tail_render(const HeadTail *h);   /* "head\n[... N bytes cut ...]\ntail" */
+
+/* Output made fit for the model, a journal entry or a terminal: valid
+ * UTF-8 passes, and so do newlines and tabs; other control characters,
+ * DEL and bytes that are not UTF-8 become "\xNN". At most 4n + 1 bytes. */
+char *exec_output_escape(const char *data, size_t n);
 void head_tail_done(HeadTail *h);
 
 /* The pieces both clients are made of: the blocking exec_client_run() and

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -91,6 +93,7 @@ typedef struct Request {
         char **env;
         const char *cwd;
         uint64_t timeout_usec;
+        bool output_fd;            /* stdout and stderr go to the fd that came with the request */
 } Request;
 
 static void request_done(Request *r) {
@@ -146,6 +149,12 @@ static const char *parse_request(json_object *j, char **base_env, Request *ret) 
                         if (strv_env_set(&ret->env, entry) < 0)
                                 return "out of memory";
                 }
+        }
+
+        if (json_object_object_get_ex(j, "output_fd", &v)) {
+                if (!json_object_is_type(v, json_type_boolean))
+                        return "'output_fd' must be a boolean";
+                ret->output_fd = json_object_get_boolean(v);
         }
 
         ret->timeout_usec = UINT64_MAX;
@@ -218,10 +227,27 @@ static bool take_extensions(char *buf, size_t *len, int64_t id, uint64_t *extend
         return *len < EXEC_REQUEST_MAX;
 }
 
-static void run_request(int fd, const Request *r, char *buf, size_t *len) {
-        int out[2], err[2];
+/* buf holds what came on the connection after the request (len bytes):
+ * extensions are taken from it while the command runs. output_fd is the fd
+ * that came with the request, if any; it is used up. */
+static void run_request(int fd, const Request *r, char *buf, size_t *len, int *output_fd) {
+        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
 
-        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
+        if (r->output_fd) {
+                /* Both streams into the other side's pipe: we never see the bytes. */
+                struct stat st;
+                if (*output_fd < 0 || fstat(*output_fd, &st) < 0 || !S_ISFIFO(st.st_mode))
+                        return send_simple(fd, "error", r->id, "message", "'output_fd' needs a pipe sent with the request");
+                out[1] = fcntl(*output_fd, F_DUPFD_CLOEXEC, 3);
+                err[1] = fcntl(*output_fd, F_DUPFD_CLOEXEC, 3);
+                /* Only the command's copies stay: the other side sees the end
+                 * of output when the last of them closes. */
+                *output_fd = safe_close(*output_fd);
+                if (out[1] < 0 || err[1] < 0) {
+                        safe_close(out[1]), safe_close(err[1]);
+                        return send_simple(fd, "error", r->id, "message", "cannot duplicate the output pipe");
+                }
+        } else if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
                 return send_simple(fd, "error", r->id, "message", "cannot create pipes");
 
         /* vfork(): the child only makes syscalls before execve(), and a
@@ -330,16 +356,45 @@ static void run_request(int fd, const Request *r, char *buf, size_t *len) {
         send_json(fd, j);
 }
 
+/* read() that also takes the fds sent with the bytes: the last one is kept
+ * in *pending (for the next request that asks for it), others closed. */
+static ssize_t recv_request(int fd, char *buf, size_t n, int *pending) {
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int) * 4)];
+        } control = {};
+        struct iovec iov = { .iov_base = buf, .iov_len = n };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof(control) };
+        ssize_t k;
+
+        k = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+        if (k < 0)
+                return -errno;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t m = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < m; i++) {
+                        int got;
+                        memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        safe_close(*pending);
+                        *pending = got;
+                }
+        }
+        return k;
+}
+
 void exec_service_run(const SandboxConfig *c, int fd) {
         _cleanup_free_ char *line = malloc(EXEC_REQUEST_MAX + 1);
+        int pending_fd = -EBADF;
         size_t len = 0;
 
         if (!line)
                 _exit(127);
 
         for (;;) {
-                ssize_t k = read(fd, line + len, EXEC_REQUEST_MAX - len);
-                if (k < 0 && errno == EINTR)
+                ssize_t k = recv_request(fd, line + len, EXEC_REQUEST_MAX - len, &pending_fd);
+                if (k == -EINTR)
                         continue;
                 if (k <= 0) {
                         kill_all_but_us();
@@ -372,7 +427,9 @@ void exec_service_run(const SandboxConfig *c, int fd) {
                         if (error)
                                 send_simple(fd, "error", r.id, "message", error);
                         else
-                                run_request(fd, &r, line, &len);
+                                run_request(fd, &r, line, &len, &pending_fd);
+                        /* An fd goes with one request only. */
+                        pending_fd = safe_close(pending_fd);
                         request_done(&r);
                 }
                 if (len >= EXEC_REQUEST_MAX) {

@@ -6,10 +6,15 @@
  *
  * Requests (from the daemon's side, one command at a time):
  *   {"type":"exec","id":N,"argv":["cmd","arg"...],"cwd":"/workspace/...",
- *    "env":{"NAME":"VALUE",...},"timeout_ms":N}
+ *    "env":{"NAME":"VALUE",...},"timeout_ms":N,"output_fd":true}
  *   {"type":"extend","id":N,"usec":U}   (while command N runs: the sandbox was
  *    frozen for U microseconds, which do not count towards its timeout; the
  *    daemon writes it before the thaw, so it is read before the deadline is)
+ * With "output_fd", the request line's first byte carries a pipe's write
+ * end (SCM_RIGHTS): the command's stdout and stderr both go there, straight
+ * to the other side, and no "output" replies come. Every writer of that
+ * pipe is dead when "exit" is sent, so what the command wrote is in the
+ * pipe by then.
  * Replies:
  *   {"type":"started","id":N}
  *   {"type":"output","id":N,"stream":"stdout"|"stderr","data":"..."}

@@ -6,13 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agentfab-bus.h"
+#include "exec-output.h"
 #include "exec-session.h"
 #include "json-util.h"
 #include "macro.h"
@@ -41,6 +44,8 @@ struct SandboxSession {
         char *wbuf;
         size_t wlen, wpos;
 
+        bool ready;                /* the launcher said "ready" */
+
         bool busy;
         int64_t next_id;
         int64_t current_id;        /* of the command in flight */
@@ -52,6 +57,9 @@ struct SandboxSession {
         uint64_t extended_usec;    /* told to the sandbox during this freeze */
         uint64_t timer_left;       /* of the deadline, when frozen; UINT64_MAX: no timer */
         ExecCollector collector;
+
+        /* The command's output pipe (output_fd requests), while it runs. */
+        ExecOutput output;
         exec_done_handler_t done;
         void *userdata;
 
@@ -175,6 +183,7 @@ SandboxSession *sandbox_session_free(SandboxSession *s) {
                 return NULL;
         sd_event_source_disable_unref(s->io);
         sd_event_source_disable_unref(s->timer);
+        exec_output_close(&s->output);
         safe_close(s->fd);
         safe_close(s->pidfd);
         if (s->busy)
@@ -207,6 +216,11 @@ static void session_finish(SandboxSession *s, int error) {
         exec_collector_done(&s->collector);
         if (error == 0 && r < 0)
                 error = r;
+        if (s->output.log_fd >= 0) {
+                r = exec_output_finish(&s->output, &result);
+                if (error == 0 && r < 0)
+                        error = r;
+        }
         s->busy = false;
         s->done = NULL;
         s->userdata = NULL;
@@ -236,7 +250,27 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
 
 static int flush_request(SandboxSession *s) {
         while (s->wpos < s->wlen) {
-                ssize_t k = send(s->fd, s->wbuf + s->wpos, s->wlen - s->wpos, MSG_NOSIGNAL | MSG_DONTWAIT);
+                union {
+                        struct cmsghdr h;
+                        char buf[CMSG_SPACE(sizeof(int))];
+                } control = {};
+                struct iovec iov = { .iov_base = s->wbuf + s->wpos, .iov_len = s->wlen - s->wpos };
+                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+                /* The output pipe goes with the request's first byte. */
+                if (s->output.pass_fd >= 0) {
+                        mh.msg_control = &control;
+                        mh.msg_controllen = sizeof(control);
+                        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                        c->cmsg_level = SOL_SOCKET;
+                        c->cmsg_type = SCM_RIGHTS;
+                        c->cmsg_len = CMSG_LEN(sizeof(int));
+                        memcpy(CMSG_DATA(c), &s->output.pass_fd, sizeof(int));
+                }
+                ssize_t k = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (k > 0)
+                        /* Ours no more: the end of output is when the sandbox's copies close. */
+                        s->output.pass_fd = safe_close(s->output.pass_fd);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -319,6 +353,7 @@ static int session_new(sd_event *e, const char *task_id, SandboxSession **ret) {
         if (!s)
                 return -ENOMEM;
         s->fd = s->pidfd = -EBADF;
+        exec_output_init(&s->output);
         s->next_id = 1;
         s->event = sd_event_ref(e);
         memcpy(s->task, task_id, sizeof(s->task));
@@ -424,6 +459,7 @@ static int session_take_reply(SandboxSession *s, size_t n, char **ret_error) {
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(s->io, "sandbox-session");
+        s->ready = true;
         return 0;
 }
 
@@ -539,6 +575,10 @@ int sandbox_session_open_async(sd_event *e, const char *launcher_socket, const c
         return 0;
 }
 
+bool sandbox_session_is_ready(const SandboxSession *s) {
+        return s && s->ready && s->fd >= 0;
+}
+
 int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, size_t keep,
                          exec_output_handler_t on_output, exec_done_handler_t done, void *userdata) {
         _cleanup_free_ char *line = NULL;
@@ -546,7 +586,7 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
 
         if (!s || !req || !req->argv || !req->argv[0] || !done)
                 return -EINVAL;
-        if (s->fd < 0)
+        if (s->fd < 0 || !s->ready)
                 return -ENOTCONN;
         if (s->busy)
                 return -EBUSY;
@@ -554,15 +594,30 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
         if (s->frozen)
                 return -EAGAIN;
 
+        /* With a log, the output goes into a pipe of ours and from there
+         * to the log by splice(): the sandbox never sends it as JSON, we
+         * never copy it. */
+        ExecRequest fd_req = *req;
+        fd_req.output_fd = log_fd >= 0;
+
         int64_t id = s->next_id++;
-        r = exec_request_format(req, id, &line);
+        r = exec_request_format(&fd_req, id, &line);
         if (r < 0)
                 return r;
         if (strlen(line) > EXEC_REQUEST_MAX)
                 return -E2BIG;
-        r = exec_collector_begin(&s->collector, id, log_fd, keep, s->memory_cgroup, on_output, userdata);
+        if (log_fd >= 0) {
+                r = exec_output_open(&s->output, s->event, log_fd, keep, on_output, userdata);
+                if (r < 0) {
+                        exec_output_close(&s->output);
+                        return r;
+                }
+        }
+        r = exec_collector_begin(&s->collector, id, log_fd >= 0 ? -EBADF : log_fd, keep, s->memory_cgroup,
+                                 log_fd >= 0 ? NULL : on_output, userdata);
         if (r < 0) {
                 exec_collector_done(&s->collector);
+                exec_output_close(&s->output);
                 return r;
         }
 
@@ -574,6 +629,7 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
                                               now + req->timeout_usec + SANDBOX_SESSION_EXEC_GRACE_USEC, 0, on_timer, s);
                 if (r < 0) {
                         exec_collector_done(&s->collector);
+                        exec_output_close(&s->output);
                         return r;
                 }
         }
@@ -799,6 +855,7 @@ int sandbox_session_adopt(sd_event *e, int fd, const char *task_id, pid_t pid, u
         if (r < 0)
                 return r;
         s->fd = fd;
+        s->ready = true;
         (void) sd_event_source_set_description(s->io, "sandbox-session");
         if (frozen) {
                 s->frozen = true;

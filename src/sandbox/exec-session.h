@@ -63,6 +63,8 @@ typedef void (*session_open_handler_t)(SandboxSession *s, int error, const char 
 int sandbox_session_open_async(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                                const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
                                int proxy_fd, session_open_handler_t done, void *userdata, SandboxSession **ret);
+/* True once the launcher said "ready" (until then exec is -ENOTCONN). */
+bool sandbox_session_is_ready(const SandboxSession *s);
 
 /* error: 0, or -EINVAL (the sandbox refused the request), -ECONNRESET (the
  * sandbox ended), -EBADMSG (it sent nonsense), -ETIMEDOUT (it did not end

@@ -48,5 +48,20 @@ int main(void) {
         free(s);
         head_tail_done(&h);
 
+        /* Output for the model, a journal or a terminal: control
+         * characters and bytes that are not UTF-8 become visible text, so
+         * a command cannot retitle a window or hide lines; newlines, tabs
+         * and valid UTF-8 pass. */
+        s = exec_output_escape("a" "\x1b[31m" "b" "\x07" "\x00" "c\r\n\td" "\xc3\xa9" "\xff" "\x7f", 18);
+        CHECK(s && streq(s, "a\\x1b[31mb\\x07\\x00c\\x0d\n\td\xc3\xa9\\xff\\x7f"), "escaped: '%s'", s);
+        free(s);
+        s = exec_output_escape("\xe2\x82", 2);
+        CHECK(s && streq(s, "\\xe2\\x82"), "a cut UTF-8 sequence is escaped: '%s'", s);
+        free(s);
+        memset(big, 0, sizeof(big));
+        s = exec_output_escape(big, sizeof(big));
+        CHECK(s && strlen(s) == 4 * sizeof(big), "at most four bytes for one");
+        free(s);
+
         return tap_done();
 }

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* A command's output on the daemon's side of the exec service: a pipe of
+ * ours, whose write end goes into the sandbox with the request
+ * ("output_fd", exec-service.h), and whose bytes go into the task's log by
+ * splice(2), never through our memory (read() and pwrite() where splice()
+ * is refused; counted and dropped once the log cannot be written, so that
+ * a full disk does not stop the command). What the model gets is the head
+ * and the tail, read back from the log and escaped; a follower
+ * (on_output) gets at most OUTPUT_SAMPLE_MAX of the newest bytes every
+ * OUTPUT_SAMPLE_INTERVAL_USEC, escaped, and a note of what it was not
+ * shown. Everything here is driven by the session's event loop. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "exec-client.h"
+
+typedef struct ExecOutput {
+        sd_event *event;           /* borrowed */
+        int pass_fd;               /* the write end, until sent with the request */
+        int out_fd;                /* the read end */
+        sd_event_source *out_io;
+        int log_fd;                /* the log, opened again without O_APPEND: splice() wants an offset */
+        bool log_broken;           /* a write to the log failed: output is read and dropped */
+        bool log_copy;             /* splice() is not to be had: read() and pwrite() */
+        uint64_t log_start, log_off, sample_off;
+        uint64_t bytes;            /* all output, logged or not */
+        uint64_t sample_usec;      /* CLOCK_MONOTONIC of the last sample */
+        sd_event_source *sample_timer; /* a sample held back, shown when the interval is over */
+        size_t keep;
+        exec_output_handler_t on_output;
+        void *userdata;
+} ExecOutput;
+
+void exec_output_init(ExecOutput *o);
+/* A new pipe (pass_fd to be sent, out_fd watched on e) and log_fd (a
+ * regular file, maybe O_APPEND) opened again for reading and writing at
+ * its end. On error the caller calls exec_output_close(). */
+int exec_output_open(ExecOutput *o, sd_event *e, int log_fd, size_t keep, exec_output_handler_t on_output,
+                     void *userdata);
+/* The command has ended (every writer of the pipe is gone): what the pipe
+ * holds goes to the log, bounded by what it holds now whatever the other
+ * side does; result gets output_bytes and the escaped head and tail. Closes. */
+int exec_output_finish(ExecOutput *o, ExecResult *result);
+void exec_output_close(ExecOutput *o);

@@ -1,0 +1,464 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# agentfabd under load, in the real harness (real systemd, dbus-daemon,
+# launcher, sandbox, journal) with the scripted instant model:
+#   1. the daemon keeps answering: a probe times D-Bus calls and stream
+#      socket requests while a task on a FILES-file repository is imported,
+#      checkpoints, fails, is reset by hand and exported (diff, mbox,
+#      bundle), resumes and is delivered; the same probe on the idle
+#      daemon first is the baseline;
+#   2. the output flood: FLOOD_MB MiB printed without a newline, as NUL
+#      bytes and as terminal escape sequences, each into the task's log and
+#      the same command into /dev/null in the same sandbox; the log has it
+#      all, the model and the stream get it bounded and escaped, the
+#      daemon's memory stays flat;
+#   3. resume: TASKS tasks wait for their model, agentfabd is SIGKILLed and
+#      activated again; the time until all are at work again; no step lost
+#      or repeated (Agentfab-Step trailers).
+#
+#   tests/integration/daemon-load.sh BUILDDIR          (CI: 10,000 files, 64 MiB, 20 tasks)
+#   FILES=100000 FLOOD_MB=1024 bench/daemon-bench.sh BUILDDIR   (the benchmark's sizes)
+#
+# Checks are functional, with generous bounds (BUS_MAX_MS); the figures are
+# printed as "figure:" lines. Needs root. Ends with "N passed, N failed".
+set -u
+
+BUILDDIR=$(realpath "${1:?usage: daemon-load.sh BUILDDIR}")
+HERE=$(dirname "$(realpath "$0")")
+SRC=$(realpath "$HERE/../..")
+. "$HERE/lib/harness.sh"
+
+FILES=${FILES:-10000}
+FLOOD_MB=${FLOOD_MB:-64}
+TASKS=${TASKS:-20}
+BUS_MAX_MS=${BUS_MAX_MS:-1000}
+PHASES=${PHASES:-"latency flood resume"}
+
+if [ "$(id -u)" != 0 ]; then
+        echo "daemon-load needs root; skipping"
+        echo "0 passed, 0 failed, 1 skipped"
+        exit 0
+fi
+
+PASSED=0
+FAILED=0
+ok()   { echo "  ok: $*"; PASSED=$((PASSED + 1)); }
+fail() { echo "  FAIL: $*"; FAILED=$((FAILED + 1)); }
+figure() { echo "figure: $*"; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+
+WORK=$(mktemp -d /tmp/agentfab-load.XXXXXX)
+MODEL_PID=
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+stop_model() {
+        if [ -n "$MODEL_PID" ]; then
+                kill "$MODEL_PID" 2>/dev/null
+                wait "$MODEL_PID" 2>/dev/null
+                MODEL_PID=
+        fi
+}
+cleanup() { stop_model; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+model() {
+        local script=$1; shift
+        stop_model
+        : > "$WORK/requests.jsonl"
+        python3 "$SRC/tests/model-server.py" --script "$script" --log "$WORK/requests.jsonl" --port "$PORT" --by-step \
+                > "$WORK/model.out" 2> "$WORK/model.err" &
+        MODEL_PID=$!
+        local i
+        for i in $(seq 100); do
+                [ -s "$WORK/model.out" ] && return 0
+                sleep 0.05
+        done
+        return 1
+}
+
+harness_prepare_root() {
+        local R=$1
+        DESTDIR="$R" meson install -C "$BUILDDIR" --quiet --no-rebuild >/dev/null || return 1
+        install -m 0755 "$BUILDDIR/bench/latency-probe" "$R/usr/local/bin/latency-probe" || return 1
+        systemd-sysusers --root="$R" "$R/usr/lib/sysusers.d/agentfab.conf" || return 1
+        journalctl --root="$R" --update-catalog || return 1
+        systemctl --root="$R" enable agentfab.socket agentfab-launcher.socket >/dev/null 2>&1 || return 1
+        mkdir -p "$R/etc/agentfab/agentfab.conf.d"
+        cat > "$R/etc/agentfab/agentfab.conf.d/50-test.conf" <<EOF
+[Daemon]
+IdleTimeoutSec=300
+MaxActiveTasks=64
+MaxTasksPerUser=64
+
+[Agent]
+CommandTimeoutSec=600
+MaxRepositorySize=4G
+
+[Breakers]
+MaxFilesChanged=1000000
+MaxLinesChanged=100000000
+
+[Model]
+Name=default
+Endpoint=http://127.0.0.1:$PORT/v1
+Model=scripted
+TimeoutSec=120
+MaxRetries=1
+RetryBaseSec=100ms
+EOF
+        grep -q '^alice:' "$R/etc/passwd" || useradd --root "$R" -s /bin/bash alice || return 1
+        local uid gid
+        uid=$(awk -F: '$1 == "alice" {print $3}' "$R/etc/passwd")
+        gid=$(awk -F: '$1 == "alice" {print $4}' "$R/etc/passwd")
+        rm -rf "$R/home/alice"
+        mkdir -p "$R/home/alice"
+        chown "$uid:$gid" "$R/home/alice"
+        chmod 755 "$R/home/alice"
+}
+
+CTL=(agentfabctl --no-ask-password)
+task_prop() { hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$1" org.agentfab.Task1 "$2" 2>/dev/null | sed 's/^[a-z] "\{0,1\}\(.*\)"\{0,1\}$/\1/; s/"$//'; }
+
+# wait_state ID SECONDS STATE...
+wait_state() {
+        local id=$1 secs=$2 s i; shift 2
+        for i in $(seq $((secs * 4))); do
+                s=$(task_prop "$id" State)
+                for want in "$@"; do [ "$s" = "$want" ] && return 0; done
+                case $s in succeeded|failed|cancelled) [[ " $* " == *" $s "* ]] || return 1 ;; esac
+                sleep 0.25
+        done
+        return 1
+}
+
+# make_repo NAME FILES: a repository of FILES small files, 100 to a
+# directory, one commit on main, made by git fast-import (no checkout: the
+# daemon takes the history, not the work tree).
+make_repo() {
+        hx_as alice bash -c "set -e; cd ~ && rm -rf $1 && mkdir $1 && cd $1 && git init -q -b main &&
+                python3 -c 'import sys
+n = $2
+w = sys.stdout.write
+for i in range(n):
+    d = b\"line %d\\n\" % i
+    w(\"blob\\nmark :%d\\ndata %d\\n\" % (i + 1, len(d)))
+    w(d.decode() + \"\\n\")
+w(\"commit refs/heads/main\\ncommitter alice <alice@example.com> 1700000000 +0000\\ndata 5\\nbase\\n\")
+for i in range(n):
+    w(\"M 100644 :%d d%04d/f%06d.txt\\n\" % (i + 1, i // 100, i))
+w(\"\\n\")' | git fast-import --quiet && chmod -R a+rX ~/$1"
+}
+
+submit() {
+        hx_as alice "${CTL[@]}" submit --repo "/home/alice/$1" --goal "$2" "${@:3}" 2>&1
+}
+
+steps_of() {
+        hx git --git-dir="/var/lib/agentfab/tasks/$1/ledger.git" log --format=%B "agentfab/$1" |
+                sed -n 's/^Agentfab-Step: //p' | sort -n | tr '\n' ' '
+}
+
+# probe_start NAME ARGS...: the latency probe in the background, until probe_stop.
+probe_start() {
+        local name=$1; shift
+        hx latency-probe --duration=3600 --interval-ms=20 "$@" > "$WORK/probe-$name.out" 2>&1 &
+        eval "PROBE_$name=$!"
+}
+probe_stop() {
+        local pid
+        eval "pid=\$PROBE_$1"
+        hx pkill -INT -x latency-probe >/dev/null 2>&1
+        wait "$pid" 2>/dev/null
+}
+# field FILE KIND KEY
+field() { sed -n "s/^$2 .* $3=\([0-9.]*\).*/\1/p" "$1"; }
+
+# ---------------------------------------------------------------- 1.
+phase_latency() {
+        echo "=== the daemon answers while a task works on a $FILES-file repository"
+        printf '[{"reply": {"content": "plan"}},
+ {"reply": {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": "nothing"}}]}}]' > "$WORK/small.json"
+        model "$WORK/small.json" || { fail "model server"; return; }
+        make_repo small 10
+        local small
+        small=$(submit small "Nothing") || { fail "submit small: $small"; return; }
+        wait_state "$small" 60 succeeded || { fail "small task: $(task_prop "$small" State)"; return; }
+
+        # The baseline: the same calls to the idle daemon.
+        hx latency-probe --duration=5 --interval-ms=20 --task="$small" > "$WORK/probe-idle.out" 2>&1
+        cat "$WORK/probe-idle.out" | sed 's/^/  idle: /'
+
+        local t0 t1
+        t0=$(date +%s.%N)
+        make_repo big "$FILES"
+        t1=$(date +%s.%N)
+        figure "generating the $FILES-file repository (git fast-import by alice) took $(elapsed "$t0" "$t1") s"
+
+        # Three steps that each write one file, one whose command touches
+        # nothing, one that rewrites 1000 files; then the endpoint fails:
+        # the task fails with four checkpoints.
+        cat > "$WORK/big.json" <<'EOF'
+[{"reply": {"content": "plan"}},
+ {"reply": {"content": "one", "tool_calls": [{"name": "write_file", "arguments": {"path": "new1.txt", "content": "1\n"}}]}},
+ {"reply": {"content": "two", "tool_calls": [{"name": "write_file", "arguments": {"path": "new2.txt", "content": "2\n"}}]}},
+ {"reply": {"content": "nothing", "tool_calls": [{"name": "run_command", "arguments": {"command": "true"}}]}},
+ {"reply": {"content": "many", "tool_calls": [{"name": "run_command", "arguments": {"command": "for f in d000[0-9]/*.txt; do echo x >> $f; done"}}]}},
+ {"reply": {"content": "three", "tool_calls": [{"name": "write_file", "arguments": {"path": "new3.txt", "content": "3\n"}}]}},
+ {"status": 500}, {"status": 500}, {"status": 500}, {"status": 500}]
+EOF
+        model "$WORK/big.json" || { fail "model server"; return; }
+        probe_start load --task="$small"
+        t0=$(date +%s.%N)
+        local id
+        id=$(submit big "Work on a big tree") || { fail "submit big: $id"; probe_stop load; return; }
+        t1=$(date +%s.%N)
+        figure "import of $FILES files (SubmitTask answered) $(elapsed "$t0" "$t1") s"
+        if wait_state "$id" 600 failed; then ok "the task worked on the big tree and failed when the model did"; else
+                fail "big task: $(task_prop "$id" State): $(task_prop "$id" Reason)"; probe_stop load; return; fi
+        t1=$(date +%s.%N)
+        figure "$FILES files: submit to failed after 5 steps (import, 5 checkpoints, breakers) $(elapsed "$t0" "$t1") s"
+        local steps
+        steps=$(steps_of "$id")
+        [ "$steps" = "1 2 4 5 " ] && ok "checkpoints of steps 1 2 4 5 (step 3 changed nothing)" || fail "steps: $steps"
+
+        # Exports and a reset by hand, on the big tree.
+        local f
+        for f in diff mbox bundle; do
+                t0=$(date +%s.%N)
+                hx_as alice "${CTL[@]}" export "$id" --format=$f > "$WORK/export.$f" 2>&1 &&
+                        ok "export --format=$f answered" || fail "export $f: $(head -c 300 "$WORK/export.$f")"
+                t1=$(date +%s.%N)
+                figure "export --format=$f of $FILES files: $(elapsed "$t0" "$t1") s, $(stat -c %s "$WORK/export.$f") bytes"
+        done
+        local first
+        first=$(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%H --reverse "agentfab/$id" | sed -n 2p)
+        t0=$(date +%s.%N)
+        out=$(hx_as alice "${CTL[@]}" reset "$id" "$first" 2>&1) && ok "reset to step 1 answered" || fail "reset: $out"
+        t1=$(date +%s.%N)
+        figure "ResetTo over $FILES files: $(elapsed "$t0" "$t1") s"
+        [ "$(steps_of "$id")" = "1 " ] && ok "the branch is back at step 1" || fail "after reset: $(steps_of "$id")"
+        hx test ! -e "/var/lib/agentfab/tasks/$id/workspace/new2.txt" && ok "the workspace is back at step 1" ||
+                fail "new2.txt still in the workspace"
+
+        # Resumed: the model finishes, the task is delivered.
+        printf '[{"reply": {"content": "plan"}}, {"reply": {"content": "one"}}, {"reply": {"content": "two"}}, {"reply": {"content": "nothing"}}, {"reply": {"content": "many"}}, {"reply": {"content": "three"}},
+ {"reply": {"content": "again", "tool_calls": [{"name": "write_file", "arguments": {"path": "again.txt", "content": "a\\n"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}}]' > "$WORK/big2.json"
+        model "$WORK/big2.json" || { fail "model server"; return; }
+        t0=$(date +%s.%N)
+        out=$(hx_as alice "${CTL[@]}" resume "$id" 2>&1) || fail "resume: $out"
+        if wait_state "$id" 600 succeeded; then ok "resumed and delivered"; else
+                fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        t1=$(date +%s.%N)
+        figure "resume, reset to the checkpoint, 2 steps and the delivery over $FILES files: $(elapsed "$t0" "$t1") s"
+        hx test -s "/var/lib/agentfab/tasks/$id/summary.md" && ok "summary written" || fail "no summary"
+        probe_stop load
+        cat "$WORK/probe-load.out" | sed 's/^/  load: /'
+
+        local kind max p99 idle99
+        for kind in bus stream; do
+                max=$(field "$WORK/probe-load.out" $kind max)
+                p99=$(field "$WORK/probe-load.out" $kind p99)
+                idle99=$(field "$WORK/probe-idle.out" $kind p99)
+                figure "$kind answers while working on $FILES files: p50 $(field "$WORK/probe-load.out" $kind p50) ms, p99 $p99 ms, max $max ms (idle: p50 $(field "$WORK/probe-idle.out" $kind p50) ms, p99 $idle99 ms, max $(field "$WORK/probe-idle.out" $kind max) ms)"
+                [ -n "$max" ] && awk -v m="$max" -v b="$BUS_MAX_MS" 'BEGIN { exit !(m < b) }' &&
+                        ok "every $kind answer within $BUS_MAX_MS ms (max $max ms)" || fail "$kind: max ${max:-none} ms"
+                grep -q "^$kind .*failed=0 " "$WORK/probe-load.out" && ok "no $kind request failed" ||
+                        fail "$kind requests failed: $(grep "^$kind" "$WORK/probe-load.out")"
+        done
+}
+
+# ---------------------------------------------------------------- 2.
+phase_flood() {
+        echo "=== output flood: $FLOOD_MB MiB into the log and into /dev/null"
+        local n=$((FLOOD_MB * 1024 * 1024))
+        # Each producer writes n bytes in 1 MiB writes: text without a
+        # newline, NUL bytes, terminal escape sequences (a colour, a window
+        # title, a bell, a NUL).
+        python3 - "$WORK/flood.json" "$FLOOD_MB" <<'EOF'
+import json, sys
+out, mb = sys.argv[1], int(sys.argv[2])
+cmds = [
+    "python3 -c 'import sys; b = b\"x\" * 1048576; [sys.stdout.buffer.write(b) for _ in range(%d)]'" % mb,
+    "head -c %d /dev/zero" % (mb * 1048576),
+    "python3 -c 'import sys; b = (b\"\\x1b[31m\\x1b]0;\" + bytes([112, 119, 110, 101, 100]) + b\"\\x07\\x00\") * 65536; "
+    "[sys.stdout.buffer.write(b) for _ in range(%d)]'" % mb,
+]
+script = [{"reply": {"content": "plan"}}]
+for c in cmds:
+    for target in (" > /dev/null", ""):
+        script.append({"reply": {"content": "flood", "tool_calls": [{"name": "run_command", "arguments": {"command": c + target}}]}})
+script.append({"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "flooded"}}]}})
+json.dump(script, open(out, "w"))
+EOF
+        model "$WORK/flood.json" || { fail "model server"; return; }
+        make_repo flood 3
+        local pid hwm0 id
+        hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks >/dev/null 2>&1
+        pid=$(hx systemctl show -P MainPID agentfab.service)
+        hwm0=$(hx sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$pid/status")
+        local t_flood0
+        t_flood0=$(date +%s.%N)
+        id=$(submit flood "Flood") || { fail "submit: $id"; return; }
+        # A follower of the output, as agentfabctl logs -f is.
+        timeout 600 nsenter -t "$HARNESS_PID" -a runuser -u alice -- agentfabctl logs "$id" -f > "$WORK/follow.out" 2>&1 &
+        local follow=$!
+        if wait_state "$id" 900 succeeded; then ok "the flood task finished"; else
+                fail "flood task: $(task_prop "$id" State): $(task_prop "$id" Reason)"; kill $follow 2>/dev/null; return; fi
+        wait $follow 2>/dev/null
+        local flood_s
+        flood_s=$(elapsed "$t_flood0" "$(date +%s.%N)")
+        local hwm
+        hwm=$(hx sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$pid/status")
+        figure "agentfabd memory: peak $((hwm0 / 1024)) MiB before, peak $((hwm / 1024)) MiB after $((3 * FLOOD_MB)) MiB of output"
+        [ "$hwm" -lt $((hwm0 + 64 * 1024)) ] && ok "daemon memory flat (peak $((hwm / 1024)) MiB)" || fail "daemon peak $hwm kB from $hwm0 kB"
+
+        local size
+        size=$(hx stat -c %s "/var/lib/agentfab/tasks/$id/output.log")
+        [ "$size" -ge $((3 * n)) ] && ok "output.log holds all $((3 * n)) bytes ($size with the banners)" || fail "output.log: $size bytes"
+        hx python3 - "/var/lib/agentfab/tasks/$id/output.log" "$n" > "$WORK/logcheck" <<'EOF' && ok "the log has the bytes as written: x, NUL, escapes" || fail "log content: $(cat "$WORK/logcheck")"
+import sys
+path, n = sys.argv[1], int(sys.argv[2])
+data = open(path, "rb").read()
+unit = b"\x1b[31m\x1b]0;pwned\x07\x00" * 65536
+ok = b"x" * n in data and b"\0" * n in data and unit * (n // 1048576) in data
+print("ok" if ok else "missing")
+sys.exit(0 if ok else 1)
+EOF
+        # The model got head and tail, escaped; so did the follower.
+        python3 - "$WORK/requests.jsonl" > "$WORK/modelcheck" <<'EOF' && ok "what the model got is bounded and escaped" || fail "model: $(cat "$WORK/modelcheck")"
+import json, sys
+worst = 0
+for line in open(sys.argv[1]):
+    body = json.loads(line).get("body") or {}
+    for m in body.get("messages", []):
+        if m.get("role") == "tool":
+            c = m.get("content") or ""
+            worst = max(worst, len(c))
+            if "\x1b" in c or "\x00" in c or "\x07" in c:
+                print("raw control character in a tool result"); sys.exit(1)
+print("longest tool result", worst)
+sys.exit(0 if worst < 200000 else 1)
+EOF
+        # A follower gets at most 16 KiB of the newest bytes per 50 ms,
+        # escaped (at most 4 bytes each): its share grows with the time the
+        # flood takes, never with its size.
+        local fsize flimit
+        fsize=$(stat -c %s "$WORK/follow.out")
+        flimit=$(awk -v s="$flood_s" 'BEGIN { printf "%d", 2 * 1048576 + (s + 1) * 20 * 65536 }')
+        ! grep -q $'\x1b' "$WORK/follow.out" && [ "$fsize" -lt "$flimit" ] &&
+                ok "the follower got $fsize bytes in $flood_s s (bound $flimit), escaped" ||
+                fail "follower: $fsize bytes in $flood_s s (bound $flimit), raw escapes: $(grep -c $'\x1b' "$WORK/follow.out")"
+        ! hx journalctl -q -o cat AGENTFAB_TASK="$id" | grep -q 'pwned' && ok "no output in the journal" || fail "output in the journal"
+
+        # The figures: each command's duration as the sandbox measured it.
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+names = ["text without newline", "NUL bytes", "escape sequences"]
+for i in range(0, len(rows) - 1, 2):
+    null, log = rows[i], rows[i + 1]
+    dn = int(null["AGENTFAB_DURATION_USEC"]) / 1e6
+    dl = int(log["AGENTFAB_DURATION_USEC"]) / 1e6
+    b = int(log["AGENTFAB_OUTPUT_BYTES"])
+    print("figure: output %s: %d MiB into the log in %.3f s = %.0f MB/s; into /dev/null %.3f s = %.0f MB/s; ratio %.2fx" %
+          (names[i // 2] if i // 2 < len(names) else "?", b >> 20, dl, b / dl / 1e6, dn, b / dn / 1e6, dl / dn))
+'
+}
+
+# ---------------------------------------------------------------- 3.
+phase_resume() {
+        echo "=== resume: $TASKS tasks at work, agentfabd SIGKILLed"
+        # Step 2's answer is held until the daemon has been killed.
+        touch "$WORK/hold"
+        python3 - "$WORK/resume.json" "$WORK/hold" <<'PY'
+import json, sys
+def write(path, text):
+    return {"name": "write_file", "arguments": {"path": path, "content": text}}
+json.dump([{"reply": {"content": "plan"}},
+           {"reply": {"content": "one", "tool_calls": [write("one.txt", "1\n")]}},
+           {"hold_while": sys.argv[2], "reply": {"content": "two", "tool_calls": [write("two.txt", "2\n")]}},
+           {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}}],
+          open(sys.argv[1], "w"))
+PY
+        model "$WORK/resume.json" || { fail "model server"; return; }
+        local i ids=() id
+        for i in $(seq "$TASKS"); do
+                make_repo "r$i" 20
+                id=$(submit "r$i" "Resume $i") || { fail "submit r$i: $id"; return; }
+                ids+=("$id")
+        done
+        # At work: each has asked for its second step.
+        local waiting=0
+        for i in $(seq 480); do
+                waiting=$(python3 -c '
+import json, sys
+print(sum(1 for l in open(sys.argv[1]) if sum(1 for m in (json.loads(l).get("body") or {}).get("messages", []) if m.get("role") == "assistant") == 2))' "$WORK/requests.jsonl")
+                [ "$waiting" -ge "$TASKS" ] && break
+                sleep 0.25
+        done
+        [ "$waiting" -ge "$TASKS" ] && ok "$TASKS tasks wait for their model" || { fail "only $waiting tasks at work"; rm -f "$WORK/hold"; return; }
+        local before cursor
+        cursor=$(hx journalctl -q -n 0 --show-cursor | sed -n 's/^-- cursor: //p')
+        before=$(wc -l < "$WORK/requests.jsonl")
+        hx systemctl kill -s KILL agentfab.service
+        # What the killed daemon asked is answered now; it is gone.
+        rm -f "$WORK/hold"
+        # systemd restarts it (Restart=on-failure); a call would activate it too.
+        hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks >/dev/null 2>&1
+        for i in $(seq 400); do
+                [ "$(tail -n +$((before + 1)) "$WORK/requests.jsonl" | wc -l)" -ge "$TASKS" ] && break
+                sleep 0.05
+        done
+        # From the new daemon's start (systemd's "Starting" entry) to the
+        # last of the tasks' model requests, on the same clock.
+        local t0 started took
+        t0=$(hx journalctl -q --after-cursor="$cursor" -o json | python3 -c '
+import json, sys
+for l in sys.stdin:
+    j = json.loads(l)
+    if str(j.get("MESSAGE", "")).startswith("Starting agentfab.service"):
+        print(int(j["__REALTIME_TIMESTAMP"]) / 1e6); break')
+        started=$(hx journalctl -q --after-cursor="$cursor" -o json | python3 -c '
+import json, sys
+for l in sys.stdin:
+    j = json.loads(l)
+    if "agentfabd started with" in str(j.get("MESSAGE", "")):
+        print(int(j["__REALTIME_TIMESTAMP"]) / 1e6); break')
+        took=$(tail -n +$((before + 1)) "$WORK/requests.jsonl" | python3 -c '
+import json, sys
+t0, n = float(sys.argv[1]), int(sys.argv[2])
+ts = sorted(json.loads(l)["t"] for l in sys.stdin)
+print("%.3f %.3f %d" % ((ts[n - 1] - t0) if len(ts) >= n else -1, ts[0] - t0 if ts else -1, len(ts)))' "${t0:-0}" "$TASKS")
+        figure "resume of $TASKS tasks: all at work again $(echo "$took" | cut -d' ' -f1) s after agentfab.service was started again (the first after $(echo "$took" | cut -d' ' -f2) s; the daemon itself ready after $(elapsed "${t0:-0}" "${started:-0}") s)"
+        [ "$(echo "$took" | cut -d' ' -f3)" -ge "$TASKS" ] && ok "all $TASKS at work again" || fail "at work again: $took"
+        # Where the time went: the tasks' sandboxes ready (journal), then
+        # their model calls (the model server's clock, the same).
+        hx journalctl -q --after-cursor="$cursor" -o json AGENTFAB_EVENT=sandbox | python3 -c '
+import json, sys
+t0 = float(sys.argv[1])
+ts = sorted(int(json.loads(l)["__REALTIME_TIMESTAMP"]) / 1e6 - t0 for l in sys.stdin)
+if ts:
+    print("figure: resume: the %d sandboxes ready from %.3f s to %.3f s (median %.3f s) after the start" % (len(ts), ts[0], ts[-1], ts[len(ts) // 2]))' "${t0:-0}"
+        local bad=0
+        for id in "${ids[@]}"; do
+                wait_state "$id" 120 succeeded || { bad=$((bad + 1)); echo "  $id: $(task_prop "$id" State): $(task_prop "$id" Reason)"; continue; }
+                [ "$(steps_of "$id")" = "1 2 " ] || { bad=$((bad + 1)); echo "  $id: steps $(steps_of "$id")"; }
+        done
+        [ "$bad" = 0 ] && ok "all $TASKS succeeded with Agentfab-Step 1 2: none lost or repeated" || fail "$bad tasks wrong"
+}
+
+harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
+for p in $PHASES; do "phase_$p"; done
+! hx journalctl -q -u agentfab.service --no-pager | grep -q 'code=dumped\|status=6/ABRT\|status=11/SEGV' &&
+        ok "agentfabd never crashed (only the test's SIGKILL)" || fail "agentfabd crashed"
+if [ "$FAILED" != 0 ]; then
+        echo "--- journal (last 40 lines)"
+        hx journalctl -q --no-pager | tail -40
+fi
+stop_model
+harness_teardown
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]
