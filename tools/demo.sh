@@ -238,13 +238,14 @@ else
         fail "the summary has no review findings"
 fi
 
-# 4. The delivered tip's trailers: the test evidence.
+# 4. The delivered tip's trailers: the test evidence, the review, the approval.
 as_demo agentfabctl fetch "$ID"
 as_demo git -C /home/demo/hello log --format=full "agentfab/$ID"
 TIP=$(hx_as demo git -C /home/demo/hello log -1 --format=%B "agentfab/$ID")
 if grep -q '^Agentfab-Tests: pass (make test, exit 0, 1 test)$' <<<"$TIP" && grep -q '^Agentfab-Review: 0 errors, 2 warnings' <<<"$TIP" &&
+   grep -q '^Agentfab-Approved: step [0-9]*, breaker protected-path, by ada (uid [0-9]*)$' <<<"$TIP" &&
    [ "$(prop "$ID" State)" = succeeded ]; then
-        ok "the delivered tip records the tests agentfabd ran on its tree, and the review"
+        ok "the delivered tip records the tests agentfabd ran on its tree, the review, and ada's approval"
 else
         fail "the delivered tip lacks its evidence (the task is $(prop "$ID" State))"
 fi

@@ -1555,6 +1555,27 @@ int agent_start(Task *t) {
         return 0;
 }
 
+/* Who let what through, for the delivered tip's trailers: git log alone
+ * then says that a person approved the step, not only the journal. */
+static int approvals_add(TaskProgress *p, const char *breaker, uid_t uid) {
+        _cleanup_free_ char *entry = NULL;
+        const struct passwd *pw;
+
+        if (strv_length(p->approvals) >= TASK_APPROVALS_MAX)
+                return 0;
+        pw = getpwuid(uid);
+        if (asprintf(&entry, "step %u, breaker %s, by %s (uid %u)", p->step, breaker ?: "none",
+                     pw && pw->pw_name ? pw->pw_name : "unknown", (unsigned) uid) < 0)
+                return -ENOMEM;
+        /* One line of bounded text, whatever the user database holds. */
+        for (char *c = entry; *c; c++)
+                if ((unsigned char) *c < ' ' || *c == 127)
+                        *c = '?';
+        if (strlen(entry) > TASK_APPROVAL_TEXT_MAX)
+                entry[TASK_APPROVAL_TEXT_MAX] = '\0';
+        return strv_extend(&p->approvals, entry);
+}
+
 int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **ret_reason) {
         _cleanup_free_ char *text = NULL, *breaker = NULL;
         TaskProgress *p = &t->progress;
@@ -1594,6 +1615,9 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                 if (!text && asprintf(&text, "A human reviewer (uid %u) approved what stopped you (%s)%s%s. Continue.",
                              (unsigned) uid, strempty(breaker), isempty(comment) ? "" : ": ", strempty(comment)) < 0)
                         return -ENOMEM;
+                r = approvals_add(p, breaker, uid);
+                if (r < 0)
+                        return r;
         } else {
                 p->rejections++;
                 if (p->rejections > c->max_rejections) {

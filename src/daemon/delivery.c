@@ -270,10 +270,23 @@ static int agent_deliver_forge(AgentRun *run, const char *head, const char *diff
 }
 
 int delivery_extra_trailers(AgentRun *run, char ***ret) {
+        _cleanup_strv_free_ char **trailers = NULL;
+        int r;
+
         /* The review stage's result ("Agentfab-Review: N errors, M
          * warnings", and "Agentfab-Reviewed-By: PROFILE/MODEL" when a
          * reviewer model approved): review-stage.c. */
-        return review_stage_trailers(run->task, ret);
+        r = review_stage_trailers(run->task, &trailers);
+        if (r < 0)
+                return r;
+        /* And every step a person let through after a breaker. */
+        for (char **a = run->task->progress.approvals; a && *a; a++) {
+                _cleanup_free_ char *line = NULL;
+                if (asprintf(&line, "Agentfab-Approved: %s", *a) < 0 || strv_extend(&trailers, line) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(trailers);
+        return 0;
 }
 
 /* The delivery's own commits and reads of the branch run in the task's job

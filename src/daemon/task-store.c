@@ -61,6 +61,16 @@ static json_object *progress_to_json(const TaskProgress *p) {
                         if (json_object_array_add(a, json_object_new_string(*h)) < 0)
                                 return NULL;
         }
+        if (p->approvals) {
+                json_object *a = json_object_new_array();
+                if (!a || json_object_object_add(j, "approvals", a) < 0) {
+                        json_object_put(a);
+                        return NULL;
+                }
+                for (char **h = p->approvals; *h; h++)
+                        if (json_object_array_add(a, json_object_new_string(*h)) < 0)
+                                return NULL;
+        }
         return TAKE_PTR(j);
 }
 
@@ -172,6 +182,19 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
                             !environment_allow_entry_is_valid(json_object_get_string(h)))
                                 return -EBADMSG;
                         if (strv_extend(&p->allowed_hosts, json_object_get_string(h)) < 0)
+                                return -ENOMEM;
+                }
+        }
+        /* Text for a trailer: one line each, bounded. */
+        if (json_object_object_get_ex(j, "approvals", &v)) {
+                if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) > TASK_APPROVALS_MAX)
+                        return -EBADMSG;
+                for (size_t i = 0; i < json_object_array_length(v); i++) {
+                        json_object *h = json_object_array_get_idx(v, i);
+                        const char *s = json_object_is_type(h, json_type_string) ? json_object_get_string(h) : NULL;
+                        if (!s || isempty(s) || strlen(s) > TASK_APPROVAL_TEXT_MAX || strpbrk(s, "\n\r"))
+                                return -EBADMSG;
+                        if (strv_extend(&p->approvals, s) < 0)
                                 return -ENOMEM;
                 }
         }

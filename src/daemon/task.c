@@ -71,6 +71,7 @@ void task_progress_done(TaskProgress *p) {
         free(p->pull_request);
         free(p->environment_identity);
         strv_free(p->allowed_hosts);
+        strv_free(p->approvals);
         *p = (TaskProgress) { .baseline_passed = -1, .paused_from = TASK_RUNNING };
 }
 

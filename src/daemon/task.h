@@ -55,11 +55,15 @@ typedef struct TaskProgress {
         unsigned requirement;      /* version of goal + acceptance criteria, raised by Amend(); 0 means 1 */
         bool verified;             /* delivery's own test run is recorded on the branch (delivery.c) */
         char **allowed_hosts;      /* allow entries approvals added (approve --allow-host), besides the environment's */
+        char **approvals;          /* "step N, breaker B, by NAME (uid U)": each approval, for the delivered tip */
         TaskState paused_from;     /* paused: the state Resume() goes back to */
 } TaskProgress;
 
 /* At most this many hosts an approval adds to one task. */
 #define TASK_ALLOWED_HOSTS_MAX 64U
+/* The approvals a delivered tip lists; later ones are journaled only. */
+#define TASK_APPROVALS_MAX 16U   /* within LEDGER_TRAILERS_MAX with the review's */
+#define TASK_APPROVAL_TEXT_MAX 256U
 
 /* A task record and its state machine. No D-Bus here: task-dbus.c exposes
  * it, task-store.c persists it. */

@@ -129,6 +129,7 @@ static void test_progress_round_trip(void) {
         p->verified = true;
         CHECK(strv_extend(&p->allowed_hosts, "registry.example:443") >= 0 && strv_extend(&p->allowed_hosts, "10.0.0.5") >= 0,
               "allowed hosts set");
+        CHECK(strv_extend(&p->approvals, "step 3, breaker protected-path, by ada (uid 1002)") >= 0, "approvals set");
         CHECK(task_create(t) >= 0 && task_load(tasks_fd, "0123456789ac", &u) >= 0 && u && !u->broken, "saved and loaded");
         /* The requirement a task answers is part of what it keeps: its
          * ticket, its version after amendments, and whether the delivered
@@ -139,6 +140,9 @@ static void test_progress_round_trip(void) {
          * restarted task would trip the same breaker again. */
         CHECK(strv_length(u->progress.allowed_hosts) == 2 && streq_ptr(u->progress.allowed_hosts[0], "registry.example:443") &&
               streq_ptr(u->progress.allowed_hosts[1], "10.0.0.5"), "allowed hosts survive");
+        CHECK(strv_length(u->progress.approvals) == 1 &&
+              streq_ptr(u->progress.approvals[0], "step 3, breaker protected-path, by ada (uid 1002)"),
+              "approvals survive, for the delivered tip's trailers");
         CHECK(u->progress.pushed && streq_ptr(u->progress.pull_request, p->pull_request), "push and pull request survive");
         CHECK(streq_ptr(u->spec.push_url, t->spec.push_url) && streq_ptr(u->spec.forge, "corp") &&
               streq_ptr(u->spec.forge_repository, "alice/proj") && streq_ptr(u->spec.pull_request_base, "develop"),
