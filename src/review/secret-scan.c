@@ -284,14 +284,16 @@ static void scan_url_credentials(Scan *s, const char *t, size_t n) {
 static bool name_is_secret(const char *name, size_t n) {
         static const char *const contains[] = { "password", "passwd", "passphrase", "secret", "token", "credential", "apikey" };
         static const char *const last[] = { "key", "pwd", "pass", "auth" };
-        char lower[128] = "", words[160];
+        /* Each byte of the name becomes at most two in words ('_' before a
+         * camelCase capital), so words never needs a bound of its own. */
+        char lower[128] = "", words[2 * sizeof(lower)];
         size_t k = 0, lastword = 0;
 
         if (n == 0 || n >= sizeof(lower))
                 return false;
         for (size_t i = 0; i < n; i++) {
                 char c = name[i];
-                if (c >= 'A' && c <= 'Z' && i > 0 && name[i - 1] >= 'a' && name[i - 1] <= 'z' && k < sizeof(words) - 1) {
+                if (c >= 'A' && c <= 'Z' && i > 0 && name[i - 1] >= 'a' && name[i - 1] <= 'z') {
                         words[k++] = '_';
                         lastword = k;
                 }
@@ -299,8 +301,7 @@ static bool name_is_secret(const char *name, size_t n) {
                         c = '_';
                         lastword = k + 1;
                 }
-                if (k < sizeof(words) - 1)
-                        words[k++] = (char) tolower((unsigned char) c);
+                words[k++] = (char) tolower((unsigned char) c);
         }
         words[k] = '\0';
         for (size_t i = 0, j = 0; i < k; i++)

@@ -190,6 +190,14 @@ static void test_bounds(void) {
         for (size_t i = 0; i + 9 < (1 << 20); i += 9)
                 memcpy(big + i, "password=", 9);
         CHECK(secret_scan_line(NULL, big, (1 << 20) - 1, m, ELEMENTSOF(m), &n) == 0, "1 MiB of assignments");
+        /* A long camelCase name ending in a separator: its word buffer once
+         * overflowed (found by fuzz-secret-scan). */
+        memset(big, 0, 256);
+        for (size_t i = 0; i < 120; i += 2)
+                memcpy(big + i, "aB", 2);
+        strcpy(big + 120, "_key = \"Zx8qL2vR9tY4wP7mK3nB6cD1\"");
+        CHECK(secret_scan_line(NULL, big, strlen(big), m, ELEMENTSOF(m), &n) == 0 && n == 1 && m[0].kind == SECRET_HIGH_ENTROPY,
+              "a 124-byte camelCase name, its last word 'key'");
         /* A NUL ends the line. */
         CHECK(secret_scan_line(NULL, "ab\0-----BEGIN RSA PRIVATE KEY-----", 36, m, ELEMENTSOF(m), &n) == 0 && n == 0,
               "nothing past a NUL");
