@@ -42,6 +42,14 @@ static void test_settings(void) {
               "warnings name the line: %s", s.warnings ? s.warnings[0] : "");
         review_repo_settings_done(&s);
 
+        /* Control characters anywhere in a line: the line is skipped and the
+         * warning quotes none of it (found by fuzz-review-settings). */
+        static const char md2[] = "```agentfab\ncove\x1b[2Jrage: x\nchecker: ls\0; rm -rf ~\ncoverage-report: c.info\n```\n";
+        CHECK(review_repo_settings_parse(md2, sizeof(md2) - 1, &s) == 0 && !s.checkers && streq_ptr(s.coverage_report, "c.info") &&
+              strv_length(s.warnings) == 2 && string_is_safe(s.warnings[0], false) && strstr(s.warnings[1], "line 3"),
+              "control characters and a NUL: %s", s.warnings ? s.warnings[0] : "");
+        review_repo_settings_done(&s);
+
         CHECK(!review_glob_is_valid("a/../b") && !review_glob_is_valid("..") && review_glob_is_valid("a..b/**") &&
               !review_glob_is_valid("") && !review_glob_is_valid("a\tb"), "glob validity");
 }
