@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <assert.h>
+#include <inttypes.h>
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -40,7 +41,8 @@ CoverageFormat coverage_detect(const char *buf, size_t size) {
         return i < size && buf[i] == '<' ? COVERAGE_FORMAT_COBERTURA : COVERAGE_FORMAT_LCOV;
 }
 
-/* A decimal number of at most 18 digits from s[0..n), all of it. */
+/* A decimal number of at most 18 digits from s[0..n), all of it (so at
+ * most COVERAGE_LINES_MAX). */
 static int parse_u64_n(const char *s, size_t n, uint64_t *ret) {
         uint64_t v = 0;
 
@@ -85,11 +87,20 @@ typedef struct Record {
         size_t n_da, allocated;
 } Record;
 
-/* Ends a record: its totals, or its DA lines counted, go to the sums. */
-static void record_end(Record *r, uint64_t *valid, uint64_t *covered) {
+/* Ends a record: its totals, or its DA lines counted, go to the sums.
+ * -ERANGE when they would pass COVERAGE_LINES_MAX: a report that claims
+ * more is nonsense, and the sums must not wrap around. */
+static int record_end(Record *r, uint64_t *valid, uint64_t *covered) {
+        int ret = 0;
+
         if (r->has_lf) {
-                *valid += r->lf;
-                *covered += r->has_lh ? r->lh : 0;
+                uint64_t lh = r->has_lh ? r->lh : 0;
+                if (r->lf > COVERAGE_LINES_MAX - *valid || lh > COVERAGE_LINES_MAX - *covered)
+                        ret = -ERANGE;
+                else {
+                        *valid += r->lf;
+                        *covered += lh;
+                }
         } else if (r->n_da > 0) {
                 qsort(r->da, r->n_da, sizeof(DaLine), da_compare);
                 for (size_t i = 0; i < r->n_da;) {
@@ -97,6 +108,10 @@ static void record_end(Record *r, uint64_t *valid, uint64_t *covered) {
                         bool hit = false;
                         for (; j < r->n_da && r->da[j].line == r->da[i].line; j++)
                                 hit = hit || r->da[j].hit;
+                        if (*valid >= COVERAGE_LINES_MAX) {
+                                ret = -ERANGE;
+                                break;
+                        }
                         (*valid)++;
                         *covered += hit;
                         i = j;
@@ -105,6 +120,7 @@ static void record_end(Record *r, uint64_t *valid, uint64_t *covered) {
         r->has_lf = r->has_lh = r->any = false;
         r->lf = r->lh = 0;
         r->n_da = 0;
+        return ret;
 }
 
 int coverage_parse_lcov(const char *buf, size_t size, Coverage *ret, char **ret_error) {
@@ -130,8 +146,11 @@ int coverage_parse_lcov(const char *buf, size_t size, Coverage *ret, char **ret_
                         e--;
                 if (memchr(s, '\0', (size_t) (e - s)))
                         r = set_error(ret_error, -EBADMSG, "line %u: a NUL byte.", line);
-                else if (e == s || (e - s == 13 && strneq(s, "end_of_record", 13)))
-                        record_end(&rec, &valid, &covered);
+                else if (e == s || (e - s == 13 && strneq(s, "end_of_record", 13))) {
+                        if (record_end(&rec, &valid, &covered) < 0)
+                                r = set_error(ret_error, -EBADMSG, "line %u: more than %" PRIu64 " lines in all.", line,
+                                              (uint64_t) COVERAGE_LINES_MAX);
+                }
                 else if (!(colon = memchr(s, ':', (size_t) (e - s))) || colon == s)
                         r = set_error(ret_error, -EBADMSG, "line %u: not an lcov line (KEY:VALUE).", line);
                 else if (colon - s == 2 && strneq(s, "LF", 2)) {
@@ -177,8 +196,8 @@ int coverage_parse_lcov(const char *buf, size_t size, Coverage *ret, char **ret_
                         r = set_error(ret_error, -EBADMSG, "line %u: LH is larger than LF.", line);
                 s = nl ? nl + 1 : end;
         }
-        if (r >= 0)
-                record_end(&rec, &valid, &covered);
+        if (r >= 0 && record_end(&rec, &valid, &covered) < 0)
+                r = set_error(ret_error, -EBADMSG, "More than %" PRIu64 " lines in all.", (uint64_t) COVERAGE_LINES_MAX);
         free(rec.da);
         if (r < 0)
                 return r;

@@ -21,6 +21,9 @@
 
 #define COVERAGE_REPORT_MAX (128U * 1024U * 1024U)
 #define COVERAGE_XML_DEPTH_MAX 256U
+/* Lines a report may count in all: what 18 digits hold. More is refused
+ * (lcov's totals are summed over records and must not wrap around). */
+#define COVERAGE_LINES_MAX UINT64_C(999999999999999999)
 
 typedef enum CoverageFormat {
         COVERAGE_FORMAT_LCOV,

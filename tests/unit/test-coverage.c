@@ -29,6 +29,22 @@ static void test_lcov(void) {
         CHECK(coverage_parse_lcov("", 0, &c, &error) == -ENODATA, "empty");
         CHECK(coverage_parse_lcov("LF:99999999999999999999\n", 24, &c, &error) == -EBADMSG, "an absurd number");
         CHECK(coverage_parse_lcov("LF:1\0\n", 6, &c, &error) == -EBADMSG, "NUL");
+
+        /* Totals summed over records stay within what 18 digits hold: 19
+         * records of 10^18 - 1 lines once wrapped around to a small, wrong
+         * figure (found by fuzz-coverage). */
+        _cleanup_free_ char *many = NULL;
+        size_t n = 0;
+        many = malloc(19 * 64);
+        for (int i = 0; i < 19; i++)
+                n += (size_t) sprintf(many + n, "SF:%d\nLF:999999999999999999\nLH:1\nend_of_record\n", i);
+        error = mfree_ptr(error);
+        CHECK(coverage_parse_lcov(many, n, &c, &error) == -EBADMSG && strstr(error, "lines in all"), "sums bounded: %s",
+              strempty(error));
+        CHECK(coverage_parse_lcov("LF:999999999999999999\nDA:1,1\n", 29, &c, &error) == 0 && c.lines_valid == COVERAGE_LINES_MAX,
+              "the bound itself");
+        CHECK(coverage_parse_lcov("LF:999999999999999999\nend_of_record\nDA:1,1\n", 43, &c, &error) == -EBADMSG,
+              "one DA line past the bound");
 }
 
 static void test_cobertura(void) {
