@@ -131,7 +131,9 @@ char *finding_escape(const char *s, size_t n, size_t max) {
         cut = total > max;
         limit = cut ? max - strlen("…") : max;
 
-        r = malloc(max + 1);
+        /* Only what is needed: a finding keeps three of these, a review up
+         * to FINDING_LIST_MAX_DEFAULT findings. */
+        r = malloc((cut ? max : total) + 1);
         if (!r)
                 return NULL;
         for (size_t i = 0, w, k; i < n;) {
