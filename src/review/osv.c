@@ -441,6 +441,15 @@ static bool text_names_wanted(Ecosystem e, const char *t, size_t n, char **wante
         return false;
 }
 
+bool osv_text_may_name(Ecosystem e, const char *text, size_t size, const char *name) {
+        _cleanup_free_ char *w = NULL;
+
+        w = name_normalize(e, name, strlen(name));
+        if (!w)
+                return true;
+        return text_names_wanted(e, text, size, &w, 1);
+}
+
 static int set_error(char **ret_error, int r, const char *format, ...) _printf_(3, 4);
 static int set_error(char **ret_error, int r, const char *format, ...) {
         va_list ap;

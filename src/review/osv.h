@@ -68,6 +68,12 @@ int osv_record_affects(json_object *record, Ecosystem e, const char *name, const
 /* The same over one record's text (buffer-based, for the fuzzers too). */
 int osv_record_check(const char *text, size_t size, const DependencyChange *changes, size_t n_changes, FindingList *out);
 
+/* The cheap test osv_check() makes before it parses a record: false only
+ * when the text certainly names no such package (no "name" key with it as
+ * its value, escapes taken as possible matches). A record that
+ * osv_record_check() finds covering the package always passes. */
+bool osv_text_may_name(Ecosystem e, const char *text, size_t size, const char *name);
+
 typedef struct OsvStats {
         unsigned files_read;
         unsigned records_parsed;        /* of those, the ones naming a package looked for */
