@@ -682,10 +682,14 @@ int dependencies_diff(const char *path, const char *old_text, size_t old_size, c
         for (size_t i = 0; i < new.n; i++) {
                 DependencyEntry *n = &new.entries[i];
                 _cleanup_free_ char *olds = NULL;
-                size_t lo = 0, hi = old.n;
+                size_t lo = 0, hi = old.n, first, last, listed = 0;
                 bool same = false;
 
-                /* The first old entry of this key. */
+                /* The same key twice in the new text (package.json's dependencies and
+                 * devDependencies) is one dependency. */
+                if (i > 0 && entry_compare(&new.entries[i - 1], n) == 0)
+                        continue;
+                /* The first old entry of this key... */
                 while (lo < hi) {
                         size_t mid = lo + (hi - lo) / 2;
                         if (strcmp(old.entries[mid].key, n->key) < 0)
@@ -693,24 +697,50 @@ int dependencies_diff(const char *path, const char *old_text, size_t old_size, c
                         else
                                 hi = mid;
                 }
-                for (size_t j = lo; j < old.n && streq(old.entries[j].key, n->key); j++) {
+                first = lo;
+                /* ... past its last... */
+                hi = old.n;
+                while (lo < hi) {
+                        size_t mid = lo + (hi - lo) / 2;
+                        if (strcmp(old.entries[mid].key, n->key) <= 0)
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                last = lo;
+                lo = first;
+                hi = last;
+                /* ... and the first of this key and version: a manifest may list a
+                 * key many times (a lock file, a requirements file), so both are
+                 * found by bisection, never by walking all of them. */
+                while (lo < hi) {
+                        size_t mid = lo + (hi - lo) / 2;
+                        if (entry_compare(&old.entries[mid], n) < 0)
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                for (size_t j = lo; j < last && entry_compare(&old.entries[j], n) == 0 && !same; j++)
+                        same = streq_ptr(old.entries[j].version, n->version);
+                if (same)
+                        continue;
+                /* The old versions of the key, the first few of them. */
+                for (size_t j = first; j < last; j++) {
                         const char *ov = old.entries[j].version ?: "(none)";
                         char *t;
-                        if (streq_ptr(old.entries[j].version, n->version)) {
-                                same = true;
+                        if (listed == DEPENDENCY_OLD_VERSIONS_MAX) {
+                                if (asprintf(&t, "%s and %zu more", olds, last - j) < 0)
+                                        return -ENOMEM;
+                                free(olds);
+                                olds = t;
                                 break;
                         }
                         if (asprintf(&t, "%s%s%s", strempty(olds), olds ? ", " : "", ov) < 0)
                                 return -ENOMEM;
                         free(olds);
                         olds = t;
+                        listed++;
                 }
-                if (same)
-                        continue;
-                /* The same key twice in the new text (package.json's dependencies and
-                 * devDependencies) is one dependency. */
-                if (i > 0 && entry_compare(&new.entries[i - 1], n) == 0)
-                        continue;
                 r = changes_add(out, e, k, path, n, TAKE_PTR(olds));
                 if (r < 0)
                         return r;

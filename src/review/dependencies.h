@@ -69,10 +69,13 @@ typedef struct DependencyChange {
         Ecosystem ecosystem;
         char *manifest;         /* the path */
         char *name;
-        char *old_version;      /* NULL: added; several old versions are joined with ", " */
+        char *old_version;      /* NULL: added; several old versions are joined with ", " (the first
+                                 * DEPENDENCY_OLD_VERSIONS_MAX, then " and N more") */
         char *new_version;      /* as written; NULL: none */
         char *check_version;    /* the concrete version the vulnerability check looks up; NULL: none */
 } DependencyChange;
+
+#define DEPENDENCY_OLD_VERSIONS_MAX 8U
 
 typedef struct DependencyChanges {
         DependencyChange *changes;

@@ -208,6 +208,27 @@ static void test_kinds(void) {
               manifest_kind_from_path("package.json.bak") == _MANIFEST_KIND_INVALID, "manifests by name");
 }
 
+/* A key listed many times (a requirements or lock file) on both sides: the
+ * old versions are found by bisection and listed a few, not all joined for
+ * every new entry (20,000 x 20,000 such lines once took time cubic in the
+ * count). */
+static void test_many_versions(void) {
+        _cleanup_free_ char *old = malloc(20000 * 16), *new = malloc(20000 * 16);
+        DependencyChanges c = {};
+        size_t o = 0, n = 0;
+
+        for (unsigned i = 0; i < 20000; i++) {
+                o += (size_t) sprintf(old + o, "a==1.%u\n", i);
+                n += (size_t) sprintf(new + n, "a==2.%u\n", i);
+        }
+        CHECK(dependencies_diff("requirements.txt", old, o, new, n, &c, NULL) == 0 && c.n == 20000, "20,000 changes: %zu", c.n);
+        CHECK(c.n > 0 && streq(c.changes[0].old_version, "==1.0, ==1.1, ==1.10, ==1.100, ==1.1000, ==1.10000, ==1.10001, ==1.10002 and 19992 more"),
+              "the first old versions listed: %s", c.n > 0 ? c.changes[0].old_version : "");
+        dependency_changes_done(&c);
+        CHECK(dependencies_diff("requirements.txt", old, o, old, o, &c, NULL) == 0 && c.n == 0, "the same 20,000 lines: no change");
+        dependency_changes_done(&c);
+}
+
 int main(void) {
         test_semver();
         test_pep440();
@@ -216,5 +237,6 @@ int main(void) {
         test_python();
         test_go_cargo();
         test_kinds();
+        test_many_versions();
         return tap_done();
 }
