@@ -83,26 +83,78 @@ static FindingSeverity sarif_level(const char *level) {
         return FINDING_NOTE;
 }
 
-/* The level of a result without its own: the rule's defaultConfiguration. */
-static const char *sarif_rule_level(json_object *driver, const char *rule_id) {
-        json_object *rules = get(driver, "rules", json_type_array);
+/* The levels of a run's rules (tool.driver.rules[].defaultConfiguration.level),
+ * sorted by id: a result without a level of its own takes its rule's. Sorted
+ * once per run, so that a log of many rules and many results costs
+ * n log n, not rules times results. */
+typedef struct RuleLevel {
+        const char *id;
+        const char *level;
+        size_t index;           /* in rules[]: of equal ids, the first counts */
+} RuleLevel;
 
-        for (size_t i = 0; rules && rule_id && i < json_object_array_length(rules); i++) {
-                json_object *r = json_object_array_get_idx(rules, i);
-                if (streq_ptr(get_string(r, "id"), rule_id))
-                        return get_string(get(r, "defaultConfiguration", json_type_object), "level");
-        }
-        return NULL;
+typedef struct RuleLevels {
+        RuleLevel *items;
+        size_t n;
+} RuleLevels;
+
+static int rule_level_compare(const void *a, const void *b) {
+        const RuleLevel *x = a, *y = b;
+        int r = strcmp(x->id, y->id);
+        return r != 0 ? r : x->index < y->index ? -1 : x->index > y->index;
 }
 
-static int sarif_result(Collect *c, json_object *driver, const char *tool, json_object *result) {
+static int rule_levels_build(json_object *driver, RuleLevels *ret) {
+        json_object *rules = get(driver, "rules", json_type_array);
+        size_t n = rules ? json_object_array_length(rules) : 0, k = 0;
+        RuleLevel *items;
+
+        *ret = (RuleLevels) {};
+        if (n == 0)
+                return 0;
+        items = calloc(n, sizeof(RuleLevel));
+        if (!items)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_object *r = json_object_array_get_idx(rules, i);
+                const char *id = get_string(r, "id");
+                if (id)
+                        items[k++] = (RuleLevel) {
+                                .id = id,
+                                .level = get_string(get(r, "defaultConfiguration", json_type_object), "level"),
+                                .index = i,
+                        };
+        }
+        if (k > 1)
+                qsort(items, k, sizeof(RuleLevel), rule_level_compare);
+        *ret = (RuleLevels) { .items = items, .n = k };
+        return 0;
+}
+
+static const char *sarif_rule_level(const RuleLevels *levels, const char *rule_id) {
+        size_t lo = 0, hi = levels->n;
+
+        if (!rule_id)
+                return NULL;
+        /* The first entry of that id. */
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(levels->items[mid].id, rule_id) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo < levels->n && streq(levels->items[lo].id, rule_id) ? levels->items[lo].level : NULL;
+}
+
+static int sarif_result(Collect *c, const RuleLevels *levels, const char *tool, json_object *result) {
         json_object *locations = get(result, "locations", json_type_array);
         const char *rule = get_string(result, "ruleId"), *level = get_string(result, "level");
         const char *text = get_string(get(result, "message", json_type_object), "text");
         int r;
 
         if (!level)
-                level = sarif_rule_level(driver, rule);
+                level = sarif_rule_level(levels, rule);
         if (!text)
                 text = "(no message)";
 
@@ -149,15 +201,21 @@ int checker_parse_sarif(const char *checker, const char *buf, size_t size, const
                 json_object *driver = get(get(run, "tool", json_type_object), "driver", json_type_object);
                 json_object *results = get(run, "results", json_type_array);
                 const char *tool = get_string(driver, "name") ?: c.checker;
+                RuleLevels levels;
 
-                for (size_t k = 0; results && k < json_object_array_length(results); k++) {
+                if (!results)
+                        continue;
+                r = rule_levels_build(driver, &levels);
+                if (r < 0)
+                        return r;
+                for (size_t k = 0; k < json_object_array_length(results) && r >= 0; k++) {
                         json_object *result = json_object_array_get_idx(results, k);
-                        if (!json_object_is_type(result, json_type_object))
-                                continue;
-                        r = sarif_result(&c, driver, tool, result);
-                        if (r < 0)
-                                return r;
+                        if (json_object_is_type(result, json_type_object))
+                                r = sarif_result(&c, &levels, tool, result);
                 }
+                free(levels.items);
+                if (r < 0)
+                        return r;
         }
         if (ret_stats)
                 *ret_stats = c.stats;

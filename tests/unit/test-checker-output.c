@@ -138,10 +138,42 @@ static void test_bounds(void) {
         finding_list_done(&l);
 }
 
+/* A log of 20,000 rules and 20,000 results without a level of their own:
+ * each result finds its rule's level by bisection (it walked all the rules
+ * for each result, 4 * 10^8 comparisons for a 2 MB log); of two rules with
+ * one id, the first counts. */
+static void test_many_rules(void) {
+        FILE *f;
+        char *buf = NULL;
+        size_t size = 0;
+        FindingList l = {};
+        CheckerStats st = {};
+
+        f = open_memstream(&buf, &size);
+        fputs("{\"version\":\"2.1.0\",\"runs\":[{\"tool\":{\"driver\":{\"name\":\"t\",\"rules\":[", f);
+        fputs("{\"id\":\"r1\",\"defaultConfiguration\":{\"level\":\"error\"}},", f);
+        for (unsigned i = 0; i < 20000; i++)
+                fprintf(f, "{\"id\":\"r%u\",\"defaultConfiguration\":{\"level\":\"note\"}},", i);
+        fputs("{}]}},\"results\":[", f);
+        for (unsigned i = 0; i < 20000; i++)
+                fprintf(f, "%s{\"ruleId\":\"r%u\",\"message\":{\"text\":\"m\"},\"locations\":[{\"physicalLocation\":"
+                        "{\"artifactLocation\":{\"uri\":\"src/a.c\"},\"region\":{\"startLine\":%u}}}]}",
+                        i > 0 ? "," : "", i, i == 1 ? 3 : i == 2 ? 4 : 1000 + i);
+        fputs("]}]}", f);
+        fclose(f);
+        CHECK(checker_parse_sarif("x", buf, size, changed, ELEMENTSOF(changed), &l, &st, NULL) == 0 && st.total == 20000 &&
+              l.n == 2, "20,000 results: %zu total, %zu kept", st.total, l.n);
+        CHECK(l.n == 2 && l.items[0].severity == FINDING_ERROR && l.items[1].severity == FINDING_NOTE,
+              "levels from the rules, the first of one id");
+        finding_list_done(&l);
+        free(buf);
+}
+
 int main(void) {
         test_paths();
         test_lines();
         test_sarif();
         test_bounds();
+        test_many_rules();
         return tap_done();
 }
