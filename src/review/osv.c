@@ -403,32 +403,54 @@ int osv_record_check(const char *text, size_t size, const DependencyChange *chan
         return record_findings(j, changes, n_changes, out);
 }
 
+/* The end of the JSON string that begins after t[-1] == '"' (its closing
+ * quote, or end), and whether it holds an escape. */
+static const char *json_string_end(const char *t, const char *end, bool *ret_escaped) {
+        *ret_escaped = false;
+        for (; t < end && *t != '"'; t++)
+                if (*t == '\\') {
+                        *ret_escaped = true;
+                        if (t + 1 < end)
+                                t++;
+                }
+        return t;
+}
+
 /* Without parsing: does the text name, as some "name": "X", a package looked
  * for? Most records of an export do not, and this keeps a look-up through
- * tens of thousands of them at the cost of reading them. A name with an
- * escape in it is taken as a candidate. */
-static bool text_names_wanted(Ecosystem e, const char *t, size_t n, char **wanted, size_t n_wanted) {
+ * tens of thousands of them at the cost of reading them. The text is read
+ * string by string, so a quote inside a string is never taken for the start
+ * of a key; a key or a name with an escape in it (which may decode to
+ * "name", or to a wanted package) is taken as a candidate. */
+static bool text_names_wanted(Ecosystem e, const char *t, size_t n, char *const *wanted, size_t n_wanted) {
         const char *end = t + n;
 
-        for (const char *p = t; (p = memmem(p, (size_t) (end - p), "\"name\"", 6)); ) {
-                const char *v, *q;
+        for (const char *p = t; (p = memchr(p, '"', (size_t) (end - p)));) {
+                const char *key = ++p, *key_end, *v, *q;
                 _cleanup_free_ char *name = NULL;
+                bool escaped;
 
-                p += 6;
+                key_end = json_string_end(key, end, &escaped);
+                if (key_end >= end)
+                        return false;   /* unterminated: not JSON, the parse would refuse it */
+                p = key_end + 1;
                 while (p < end && isspace((unsigned char) *p))
                         p++;
                 if (p >= end || *p != ':')
-                        continue;
+                        continue;       /* a string value, not a key */
                 p++;
+                if (!escaped && !(key_end - key == 4 && strneq(key, "name", 4)))
+                        continue;
                 while (p < end && isspace((unsigned char) *p))
                         p++;
                 if (p >= end || *p != '"')
                         continue;
                 v = ++p;
-                q = memchr(v, '"', (size_t) (end - v));
-                if (!q)
+                q = json_string_end(v, end, &escaped);
+                if (q >= end)
                         return false;
-                if (memchr(v, '\\', (size_t) (q - v)))
+                p = q + 1;
+                if (escaped)
                         return true;
                 name = name_normalize(e, v, (size_t) (q - v));
                 if (!name)
@@ -436,7 +458,6 @@ static bool text_names_wanted(Ecosystem e, const char *t, size_t n, char **wante
                 for (size_t i = 0; i < n_wanted; i++)
                         if (streq(wanted[i], name))
                                 return true;
-                p = q + 1;
         }
         return false;
 }

@@ -119,9 +119,30 @@ static void test_database(void) {
         dependency_changes_done(&c);
 }
 
+/* The prefilter osv_check() runs before parsing a record: an escape in a key
+ * or a name may spell what is looked for, a quote inside a string is no key
+ * (a record naming the package only as "n\u0061me" was once skipped). */
+static void test_prefilter(void) {
+        static const char escaped_key[] =
+                "{\"id\":\"X\",\"affected\":[{\"package\":{\"ecosystem\":\"PyPI\",\"n\\u0061me\":\"PyYAML\"},\"versions\":[\"5.3.1\"]}]}";
+        static const char in_string[] = "{\"summary\":\"\\\"name\\\": \\\"pyyaml\\\"\",\"x\":\"name\"}";
+        DependencyChange c = { .ecosystem = ECOSYSTEM_PYPI, .manifest = (char *) "r.txt", .name = (char *) "pyyaml",
+                               .check_version = (char *) "5.3.1" };
+        FindingList l = {};
+
+        CHECK(osv_record_check(escaped_key, sizeof(escaped_key) - 1, &c, 1, &l) == 0 && l.n == 1, "the record covers it");
+        finding_list_done(&l);
+        CHECK(osv_text_may_name(ECOSYSTEM_PYPI, escaped_key, sizeof(escaped_key) - 1, "pyyaml"), "an escaped key is a candidate");
+        CHECK(osv_text_may_name(ECOSYSTEM_PYPI, "{\"name\" : \"Flask_Login\"}", 24, "flask-login"), "PEP 503 names");
+        CHECK(osv_text_may_name(ECOSYSTEM_NPM, "{\"name\":\"lo\\u0064ash\"}", 23, "lodash"), "an escaped name is a candidate");
+        CHECK(!osv_text_may_name(ECOSYSTEM_PYPI, in_string, sizeof(in_string) - 1, "pyyaml"), "a key inside a string is none");
+        CHECK(!osv_text_may_name(ECOSYSTEM_NPM, "{\"name\":\"lodash-es\"}", 21, "lodash"), "another name");
+}
+
 int main(void) {
         test_cvss();
         test_ranges();
         test_database();
+        test_prefilter();
         return tap_done();
 }
