@@ -10,6 +10,8 @@
 #
 #   bash tools/fuzz.sh [SECONDS]        build and run every target
 #   FUZZ_TARGETS="fuzz-config" ...      only these
+#   FUZZ_RUNS=10000000 ...              stop a target after that many executions
+#                                       (or SECONDS, whichever comes first)
 #   bash tools/fuzz.sh --minimize       merge what the runs found into
 #                                       tests/fuzz/corpus/ (libFuzzer -merge=1)
 #
@@ -85,7 +87,7 @@ if [ "$mode" = minimize ]; then
 fi
 
 passed=0 failed=0
-printf '%-24s %12s %8s %9s %8s\n' target executions edges features crashes
+printf '%-24s %12s %8s %9s %8s %8s\n' target executions edges features crashes seconds
 for t in "${targets[@]}"; do
         exe="$build/tests/fuzz/$t"
         work="$build/fuzz-corpus/$t"
@@ -105,6 +107,8 @@ for t in "${targets[@]}"; do
         fi
 
         # The run, on the seed corpus plus what earlier runs found.
+        [ -n "${FUZZ_RUNS:-}" ] && f+=("-runs=$FUZZ_RUNS")
+        start=$SECONDS
         "$exe" "${f[@]}" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$artifacts/" \
                 "$work" "tests/fuzz/corpus/$t" >"$log" 2>&1
         rc=$?
@@ -114,7 +118,7 @@ for t in "${targets[@]}"; do
         edges=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
         features=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
         [ -n "$execs" ] || execs=$(sed -n 's/^#\([0-9]*\).*/\1/p' <<<"$last")
-        printf '%-24s %12s %8s %9s %8s\n' "$t" "${execs:-?}" "${edges:-?}" "${features:-?}" "$crashes"
+        printf '%-24s %12s %8s %9s %8s %8s\n' "$t" "${execs:-?}" "${edges:-?}" "${features:-?}" "$crashes" $((SECONDS - start))
         if [ "$crashes" = 0 ]; then
                 passed=$((passed + 1))
         else
