@@ -181,7 +181,12 @@ static int acc_add_tool_call(Acc *a, json_object *tc, bool delta) {
         if (r < 0)
                 return r;
 
+        /* A NUL in an id or a name ("\u0000") would make the C string end
+         * early: an empty or other name than the one sent. */
         id = get(tc, "id");
+        if (id && json_object_is_type(id, json_type_string) &&
+            memchr(json_object_get_string(id), '\0', (size_t) json_object_get_string_len(id)))
+                return acc_fail(a, -EBADMSG, "A tool call's id holds a NUL character.");
         if (id && json_object_is_type(id, json_type_string) && json_object_get_string_len(id) > 0 && !pc->id.set) {
                 r = buf_append(&pc->id, json_object_get_string(id), json_object_get_string_len(id));
                 if (r < 0)
@@ -192,6 +197,9 @@ static int acc_add_tool_call(Acc *a, json_object *tc, bool delta) {
         if (!fn)
                 return 0;
         name = get(fn, "name");
+        if (name && json_object_is_type(name, json_type_string) &&
+            memchr(json_object_get_string(name), '\0', (size_t) json_object_get_string_len(name)))
+                return acc_fail(a, -EBADMSG, "A tool call's function name holds a NUL character.");
         /* The name comes whole, once; servers that repeat it in every delta
          * must not make it "readread". */
         if (name && json_object_is_type(name, json_type_string) && json_object_get_string_len(name) > 0 && !pc->name.set) {

@@ -59,6 +59,14 @@ int main(void) {
         CHECK(parse("{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}}]}",
                     false, &r, NULL) == -EBADMSG, "tool call without a name: -EBADMSG");
         CHECK(parse("{\"choices\":[{\"message\":{\"content\":42}}]}", false, &r, NULL) == -EBADMSG, "content a number: -EBADMSG");
+        /* A NUL in a name made it an empty C string after its first delta
+         * (found by fuzz-model-reply); in an id, an empty id. */
+        CHECK(parse("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"\\u0000x\"}}]}}]}\n\n"
+                    "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"read_file\",\"arguments\":\"{}\"}}]}}]}\n\n",
+                    true, &r, &err) == -EBADMSG && err && strstr(err, "NUL"), "a NUL in a name: %s", strempty(err));
+        err = mfree_ptr(err);
+        CHECK(parse("{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"\\u0000\",\"function\":{\"name\":\"read_file\"}}]}}]}",
+                    false, &r, NULL) == -EBADMSG, "a NUL in an id: -EBADMSG");
 
         /* Content as an array of parts; unknown fields everywhere ignored. */
         CHECK(parse("{\"id\":\"x\",\"weird\":[1],\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":\"hm\","
