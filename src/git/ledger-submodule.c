@@ -84,7 +84,8 @@ static int url_resolve(const char *super_url, const char *rel, char **ret) {
                 } else
                         break;
         }
-        if (isempty(rel) || streq(rel, "."))
+        /* "./" or "../" followed by '/' (".//x") would leave "//" in the URL. */
+        if (isempty(rel) || streq(rel, ".") || rel[0] == '/')
                 return -EINVAL;
         /* Only leading ./ and ../: anything in the middle is not resolved, so refused. */
         if (strstr(rel, "/../") || strstr(rel, "/./") || strstr(rel, "//") || rel[strlen(rel) - 1] == '.')

@@ -864,6 +864,7 @@ int main(void) {
                 { "[submodule \"a\"]\n\tpath = sub\n\turl = -oProxyCommand=touch%%20/tmp/x\n", "sub", "url beginning with -", true, -EINVAL },
                 { "[submodule \"a\"]\n\tpath = sub\n\turl = git://h/x\n", "sub", "url git://", true, -EPROTONOSUPPORT },
                 { "[submodule \"a\"]\n\tpath = sub\n\turl = ../../../../../../../../x\n", "sub", "relative url above the root", true, -EINVAL },
+                { "[submodule \"a\"]\n\tpath = sub\n\turl = .//x\n", "sub", "relative url './' then '/' (fuzz-gitmodules)", true, -EINVAL },
         };
         for (size_t i = 0; i < ELEMENTSOF(evil); i++) {
                 _cleanup_close_ int et = open_dir("evil-task");
