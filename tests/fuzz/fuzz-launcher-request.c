@@ -37,6 +37,9 @@ static void check_bounds(const LauncherRequest *r, const LauncherLimits *m) {
                         free(name);
                 }
                 FUZZ_CHECK(!r->keep, "a sandbox request keeps nothing");
+        } else if (r->type == LAUNCHER_REQUEST_FREEZE || r->type == LAUNCHER_REQUEST_THAW) {
+                FUZZ_CHECK(launcher_task_id_is_valid(r->task), "task id '%s'", r->task);
+                FUZZ_CHECK(!r->env && !r->keep, "a freeze or thaw request has no lists");
         } else {
                 FUZZ_CHECK(r->type == LAUNCHER_REQUEST_REAP, "type %d", (int) r->type);
                 FUZZ_CHECK(r->keep, "a reap request always has a list");
@@ -66,6 +69,9 @@ static char *request_format(const LauncherRequest *r) {
                         free(name);
                 }
                 json_object_object_add(j, "env", env);
+        } else if (r->type == LAUNCHER_REQUEST_FREEZE || r->type == LAUNCHER_REQUEST_THAW) {
+                json_object_object_add(j, "type", json_object_new_string(r->type == LAUNCHER_REQUEST_FREEZE ? "freeze" : "thaw"));
+                json_object_object_add(j, "task", json_object_new_string(r->task));
         } else {
                 json_object *keep = json_object_new_array();
                 json_object_object_add(j, "type", json_object_new_string("reap"));
