@@ -5,7 +5,9 @@
  * secret_scan_files() makes exactly one error finding per match, on that
  * line of that file; a finding never shows a secret's value (only what
  * secret_redact() keeps: at most min(4, n/4) of its bytes); an ignored file
- * is not scanned; the findings survive JSON and markdown. */
+ * is not scanned; the findings survive JSON and markdown; and
+ * secret_redact_text() (for text others wrote about the files) is the text
+ * with each match replaced by its redacted form and nothing else changed. */
 #include "fuzz-review.h"
 #include "secret-scan.h"
 
@@ -30,6 +32,38 @@ static bool quoted_redaction_ok(const char *message, size_t n) {
         return k <= 4 * MIN((size_t) 4, n / 4);
 }
 
+static int match_compare(const void *a, const void *b) {
+        const SecretMatch *x = a, *y = b;
+        return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static void check_redact_text(const char *text) {
+        _cleanup_free_ char *red = secret_redact_text(NULL, text), *expected = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&expected, &size);
+
+        FUZZ_CHECK(red && f, "redact_text failed");
+        for (const char *line = text; *line;) {
+                size_t length = strcspn(line, "\n"), k = 0, at = 0;
+                SecretMatch m[SECRET_MATCHES_PER_LINE_MAX];
+
+                FUZZ_CHECK(secret_scan_line(NULL, line, length, m, ELEMENTSOF(m), &k) >= 0, "scan");
+                qsort(m, k, sizeof(SecretMatch), match_compare);
+                for (size_t x = 0; x < k; x++) {
+                        _cleanup_free_ char *r = secret_redact(line + m[x].offset, m[x].length);
+                        fwrite(line + at, 1, m[x].offset - at, f);
+                        fputs(r, f);
+                        at = m[x].offset + m[x].length;
+                }
+                fwrite(line + at, 1, length - at, f);
+                line += length;
+                if (*line == '\n')
+                        fputc(*line++, f);
+        }
+        FUZZ_CHECK(fclose(f) == 0, "memstream");
+        FUZZ_CHECK(streq(red, expected), "redacted text\n%s\nis not\n%s", red, expected);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         _cleanup_free_ char *text = NULL;
         _cleanup_free_ ReviewLine *lines = NULL;
@@ -43,6 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size > 256 * 1024)
                 return 0;
         text = fuzz_text(data, size);
+        check_redact_text(text);
         lines = calloc(size + 1, sizeof(ReviewLine));
         if (!lines)
                 abort();
