@@ -35,7 +35,7 @@ fail_early() { echo "$1"; echo "0 passed, 1 failed"; exit 1; }
 
 command -v clang >/dev/null || fail_early "clang is missing (Debian: clang, libclang-rt-14-dev)"
 if [ ! -f "$build/build.ninja" ]; then
-        CC=clang meson setup "$build" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+        CC=clang meson setup "$build" -Dfuzz=true -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
                 -Dintegration-tests=false >/dev/null || fail_early "meson setup of $build failed"
 fi
 ninja -C "$build" fuzz >/dev/null || fail_early "building the fuzz targets failed"

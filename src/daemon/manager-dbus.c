@@ -234,7 +234,7 @@ int manager_check_delivery(const Config *c, const TaskSpec *spec, sd_bus_error *
 static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         _cleanup_(task_freep) Task *t = NULL;
-        _cleanup_free_ char *canonical = NULL, *path = NULL;
+        _cleanup_free_ char *canonical = NULL;
         Manager *m = userdata;
         _cleanup_(task_spec_done) TaskSpec spec;
         Caller caller;
@@ -469,7 +469,7 @@ static int method_list_environments(sd_bus_message *message, void *userdata, sd_
                 return r;
         for (size_t i = 0; i < m->environments.n; i++) {
                 const Environment *e = m->environments.list + i;
-                _cleanup_free_ char *identity = NULL, *caches = NULL, *allow = NULL;
+                _cleanup_free_ char *identity = NULL, *caches = NULL;
                 char *names[_CACHE_KIND_MAX + 1] = {};
                 size_t n = 0;
 

@@ -1118,7 +1118,8 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
 
 /* ---- a whole repository as a bundle (agentfabctl submit, agentfabd) ---- */
 
-#define SOURCE_BUNDLE_REF "refs/heads/agentfab-source"
+#define SOURCE_BUNDLE_BRANCH "agentfab-source"
+#define SOURCE_BUNDLE_REF "refs/heads/" SOURCE_BUNDLE_BRANCH
 
 int ledger_bundle_repository(const char *repo_path, const char *rev, int out_fd, char ret_tip[static 41], char **ret_error) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
@@ -1197,7 +1198,7 @@ int ledger_create_from_bundle(int task_dir_fd, int bundle_fd, const char *branch
         if (git_repository_init_ext(&repo, path, &io) < 0)
                 r = ledger_set_error(ret_error, -EIO, "Cannot make a repository for the bundle: %s", ledger_git_message());
         else
-                r = ledger_import_bundle(path, bundle_fd, SOURCE_BUNDLE_REF + strlen("refs/heads/"),
+                r = ledger_import_bundle(path, bundle_fd, SOURCE_BUNDLE_BRANCH,
                                          o ? o->max_bytes : UINT64_MAX, ret_error);
         if (r == -ENOENT) {
                 /* The repository it "lacks" them in is ours: say what is wrong with the bundle. */
