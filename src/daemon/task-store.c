@@ -399,9 +399,6 @@ int task_save(Task *t) {
 
 int task_settle_progress(Task *t) {
         _cleanup_(task_freep) Task *disk = NULL;
-        _cleanup_free_ char *text = NULL;
-        _cleanup_json_ json_object *j = NULL;
-        size_t size;
         int r;
 
         if (!t->progress_unsaved)
@@ -410,21 +407,11 @@ int task_settle_progress(Task *t) {
         /* What the file acknowledges is what happened: the steps the memory
          * holds beyond it are redone, their conversation lines cut off when
          * the agent starts, exactly as after a crash. */
-        _cleanup_close_ int fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -errno;
-        r = read_file_at(fd, TASK_STATE_FILE, TASK_STATE_FILE_MAX, &text, &size);
+        r = task_load(t->tasks_fd, t->id, &disk);
         if (r < 0)
                 return r;
-        r = json_parse_strict(text, size, &j);
-        if (r < 0)
+        if (disk->broken)
                 return -EBADMSG;
-        r = task_new(&disk, t->id);
-        if (r < 0)
-                return r;
-        r = task_from_json(disk, j, NULL);
-        if (r < 0)
-                return r;
 
         task_progress_done(&t->progress);
         t->progress = disk->progress;
