@@ -3,34 +3,23 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <systemd/sd-bus.h>
-#include <systemd/sd-journal.h>
-#include <systemd/sd-login.h>
 #include <time.h>
 
 #include "agentfab-bus.h"
+#include "audit-list.h"
 #include "audit-verify.h"
+#include "bus-client.h"
 #include "json-util.h"
 #include "ledger.h"
 #include "log.h"
+#include "polkit-agent.h"
+#include "stream-client.h"
 #include "string-util.h"
+#include "task-info.h"
 #include "task-state.h"
-
-/* Exit codes, as documented in agentfabctl(1). */
-enum {
-        EXIT_OK = 0,
-        EXIT_FAIL = 1,
-        EXIT_USAGE = 2,
-        EXIT_DENIED = 3,
-        EXIT_NO_TASK = 4,
-};
 
 static bool arg_json = false;
 static bool arg_ask_password = true;
@@ -58,8 +47,6 @@ static const char *arg_ref = NULL;
 static bool arg_verify = false;
 static char **arg_limits = NULL;
 static char **arg_allow_hosts = NULL;
-
-static pid_t agent_pid = 0;
 
 static void help(void) {
         printf("%s [OPTIONS...] COMMAND ...\n\n"
@@ -125,280 +112,8 @@ static void help(void) {
                program_invocation_short_name);
 }
 
-/* ---------- polkit agent ---------- */
-
-/* Like systemctl: when we may ask and sit on a terminal, run pkttyagent for
- * our own process, so that an auth_admin check can prompt right here.
- *
- * --fallback (let a session's graphical agent go first) only inside a logind
- * session: polkitd 122 ignores a fallback agent when the subject has no
- * session at all (get_authentication_agent_for_subject() gives up before it
- * considers the fallback), so on a console without a session the agent must
- * register as the process's own. */
-static void agent_open(void) {
-        int pipefd[2];
-
-        if (!arg_ask_password || agent_pid > 0 || !isatty(STDIN_FILENO) || access("/usr/bin/pkttyagent", X_OK) < 0)
-                return;
-        if (pipe2(pipefd, O_CLOEXEC) < 0)
-                return;
-
-        pid_t parent = getpid();
-        bool in_session = sd_pid_get_session(0, NULL) >= 0;
-        agent_pid = fork();
-        if (agent_pid < 0) {
-                agent_pid = 0;
-                safe_close(pipefd[0]);
-                safe_close(pipefd[1]);
-                return;
-        }
-        if (agent_pid == 0) {
-                char fd[16], pid[16];
-                /* The notify fd must survive exec. */
-                int nfd = dup(pipefd[1]);
-                snprintf(fd, sizeof(fd), "%i", nfd);
-                snprintf(pid, sizeof(pid), "%i", (int) parent);
-                if (in_session)
-                        execl("/usr/bin/pkttyagent", "pkttyagent", "--notify-fd", fd, "--fallback", "--process", pid, (char *) NULL);
-                else
-                        execl("/usr/bin/pkttyagent", "pkttyagent", "--notify-fd", fd, "--process", pid, (char *) NULL);
-                _exit(127);
-        }
-        safe_close(pipefd[1]);
-        /* Wait until the agent says it is registered (or dies). */
-        struct pollfd p = { .fd = pipefd[0], .events = POLLIN };
-        (void) poll(&p, 1, 10000);
-        safe_close(pipefd[0]);
-}
-
-static void agent_close(void) {
-        if (agent_pid <= 0)
-                return;
-        (void) kill(agent_pid, SIGTERM);
-        (void) waitpid(agent_pid, NULL, 0);
-        agent_pid = 0;
-}
-
-/* ---------- bus helpers ---------- */
-
-static int exit_code_for(const sd_bus_error *e, int r) {
-        if (sd_bus_error_has_name(e, AGENTFAB_ERROR_NO_SUCH_TASK))
-                return EXIT_NO_TASK;
-        if (sd_bus_error_has_name(e, SD_BUS_ERROR_ACCESS_DENIED) ||
-            sd_bus_error_has_name(e, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED) || r == -EACCES || r == -EPERM)
-                return EXIT_DENIED;
-        if (sd_bus_error_has_name(e, AGENTFAB_ERROR_INVALID_SPEC) || sd_bus_error_has_name(e, SD_BUS_ERROR_INVALID_ARGS))
-                return EXIT_USAGE;
-        return EXIT_FAIL;
-}
-
-static int fail_bus(const char *what, const sd_bus_error *e, int r) {
-        if (sd_bus_error_has_name(e, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED))
-                fprintf(stderr, "Failed to %s: %s\n(Authentication is required; run on a terminal, or without --no-ask-password.)\n",
-                        what, e->message);
-        else if (sd_bus_error_is_set(e))
-                fprintf(stderr, "Failed to %s: %s\n", what, e->message ?: e->name);
-        else
-                fprintf(stderr, "Failed to %s: %s\n", what, strerror(-r));
-        return exit_code_for(e, r);
-}
-
 static int connect_bus(sd_bus **ret) {
-        sd_bus *bus = NULL;
-        int r;
-
-        if (arg_bus_address) {
-                r = sd_bus_new(&bus);
-                if (r >= 0)
-                        r = sd_bus_set_address(bus, arg_bus_address);
-                if (r >= 0)
-                        r = sd_bus_set_bus_client(bus, true);
-                if (r >= 0)
-                        r = sd_bus_start(bus);
-        } else if (arg_session)
-                r = sd_bus_open_user(&bus);
-        else
-                r = sd_bus_open_system(&bus);
-        if (r < 0) {
-                sd_bus_unref(bus);
-                fprintf(stderr, "Failed to connect to the bus: %s\n", strerror(-r));
-                return r;
-        }
-        (void) sd_bus_set_allow_interactive_authorization(bus, arg_ask_password);
-        *ret = bus;
-        return 0;
-}
-
-static bool id_looks_valid(const char *id) {
-        if (strlen(id) != AGENTFAB_TASK_ID_LEN)
-                return false;
-        for (const char *c = id; *c; c++)
-                if (!strchr("0123456789abcdef", *c))
-                        return false;
-        return true;
-}
-
-/* Resolves an id to its object path with GetTask(), which is also where
- * polkit is asked when it is somebody else's task. */
-static int get_task_path(sd_bus *bus, const char *id, char **ret_path) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        const char *path;
-        int r;
-
-        if (!id_looks_valid(id)) {
-                fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", id);
-                return -EXIT_USAGE;
-        }
-
-        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
-                               "GetTask", &error, &reply, "s", id);
-        if (r < 0)
-                return -fail_bus("get task", &error, r);
-        r = sd_bus_message_read(reply, "o", &path);
-        if (r < 0)
-                return -EXIT_FAIL;
-        *ret_path = strdup(path);
-        return *ret_path ? 0 : -EXIT_FAIL;
-}
-
-typedef struct TaskInfo {
-        const char *id, *state, *reason, *repository, *goal, *acceptance, *test_command, *base, *model, *branch;
-        const char *plan, *head, *breaker, *push_url, *forge, *forge_repository, *pull_request_base, *pull_request;
-        const char *environment, *environment_identity, *reference;
-        const char *freezer;
-        uint32_t owner, step, requirement;
-        uint64_t created, updated, tokens, commands;
-} TaskInfo;
-
-static int read_task_properties(sd_bus_message *reply, TaskInfo *info) {
-        int r;
-
-        *info = (TaskInfo) {};
-        r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_DICT_ENTRY, "sv")) > 0) {
-                const char *name, *contents;
-                char type;
-
-                r = sd_bus_message_read(reply, "s", &name);
-                if (r < 0)
-                        return r;
-                r = sd_bus_message_peek_type(reply, &type, &contents);
-                if (r < 0)
-                        return r;
-
-                const char **s = NULL;
-                if (streq(name, "Id")) s = &info->id;
-                else if (streq(name, "State")) s = &info->state;
-                else if (streq(name, "Reason")) s = &info->reason;
-                else if (streq(name, "Repository")) s = &info->repository;
-                else if (streq(name, "Goal")) s = &info->goal;
-                else if (streq(name, "AcceptanceCriteria")) s = &info->acceptance;
-                else if (streq(name, "TestCommand")) s = &info->test_command;
-                else if (streq(name, "Base")) s = &info->base;
-                else if (streq(name, "Model")) s = &info->model;
-                else if (streq(name, "Branch")) s = &info->branch;
-                else if (streq(name, "Plan")) s = &info->plan;
-                else if (streq(name, "HeadCommit")) s = &info->head;
-                else if (streq(name, "Breaker")) s = &info->breaker;
-                else if (streq(name, "PushURL")) s = &info->push_url;
-                else if (streq(name, "Forge")) s = &info->forge;
-                else if (streq(name, "ForgeRepository")) s = &info->forge_repository;
-                else if (streq(name, "PullRequestBase")) s = &info->pull_request_base;
-                else if (streq(name, "PullRequest")) s = &info->pull_request;
-                else if (streq(name, "Environment")) s = &info->environment;
-                else if (streq(name, "EnvironmentIdentity")) s = &info->environment_identity;
-                else if (streq(name, "Reference")) s = &info->reference;
-                else if (streq(name, "FreezerState")) s = &info->freezer;
-
-                if (s && streq(contents, "s"))
-                        r = sd_bus_message_read(reply, "v", "s", s);
-                else if (streq(name, "Owner") && streq(contents, "u"))
-                        r = sd_bus_message_read(reply, "v", "u", &info->owner);
-                else if (streq(name, "CreatedUSec") && streq(contents, "t"))
-                        r = sd_bus_message_read(reply, "v", "t", &info->created);
-                else if (streq(name, "UpdatedUSec") && streq(contents, "t"))
-                        r = sd_bus_message_read(reply, "v", "t", &info->updated);
-                else if (streq(name, "RequirementVersion") && streq(contents, "u"))
-                        r = sd_bus_message_read(reply, "v", "u", &info->requirement);
-                else if (streq(name, "Step") && streq(contents, "u"))
-                        r = sd_bus_message_read(reply, "v", "u", &info->step);
-                else if (streq(name, "TokensUsed") && streq(contents, "t"))
-                        r = sd_bus_message_read(reply, "v", "t", &info->tokens);
-                else if (streq(name, "CommandsRun") && streq(contents, "t"))
-                        r = sd_bus_message_read(reply, "v", "t", &info->commands);
-                else
-                        r = sd_bus_message_skip(reply, "v");
-                if (r < 0)
-                        return r;
-                r = sd_bus_message_exit_container(reply);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        return sd_bus_message_exit_container(reply);
-}
-
-static int get_task_info(sd_bus *bus, const char *path, sd_bus_message **ret_reply, TaskInfo *info, sd_bus_error *error) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        int r;
-
-        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, "org.freedesktop.DBus.Properties", "GetAll",
-                               error, &reply, "s", AGENTFAB_TASK_INTERFACE);
-        if (r < 0)
-                return r;
-        r = read_task_properties(reply, info);
-        if (r < 0)
-                return r;
-        *ret_reply = TAKE_PTR(reply);
-        return 0;
-}
-
-static void format_time(uint64_t usec, char *buf, size_t n) {
-        time_t t = (time_t) (usec / USEC_PER_SEC);
-        struct tm tm;
-
-        if (usec == 0 || !localtime_r(&t, &tm) || strftime(buf, n, "%Y-%m-%d %H:%M:%S %Z", &tm) == 0)
-                snprintf(buf, n, "n/a");
-}
-
-static json_object *task_info_to_json(const TaskInfo *i) {
-        json_object *j = json_object_new_object();
-        if (!j)
-                return NULL;
-        (void) json_add_string(j, "id", i->id);
-        (void) json_add_string(j, "state", i->state);
-        (void) json_add_string(j, "reason", i->reason);
-        (void) json_add_uint64(j, "owner", i->owner);
-        (void) json_add_string(j, "repository", i->repository);
-        (void) json_add_string(j, "goal", i->goal);
-        (void) json_add_string(j, "acceptance", i->acceptance);
-        (void) json_add_string(j, "reference", isempty(i->reference) ? NULL : i->reference);
-        (void) json_add_uint64(j, "requirement_version", i->requirement);
-        (void) json_add_string(j, "test_command", i->test_command);
-        (void) json_add_string(j, "base", i->base);
-        (void) json_add_string(j, "model", i->model);
-        (void) json_add_string(j, "environment", isempty(i->environment) ? "default" : i->environment);
-        (void) json_add_string(j, "environment_identity", isempty(i->environment_identity) ? NULL : i->environment_identity);
-        (void) json_add_string(j, "branch", i->branch);
-        (void) json_add_string(j, "push_url", isempty(i->push_url) ? NULL : i->push_url);
-        (void) json_add_string(j, "forge", isempty(i->forge) ? NULL : i->forge);
-        (void) json_add_string(j, "forge_repository", isempty(i->forge_repository) ? NULL : i->forge_repository);
-        (void) json_add_string(j, "pull_request_base", isempty(i->pull_request_base) ? NULL : i->pull_request_base);
-        (void) json_add_string(j, "pull_request", isempty(i->pull_request) ? NULL : i->pull_request);
-        (void) json_add_uint64(j, "created_usec", i->created);
-        (void) json_add_uint64(j, "updated_usec", i->updated);
-        (void) json_add_uint64(j, "step", i->step);
-        (void) json_add_string(j, "plan", i->plan);
-        (void) json_add_string(j, "head_commit", i->head);
-        (void) json_add_string(j, "breaker", i->breaker);
-        (void) json_add_string(j, "freezer_state", i->freezer);
-        (void) json_add_uint64(j, "tokens_used", i->tokens);
-        (void) json_add_uint64(j, "commands_run", i->commands);
-        return j;
+        return bus_connect(arg_bus_address, arg_session, arg_ask_password, ret);
 }
 
 /* ---------- verbs ---------- */
@@ -575,7 +290,7 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
         if (r != EXIT_OK)
                 return r;
 
-        agent_open();
+        polkit_agent_open(arg_ask_password);
         r = sd_bus_call(bus, m, REPOSITORY_CALL_TIMEOUT_USEC, &error, &reply);
         /* A repository whose own directories only its owner may read: its
          * history goes over instead, read with our rights. */
@@ -594,7 +309,7 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 r = sd_bus_call(bus, m, REPOSITORY_CALL_TIMEOUT_USEC, &error, &reply);
         }
         if (r < 0)
-                return fail_bus("submit task", &error, r);
+                return bus_fail("submit task", &error, r);
         r = sd_bus_message_read(reply, "so", &id, &path);
         if (r < 0)
                 return EXIT_FAIL;
@@ -620,7 +335,7 @@ static int verb_environments(sd_bus *bus, int argc, char *argv[]) {
         r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
                                "ListEnvironments", &error, &reply, NULL);
         if (r < 0)
-                return fail_bus("list environments", &error, r);
+                return bus_fail("list environments", &error, r);
         if (arg_json) {
                 array = json_object_new_array();
                 if (!array)
@@ -667,7 +382,7 @@ static int verb_cache(sd_bus *bus, int argc, char *argv[]) {
                 r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
                                        "ListCaches", &error, &reply, NULL);
         if (r < 0)
-                return fail_bus(argc == 3 ? "clear the cache" : "list the caches", &error, r);
+                return bus_fail(argc == 3 ? "clear the cache" : "list the caches", &error, r);
         if (arg_json) {
                 array = json_object_new_array();
                 if (!array)
@@ -706,7 +421,7 @@ static int verb_list(sd_bus *bus, int argc, char *argv[]) {
         r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
                                "ListTasks", &error, &reply, NULL);
         if (r < 0)
-                return fail_bus("list tasks", &error, r);
+                return bus_fail("list tasks", &error, r);
 
         if (arg_json)
                 array = json_object_new_array();
@@ -723,7 +438,7 @@ static int verb_list(sd_bus *bus, int argc, char *argv[]) {
 
                 n++;
                 /* A task may vanish from sight between the calls; show what we have. */
-                (void) get_task_info(bus, path, &props, &info, &e);
+                (void) task_info_get(bus, path, &props, &info, &e);
                 if (!info.id)
                         info.id = id;
                 if (!info.state)
@@ -752,22 +467,6 @@ static int verb_list(sd_bus *bus, int argc, char *argv[]) {
                 printf("%s\n", json_object_to_json_string_ext(array, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
         else
                 printf("\n%u task%s listed.\n", n, n == 1 ? "" : "s");
-        return EXIT_OK;
-}
-
-/* Looks task id up and reads its properties: EXIT_OK, or an exit code
- * with the error printed. info points into *ret_reply. */
-static int load_task(sd_bus *bus, const char *id, sd_bus_message **ret_reply, TaskInfo *info) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *path = NULL;
-        int r;
-
-        r = get_task_path(bus, id, &path);
-        if (r < 0)
-                return -r;
-        r = get_task_info(bus, path, ret_reply, info, &error);
-        if (r < 0)
-                return fail_bus("read task", &error, r);
         return EXIT_OK;
 }
 
@@ -811,8 +510,8 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         int r;
 
         (void) argc;
-        agent_open();
-        r = load_task(bus, argv[1], &reply, &info);
+        polkit_agent_open(arg_ask_password);
+        r = task_info_load(bus, argv[1], &reply, &info);
         if (r != EXIT_OK)
                 return r;
 
@@ -823,8 +522,8 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         }
 
         char created[64], updated[64];
-        format_time(info.created, created, sizeof(created));
-        format_time(info.updated, updated, sizeof(updated));
+        format_timestamp(info.created, created, sizeof(created));
+        format_timestamp(info.updated, updated, sizeof(updated));
         printf("Task %s\n"
                "        State: %s%s%s%s\n"
                "        Owner: %u\n"
@@ -893,7 +592,7 @@ static int verb_replay(sd_bus *bus, int argc, char *argv[]) {
         int r;
 
         (void) argc;
-        r = load_task(bus, argv[1], &reply, &info);
+        r = task_info_load(bus, argv[1], &reply, &info);
         if (r != EXIT_OK)
                 return r;
 
@@ -915,12 +614,12 @@ static int verb_summary(sd_bus *bus, int argc, char *argv[]) {
         int r;
 
         (void) argc;
-        r = get_task_path(bus, argv[1], &path);
+        r = task_get_path(bus, argv[1], &path);
         if (r < 0)
                 return -r;
         r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "GetSummary", &error, &reply, NULL);
         if (r < 0)
-                return fail_bus("get summary", &error, r);
+                return bus_fail("get summary", &error, r);
         r = sd_bus_message_read(reply, "s", &text);
         if (r < 0)
                 return EXIT_FAIL;
@@ -942,13 +641,13 @@ static int verb_review(sd_bus *bus, int argc, char *argv[]) {
         int r;
 
         (void) argc;
-        r = get_task_path(bus, argv[1], &path);
+        r = task_get_path(bus, argv[1], &path);
         if (r < 0)
                 return -r;
         r = sd_bus_get_property(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "Findings", &error, &reply,
                                 "a(sssus)");
         if (r < 0)
-                return fail_bus("read the findings", &error, r);
+                return bus_fail("read the findings", &error, r);
         if (arg_json && !(list = json_object_new_array()))
                 return log_oom(), EXIT_FAIL;
         r = sd_bus_message_enter_container(reply, 'a', "(sssus)");
@@ -995,19 +694,19 @@ static int export_fd(sd_bus *bus, const char *id, const char *format, int *ret_f
         _cleanup_free_ char *path = NULL;
         int fd, r;
 
-        r = get_task_path(bus, id, &path);
+        r = task_get_path(bus, id, &path);
         if (r < 0)
                 return -r;
         if (ret_repository) {
                 TaskInfo info;
-                r = get_task_info(bus, path, &props, &info, &error);
+                r = task_info_get(bus, path, &props, &info, &error);
                 if (r < 0)
-                        return fail_bus("read task", &error, r);
+                        return bus_fail("read task", &error, r);
                 *ret_repository = info.repository ? strdup(info.repository) : NULL;
         }
         r = call_task_method_s(bus, path, "Export", format, &error, &reply);
         if (r < 0)
-                return fail_bus("export task", &error, r);
+                return bus_fail("export task", &error, r);
         r = sd_bus_message_read(reply, "h", &fd);
         if (r < 0)
                 return EXIT_FAIL;
@@ -1104,8 +803,8 @@ static int call_task_method(sd_bus *bus, const char *id, const char *method, con
         _cleanup_free_ char *path = NULL;
         int r;
 
-        agent_open();
-        r = get_task_path(bus, id, &path);
+        polkit_agent_open(arg_ask_password);
+        r = task_get_path(bus, id, &path);
         if (r < 0)
                 return -r;
 
@@ -1138,7 +837,7 @@ static int call_task_method(sd_bus *bus, const char *id, const char *method, con
          * at the polkit prompt: the bus's default 25 s is too short for that. */
         r = sd_bus_call(bus, m, arg_ask_password ? INTERACTIVE_CALL_TIMEOUT_USEC : 0, &error, NULL);
         if (r < 0)
-                return fail_bus(what, &error, r);
+                return bus_fail(what, &error, r);
         return EXIT_OK;
 }
 
@@ -1183,8 +882,8 @@ static int verb_amend(sd_bus *bus, int argc, char *argv[]) {
                 fprintf(stderr, "amend needs --goal=TEXT, --acceptance=TEXT or both.\n");
                 return EXIT_USAGE;
         }
-        agent_open();
-        r = get_task_path(bus, argv[1], &path);
+        polkit_agent_open(arg_ask_password);
+        r = task_get_path(bus, argv[1], &path);
         if (r < 0)
                 return -r;
         r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "Amend");
@@ -1202,7 +901,7 @@ static int verb_amend(sd_bus *bus, int argc, char *argv[]) {
         }
         r = sd_bus_call(bus, m, arg_ask_password ? INTERACTIVE_CALL_TIMEOUT_USEC : 0, &error, &reply);
         if (r < 0)
-                return fail_bus("amend task", &error, r);
+                return bus_fail("amend task", &error, r);
         r = sd_bus_message_read(reply, "u", &version);
         if (r < 0)
                 return EXIT_FAIL;
@@ -1224,13 +923,13 @@ static int verb_reset(sd_bus *bus, int argc, char *argv[]) {
         int r;
 
         (void) argc;
-        agent_open();
-        r = get_task_path(bus, argv[1], &path);
+        polkit_agent_open(arg_ask_password);
+        r = task_get_path(bus, argv[1], &path);
         if (r < 0)
                 return -r;
         r = call_task_method_s(bus, path, "ResetTo", argv[2], &error, &reply);
         if (r < 0)
-                return fail_bus("reset task", &error, r);
+                return bus_fail("reset task", &error, r);
         r = sd_bus_message_read(reply, "us", &step, &commit);
         if (r < 0)
                 return EXIT_FAIL;
@@ -1246,289 +945,52 @@ static int verb_reset(sd_bus *bus, int argc, char *argv[]) {
         return EXIT_OK;
 }
 
-
-static int journal_field(sd_journal *j, const char *field, char *buf, size_t n) {
-        const void *data;
-        size_t l, k = strlen(field) + 1;
-
-        buf[0] = '\0';
-        if (sd_journal_get_data(j, field, &data, &l) < 0 || l < k)
-                return -ENOENT;
-        l -= k;
-        if (l >= n)
-                l = n - 1;
-        memcpy(buf, (const char *) data + k, l);
-        buf[l] = '\0';
-        return 0;
-}
-
 static int verb_audit(sd_bus *bus, int argc, char *argv[]) {
-        _cleanup_(sd_journal_closep) sd_journal *j = NULL;
-        char match[64];
-        unsigned n = 0;
         int r;
 
         (void) bus, (void) argc;
 
-        if (!id_looks_valid(argv[1])) {
+        if (!task_id_valid(argv[1])) {
                 fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
                 return EXIT_USAGE;
         }
+        if (!arg_verify)
+                return audit_list(argv[1], arg_json);
 
-        if (arg_verify) {
-                _cleanup_(sd_bus_flush_close_unrefp) sd_bus *b = NULL;
-                _cleanup_free_ char *path = NULL;
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *b = NULL;
+        _cleanup_free_ char *path = NULL;
 
-                if (connect_bus(&b) < 0)
-                        return EXIT_FAIL;
-                r = get_task_path(b, argv[1], &path);
-                if (r < 0)
-                        return -r;
-                r = audit_verify(b, argv[1], path, arg_json);
-                return r < 0 ? (r == -ENOENT ? EXIT_NO_TASK : EXIT_FAIL) : r > 0 ? EXIT_FAIL : EXIT_OK;
-        }
-
-        r = sd_journal_open(&j, SD_JOURNAL_LOCAL_ONLY | SD_JOURNAL_SYSTEM);
-        if (r < 0) {
-                fprintf(stderr, "Failed to open the journal: %s\n", strerror(-r));
+        if (connect_bus(&b) < 0)
                 return EXIT_FAIL;
-        }
-
-        /* SECURITY: any process may log AGENTFAB_TASK=; only entries that
-         * journald itself attributes to agentfab.service are the audit trail. */
-        snprintf(match, sizeof(match), "AGENTFAB_TASK=%s", argv[1]);
-        r = sd_journal_add_match(j, match, 0);
-        if (r >= 0)
-                r = sd_journal_add_match(j, "_SYSTEMD_UNIT=agentfab.service", 0);
+        r = task_get_path(b, argv[1], &path);
         if (r < 0)
-                return EXIT_FAIL;
-
-        SD_JOURNAL_FOREACH(j) {
-                char message[4096], event[64], uid[32];
-                uint64_t usec = 0;
-
-                n++;
-                (void) sd_journal_get_realtime_usec(j, &usec);
-                (void) journal_field(j, "MESSAGE", message, sizeof(message));
-                (void) journal_field(j, "AGENTFAB_EVENT", event, sizeof(event));
-                (void) journal_field(j, "AGENTFAB_UID", uid, sizeof(uid));
-
-                if (arg_json) {
-                        _cleanup_json_ json_object *o = json_object_new_object();
-                        const void *data;
-                        size_t l;
-
-                        (void) json_add_uint64(o, "usec", usec);
-                        SD_JOURNAL_FOREACH_DATA(j, data, l) {
-                                const char *eq = memchr(data, '=', l);
-                                if (!eq || !strneq(data, "AGENTFAB_", 9) ) {
-                                        if (!eq || !(strneq(data, "MESSAGE=", 8) || strneq(data, "MESSAGE_ID=", 11)))
-                                                continue;
-                                }
-                                _cleanup_free_ char *k = strndup(data, (size_t) (eq - (const char *) data));
-                                _cleanup_free_ char *v = strndup(eq + 1, l - (size_t) (eq - (const char *) data) - 1);
-                                if (k && v)
-                                        (void) json_add_string(o, k, v);
-                        }
-                        printf("%s\n", json_to_line(o));
-                } else {
-                        char when[64];
-                        format_time(usec, when, sizeof(when));
-                        printf("%s  %-10s %-6s %s\n", when, event, isempty(uid) ? "-" : uid, message);
-                }
-        }
-
-        if (n == 0) {
-                fprintf(stderr, "No audit entries for task %s%s.\n", argv[1],
-                        geteuid() != 0 ? " (reading the system journal needs membership in group systemd-journal or adm)" : "");
-                return EXIT_NO_TASK;
-        }
-        return EXIT_OK;
-}
-
-static int stream_connect(const char *id, const char *stream, bool follow) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        const char *path = arg_socket ?: getenv("AGENTFAB_SOCKET") ?: AGENTFAB_DEFAULT_SOCKET;
-        _cleanup_json_ json_object *req = json_object_new_object();
-        _cleanup_free_ char *line = NULL;
-
-        if (strlen(path) >= sizeof(sa.sun_path)) {
-                fprintf(stderr, "Socket path '%s' is too long.\n", path);
-                return -EXIT_USAGE;
-        }
-        strcpy(sa.sun_path, path);
-
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -EXIT_FAIL;
-        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
-                fprintf(stderr, "Failed to connect to '%s': %s\n", path, strerror(errno));
-                safe_close(fd);
-                return -EXIT_FAIL;
-        }
-
-        if (!req || json_add_string(req, "task", id) < 0 || json_add_string(req, "stream", stream) < 0 ||
-            json_object_object_add(req, "follow", json_object_new_boolean(follow)) < 0 ||
-            asprintf(&line, "%s\n", json_to_line(req)) < 0) {
-                safe_close(fd);
-                return -EXIT_FAIL;
-        }
-        if (send(fd, line, strlen(line), MSG_NOSIGNAL) != (ssize_t) strlen(line)) {
-                fprintf(stderr, "Failed to send request: %s\n", strerror(errno));
-                safe_close(fd);
-                return -EXIT_FAIL;
-        }
-        return fd;
-}
-
-static const char *event_field(json_object *j, const char *key) {
-        const char *s = NULL;
-        (void) json_get_string(j, key, &s);
-        return strempty(s);
-}
-
-/* One line per event of the agent at work; the texts come from the model
- * and the sandbox, so only their first line is shown, shortened. */
-static void print_agent_event(const char *when, const char *type, json_object *j) {
-        _cleanup_free_ char *a = NULL, *b = NULL;
-        const char *step = event_field(j, "step");
-
-        if (streq(type, "plan")) {
-                a = strshorten_line(skip_heading(event_field(j, "plan")), 100);
-                printf("%s  plan: %s\n", when, strempty(a));
-        } else if (streq(type, "model-call")) {
-                a = strshorten_line(event_field(j, "error"), 100);
-                printf("%s  step %s: model %s%s%s\n", when, step, event_field(j, "model"),
-                       isempty(a) ? "" : " failed: ", strempty(a));
-        } else if (streq(type, "command")) {
-                a = strshorten_line(event_field(j, "command"), 80);
-                printf("%s  step %s: $ %s (%s)\n", when, step, strempty(a), event_field(j, "result"));
-        } else if (streq(type, "file-change")) {
-                a = strshorten_line(event_field(j, "path"), 100);
-                printf("%s  step %s: %s %s\n", when, step, event_field(j, "tool"), strempty(a));
-        } else if (streq(type, "step")) {
-                a = strshorten_line(event_field(j, "subject"), 72);
-                printf("%s  step %s done%s%.12s: %s\n", when, step, isempty(event_field(j, "commit")) ? "" : ", commit ",
-                       event_field(j, "commit"), strempty(a));
-        } else if (streq(type, "breaker")) {
-                b = strshorten_line(event_field(j, "reason"), 120);
-                printf("%s  breaker %s: %s\n", when, event_field(j, "breaker"), strempty(b));
-        } else if (streq(type, "delivered"))
-                printf("%s  delivered %s at %.12s\n", when, event_field(j, "branch"), event_field(j, "commit"));
-        else
-                printf("%s  %s\n", when, type);
-}
-
-/* Reads JSON lines until "end" or an error; prints them for people or raw. */
-static int stream_follow(int fd) {
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0, allocated = 0;
-        int ret = EXIT_OK;
-
-        for (;;) {
-                if (len + 4096 > allocated) {
-                        if (allocated > 64 * 1024 * 1024) {
-                                fprintf(stderr, "Line from daemon too long.\n");
-                                return EXIT_FAIL;
-                        }
-                        char *t = realloc(buf, allocated * 2 + 4096);
-                        if (!t)
-                                return EXIT_FAIL;
-                        buf = t;
-                        allocated = allocated * 2 + 4096;
-                }
-                ssize_t n = read(fd, buf + len, allocated - len - 1);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        fprintf(stderr, "Read error: %s\n", strerror(errno));
-                        return EXIT_FAIL;
-                }
-                if (n == 0) {
-                        if (len > 0 || ret != EXIT_OK)
-                                break;
-                        fprintf(stderr, "The daemon closed the stream.\n");
-                        return EXIT_FAIL;
-                }
-                len += (size_t) n;
-
-                char *nl;
-                while ((nl = memchr(buf, '\n', len))) {
-                        _cleanup_json_ json_object *j = NULL;
-                        const char *type = "", *s;
-
-                        *nl = '\0';
-                        if (json_parse_strict(buf, (size_t) (nl - buf), &j) >= 0)
-                                (void) json_get_string(j, "type", &type);
-
-                        if (arg_json && j && !streq(type, "error"))
-                                printf("%s\n", buf);
-                        else if (!j)
-                                ;
-                        else if (streq(type, "error")) {
-                                const char *e = "", *msg = "";
-                                (void) json_get_string(j, "error", &e);
-                                (void) json_get_string(j, "message", &msg);
-                                fprintf(stderr, "%s\n", msg);
-                                ret = streq(e, AGENTFAB_ERROR_NO_SUCH_TASK) ? EXIT_NO_TASK :
-                                      streq(e, SD_BUS_ERROR_ACCESS_DENIED) ? EXIT_DENIED : EXIT_FAIL;
-                        } else if (streq(type, "output")) {
-                                if (json_get_string(j, "data", &s) >= 0)
-                                        printf("%s\n", s);
-                        } else if (streq(type, "end")) {
-                                ;
-                        } else {
-                                uint64_t usec = 0;
-                                char when[64];
-                                const char *state = "", *reason = "", *req = "";
-                                (void) json_get_uint64(j, "usec", &usec);
-                                format_time(usec, when, sizeof(when));
-                                (void) json_get_string(j, "state", &state);
-                                (void) json_get_string(j, "reason", &reason);
-                                (void) json_get_string(j, "request", &req);
-                                if (streq(type, "state"))
-                                        printf("%s  %s%s%s\n", when, state, isempty(reason) ? "" : ": ", reason);
-                                else if (streq(type, "submitted"))
-                                        printf("%s  submitted (%s)\n", when, state);
-                                else if (streq(type, "request"))
-                                        printf("%s  %s requested\n", when, req);
-                                else
-                                        print_agent_event(when, type, j);
-                        }
-                        fflush(stdout);
-
-                        bool end = streq(type, "end") || streq(type, "error");
-                        len -= (size_t) (nl + 1 - buf);
-                        memmove(buf, nl + 1, len);
-                        if (end)
-                                return ret;
-                }
-        }
-        return ret;
+                return -r;
+        r = audit_verify(b, argv[1], path, arg_json);
+        return r < 0 ? (r == -ENOENT ? EXIT_NO_TASK : EXIT_FAIL) : r > 0 ? EXIT_FAIL : EXIT_OK;
 }
 
 static int verb_watch(sd_bus *bus, int argc, char *argv[]) {
         (void) bus, (void) argc;
-        if (!id_looks_valid(argv[1])) {
+        if (!task_id_valid(argv[1])) {
                 fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
                 return EXIT_USAGE;
         }
-        _cleanup_close_ int fd = stream_connect(argv[1], "events", true);
+        _cleanup_close_ int fd = stream_client_connect(arg_socket, argv[1], "events", true);
         if (fd < 0)
                 return -fd;
-        return stream_follow(fd);
+        return stream_client_follow(fd, arg_json);
 }
 
 static int verb_logs(sd_bus *bus, int argc, char *argv[]) {
         (void) bus, (void) argc;
-        if (!id_looks_valid(argv[1])) {
+        if (!task_id_valid(argv[1])) {
                 fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
                 return EXIT_USAGE;
         }
-        _cleanup_close_ int fd = stream_connect(argv[1], "output", arg_follow);
+        _cleanup_close_ int fd = stream_client_connect(arg_socket, argv[1], "output", arg_follow);
         if (fd < 0)
                 return -fd;
-        return stream_follow(fd);
+        return stream_client_follow(fd, arg_json);
 }
 
 typedef struct Verb {
@@ -1683,7 +1145,7 @@ int main(int argc, char *argv[]) {
         }
 
         r = verb->run(bus, argc - optind, argv + optind);
-        agent_close();
+        polkit_agent_close();
         strv_free(arg_limits);
         strv_free(arg_allow_hosts);
         return r;

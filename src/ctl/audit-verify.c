@@ -8,6 +8,7 @@
 #include <systemd/sd-journal.h>
 
 #include "agentfab-bus.h"
+#include "audit-list.h"
 #include "audit-verify.h"
 #include "json-util.h"
 #include "string-util.h"
@@ -31,21 +32,6 @@ typedef struct Verify {
 static void verify_done(Verify *v) {
         free(v->commits);
         json_object_put(v->gaps);
-}
-
-static int journal_value(sd_journal *j, const char *field, char *buf, size_t n) {
-        const void *data;
-        size_t l, k = strlen(field) + 1;
-
-        buf[0] = '\0';
-        if (sd_journal_get_data(j, field, &data, &l) < 0 || l < k)
-                return -ENOENT;
-        l -= k;
-        if (l >= n)
-                l = n - 1;
-        memcpy(buf, (const char *) data + k, l);
-        buf[l] = '\0';
-        return 0;
 }
 
 static bool commit_id_ok(const char *s) {
@@ -97,9 +83,9 @@ static int verify_read_journal(Verify *v, const char *id) {
 
                 if (++v->n_entries > VERIFY_ENTRIES_MAX)
                         return -E2BIG;
-                (void) journal_value(j, "AGENTFAB_EVENT", event, sizeof(event));
-                (void) journal_value(j, "AGENTFAB_COMMIT", commit, sizeof(commit));
-                if (journal_value(j, "AGENTFAB_STEP", step_s, sizeof(step_s)) >= 0) {
+                (void) journal_field(j, "AGENTFAB_EVENT", event, sizeof(event));
+                (void) journal_field(j, "AGENTFAB_COMMIT", commit, sizeof(commit));
+                if (journal_field(j, "AGENTFAB_STEP", step_s, sizeof(step_s)) >= 0) {
                         char *end;
                         unsigned long u = strtoul(step_s, &end, 10);
                         if (*end == '\0' && end != step_s && u < UINT_MAX)

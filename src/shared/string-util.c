@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "string-util.h"
 
@@ -222,4 +223,12 @@ const char *skip_heading(const char *s) {
                         return blank && !nl ? s : p;
                 p = nl + 1;
         }
+}
+
+void format_timestamp(uint64_t usec, char *buf, size_t n) {
+        time_t t = (time_t) (usec / USEC_PER_SEC);
+        struct tm tm;
+
+        if (usec == 0 || !localtime_r(&t, &tm) || strftime(buf, n, "%Y-%m-%d %H:%M:%S %Z", &tm) == 0)
+                snprintf(buf, n, "n/a");
 }

@@ -41,3 +41,6 @@ int strv_env_set(char ***l, const char *assignment);
 
 /* Parses "512", "64K", "2M", "1G" (powers of 1024) to bytes. */
 int parse_size(const char *s, uint64_t *ret);
+
+/* usec since the epoch as local "YYYY-MM-DD HH:MM:SS ZONE", or "n/a" for 0. */
+void format_timestamp(uint64_t usec, char *buf, size_t n);
