@@ -158,3 +158,52 @@ int ledger_changes_walk(Ledger *l, const char *from, FileChange **ret, size_t *r
 int ledger_build_message(const Checkpoint *c, char **ret);
 /* "agentfab <agentfab@HOSTNAME>", now. */
 int ledger_make_signature(git_signature **ret);
+
+/* ledger.c: what the other parts of the ledger share. */
+int ledger_oid_from_hex(const char *hex, git_oid *ret);
+/* "refs/heads/BRANCH", for a valid branch name only. */
+int ledger_branch_to_ref(const char *branch, char **ret);
+/* A directory beneath dir_fd, never through a symlink or out of it. */
+int ledger_open_beneath_dir(int dir_fd, const char *path);
+/* A Ledger of repo (the caller's until success) with workspace_fd (always
+ * taken) as its work tree; -EBADF: there is none yet. */
+int ledger_attach_fd(git_repository *repo, int workspace_fd, const char *branch, Ledger **ret);
+/* The same with the task directory's "workspace". */
+int ledger_attach(int task_dir_fd, git_repository *repo, const char *branch, Ledger **ret);
+int ledger_base_tree(Ledger *l, git_tree **ret);
+/* Where a submodule's repository lives: modules/NAME in the parent's. */
+int ledger_submodule_git_path(Ledger *parent, const char *name, char **ret);
+
+/* ledger-source.c: a source repository on disk, read without trusting it
+ * (refs by hand, beneath its directory; no symlinked objects). */
+int source_open(const char *source, int source_fd, int *ret_git_fd, int *ret_common_fd, int *ret_objects_fd);
+/* base (a ref name or a commit id; HEAD when NULL) in the source. */
+int source_resolve(git_repository *repo, int git_fd, int common_fd, const char *base, git_oid *ret);
+/* HEAD points to a branch with no commit (git init, nothing committed). */
+bool source_head_unborn(int git_fd);
+int source_check_objects(int objects_fd, char **ret_error);
+
+/* ledger-ssh.c: an ssh:// source, with only the key and known hosts the
+ * daemon was given (LedgerOptions), never the daemon user's own. */
+#define SSH_HOST_MAX 255U
+#define SSH_USER_MAX 64U
+#define SSH_REASON_MAX 512U
+
+typedef struct SshAuth {
+        char host[SSH_HOST_MAX + 1];
+        char user[SSH_USER_MAX + 1];
+        unsigned port;
+        const char *key;
+        const char *known_hosts;
+        unsigned key_tries;
+        char reason[SSH_REASON_MAX];    /* why the connection was given up, for the task's error */
+        int reason_errno;
+} SshAuth;
+
+bool ledger_ssh_url(const char *url);
+/* user, host and port of an ssh:// URL into a. */
+int ledger_ssh_parse(const char *url, SshAuth *a);
+/* libgit2's certificate_check and credentials callbacks, for a. */
+int ledger_ssh_certificate_check(SshAuth *a, git_cert *cert, int valid, const char *host);
+int ledger_ssh_credentials(SshAuth *a, git_credential **out, const char *url, const char *username_from_url,
+                           unsigned allowed);
