@@ -6,6 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "path-glob.h"
+#include "test-run.h"
+
 /* Circuit breakers: pure policy over what the agent did, no I/O. A tripped
  * breaker pauses the task for a person; the reason says exactly why. */
 
@@ -48,16 +51,6 @@ typedef struct BreakerConfig {
 int breaker_config_init_defaults(BreakerConfig *c);
 void breaker_config_done(BreakerConfig *c);
 
-/* Matches a workspace-relative path against a glob: "**" as a whole
- * component matches any number of directories (also none), "*" any run of
- * characters but '/', "?" one character but '/', "[abc]", "[a-z]", "[!x]"
- * (or "[^x]") one character of a set, "\\x" a literal x. A glob without '/'
- * matches at the top only ("*.lock" matches "yarn.lock", not "a/yarn.lock";
- * write "**" "/" "*.lock" for any depth). */
-bool path_glob_match(const char *glob, const char *path);
-/* The same, ignoring ASCII case when casefold is true. */
-bool path_glob_match_full(const char *glob, const char *path, bool casefold);
-
 bool path_is_dependency_manifest(const BreakerConfig *c, const char *path);
 bool path_is_test_file(const char *path);
 
@@ -77,30 +70,6 @@ typedef struct BreakerTrip {
  * *ret with the first breaker tripped, in this order: protected path,
  * tests deleted, dependency manifest, files changed, lines changed; or 0. */
 int breakers_check_changes(const BreakerConfig *c, const BreakerChange *changes, size_t n, BreakerTrip *ret);
-
-typedef struct TestRun {
-        int exit_code;
-        bool passed;            /* exit code 0 and no failures counted */
-        int n_passed;           /* -1: unknown */
-        int n_failed;           /* -1: unknown */
-        uint64_t signature;     /* the same failure gives the same value */
-} TestRun;
-
-/* Parses a test command's output tolerantly: pytest ("3 failed, 40 passed"),
- * unittest ("Ran 12 tests" + "OK"/"FAILED (failures=2, errors=1)"), TAP
- * ("# pass 5" / "# fail 1", else counted "ok"/"not ok" lines), go test
- * ("--- PASS"/"--- FAIL", else "ok"/"FAIL" package lines), jest/vitest
- * ("Tests: 1 failed, 10 passed, 11 total"), mocha ("10 passing", "2
- * failing"), cargo ("test result: ok. 3 passed; 0 failed", summed over test
- * binaries), rspec/minitest/Test::Unit ("10 examples, 2 failures", "10 runs,
- * ... 1 failures, 0 errors"), ctest ("... 1 tests failed out of 20"), gtest
- * ("[  PASSED  ] 10 tests."), meson ("Ok: 5", "Fail: 1"). Counts it cannot
- * find stay -1. The signature hashes the exit code, the failure count and the
- * lines that look like failures (FAIL, Error, assert, not ok, panic, ...) with
- * digit runs and hex numbers folded, so timings, addresses and temporary
- * names do not make every failure look new; without such lines the whole
- * folded output is hashed. Always returns 0 (or -EINVAL for NULL ret). */
-int test_run_parse(int exit_code, const char *output, TestRun *ret);
 
 /* Checks the test history, oldest first. Trips
  *  - BREAKER_TESTS_FAILING when the last max_consecutive_test_failures runs

@@ -232,3 +232,23 @@ void format_timestamp(uint64_t usec, char *buf, size_t n) {
         if (usec == 0 || !localtime_r(&t, &tm) || strftime(buf, n, "%Y-%m-%d %H:%M:%S %Z", &tm) == 0)
                 snprintf(buf, n, "n/a");
 }
+
+/* Copies a line without ANSI escape sequences (colored runner output). */
+void strip_ansi_line(const char *s, size_t l, char *buf, size_t size) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < l && n + 1 < size; i++) {
+                if (s[i] == '\x1b') {
+                        if (i + 1 < l && s[i + 1] == '[') {
+                                i += 2;
+                                while (i < l && !(s[i] >= '@' && s[i] <= '~'))
+                                        i++;
+                        }
+                        continue;
+                }
+                if (s[i] == '\r')
+                        continue;
+                buf[n++] = s[i];
+        }
+        buf[n] = '\0';
+}

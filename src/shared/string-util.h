@@ -44,3 +44,8 @@ int parse_size(const char *s, uint64_t *ret);
 
 /* usec since the epoch as local "YYYY-MM-DD HH:MM:SS ZONE", or "n/a" for 0. */
 void format_timestamp(uint64_t usec, char *buf, size_t n);
+
+/* Copies the l bytes of a line at s into buf (NUL-terminated, cut to size)
+ * without ANSI CSI escape sequences and carriage returns: a runner's
+ * coloured output, as text. */
+void strip_ansi_line(const char *s, size_t l, char *buf, size_t size);
