@@ -431,12 +431,15 @@ int agent_open_sandbox(AgentRun *run) {
                 egress_unregister(run->manager->egress, t->id);
                 run->session = sandbox_session_free(run->session);
         }
-        if (run->session)
+        /* The sandbox frozen while the task waited: thawed, as it was; or
+         * the one a restarted daemon took up again. Between commands its
+         * connection waits in the fd store, for the next restart. */
+        if (!run->session)
+                run->session = freezer_take_parked(t);
+        if (run->session) {
+                freezer_store_running(t, run->session);
                 return 0;
-        /* The sandbox frozen while the task waited: thawed, as it was. */
-        run->session = freezer_take_parked(t);
-        if (run->session)
-                return 0;
+        }
         if (sandbox_opening >= SANDBOX_OPENS_MAX) {
                 AgentRun **i = &sandbox_waiters;
                 while (*i)
