@@ -499,12 +499,16 @@ for l in sys.stdin:
         if msg.startswith("Stopped stale scope"): ev.setdefault(m.group(1), {})["stale"] = t
     m = re.match(r"agentfab-task-([0-9a-f]{12})\.scope$", u)
     if m and msg.startswith("Started "): ev.setdefault(m.group(1), {})["scope"] = t
+    if j.get("_SYSTEMD_UNIT") == "agentfab.service" and t >= 0:
+        if "tasks from" in msg and msg.startswith("Loaded "): ev.setdefault("daemon", {}).setdefault("loaded", t)
+        if "agentfabd started with" in msg: ev.setdefault("daemon", {}).setdefault("started", t)
     if j.get("AGENTFAB_EVENT") == "sandbox-reattached" and j.get("AGENTFAB_TASK"):
         ev.setdefault(j["AGENTFAB_TASK"], {})["reattached"] = t
 for u, tid in unit_task.items():
     if u in unit_start: ev.setdefault(tid, {})["launcher"] = unit_start[u]
 med = lambda v: sorted(v)[len(v) // 2] if v else None
-out = []
+d = ev.pop("daemon", {})
+out = ["daemon: tasks loaded %.3f, ready %.3f" % (d.get("loaded", -1), d.get("started", -1))]
 for k in ("launcher", "stale", "scope", "ready", "reattached"):
     v = [e[k] for e in ev.values() if k in e]
     if v: out.append("%s %d: %.3f-%.3f (median %.3f)" % (k, len(v), min(v), max(v), med(v)))
