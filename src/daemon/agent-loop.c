@@ -1244,6 +1244,14 @@ static void agent_call_model(AgentRun *run) {
         messages = conversation_for_model(run);
         if (!messages)
                 return agent_fail(run, "Out of memory.");
+        /* With AGENTFAB_TRACE=1: how long a task took from its agent's start
+         * (at a restart, say) to its first model call. */
+        if (run->trace_start_usec > 0) {
+                log_info("Task %s at work: its first model call %.1f ms after its agent started (trace; sandbox %s).",
+                         t->id, (double) (trace_now_usec() - run->trace_start_usec) / 1000.0,
+                         run->trace_sandbox ?: "made anew");
+                run->trace_start_usec = 0;
+        }
 
         run->phase = PHASE_MODEL;
         if (run->replay)
@@ -1497,6 +1505,8 @@ int agent_start(Task *t) {
         run = calloc(1, sizeof(AgentRun));
         if (!run)
                 return -ENOMEM;
+        run->trace_start_usec = TRACE_BEGIN();
+        run->trace_sandbox = t->sandbox ? (sandbox_session_is_frozen(t->sandbox) ? "frozen, kept" : "taken up again") : NULL;
         run->manager = m;
         run->dir_fd = run->log_fd = -EBADF;
         run->tests_n_passed = -1;

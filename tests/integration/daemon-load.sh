@@ -515,7 +515,17 @@ for k in ("launcher", "stale", "scope", "ready", "reattached"):
 if reqs: out.append("model requests: %.3f-%.3f" % (min(r["t"] for r in reqs) - t0, max(r["t"] for r in reqs) - t0))
 print("figure: resume timeline (s after the start): " + "; ".join(out))' "${t0:-0}" "$WORK/requests.jsonl" "$before"
         if [ "${AGENTFAB_TRACE:-0}" = 1 ]; then
-                hx journalctl -q --after-cursor="$cursor" -u agentfab.service -o cat | grep -i 'trace\|resume' | head -30 | sed 's/^/  trace: /'
+                hx journalctl -q --after-cursor="$cursor" -o json | python3 -c '
+import json, re, sys
+ms = []
+for j in map(json.loads, sys.stdin):
+    if j.get("_SYSTEMD_UNIT") != "agentfab.service": continue
+    m = str(j.get("MESSAGE", ""))
+    if m.startswith("Start-up (trace)"): print("figure: resume (%s): agentfabd start-up: %s" % (sys.argv[1], m.split(": ", 1)[1]))
+    r = re.search(r"first model call ([0-9.]+) ms after its agent started", m)
+    if r: ms.append(float(r.group(1)))
+ms.sort()
+if ms: print("figure: resume (%s): from an agent start to its first model call: %.0f-%.0f ms (median %.0f) over %d tasks" % (sys.argv[1], ms[0], ms[-1], ms[len(ms) // 2], len(ms)))' "$mode"
         fi
         # Looked at while every task waits for step 3's answer: each has
         # its sandbox, taken up again or made anew.
