@@ -451,6 +451,12 @@ print(sum(1 for l in open(sys.argv[1]) if sum(1 for m in (json.loads(l).get("bod
         # From the new daemon's start (systemd's "Starting" entry) to the
         # last of the tasks' model requests, on the same clock.
         local t0 started took
+        # journald may lag behind a busy system: its entries of the start
+        # first (bounded).
+        for i in $(seq 100); do
+                hx journalctl -q --after-cursor="$cursor" -o cat | grep -q "agentfabd started with" && break
+                sleep 0.1
+        done
         t0=$(hx journalctl -q --after-cursor="$cursor" -o json | python3 -c '
 import json, sys
 for l in sys.stdin:
