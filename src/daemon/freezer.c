@@ -381,6 +381,10 @@ static void adopt_running(Manager *m, int fd, const char *name) {
                 why = "reattaching is off (AGENTFAB_NO_REATTACH=1)";
         else if (t->broken || !IN_SET(t->state, TASK_PREPARING, TASK_RUNNING, TASK_DELIVERING))
                 why = "its task is no longer at work";
+        else if (t->state == TASK_PREPARING)
+                /* Its workspace may be made again (a half-made one is
+                 * removed first), which a sandbox made before would not see. */
+                why = "its task was still being prepared";
         else if (t->sandbox)
                 why = "its task has a sandbox already";
         else if (busy != 0 || pid <= 1)
