@@ -489,23 +489,29 @@ JSON
         out=$(sandbox_gone "$id") && ok "nothing left behind" || fail "left behind: $out"
 
         echo "=== a live stored sandbox refused by the restarted daemon: it ends, a new one, nothing left behind"
+        # The next instance does not take sandboxes up (AGENTFAB_NO_REATTACH=1);
+        # the one at work has its environment from its start.
+        hx mkdir -p /run/systemd/system/agentfab.service.d
+        printf '[Service]\nEnvironment=AGENTFAB_NO_REATTACH=1\n' | hx tee /run/systemd/system/agentfab.service.d/60-faults.conf >/dev/null
+        hx systemctl daemon-reload
         model "$WORK/sk-dead.json" || { fail "model server"; return; }
         make_repo skoff
         id=$(submit skoff) || { fail "submit: $id"; return; }
         for i in $(seq 240); do [ "$(steps "$id")" = "1 " ] && break; sleep 0.25; done
         [ "$(steps "$id")" = "1 " ] || { fail "step 1 never done: $(task_prop "$id" State)"; return; }
+        sleep 1   # step 2's model call is in flight
         pid=$(hx cat "/sys/fs/cgroup/systemd/agentfab.slice/agentfab-task-$id.scope/cgroup.procs" 2>/dev/null | head -1)
-        # The next instance does not take sandboxes up (AGENTFAB_NO_REATTACH=1).
-        hx mkdir -p /run/systemd/system/agentfab.service.d
-        printf '[Service]\nEnvironment=AGENTFAB_NO_REATTACH=1\n' | hx tee /run/systemd/system/agentfab.service.d/60-faults.conf >/dev/null
-        hx systemctl daemon-reload
         cursor=$(hx journalctl -q -n 0 --show-cursor | sed -n 's/^-- cursor: //p')
         hx systemctl kill -s KILL agentfab.service
         restart_daemon && ok "agentfabd killed and started again" || { fail "agentfabd not back"; return; }
         for i in $(seq 40); do [ -n "$pid" ] && hx kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
         [ -n "$pid" ] && ! hx kill -0 "$pid" 2>/dev/null && ok "the refused sandbox (pid $pid) ended" ||
                 fail "the refused sandbox (pid '$pid') still lives"
-        out=$(hx journalctl -q --after-cursor="$cursor" -o cat -u agentfab.service | grep "Not taking up the sandbox connection 'running-$id")
+        for i in $(seq 50); do
+                out=$(hx journalctl -q --after-cursor="$cursor" -o cat | grep "Not taking up the sandbox connection 'running-$id")
+                [ -n "$out" ] && break
+                sleep 0.1
+        done
         [ -n "$out" ] && ok "the journal says why: ${out#*: }" || fail "no refusal in the journal"
         if wait_state "$id" 90 succeeded; then ok "the task succeeded in a new sandbox"; else
                 fail "the task: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
