@@ -431,12 +431,15 @@ int agent_open_sandbox(AgentRun *run) {
                 egress_unregister(run->manager->egress, t->id);
                 run->session = sandbox_session_free(run->session);
         }
-        if (run->session)
+        /* The sandbox frozen while the task waited: thawed, as it was; or
+         * the one a restarted daemon took up again. Between commands its
+         * connection waits in the fd store, for the next restart. */
+        if (!run->session)
+                run->session = freezer_take_parked(t);
+        if (run->session) {
+                freezer_store_running(t, run->session);
                 return 0;
-        /* The sandbox frozen while the task waited: thawed, as it was. */
-        run->session = freezer_take_parked(t);
-        if (run->session)
-                return 0;
+        }
         if (sandbox_opening >= SANDBOX_OPENS_MAX) {
                 AgentRun **i = &sandbox_waiters;
                 while (*i)
@@ -1241,6 +1244,14 @@ static void agent_call_model(AgentRun *run) {
         messages = conversation_for_model(run);
         if (!messages)
                 return agent_fail(run, "Out of memory.");
+        /* With AGENTFAB_TRACE=1: how long a task took from its agent's start
+         * (at a restart, say) to its first model call. */
+        if (run->trace_start_usec > 0) {
+                log_info("Task %s at work: its first model call %.1f ms after its agent started (trace; sandbox %s).",
+                         t->id, (double) (trace_now_usec() - run->trace_start_usec) / 1000.0,
+                         run->trace_sandbox ?: "made anew");
+                run->trace_start_usec = 0;
+        }
 
         run->phase = PHASE_MODEL;
         if (run->replay)
@@ -1494,6 +1505,8 @@ int agent_start(Task *t) {
         run = calloc(1, sizeof(AgentRun));
         if (!run)
                 return -ENOMEM;
+        run->trace_start_usec = TRACE_BEGIN();
+        run->trace_sandbox = t->sandbox ? (sandbox_session_is_frozen(t->sandbox) ? "frozen, kept" : "taken up again") : NULL;
         run->manager = m;
         run->dir_fd = run->log_fd = -EBADF;
         run->tests_n_passed = -1;

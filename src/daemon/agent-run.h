@@ -96,6 +96,8 @@ struct AgentRun {
         struct ReviewJob *review;  /* the review stage's, while its checkers run (review-stage.c) */
         char *review_api_key;      /* the reviewer model's (review-model.c) */
         char *review_model_name;   /* "<profile>/<model>" of the reviewer */
+        uint64_t trace_start_usec; /* AGENTFAB_TRACE=1: when the agent started, until its first model call */
+        const char *trace_sandbox; /* static: how it came by its sandbox, for that trace */
 };
 
 /* CLOCK_MONOTONIC in microseconds. */

@@ -3,11 +3,16 @@
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "agentfab-bus.h"
+#include "fs-util.h"
 #include "log.h"
 #include "manager.h"
 #include "string-util.h"
+#include "trace.h"
 
 static BusKind arg_bus = BUS_SYSTEM;
 static const char *arg_bus_address = NULL;
@@ -127,10 +132,42 @@ static void rlimit_nofile_bump(void) {
                                   (unsigned long long) rl.rlim_max);
 }
 
+/* With AGENTFAB_TRACE=1: how old the process was when main() ran (its
+ * exec and the unit's sandboxing, seen from the kernel's start time). */
+static uint64_t process_age_usec(void) {
+        _cleanup_free_ char *text = NULL;
+        unsigned long long start = 0;
+        struct timespec ts;
+        long hz = sysconf(_SC_CLK_TCK);
+        const char *p;
+
+        if (read_file_at(AT_FDCWD, "/proc/self/stat", 4096, &text, NULL) < 0 || hz <= 0)
+                return 0;
+        /* After the command name's closing parenthesis: field 3 on; start time is field 22. */
+        p = strrchr(text, ')');
+        if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &start) != 1)
+                return 0;
+        if (clock_gettime(CLOCK_BOOTTIME, &ts) < 0)
+                return 0;
+        uint64_t now = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+        uint64_t born = (uint64_t) start * USEC_PER_SEC / (uint64_t) hz;
+        return now > born ? now - born : 0;
+}
+
+#define START_PHASE(name, t0)                                                   \
+        do {                                                                    \
+                TRACE_END(name, t0);                                            \
+                t0 = TRACE_BEGIN();                                             \
+        } while (0)
+
 int main(int argc, char *argv[]) {
         _cleanup_(manager_freep) Manager *m = NULL;
         const char *state_dir;
+        uint64_t t0 = TRACE_BEGIN();
         int r;
+
+        if (t0 > 0)
+                trace_add("exec", process_age_usec());
 
         r = parse_argv(argc, argv);
         if (r <= 0)
@@ -159,23 +196,35 @@ int main(int argc, char *argv[]) {
         }
         if (arg_idle_timeout_set)
                 m->config.idle_timeout_usec = arg_idle_timeout;
+        START_PHASE("setup", t0);
 
         r = manager_load_tasks(m);
         if (r < 0)
                 return 1;
+        START_PHASE("load", t0);
 
+        /* With the sandboxes from systemd's fd store. */
         r = manager_listen_stream(m, arg_socket);
         if (r < 0)
                 return 1;
+        START_PHASE("listen", t0);
 
         r = manager_connect_bus(m, arg_bus, arg_bus_address);
         if (r < 0)
                 return 1;
+        START_PHASE("bus", t0);
 
         r = manager_start_agents(m);
         if (r < 0) {
                 log_error_errno(r, "Failed to set up the agents: %m");
                 return 1;
+        }
+        START_PHASE("agents", t0);
+        if (t0 > 0) {
+                TracePhase phases[TRACE_PHASES_MAX];
+                size_t n = trace_take(phases);
+                _cleanup_free_ char *text = trace_format(phases, n);
+                log_info("Start-up (trace): %s.", text ?: "?");
         }
 
         r = manager_run(m);

@@ -405,6 +405,26 @@ void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid) {
         task_event(t, "sandbox", UID_INVALID, "unit", unit, uid_s[0] ? "sandbox_uid" : NULL, uid_s, NULL, NULL);
 }
 
+void audit_sandbox_reattached(Task *t, const char *unit, pid_t pid, uid_t uid, uint64_t usec) {
+        char uid_s[16] = "", usec_s[32];
+
+        if (uid != UID_INVALID)
+                snprintf(uid_s, sizeof(uid_s), "%u", (unsigned) uid);
+        snprintf(usec_s, sizeof(usec_s), "%" PRIu64, usec);
+        journal_send("MESSAGE=Task %s has its sandbox in %s again (pid %i, commands as uid %s).", t->id, unit,
+                               (int) pid, uid_s[0] ? uid_s : "unknown",
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_REATTACHED_STR,
+                               "PRIORITY=%i", LOG_INFO,
+                               "AGENTFAB_EVENT=sandbox-reattached",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_UNIT=%s", unit,
+                               "AGENTFAB_SANDBOX_PID=%i", (int) pid,
+                               "AGENTFAB_SANDBOX_UID=%s", uid_s,
+                               "AGENTFAB_USEC=%s", usec_s,
+                               NULL);
+        task_event(t, "sandbox-reattached", UID_INVALID, "unit", unit, uid_s[0] ? "sandbox_uid" : NULL, uid_s, NULL, NULL);
+}
+
 void audit_sandbox_frozen(Task *t, const char *why, const char *method, uint64_t usec) {
         char usec_s[32];
 

@@ -55,6 +55,9 @@ void audit_review_verdict(Task *t, const char *model, const char *verdict, unsig
 void audit_reviewed(Task *t, const char *commit, uint64_t duration_usec, size_t n_errors, size_t n_warnings, const char *breaker,
                     const char *reason);
 void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid);
+/* A running sandbox taken up again from the fd store after a restart
+ * (freezer.c); usec: how long its checks took. */
+void audit_sandbox_reattached(Task *t, const char *unit, pid_t pid, uid_t uid, uint64_t usec);
 /* The sandbox was frozen (why: "pause" or "approval"; method: "systemd" or
  * "cgroup"; usec: how long freezing took), thawed after frozen_usec, or
  * torn down after MaxPausedSec= (released_after_usec). */

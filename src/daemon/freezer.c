@@ -7,6 +7,7 @@
 #include "agent-loop.h"
 #include "agent-run.h"
 #include "audit.h"
+#include "environments.h"
 #include "exec-session.h"
 #include "freezer.h"
 #include "log.h"
@@ -16,6 +17,8 @@
 #include "string-util.h"
 
 #define FDSTORE_PREFIX "sandbox-"
+/* A running sandbox between commands of a task at work (see below). */
+#define FDSTORE_RUNNING_PREFIX "running-"
 
 static const char *launcher_socket(Task *t) {
         return t->manager->config.launcher_socket ?: SANDBOX_LAUNCHER_SOCKET;
@@ -35,17 +38,20 @@ static void fdstore_remove(Task *t) {
                 return;
         (void) sd_notifyf(false, "FDSTOREREMOVE=1\nFDNAME=%s", t->fdstore_name);
         t->fdstore_name = mfree_ptr(t->fdstore_name);
+        t->fdstore_session = NULL;
 }
 
-static void fdstore_add(Task *t, SandboxSession *s) {
+static void fdstore_add(Task *t, SandboxSession *s, const char *prefix) {
         _cleanup_free_ char *name = NULL, *msg = NULL;
         int fd = sandbox_session_get_fd(s);
         int r;
 
+        /* One entry per connection: systemd ignores a second FDSTORE=1 of
+         * a file it holds, so a new name goes only after the old. */
         fdstore_remove(t);
         if (fd < 0)
                 return;
-        if (asprintf(&name, FDSTORE_PREFIX "%s-%i-%u-%i", t->id, (int) sandbox_session_get_pid(s),
+        if (asprintf(&name, "%s%s-%i-%u-%i", prefix, t->id, (int) sandbox_session_get_pid(s),
                      (unsigned) sandbox_session_get_uid(s), sandbox_session_is_busy(s) ? 1 : 0) < 0 ||
             asprintf(&msg, "FDSTORE=1\nFDNAME=%s", name) < 0)
                 return (void) log_oom();
@@ -57,6 +63,63 @@ static void fdstore_add(Task *t, SandboxSession *s) {
                 return;
         }
         t->fdstore_name = TAKE_PTR(name);
+        t->fdstore_session = s;
+}
+
+/* ---- Reattaching running sandboxes ----
+ *
+ * A task at work keeps its sandbox's connection in the fd store too, while
+ * no command runs in it: after a crash (SIGKILL, say) the next instance
+ * takes the sandbox up again instead of asking the launcher and systemd
+ * for a new one, which is most of a resume's time (measured: 0.4 s a
+ * sandbox at load 10, two at a time). While a command runs, the entry is
+ * not there (the exec hook takes it out before the request goes): a
+ * daemon that dies then leaves the sandbox to see its connection close
+ * and end, and the step is done again in a new one, as before. Nothing of
+ * the task's progress is in the sandbox: the state file and the ledger
+ * say where the task stands, and the workspace is reset to the
+ * acknowledged checkpoint before the next step, whichever sandbox runs it.
+ *
+ * AGENTFAB_NO_REATTACH=1 in the daemon's environment turns this off (the
+ * benchmark's baseline): then the sandboxes are made anew. */
+
+static bool reattach_enabled(void) {
+        const char *e = getenv("AGENTFAB_NO_REATTACH");
+        return !e || !streq(e, "1");
+}
+
+static bool task_has_network(Task *t) {
+        const Environment *e;
+
+        if (!t->manager)
+                return true;
+        e = environments_find(&t->manager->environments, t->spec.environment ?: ENVIRONMENT_DEFAULT);
+        return !e || e->network != NETWORK_OFF;
+}
+
+static void on_session_exec(SandboxSession *s, void *userdata) {
+        Task *t = userdata;
+
+        if (t->fdstore_session == s)
+                fdstore_remove(t);
+}
+
+void freezer_store_running(Task *t, SandboxSession *s) {
+        /* SECURITY: a sandbox with a network is registered at the egress
+         * proxy by this instance's connection, which ends with it: it is
+         * never taken up again (nor kept frozen for approval). */
+        if (!reattach_enabled() || !sandbox_session_is_ready(s) || sandbox_session_is_busy(s) ||
+            sandbox_session_is_frozen(s) || task_has_network(t))
+                return;
+        sandbox_session_set_exec_hook(s, on_session_exec, t);
+        if (t->fdstore_session == s && t->fdstore_name && strneq(t->fdstore_name, FDSTORE_RUNNING_PREFIX, strlen(FDSTORE_RUNNING_PREFIX)))
+                return;
+        fdstore_add(t, s, FDSTORE_RUNNING_PREFIX);
+}
+
+void freezer_forget_session(Task *t, SandboxSession *s) {
+        if (s && t->fdstore_session == s)
+                fdstore_remove(t);
 }
 
 /* ---- MaxPausedSec= ---- */
@@ -133,7 +196,7 @@ static int freeze(Task *t, SandboxSession *s, const char *why, char **ret_error)
         r = sandbox_session_freeze(s, launcher_socket(t), &method, &usec, ret_error);
         if (r < 0)
                 return r;
-        fdstore_add(t, s);
+        fdstore_add(t, s, FDSTORE_PREFIX);
         audit_sandbox_frozen(t, why, method, usec);
         return 0;
 }
@@ -225,6 +288,7 @@ void freezer_park(Task *t, SandboxSession **s) {
         if (!*s)
                 return;
         if (sandbox_session_is_busy(*s) || t->sandbox) {
+                freezer_forget_session(t, *s);
                 *s = sandbox_session_free(*s);
                 return;
         }
@@ -295,8 +359,65 @@ void freezer_task_state_changed(Task *t) {
         }
 }
 
+/* A running sandbox's connection back from the fd store: taken up if its
+ * task is still at work (the state file says so) and it checks out;
+ * otherwise it is closed, which ends it (the launcher's instance then
+ * releases the task's uid, and the scope empties and goes; a new sandbox
+ * of the task stops a scope that is still there first). */
+static void adopt_running(Manager *m, int fd, const char *name) {
+        char id[AGENTFAB_TASK_ID_LEN + 1];
+        int pid = 0, busy = 0;
+        unsigned uid = 0;
+        const char *why = NULL;
+        uint64_t t0 = now_usec();
+        Task *t = NULL;
+        int r;
+
+        if (sscanf(name + strlen(FDSTORE_RUNNING_PREFIX), "%12[0-9a-f]-%i-%u-%i", id, &pid, &uid, &busy) == 4)
+                t = manager_find_task(m, id);
+        if (!t)
+                why = "no such task";
+        else if (!reattach_enabled())
+                why = "reattaching is off (AGENTFAB_NO_REATTACH=1)";
+        else if (t->broken || !IN_SET(t->state, TASK_PREPARING, TASK_RUNNING, TASK_DELIVERING))
+                why = "its task is no longer at work";
+        else if (t->state == TASK_PREPARING)
+                /* Its workspace may be made again (a half-made one is
+                 * removed first), which a sandbox made before would not see. */
+                why = "its task was still being prepared";
+        else if (t->sandbox)
+                why = "its task has a sandbox already";
+        else if (busy != 0 || pid <= 1)
+                why = "it ran a command";
+        else if (task_has_network(t))
+                why = "its task has a network";
+        if (!why) {
+                r = sandbox_session_adopt(m->event, fd, t->id, (pid_t) pid, (uid_t) uid, false, &why, &t->sandbox);
+                if (r < 0 && !why)
+                        why = strerror(-r);
+        }
+        if (why) {
+                log_info("Not taking up the sandbox connection '%s' again: %s; a new sandbox is made if needed.", name, why);
+                (void) sd_notifyf(false, "FDSTOREREMOVE=1\nFDNAME=%s", name);
+                safe_close(fd);
+                return;
+        }
+        t->sandbox_stale = false;
+        t->fdstore_name = strdup(name);
+        if (t->fdstore_name)
+                t->fdstore_session = t->sandbox;
+        else
+                log_oom();
+        sandbox_session_set_exec_hook(t->sandbox, on_session_exec, t);
+        audit_sandbox_reattached(t, sandbox_session_get_unit(t->sandbox), (pid_t) pid, (uid_t) uid, now_usec() - t0);
+}
+
 void freezer_adopt_stored(Manager *m, int *fds, char **names, size_t n) {
         for (size_t i = 0; i < n; i++) {
+                if (strneq(names[i], FDSTORE_RUNNING_PREFIX, strlen(FDSTORE_RUNNING_PREFIX))) {
+                        adopt_running(m, fds[i], names[i]);
+                        continue;
+                }
                 char id[AGENTFAB_TASK_ID_LEN + 1];
                 int pid = 0, busy = 0;
                 unsigned uid = 0;
@@ -312,9 +433,11 @@ void freezer_adopt_stored(Manager *m, int *fds, char **names, size_t n) {
                         safe_close(fds[i]);
                         continue;
                 }
-                r = sandbox_session_adopt(m->event, fds[i], t->id, (pid_t) pid, (uid_t) uid, true, &t->sandbox);
+                const char *why = NULL;
+                r = sandbox_session_adopt(m->event, fds[i], t->id, (pid_t) pid, (uid_t) uid, true, &why, &t->sandbox);
                 if (r < 0) {
-                        log_warning_errno(r, "Cannot take up the frozen sandbox of task '%s', dropping it: %m", t->id);
+                        log_warning_errno(r, "Cannot take up the frozen sandbox of task '%s', dropping it: %s", t->id,
+                                          why ?: strerror(-r));
                         (void) sd_notifyf(false, "FDSTOREREMOVE=1\nFDNAME=%s", names[i]);
                         safe_close(fds[i]);
                         continue;
@@ -323,6 +446,8 @@ void freezer_adopt_stored(Manager *m, int *fds, char **names, size_t n) {
                 t->fdstore_name = strdup(names[i]);
                 if (!t->fdstore_name)
                         log_oom();
+                else
+                        t->fdstore_session = t->sandbox;
                 freezer_arm(t);
                 log_info("Task '%s' is %s; its frozen sandbox (pid %i) is back.", t->id, task_state_to_string(t->state), pid);
         }

@@ -55,6 +55,20 @@ bool freezer_task_holds_sandbox(Task *t);
 
 /* At start: takes up the frozen sandboxes an earlier instance left in the
  * fd store (fds named "sandbox-ID-PID-UID-BUSY"), parked on their tasks if
- * these are still paused or waiting for approval; the others are closed
- * (the reap at start stops their scopes). Takes the fds. */
+ * these are still paused or waiting for approval, and the running ones
+ * ("running-ID-PID-UID-0") of tasks still at work, parked for their next
+ * agent, once each has been checked (sandbox_session_adopt()); the others
+ * are closed (the reap at start stops their scopes). Takes the fds. */
 void freezer_adopt_stored(Manager *m, int *fds, char **names, size_t n);
+
+/* A task at work keeps its running sandbox's connection in the fd store
+ * between commands, so that a restarted daemon takes it up again instead of
+ * making a new one (freezer_adopt_stored()); a command going out takes it
+ * out again. Called whenever the agent has its sandbox ready: once stored,
+ * again is nothing. Not for a sandbox with a network, nor with
+ * AGENTFAB_NO_REATTACH=1 in the environment. */
+void freezer_store_running(Task *t, SandboxSession *s);
+
+/* s ends while the daemon goes on: its entry in the fd store, if it has
+ * one, goes first (systemd's copy would keep the sandbox alive). */
+void freezer_forget_session(Task *t, SandboxSession *s);

@@ -428,8 +428,8 @@ int manager_connect_bus(Manager *m, BusKind kind, const char *address) {
 }
 
 /* What systemd passes: the stream socket (agentfab.socket), and after a
- * restart the connections of frozen sandboxes from the fd store
- * ("sandbox-..."). */
+ * restart the connections of sandboxes from the fd store: frozen ones
+ * ("sandbox-...") and running ones of tasks at work ("running-..."). */
 int manager_listen_stream(Manager *m, const char *socket_path) {
         _cleanup_strv_free_ char **names = NULL, **stored_names = NULL;
         _cleanup_free_ int *stored = NULL;
@@ -448,7 +448,7 @@ int manager_listen_stream(Manager *m, const char *socket_path) {
                 int fd = SD_LISTEN_FDS_START + i;
                 const char *name = names && names[i] ? names[i] : "";
 
-                if (strneq(name, "sandbox-", 8)) {
+                if (strneq(name, "sandbox-", 8) || strneq(name, "running-", 8)) {
                         if (strv_extend(&stored_names, name) < 0)
                                 return log_oom();
                         stored[n_stored++] = fd;

@@ -89,6 +89,7 @@ typedef struct Task {
         SandboxSession *sandbox;
         bool sandbox_stale;        /* it ran a command when frozen: not to be used again */
         char *fdstore_name;        /* its connection is in systemd's fd store under this name */
+        SandboxSession *fdstore_session; /* the session whose connection that is (compared, never used) */
         sd_event_source *release_timer;  /* MaxPausedSec= */
 
         /* The state file could not be read: the record is shown as failed and

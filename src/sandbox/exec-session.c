@@ -19,6 +19,7 @@
 #include "exec-session.h"
 #include "json-util.h"
 #include "macro.h"
+#include "session-check.h"
 #include "string-util.h"
 
 /* The launcher's own replies ("ready", "error", "reaped") are short. */
@@ -62,6 +63,10 @@ struct SandboxSession {
         ExecOutput output;
         exec_done_handler_t done;
         void *userdata;
+
+        /* Told before each command goes out (sandbox_session_set_exec_hook()). */
+        session_exec_hook_t exec_hook;
+        void *exec_hook_userdata;
 
         /* While the launcher makes the sandbox (sandbox_session_open_async()). */
         session_open_handler_t open_done;
@@ -634,6 +639,9 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
                 }
         }
 
+        if (s->exec_hook)
+                s->exec_hook(s, s->exec_hook_userdata);
+
         s->rlen = 0;
         s->wlen = strlen(line);
         s->wpos = 0;
@@ -651,6 +659,13 @@ int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, 
                 return r == -EPIPE ? -ECONNRESET : r;
         }
         return 0;
+}
+
+void sandbox_session_set_exec_hook(SandboxSession *s, session_exec_hook_t hook, void *userdata) {
+        if (!s)
+                return;
+        s->exec_hook = hook;
+        s->exec_hook_userdata = userdata;
 }
 
 const char *sandbox_session_get_unit(const SandboxSession *s) {
@@ -832,7 +847,7 @@ int sandbox_session_get_fd(const SandboxSession *s) {
 }
 
 int sandbox_session_adopt(sd_event *e, int fd, const char *task_id, pid_t pid, uid_t uid, bool frozen,
-                          SandboxSession **ret) {
+                          const char **ret_why, SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
         int r;
 
@@ -844,9 +859,11 @@ int sandbox_session_adopt(sd_event *e, int fd, const char *task_id, pid_t pid, u
                 return r;
         s->pid = pid;
         s->uid = uid;
-        s->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-        if (s->pidfd < 0)
-                return -errno;
+        /* A frozen sandbox may hold the answer of a command it ran when
+         * frozen; a running one between commands has nothing to say. */
+        r = sandbox_connection_check(fd, task_id, pid, uid, !frozen, &s->pidfd, ret_why);
+        if (r < 0)
+                return r;
         (void) exec_client_memory_cgroup(s->pid, &s->memory_cgroup);
 
         if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)

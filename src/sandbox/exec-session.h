@@ -82,6 +82,13 @@ typedef void (*exec_done_handler_t)(SandboxSession *s, int error, const ExecResu
 int sandbox_session_exec(SandboxSession *s, const ExecRequest *req, int log_fd, size_t keep,
                          exec_output_handler_t on_output, exec_done_handler_t done, void *userdata);
 
+/* hook runs in sandbox_session_exec() once the command is sure to be sent,
+ * before it is: a connection kept in systemd's fd store for a restart of
+ * the daemon is taken out of it there, as a command in flight is never
+ * taken up again (NULL: none). It must not free the session. */
+typedef void (*session_exec_hook_t)(SandboxSession *s, void *userdata);
+void sandbox_session_set_exec_hook(SandboxSession *s, session_exec_hook_t hook, void *userdata);
+
 const char *sandbox_session_get_unit(const SandboxSession *s);
 pid_t sandbox_session_get_pid(const SandboxSession *s);
 /* The uid the sandbox's commands run as, as the launcher said (UID_INVALID: it did not). */
@@ -113,10 +120,13 @@ uint64_t sandbox_session_frozen_usec(const SandboxSession *s);
 int sandbox_session_get_fd(const SandboxSession *s);
 
 /* Takes over fd, the connection of a sandbox that an earlier instance of
- * the daemon left frozen in the fd store, between commands: pid and uid as
- * the launcher said when it was made. */
+ * the daemon left in the fd store (frozen, or running between commands):
+ * pid and uid as the launcher said when it was made. The connection, pid
+ * and uid are checked first (session-check.h); on failure returns a
+ * negative errno with the reason in ret_why (static; may be NULL), and fd
+ * stays the caller's. */
 int sandbox_session_adopt(sd_event *e, int fd, const char *task_id, pid_t pid, uid_t uid, bool frozen,
-                          SandboxSession **ret);
+                          const char **ret_why, SandboxSession **ret);
 
 /* Asks the launcher to stop every agentfab-task-*.scope whose id is not in
  * keep_ids (may be NULL: all). Blocking, at most

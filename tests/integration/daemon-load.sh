@@ -107,6 +107,11 @@ TimeoutSec=120
 MaxRetries=1
 RetryBaseSec=100ms
 EOF
+        # AGENTFAB_TRACE=1 in the test's environment reaches the daemon's:
+        # its phases in the journal.
+        mkdir -p "$R/etc/systemd/system/agentfab.service.d"
+        printf '[Service]\nEnvironment=AGENTFAB_TRACE=%s\n' "${AGENTFAB_TRACE:-0}" \
+                > "$R/etc/systemd/system/agentfab.service.d/50-test-env.conf"
         grep -q '^alice:' "$R/etc/passwd" || useradd --root "$R" -s /bin/bash alice || return 1
         local uid gid
         uid=$(awk -F: '$1 == "alice" {print $3}' "$R/etc/passwd")
@@ -368,18 +373,45 @@ for i in range(0, len(rows) - 1, 2):
 }
 
 # ---------------------------------------------------------------- 3.
+# daemon_env NO_REATTACH: the daemon's environment from its next start on
+# (AGENTFAB_TRACE as the test's); a daemon with nothing at work is
+# restarted now, so that the instance the round kills has it too.
+daemon_env() {
+        hx mkdir -p /run/systemd/system/agentfab.service.d
+        printf '[Service]\nEnvironment=AGENTFAB_TRACE=%s AGENTFAB_NO_REATTACH=%s\n' "${AGENTFAB_TRACE:-0}" "$1" |
+                hx tee /run/systemd/system/agentfab.service.d/60-resume.conf >/dev/null
+        hx systemctl daemon-reload
+        hx systemctl restart agentfab.service
+}
+
+# The resume, measured with reattaching (the daemon takes the running
+# sandboxes up again from systemd's fd store) and, with RESUME_BASELINE=1,
+# first without it (AGENTFAB_NO_REATTACH=1: every sandbox made anew, as
+# before), in the same run.
 phase_resume() {
-        echo "=== resume: $TASKS tasks at work, agentfabd SIGKILLed"
+        if [ "${RESUME_BASELINE:-0}" = 1 ]; then
+                daemon_env 1
+                resume_round baseline
+        fi
+        daemon_env 0
+        resume_round reattach
+}
+
+resume_round() {
+        local mode=$1
+        echo "=== resume ($mode): $TASKS tasks at work, agentfabd SIGKILLed (load: $(cut -d' ' -f1-3 /proc/loadavg))"
         # Step 2's answer is held until the daemon has been killed.
-        touch "$WORK/hold"
-        python3 - "$WORK/resume.json" "$WORK/hold" <<'PY'
+        # Step 3's (finish) until the scopes were looked at after it.
+        touch "$WORK/hold" "$WORK/hold3"
+        python3 - "$WORK/resume.json" "$WORK/hold" "$WORK/hold3" <<'PY'
 import json, sys
 def write(path, text):
     return {"name": "write_file", "arguments": {"path": path, "content": text}}
 json.dump([{"reply": {"content": "plan"}},
            {"reply": {"content": "one", "tool_calls": [write("one.txt", "1\n")]}},
            {"hold_while": sys.argv[2], "reply": {"content": "two", "tool_calls": [write("two.txt", "2\n")]}},
-           {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}}],
+           {"hold_while": sys.argv[3],
+            "reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}}],
           open(sys.argv[1], "w"))
 PY
         model "$WORK/resume.json" || { fail "model server"; return; }
@@ -398,8 +430,13 @@ print(sum(1 for l in open(sys.argv[1]) if sum(1 for m in (json.loads(l).get("bod
                 [ "$waiting" -ge "$TASKS" ] && break
                 sleep 0.25
         done
-        [ "$waiting" -ge "$TASKS" ] && ok "$TASKS tasks wait for their model" || { fail "only $waiting tasks at work"; rm -f "$WORK/hold"; return; }
-        local before cursor
+        [ "$waiting" -ge "$TASKS" ] && ok "$TASKS tasks wait for their model" || { fail "only $waiting tasks at work"; rm -f "$WORK/hold" "$WORK/hold3"; return; }
+        # Each sandbox's scope, by its invocation: the same after the kill
+        # if the sandbox was taken up again, a new one if it was made anew.
+        local inv_before=() before cursor
+        for id in "${ids[@]}"; do
+                inv_before+=("$(hx systemctl show -P InvocationID "agentfab-task-$id.scope")")
+        done
         cursor=$(hx journalctl -q -n 0 --show-cursor | sed -n 's/^-- cursor: //p')
         before=$(wc -l < "$WORK/requests.jsonl")
         hx systemctl kill -s KILL agentfab.service
@@ -414,6 +451,12 @@ print(sum(1 for l in open(sys.argv[1]) if sum(1 for m in (json.loads(l).get("bod
         # From the new daemon's start (systemd's "Starting" entry) to the
         # last of the tasks' model requests, on the same clock.
         local t0 started took
+        # journald may lag behind a busy system: its entries of the start
+        # first (bounded).
+        for i in $(seq 100); do
+                hx journalctl -q --after-cursor="$cursor" -o cat | grep -q "agentfabd started with" && break
+                sleep 0.1
+        done
         t0=$(hx journalctl -q --after-cursor="$cursor" -o json | python3 -c '
 import json, sys
 for l in sys.stdin:
@@ -431,22 +474,109 @@ import json, sys
 t0, n = float(sys.argv[1]), int(sys.argv[2])
 ts = sorted(json.loads(l)["t"] for l in sys.stdin)
 print("%.3f %.3f %d" % ((ts[n - 1] - t0) if len(ts) >= n else -1, ts[0] - t0 if ts else -1, len(ts)))' "${t0:-0}" "$TASKS")
-        figure "resume of $TASKS tasks: all at work again $(echo "$took" | cut -d' ' -f1) s after agentfab.service was started again (the first after $(echo "$took" | cut -d' ' -f2) s; the daemon itself ready after $(elapsed "${t0:-0}" "${started:-0}") s)"
+        figure "resume ($mode) of $TASKS tasks: all at work again $(echo "$took" | cut -d' ' -f1) s after agentfab.service was started again (the first after $(echo "$took" | cut -d' ' -f2) s; the daemon itself ready after $(elapsed "${t0:-0}" "${started:-0}") s)"
         [ "$(echo "$took" | cut -d' ' -f3)" -ge "$TASKS" ] && ok "all $TASKS at work again" || fail "at work again: $took"
         # Where the time went: the tasks' sandboxes ready (journal), then
         # their model calls (the model server's clock, the same).
-        hx journalctl -q --after-cursor="$cursor" -o json AGENTFAB_EVENT=sandbox | python3 -c '
+        hx journalctl -q --after-cursor="$cursor" -o json | python3 -c '
 import json, sys
 t0 = float(sys.argv[1])
-ts = sorted(int(json.loads(l)["__REALTIME_TIMESTAMP"]) / 1e6 - t0 for l in sys.stdin)
+ts = sorted(int(j["__REALTIME_TIMESTAMP"]) / 1e6 - t0 for j in map(json.loads, sys.stdin) if j.get("AGENTFAB_EVENT") == "sandbox")
 if ts:
     print("figure: resume: the %d sandboxes ready from %.3f s to %.3f s (median %.3f s) after the start" % (len(ts), ts[0], ts[-1], ts[len(ts) // 2]))' "${t0:-0}"
+        # The timeline of each task's way back, medians over the tasks:
+        # the launcher's instance started (systemd), the stale scope
+        # stopped, the new scope started, the sandbox ready (launcher), its
+        # model request (model server), all from the daemon's start.
+        hx journalctl -q --after-cursor="$cursor" -o json | python3 -c '
+import json, re, sys
+t0 = float(sys.argv[1]); reqs = [json.loads(l) for l in open(sys.argv[2]).readlines()[int(sys.argv[3]):]]
+ev = {}
+unit_start, unit_task = {}, {}
+for l in sys.stdin:
+    j = json.loads(l); t = int(j["__REALTIME_TIMESTAMP"]) / 1e6 - t0; msg = str(j.get("MESSAGE", ""))
+    u = j.get("UNIT") or j.get("USER_UNIT") or ""
+    if u.startswith("agentfab-launcher@") and msg.startswith("Started "):
+        unit_start[u] = t
+    m = re.search(r"task .?([0-9a-f]{12})", msg)
+    if m and j.get("_SYSTEMD_UNIT", "").startswith("agentfab-launcher@"):
+        unit_task[j["_SYSTEMD_UNIT"]] = m.group(1)
+        if "ready in" in msg: ev.setdefault(m.group(1), {})["ready"] = t
+        if msg.startswith("Stopped stale scope"): ev.setdefault(m.group(1), {})["stale"] = t
+    m = re.match(r"agentfab-task-([0-9a-f]{12})\.scope$", u)
+    if m and msg.startswith("Started "): ev.setdefault(m.group(1), {})["scope"] = t
+    if j.get("_SYSTEMD_UNIT") == "agentfab.service" and t >= 0:
+        if "tasks from" in msg and msg.startswith("Loaded "): ev.setdefault("daemon", {}).setdefault("loaded", t)
+        if "agentfabd started with" in msg: ev.setdefault("daemon", {}).setdefault("started", t)
+    if j.get("AGENTFAB_EVENT") == "sandbox-reattached" and j.get("AGENTFAB_TASK"):
+        ev.setdefault(j["AGENTFAB_TASK"], {})["reattached"] = t
+for u, tid in unit_task.items():
+    if u in unit_start: ev.setdefault(tid, {})["launcher"] = unit_start[u]
+med = lambda v: sorted(v)[len(v) // 2] if v else None
+d = ev.pop("daemon", {})
+out = ["daemon: tasks loaded %.3f, ready %.3f" % (d.get("loaded", -1), d.get("started", -1))]
+for k in ("launcher", "stale", "scope", "ready", "reattached"):
+    v = [e[k] for e in ev.values() if k in e]
+    if v: out.append("%s %d: %.3f-%.3f (median %.3f)" % (k, len(v), min(v), max(v), med(v)))
+if reqs: out.append("model requests: %.3f-%.3f" % (min(r["t"] for r in reqs) - t0, max(r["t"] for r in reqs) - t0))
+print("figure: resume timeline (s after the start): " + "; ".join(out))' "${t0:-0}" "$WORK/requests.jsonl" "$before"
+        if [ "${AGENTFAB_TRACE:-0}" = 1 ]; then
+                hx journalctl -q --after-cursor="$cursor" -o json | python3 -c '
+import json, re, sys
+ms = []
+for j in map(json.loads, sys.stdin):
+    if j.get("_SYSTEMD_UNIT") != "agentfab.service": continue
+    m = str(j.get("MESSAGE", ""))
+    if m.startswith("Start-up (trace)"): print("figure: resume (%s): agentfabd start-up: %s" % (sys.argv[1], m.split(": ", 1)[1]))
+    r = re.search(r"first model call ([0-9.]+) ms after its agent started", m)
+    if r: ms.append(float(r.group(1)))
+ms.sort()
+if ms: print("figure: resume (%s): from an agent start to its first model call: %.0f-%.0f ms (median %.0f) over %d tasks" % (sys.argv[1], ms[0], ms[-1], ms[len(ms) // 2], len(ms)))' "$mode"
+        fi
+        # Looked at while every task waits for step 3's answer: each has
+        # its sandbox, taken up again or made anew.
+        local reattached same=0 k=0
+        for i in $(seq 400); do
+                [ "$(tail -n +$((before + 1)) "$WORK/requests.jsonl" | wc -l)" -ge $((TASKS * 2)) ] && break
+                sleep 0.05
+        done
+        # (Filtered here, not by a match: journalctl 252 with a match and
+        # --after-cursor leaves out the first entry that matches.)
+        reattached=$(hx journalctl -q --after-cursor="$cursor" -o json | grep -c '"AGENTFAB_EVENT":"sandbox-reattached"')
+        for id in "${ids[@]}"; do
+                [ -n "${inv_before[$k]}" ] &&
+                        [ "$(hx systemctl show -P InvocationID "agentfab-task-$id.scope")" = "${inv_before[$k]}" ] &&
+                        same=$((same + 1))
+                k=$((k + 1))
+        done
+        echo "  $reattached sandboxes taken up again, $same of $TASKS scopes the same invocation as before the kill"
+        rm -f "$WORK/hold3"
+        if [ "$mode" = reattach ]; then
+                [ "$reattached" = "$TASKS" ] && [ "$same" = "$TASKS" ] &&
+                        ok "every sandbox was taken up again: its scope is the one from before the kill" ||
+                        { fail "taken up again: $reattached, scopes the same: $same of $TASKS"
+                          hx journalctl -q --after-cursor="$cursor" --no-pager |
+                                grep -v 'step [0-9]\|write_file\|reviewed at\|tests not-run\|delivered branch' | head -60; }
+        else
+                [ "$reattached" = 0 ] && [ "$same" = 0 ] && ok "baseline: every sandbox made anew" ||
+                        fail "baseline: taken up again $reattached, scopes the same $same"
+        fi
         local bad=0
         for id in "${ids[@]}"; do
                 wait_state "$id" 120 succeeded || { bad=$((bad + 1)); echo "  $id: $(task_prop "$id" State): $(task_prop "$id" Reason)"; continue; }
                 [ "$(steps_of "$id")" = "1 2 " ] || { bad=$((bad + 1)); echo "  $id: steps $(steps_of "$id")"; }
         done
         [ "$bad" = 0 ] && ok "all $TASKS succeeded with Agentfab-Step 1 2: none lost or repeated" || fail "$bad tasks wrong"
+        # Nothing left behind: with every task done, no task scope and no
+        # launcher instance is left (bounded wait: they end as the
+        # sandboxes see their connections close).
+        local left=
+        for i in $(seq 100); do
+                left=$(hx systemctl list-units --plain --no-legend 'agentfab-task-*.scope' 'agentfab-launcher@*.service' | wc -l)
+                [ "$left" = 0 ] && break
+                sleep 0.1
+        done
+        [ "$left" = 0 ] && ok "no sandbox scope or launcher instance left" || fail "$left units left"
 }
 
 harness_boot || { echo "0 passed, 1 failed"; exit 1; }

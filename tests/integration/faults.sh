@@ -4,8 +4,10 @@
 # Broken surroundings, against the real harness: the state directory's file
 # system filling up in the middle of a task, dbus-daemon restarted, polkitd
 # and journald stopped, the launcher and a sandbox killed in the middle of a
-# command, a reboot with one task paused and one at work, and SIGKILLs of
-# the daemon at random moments across many tasks at work. Real systemd,
+# command, the daemon killed in the middle of a command and after its
+# stored sandbox ended (no sandbox taken up again then), a reboot with one
+# task paused and one at work, and SIGKILLs of the daemon at random moments
+# across many tasks at work. Real systemd,
 # dbus-daemon, polkitd, journald, launcher and sandboxes; the scripted model
 # server of tests/model-server.py stands in for the model.
 #
@@ -401,6 +403,125 @@ t_sandbox_killed() {
         kill_during_command launcher
 }
 
+# journal_of ID EVENT CURSOR: how many entries of EVENT for task ID came
+# after CURSOR (filtered here: journalctl 252 with a match and
+# --after-cursor leaves out the first entry that matches).
+journal_of() {
+        hx journalctl -q --after-cursor="$3" -o json | python3 -c '
+import json, sys
+print(sum(1 for j in map(json.loads, sys.stdin) if j.get("AGENTFAB_TASK") == sys.argv[1] and j.get("AGENTFAB_EVENT") == sys.argv[2]))' "$1" "$2"
+}
+
+restart_daemon() {
+        local i
+        for i in $(seq 80); do
+                hx timeout 5 busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 \
+                        ListTasks >/dev/null 2>&1 && return 0
+                sleep 0.25
+        done
+        return 1
+}
+
+# A restarted daemon takes up a task's running sandbox only when no command
+# ran in it and it checks out; otherwise the sandbox ends and the task goes
+# on in a new one, its step done again once, nothing left behind.
+t_sigkill_reattach() {
+        local id i pid cursor out
+        echo "=== agentfabd SIGKILLed while a command runs: the sandbox is not taken up again"
+        cat > "$WORK/sk-cmd.json" <<'JSON'
+[
+ {"reply": {"content": "Plan: a file, a slow command, the fix."}},
+ {"reply": {"content": "First file", "tool_calls": [{"name": "write_file", "arguments": {"path": "one.txt", "content": "1\n"}}]}},
+ {"reply": {"content": "Slow", "tool_calls": [{"name": "write_file", "arguments": {"path": "two.txt", "content": "2\n"}}, {"name": "run_command", "arguments": {"command": "sleep 6; echo slept"}}]}},
+ {"reply": {"content": "Third file", "tool_calls": [{"name": "write_file", "arguments": {"path": "three.txt", "content": "3\n"}}]}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}}
+]
+JSON
+        model "$WORK/sk-cmd.json" || { fail "model server"; return; }
+        make_repo skcmd
+        id=$(submit skcmd) || { fail "submit: $id"; return; }
+        for i in $(seq 240); do hx pgrep -f '^sleep 6$' >/dev/null && break; sleep 0.25; done
+        pid=$(hx pgrep -f '^sleep 6$') || { fail "the command never ran: $(task_prop "$id" State) $(task_prop "$id" Reason)"; return; }
+        cursor=$(hx journalctl -q -n 0 --show-cursor | sed -n 's/^-- cursor: //p')
+        hx systemctl kill -s KILL agentfab.service
+        restart_daemon && ok "agentfabd killed during 'sleep 6' and started again" || { fail "agentfabd not back"; return; }
+        # The command's sandbox saw its connection close and ended with it.
+        for i in $(seq 40); do hx kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+        ! hx kill -0 "$pid" 2>/dev/null && ok "the command in flight ended with its sandbox" || fail "the old command still runs"
+        if wait_state "$id" 90 succeeded; then ok "the task succeeded"; else
+                fail "the task: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        [ "$(journal_of "$id" sandbox-reattached "$cursor")" = 0 ] && [ "$(journal_of "$id" sandbox "$cursor")" -ge 1 ] &&
+                ok "its step went on in a new sandbox, not the one of the command" ||
+                fail "reattached $(journal_of "$id" sandbox-reattached "$cursor"), new $(journal_of "$id" sandbox "$cursor")"
+        check_complete "$id" "killed during a command"
+        for i in $(seq 40); do out=$(sandbox_gone "$id") && break; sleep 0.25; done
+        out=$(sandbox_gone "$id") && ok "nothing left behind" || fail "left behind: $out"
+
+        echo "=== agentfabd SIGKILLed after its stored sandbox ended: a new one, nothing left behind"
+        step_script 6 "$WORK/sk-dead.json"
+        model "$WORK/sk-dead.json" || { fail "model server"; return; }
+        make_repo skdead
+        id=$(submit skdead) || { fail "submit: $id"; return; }
+        for i in $(seq 240); do [ "$(steps "$id")" = "1 " ] && break; sleep 0.25; done
+        [ "$(steps "$id")" = "1 " ] || { fail "step 1 never done: $(task_prop "$id" State)"; return; }
+        # The daemon stands still, so that it does not see the sandbox end;
+        # the sandbox's PID 1 is killed; then the daemon.
+        hx systemctl kill -s STOP agentfab.service
+        pid=$(hx cat "/sys/fs/cgroup/systemd/agentfab.slice/agentfab-task-$id.scope/cgroup.procs" 2>/dev/null | head -1)
+        [ -n "$pid" ] || pid=$(hx sh -c "cat /sys/fs/cgroup/systemd/*/agentfab-task-$id.scope/cgroup.procs /sys/fs/cgroup/systemd/agentfab-task-$id.scope/cgroup.procs 2>/dev/null" | head -1)
+        [ -n "$pid" ] || { fail "no sandbox process"; hx systemctl kill -s CONT agentfab.service; return; }
+        hx kill -KILL "$pid"
+        for i in $(seq 40); do hx kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        cursor=$(hx journalctl -q -n 0 --show-cursor | sed -n 's/^-- cursor: //p')
+        hx systemctl kill -s KILL agentfab.service
+        hx systemctl kill -s CONT agentfab.service 2>/dev/null
+        restart_daemon && ok "the sandbox (pid $pid) and agentfabd killed, agentfabd started again" || { fail "agentfabd not back"; return; }
+        if wait_state "$id" 90 succeeded; then ok "the task succeeded"; else
+                fail "the task: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        # systemd drops a stored connection that hangs up by itself; one
+        # that is still there is refused by the daemon's checks.
+        [ "$(journal_of "$id" sandbox-reattached "$cursor")" = 0 ] && [ "$(journal_of "$id" sandbox "$cursor")" -ge 1 ] &&
+                ok "the task went on in a new sandbox" ||
+                fail "reattached $(journal_of "$id" sandbox-reattached "$cursor"), new $(journal_of "$id" sandbox "$cursor")"
+        check_complete "$id" "stored sandbox dead"
+        for i in $(seq 40); do out=$(sandbox_gone "$id") && break; sleep 0.25; done
+        out=$(sandbox_gone "$id") && ok "nothing left behind" || fail "left behind: $out"
+
+        echo "=== a live stored sandbox refused by the restarted daemon: it ends, a new one, nothing left behind"
+        # The next instance does not take sandboxes up (AGENTFAB_NO_REATTACH=1);
+        # the one at work has its environment from its start.
+        hx mkdir -p /run/systemd/system/agentfab.service.d
+        printf '[Service]\nEnvironment=AGENTFAB_NO_REATTACH=1\n' | hx tee /run/systemd/system/agentfab.service.d/60-faults.conf >/dev/null
+        hx systemctl daemon-reload
+        model "$WORK/sk-dead.json" || { fail "model server"; return; }
+        make_repo skoff
+        id=$(submit skoff) || { fail "submit: $id"; return; }
+        for i in $(seq 240); do [ "$(steps "$id")" = "1 " ] && break; sleep 0.25; done
+        [ "$(steps "$id")" = "1 " ] || { fail "step 1 never done: $(task_prop "$id" State)"; return; }
+        sleep 1   # step 2's model call is in flight
+        pid=$(hx cat "/sys/fs/cgroup/systemd/agentfab.slice/agentfab-task-$id.scope/cgroup.procs" 2>/dev/null | head -1)
+        cursor=$(hx journalctl -q -n 0 --show-cursor | sed -n 's/^-- cursor: //p')
+        hx systemctl kill -s KILL agentfab.service
+        restart_daemon && ok "agentfabd killed and started again" || { fail "agentfabd not back"; return; }
+        for i in $(seq 40); do [ -n "$pid" ] && hx kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+        [ -n "$pid" ] && ! hx kill -0 "$pid" 2>/dev/null && ok "the refused sandbox (pid $pid) ended" ||
+                fail "the refused sandbox (pid '$pid') still lives"
+        for i in $(seq 50); do
+                out=$(hx journalctl -q --after-cursor="$cursor" -o cat | grep "Not taking up the sandbox connection 'running-$id")
+                [ -n "$out" ] && break
+                sleep 0.1
+        done
+        [ -n "$out" ] && ok "the journal says why: ${out#*: }" || fail "no refusal in the journal"
+        if wait_state "$id" 90 succeeded; then ok "the task succeeded in a new sandbox"; else
+                fail "the task: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        check_complete "$id" "stored sandbox refused"
+        for i in $(seq 40); do out=$(sandbox_gone "$id") && break; sleep 0.25; done
+        out=$(sandbox_gone "$id") && ok "nothing left behind" || fail "left behind: $out"
+        hx rm -f /run/systemd/system/agentfab.service.d/60-faults.conf
+        hx systemctl daemon-reload
+}
+
 t_reboot() {
         echo "=== a reboot with one task paused for approval and one at work"
         step_script 5 "$WORK/reboot.json"
@@ -500,7 +621,7 @@ main() {
         harness_boot || { echo "0 passed, 1 failed"; exit 1; }
         hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
         local t
-        for t in t_disk_full t_dbus_restart t_polkit_stopped t_journald_stopped t_sandbox_killed t_reboot t_kill9_many; do
+        for t in t_disk_full t_dbus_restart t_polkit_stopped t_journald_stopped t_sandbox_killed t_sigkill_reattach t_reboot t_kill9_many; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 declare -F "$t" >/dev/null || continue
                 "$t"
