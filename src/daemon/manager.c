@@ -452,10 +452,18 @@ int manager_listen_stream(Manager *m, const char *socket_path) {
                         if (strv_extend(&stored_names, name) < 0)
                                 return log_oom();
                         stored[n_stored++] = fd;
-                } else if (listen_fd < 0)
+                } else if (listen_fd < 0 && sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) > 0)
                         listen_fd = fd;
-                else
-                        return log_error_errno(EINVAL, "Expected at most one socket from systemd, got another ('%s').", name);
+                else {
+                        /* Another version's entry in the fd store, or a
+                         * second socket: not ours to guess at. Dropped, so
+                         * that the start goes on (a refusal to start would
+                         * make systemd restart us into the same refusal). */
+                        log_warning("Dropping file descriptor '%s' that systemd passed: not one agentfabd knows.", name);
+                        if (!isempty(name))
+                                (void) sd_notifyf(false, "FDSTOREREMOVE=1\nFDNAME=%s", name);
+                        safe_close(fd);
+                }
         }
         freezer_adopt_stored(m, stored, stored_names, n_stored);
 
