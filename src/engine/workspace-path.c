@@ -196,6 +196,7 @@ int workspace_open_parent(int ws_fd, const char *path, bool create, int *ret_dir
                          * symlink planted in between cannot lead out; mkdirat()
                          * itself never follows a symlink at its final name. */
                         _cleanup_close_ int cur = openat2_beneath(ws_fd, ".", O_RDONLY | O_DIRECTORY, 0);
+                        bool made = false;
                         if (cur < 0)
                                 return cur;
 
@@ -204,17 +205,27 @@ int workspace_open_parent(int ws_fd, const char *path, bool create, int *ret_dir
                                 if (e)
                                         *e = '\0';
 
-                                int fd = openat2_beneath(ws_fd, norm, O_RDONLY | O_DIRECTORY, 0);
+                                /* Below a directory made here, nothing is there yet. */
+                                int fd = made ? -ENOENT : openat2_beneath(ws_fd, norm, O_RDONLY | O_DIRECTORY, 0);
                                 if (fd == -ENOENT) {
-                                        /* SECURITY: nothing is created in .git either. */
-                                        r = workspace_dir_in_git(ws_fd, cur);
-                                        if (r < 0)
-                                                return r;
-                                        if (r > 0)
-                                                return -EPERM;
+                                        /* SECURITY: nothing is created in .git either. Once
+                                         * one directory is made outside it, the ones below
+                                         * are too: checked once, not by a walk up from each
+                                         * level (quadratic in the depth of the path). */
+                                        if (!made) {
+                                                r = workspace_dir_in_git(ws_fd, cur);
+                                                if (r < 0)
+                                                        return r;
+                                                if (r > 0)
+                                                        return -EPERM;
+                                        }
                                         if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST)
                                                 return -errno;
-                                        fd = openat2_beneath(ws_fd, norm, O_RDONLY | O_DIRECTORY, 0);
+                                        /* A child of cur, and no symlink planted since. */
+                                        fd = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                                        if (fd < 0)
+                                                return -errno;
+                                        made = true;
                                 }
                                 if (fd < 0)
                                         return fd;

@@ -318,7 +318,7 @@ static int acc_add_object(Acc *a, json_object *o, bool delta) {
         return 0;
 }
 
-static int acc_add_sse_event(Acc *a, const char *data, size_t n, bool *done) {
+static int acc_add_sse_event(Acc *a, json_tokener *tok, const char *data, size_t n, bool *done) {
         _cleanup_json_ json_object *o = NULL;
         int r;
 
@@ -326,17 +326,27 @@ static int acc_add_sse_event(Acc *a, const char *data, size_t n, bool *done) {
                 *done = true;
                 return 0;
         }
-        r = json_parse_strict(data, n, &o);
+        r = json_parse_strict_with(tok, data, n, &o);
         if (r < 0)
                 return acc_fail(a, -EBADMSG, "A stream event is not JSON.");
         return acc_add_object(a, o, true);
 }
 
+static void json_tokener_freep(json_tokener **t) {
+        if (*t)
+                json_tokener_free(*t);
+}
+
 static int acc_parse_sse(Acc *a, const char *raw, size_t size) {
+        /* One tokener for all the events of a stream, not one per event. */
+        _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(JSON_PARSE_DEPTH);
         Buf data = {};
         bool done = false, any = false;
         const char *p = raw, *end = raw + size;
         int r = 0;
+
+        if (!tok)
+                return -ENOMEM;
 
         /* Server-sent events: "data:" lines, several of which make one event
          * until a blank line; comments (":") and other fields are ignored. */
@@ -350,7 +360,7 @@ static int acc_parse_sse(Acc *a, const char *raw, size_t size) {
 
                 if (l == 0) {
                         if (data.set) {
-                                r = acc_add_sse_event(a, data.s, data.n, &done);
+                                r = acc_add_sse_event(a, tok, data.s, data.n, &done);
                                 any = true;
                                 buf_reset(&data);
                                 if (r < 0)
@@ -371,7 +381,7 @@ static int acc_parse_sse(Acc *a, const char *raw, size_t size) {
         if (r >= 0 && data.set && !done) {
                 /* The last event without its blank line: use it, whether the
                  * stream is complete is decided below. */
-                r = acc_add_sse_event(a, data.s, data.n, &done);
+                r = acc_add_sse_event(a, tok, data.s, data.n, &done);
                 any = true;
         }
         buf_reset(&data);

@@ -4,8 +4,7 @@
 
 #include "json-util.h"
 
-int json_parse_strict(const char *text, size_t size, json_object **ret) {
-        json_tokener *tok;
+int json_parse_strict_with(json_tokener *tok, const char *text, size_t size, json_object **ret) {
         json_object *o;
 
         if (size > INT32_MAX)
@@ -13,14 +12,11 @@ int json_parse_strict(const char *text, size_t size, json_object **ret) {
         if (memchr(text, '\0', size))
                 return -EBADMSG;
 
-        tok = json_tokener_new_ex(64);
-        if (!tok)
-                return -ENOMEM;
+        json_tokener_reset(tok);
         json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
         o = json_tokener_parse_ex(tok, text, (int) size);
         enum json_tokener_error e = json_tokener_get_error(tok);
         size_t used = json_tokener_get_parse_end(tok);
-        json_tokener_free(tok);
 
         if (!o || e != json_tokener_success) {
                 json_object_put(o);
@@ -34,6 +30,20 @@ int json_parse_strict(const char *text, size_t size, json_object **ret) {
                 }
         *ret = o;
         return 0;
+}
+
+int json_parse_strict(const char *text, size_t size, json_object **ret) {
+        json_tokener *tok;
+        int r;
+
+        if (size > INT32_MAX)
+                return -EFBIG;
+        tok = json_tokener_new_ex(JSON_PARSE_DEPTH);
+        if (!tok)
+                return -ENOMEM;
+        r = json_parse_strict_with(tok, text, size, ret);
+        json_tokener_free(tok);
+        return r;
 }
 
 int json_get_string(json_object *o, const char *key, const char **ret) {

@@ -16,6 +16,10 @@ static inline void json_object_putp(json_object **j) {
 /* Parses exactly one JSON value from text of the given length; trailing
  * garbage or a truncated value is an error (-EBADMSG). */
 int json_parse_strict(const char *text, size_t size, json_object **ret);
+/* The same with a tokener made by the caller (json_tokener_new_ex(JSON_PARSE_DEPTH)),
+ * for many small documents in a row: the stream events of one reply. */
+#define JSON_PARSE_DEPTH 64
+int json_parse_strict_with(json_tokener *tok, const char *text, size_t size, json_object **ret);
 
 /* Typed look-ups that fail (-EBADMSG) when the key is missing or of another type. */
 int json_get_string(json_object *o, const char *key, const char **ret);

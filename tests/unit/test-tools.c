@@ -462,6 +462,20 @@ static void test_write_edit(void) {
         r = run(tool_write_file, "write_file", "{\"path\": \".git/hooks/pre-commit\", \"content\": \"x\"}", 1024, &o);
         CHECK(r == -EPERM && faccessat(ws_fd, ".git/hooks", F_OK, 0) < 0, ".git refused: %s", L(o));
         free(o);
+        /* 1,500 parents made one below the other: each checked against .git
+         * once, not by a walk up to the top (which took seconds). */
+        char deep[4096], json[4200];
+        size_t n = 0;
+        for (unsigned i = 0; i < 1500; i++)
+                n += (size_t) snprintf(deep + n, sizeof(deep) - n, "d/");
+        snprintf(deep + n, sizeof(deep) - n, "f.txt");
+        snprintf(json, sizeof(json), "{\"path\": \"%s\", \"content\": \"deep\"}", deep);
+        r = run(tool_write_file, "write_file", json, 1024, &o);
+        c = get(deep);
+        CHECK(r == 0 && streq_ptr(c, "deep"), "written 1,500 directories deep: %s", L(o));
+        free(o);
+        free(c);
+        (void) rm_rf_at(ws_fd, "d");
         r = run(tool_write_file, "write_file", "{\"path\": \"huge.txt\", \"content\": \"0123456789\"}", 5, &o);
         CHECK(r == -EFBIG && contains(o, "limit of 5") && faccessat(ws_fd, "huge.txt", F_OK, 0) < 0, "too big: %s", L(o));
         free(o);
