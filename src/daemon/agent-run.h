@@ -18,6 +18,7 @@
 #include "manager.h"
 #include "model-client.h"
 #include "model-profile.h"
+#include "run-ledger.h"
 #include "task.h"
 #include "tools.h"
 #include "task-job.h"
@@ -123,9 +124,39 @@ int agent_open_sandbox(AgentRun *run);
 /* The timeout of one command of the task. */
 uint64_t agent_command_timeout_usec(AgentRun *run);
 
+/* The task's wall-clock budget, its limit or the configuration's. */
+uint64_t agent_wall_budget_usec(AgentRun *run);
+
 /* Stops the task for a person's approval: breaker b tripped for reason;
  * commit_before is where a rejection takes the branch back to. */
 void agent_trip(AgentRun *run, Breaker b, const char *reason, const char *commit_before);
 
 /* The task fails with the reason given. */
 void agent_fail(AgentRun *run, const char *fmt, ...) _printf_(2, 3);
+
+/* agent-breakers.c. After a step: path rules look at what this step changed
+ * (from c->before), size rules at everything since the base, with the
+ * allowance approvals added. Returns 1 if a breaker tripped (the task is
+ * paused). */
+int agent_check_breakers(AgentRun *run, const StepCommit *c);
+/* Budgets, before each model call. Returns 1 if one is exhausted (the task
+ * is paused or failed). */
+int agent_check_budget(AgentRun *run);
+
+/* agent-loop.c: the step's end, when the model called no more tools (or
+ * the last one is done): the checkpoint is made and acknowledged, then the
+ * breakers look at it. */
+void agent_end_step(AgentRun *run);
+
+/* agent-tools.c. A command of the tool "tool" in the sandbox, with its
+ * output followed; agent_on_command_done() takes its result. */
+int agent_run_command(AgentRun *run, const char *tool, const char *command, uint64_t timeout_sec);
+void agent_on_command_done(SandboxSession *s, int error, const ExecResult *result, void *userdata);
+/* Runs the next of the model's tool calls, or ends the step. */
+void agent_next_tool(AgentRun *run);
+
+/* agent-model.c. The first messages of the conversation (or of the plan's
+ * steps), and one model call for the step. */
+int agent_begin_conversation(AgentRun *run);
+int agent_start_plan_steps(AgentRun *run);
+void agent_call_model(AgentRun *run);
