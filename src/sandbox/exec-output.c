@@ -29,6 +29,7 @@
  * is not held up; what the wait costs a slow one is that much latency. */
 #define OUTPUT_BATCH_MIN (256u * 1024u)
 #define OUTPUT_BATCH_WAIT_NSEC (300u * 1000u)
+#define OUTPUT_MOVER_STACK (256u * 1024u)
 /* What a stream client following the output is shown, at most every
  * OUTPUT_SAMPLE_INTERVAL_USEC: the newest bytes; what lies before them is
  * named, not sent. So a flood reaches a terminal at a few hundred KiB/s. */
@@ -284,6 +285,7 @@ int exec_output_finish(ExecOutput *o, ExecResult *result) {
 int exec_output_open(ExecOutput *o, sd_event *e, int log_fd, size_t keep, exec_output_handler_t on_output, void *userdata) {
         char path[64];
         struct stat st;
+        pthread_attr_t attr;
         sigset_t all, old;
         int p[2];
         int r;
@@ -336,11 +338,16 @@ int exec_output_open(ExecOutput *o, sd_event *e, int log_fd, size_t keep, exec_o
                 (void) sd_event_source_set_description(o->news_io, "sandbox-output-news");
         }
 
-        /* The mover takes no signals: they belong to the loop's signalfd. */
+        /* The mover takes no signals: they belong to the loop's signalfd.
+         * One runs for each command at work: a small stack (it needs its
+         * copy buffer and a few frames), not the default 8 MiB. */
         sigfillset(&all);
+        (void) pthread_attr_init(&attr);
+        (void) pthread_attr_setstacksize(&attr, OUTPUT_MOVER_STACK);
         (void) pthread_sigmask(SIG_SETMASK, &all, &old);
-        r = -pthread_create(&o->mover, NULL, output_mover, o);
+        r = -pthread_create(&o->mover, &attr, output_mover, o);
         (void) pthread_sigmask(SIG_SETMASK, &old, NULL);
+        (void) pthread_attr_destroy(&attr);
         if (r < 0)
                 return r;
         o->mover_running = true;
