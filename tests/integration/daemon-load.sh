@@ -311,6 +311,9 @@ EOF
         hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks >/dev/null 2>&1
         pid=$(hx systemctl show -P MainPID agentfab.service)
         hwm0=$(hx sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$pid/status")
+        # The daemon's CPU time (its mover threads included), in clock ticks.
+        local cpu0
+        cpu0=$(hx awk '{ print $14 + $15 }' "/proc/$pid/stat")
         local t_flood0
         t_flood0=$(date +%s.%N)
         id=$(submit flood "Flood") || { fail "submit: $id"; return; }
@@ -322,8 +325,10 @@ EOF
         wait $follow 2>/dev/null
         local flood_s
         flood_s=$(elapsed "$t_flood0" "$(date +%s.%N)")
-        local hwm
+        local hwm cpu1
         hwm=$(hx sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$pid/status")
+        cpu1=$(hx awk '{ print $14 + $15 }' "/proc/$pid/stat")
+        figure "agentfabd CPU time during the flood ($((4 * FLOOD_MB)) MiB into the log): $(awk -v a="$cpu0" -v b="$cpu1" -v t="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / t }') s"
         figure "agentfabd memory: peak $((hwm0 / 1024)) MiB before, peak $((hwm / 1024)) MiB after $((4 * FLOOD_MB)) MiB of output"
         [ "$hwm" -lt $((hwm0 + 64 * 1024)) ] && ok "daemon memory flat (peak $((hwm / 1024)) MiB)" || fail "daemon peak $hwm kB from $hwm0 kB"
 

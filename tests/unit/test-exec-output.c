@@ -194,6 +194,7 @@ static void test_small_writes_and_quiet(sd_event *e) {
                 exec_output_close(&o);
                 return;
         }
+        fflush(stdout);   /* the child must not print our TAP lines again */
         pid = fork();
         if (pid == 0) {
                 char buf[8192];
@@ -251,6 +252,7 @@ static void test_writer_that_never_stops(sd_event *e, bool finish) {
                 exec_output_close(&o);
                 return;
         }
+        fflush(stdout);   /* the child must not print our TAP lines again */
         pid = fork();
         if (pid == 0) {
                 static char buf[65536];
@@ -301,6 +303,7 @@ static void test_log_full(sd_event *e) {
         (void) getrlimit(RLIMIT_FSIZE, &old);
         lim.rlim_max = old.rlim_max;
         (void) setrlimit(RLIMIT_FSIZE, &lim);
+        fflush(stdout);   /* the child must not print our TAP lines again */
         pid = fork();
         if (pid == 0) {
                 static char buf[65536];
