@@ -42,8 +42,8 @@ void exec_output_init(ExecOutput *o) {
 
 /* Tells the mover to stop (after moving what the pipe holds now, unless
  * abandon) and waits for it. The wait is bounded: the mover looks at the
- * signal between two splice() calls of at most the pipe's size, and then
- * moves at most what the pipe held. */
+ * signal after at most OUTPUT_MOVE_BUDGET bytes, and then moves at most
+ * what the pipe holds at that moment. */
 static void output_stop_mover(ExecOutput *o, bool abandon) {
         uint64_t one = 1;
 
