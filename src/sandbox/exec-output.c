@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -16,35 +20,67 @@
  * never pass through our memory. A pipe of this size (the default maximum
  * for unprivileged processes) takes 16 wakeups per MiB fewer than 64 KiB. */
 #define OUTPUT_PIPE_SIZE (1024 * 1024)
-/* At most this much is moved per wakeup, so that the bus and the other
- * tasks are served between two such runs. */
-#define OUTPUT_SPLICE_BUDGET (16u * 1024u * 1024u)
+/* The mover looks at its stop signal at least after this much. */
+#define OUTPUT_MOVE_BUDGET (4u * OUTPUT_PIPE_SIZE)
+/* A command that writes in small pieces (8 KiB: head, cat, most stdio)
+ * would wake the mover and cost a splice() per piece: when less than this
+ * is waiting, the mover lets more come for OUTPUT_BATCH_WAIT_NSEC first. A
+ * command writing at 1 GB/s puts 300 KiB into the pipe meanwhile, so it
+ * is not held up; what the wait costs a slow one is that much latency. */
+#define OUTPUT_BATCH_MIN (256u * 1024u)
+#define OUTPUT_BATCH_WAIT_NSEC (300u * 1000u)
+#define OUTPUT_MOVER_STACK (256u * 1024u)
 /* What a stream client following the output is shown, at most every
  * OUTPUT_SAMPLE_INTERVAL_USEC: the newest bytes; what lies before them is
  * named, not sent. So a flood reaches a terminal at a few hundred KiB/s. */
 #define OUTPUT_SAMPLE_MAX (16u * 1024u)
 #define OUTPUT_SAMPLE_INTERVAL_USEC (50u * 1000u)
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+void exec_output_init(ExecOutput *o) {
+        *o = (ExecOutput) { .pass_fd = -EBADF, .out_fd = -EBADF, .stop_fd = -EBADF, .news_fd = -EBADF, .log_fd = -EBADF };
 }
 
-void exec_output_init(ExecOutput *o) {
-        *o = (ExecOutput) { .pass_fd = -EBADF, .out_fd = -EBADF, .log_fd = -EBADF };
+/* Tells the mover to stop (after moving what the pipe holds now, unless
+ * abandon) and waits for it. The wait is bounded: the mover looks at the
+ * signal after at most OUTPUT_MOVE_BUDGET bytes, and then moves at most
+ * what the pipe holds at that moment. */
+static void output_stop_mover(ExecOutput *o, bool abandon) {
+        uint64_t one = 1;
+
+        if (!o->mover_running)
+                return;
+        __atomic_store_n(&o->abandon, abandon, __ATOMIC_RELEASE);
+        while (write(o->stop_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+                ;
+        (void) pthread_join(o->mover, NULL);
+        o->mover_running = false;
 }
 
 void exec_output_close(ExecOutput *o) {
+        output_stop_mover(o, true);
         o->sample_timer = sd_event_source_disable_unref(o->sample_timer);
-        o->out_io = sd_event_source_disable_unref(o->out_io);
+        o->news_io = sd_event_source_disable_unref(o->news_io);
+        o->news_fd = safe_close(o->news_fd);
         o->out_fd = safe_close(o->out_fd);
         o->pass_fd = safe_close(o->pass_fd);
+        o->stop_fd = safe_close(o->stop_fd);
         o->log_fd = safe_close(o->log_fd);
 }
 
-/* Moves at most max bytes from the pipe to the log. Returns 1 at the end of
- * the output, 0 when the pipe is empty or max is reached. */
+/* In the mover: the counters, and news for a follower that waits for it. */
+static void output_advance(ExecOutput *o, uint64_t logged, uint64_t read) {
+        uint64_t one = 1;
+
+        if (logged > 0)
+                __atomic_store_n(&o->log_off, o->log_off + logged, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&o->bytes, o->bytes + read, __ATOMIC_RELEASE);
+        if (logged > 0 && __atomic_exchange_n(&o->news_wanted, false, __ATOMIC_SEQ_CST))
+                while (write(o->news_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+                        ;
+}
+
+/* In the mover: moves at most max bytes from the pipe to the log. Returns
+ * 1 at the end of the output, 0 when the pipe is empty or max is reached. */
 static int output_move(ExecOutput *o, uint64_t max) {
         while (max > 0) {
                 size_t want = (size_t) MIN(max, (uint64_t) OUTPUT_PIPE_SIZE);
@@ -56,26 +92,30 @@ static int output_move(ExecOutput *o, uint64_t max) {
                         if (k < 0 && IN_SET(errno, EINVAL, ENOSYS, EPERM)) {
                                 /* No splice() here (a filter, a file system
                                  * without it): copied through our memory. */
-                                o->log_copy = true;
+                                __atomic_store_n(&o->log_copy, true, __ATOMIC_RELEASE);
                                 continue;
                         }
                         if (k < 0 && errno != EINTR && errno != EAGAIN) {
                                 /* A full disk must not stop the command: from
                                  * here on its output is counted and dropped. */
-                                o->log_broken = true;
+                                __atomic_store_n(&o->log_broken, true, __ATOMIC_RELEASE);
                                 continue;
                         }
                         if (k > 0)
-                                o->log_off += (uint64_t) k;
+                                output_advance(o, (uint64_t) k, (uint64_t) k);
                 } else {
                         char buf[64 * 1024];
                         k = read(o->out_fd, buf, MIN(want, sizeof(buf)));
-                        if (k > 0 && !o->log_broken) {
-                                ssize_t w = pwrite(o->log_fd, buf, (size_t) k, (off_t) o->log_off);
-                                if (w == k)
-                                        o->log_off += (uint64_t) k;
-                                else
-                                        o->log_broken = true;
+                        if (k > 0) {
+                                uint64_t logged = 0;
+                                if (!o->log_broken) {
+                                        ssize_t w = pwrite(o->log_fd, buf, (size_t) k, (off_t) o->log_off);
+                                        if (w == k)
+                                                logged = (uint64_t) k;
+                                        else
+                                                __atomic_store_n(&o->log_broken, true, __ATOMIC_RELEASE);
+                                }
+                                output_advance(o, logged, (uint64_t) k);
                         }
                 }
                 if (k < 0) {
@@ -85,43 +125,74 @@ static int output_move(ExecOutput *o, uint64_t max) {
                 }
                 if (k == 0)
                         return 1;
-                o->bytes += (uint64_t) k;
                 max -= (uint64_t) k;
         }
         return 0;
 }
 
-/* A follower of the output (the stream socket) gets the newest bytes,
- * escaped, at most OUTPUT_SAMPLE_MAX per wakeup, read back from the log. */
-static int on_sample_timer(sd_event_source *source, uint64_t usec, void *userdata);
+static bool output_stop_requested(ExecOutput *o, int timeout_nsec) {
+        struct pollfd p = { .fd = o->stop_fd, .events = POLLIN };
+        struct timespec ts = { .tv_nsec = timeout_nsec };
 
-static void output_sample(ExecOutput *o, bool last) {
+        return ppoll(&p, 1, &ts, NULL) > 0;
+}
+
+/* The mover: from the pipe to the log until the end of the output (every
+ * writer gone) or until the loop says stop. It touches only the fds and
+ * the counters of o; the loop joins it before it closes them. */
+static void *output_mover(void *userdata) {
+        ExecOutput *o = userdata;
+        int avail;
+
+        for (;;) {
+                struct pollfd p[2] = {
+                        { .fd = o->out_fd, .events = POLLIN },
+                        { .fd = o->stop_fd, .events = POLLIN },
+                };
+                if (poll(p, ELEMENTSOF(p), -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        break;
+                }
+                if (p[1].revents)
+                        break;
+                /* Little there and the writers still at it: let more come. */
+                if (!(p[0].revents & (POLLHUP | POLLERR)) && ioctl(o->out_fd, FIONREAD, &avail) >= 0 &&
+                    (unsigned) avail < OUTPUT_BATCH_MIN && output_stop_requested(o, OUTPUT_BATCH_WAIT_NSEC))
+                        break;
+                if (output_move(o, OUTPUT_MOVE_BUDGET) != 0)
+                        return NULL;   /* the end of the output */
+        }
+
+        /* Stopped: the command has ended, so what the pipe holds is all
+         * there is; a subverted sandbox that keeps writing gets no more
+         * than what is there now. */
+        if (!__atomic_load_n(&o->abandon, __ATOMIC_ACQUIRE) && ioctl(o->out_fd, FIONREAD, &avail) >= 0 && avail > 0)
+                (void) output_move(o, (uint64_t) avail);
+        return NULL;
+}
+
+/* A follower of the output (the stream socket) gets the newest bytes,
+ * escaped, at most OUTPUT_SAMPLE_MAX every OUTPUT_SAMPLE_INTERVAL_USEC,
+ * read back from the log up to where the mover has got. */
+static void output_sample(ExecOutput *o) {
         char buf[OUTPUT_SAMPLE_MAX];
-        uint64_t n, now = now_usec();
+        uint64_t n, end = __atomic_load_n(&o->log_off, __ATOMIC_ACQUIRE);
         ssize_t k;
 
-        if (!o->on_output || o->log_broken || o->log_fd < 0 || o->log_off <= o->sample_off)
+        if (!o->on_output || __atomic_load_n(&o->log_broken, __ATOMIC_ACQUIRE) || o->log_fd < 0 || end <= o->sample_off)
                 return;
-        if (!last && now < o->sample_usec + OUTPUT_SAMPLE_INTERVAL_USEC) {
-                /* Held back, not lost: the timer shows it, unless more comes first. */
-                if (!o->sample_timer)
-                        (void) sd_event_add_time(o->event, &o->sample_timer, CLOCK_MONOTONIC,
-                                                 o->sample_usec + OUTPUT_SAMPLE_INTERVAL_USEC, 0, on_sample_timer, o);
-                return;
-        }
-        o->sample_timer = sd_event_source_disable_unref(o->sample_timer);
-        o->sample_usec = now;
-        n = o->log_off - o->sample_off;
+        n = end - o->sample_off;
         if (n > OUTPUT_SAMPLE_MAX) {
                 char marker[128];
                 (void) snprintf(marker, sizeof(marker), "\n[... %llu bytes of output not shown here: they are in the log ...]\n",
                                 (unsigned long long) (n - OUTPUT_SAMPLE_MAX));
                 o->on_output("stdout", marker, strlen(marker), o->userdata);
-                o->sample_off = o->log_off - OUTPUT_SAMPLE_MAX;
+                o->sample_off = end - OUTPUT_SAMPLE_MAX;
                 n = OUTPUT_SAMPLE_MAX;
         }
         k = pread(o->log_fd, buf, (size_t) n, (off_t) o->sample_off);
-        o->sample_off = o->log_off;
+        o->sample_off = end;
         if (k <= 0)
                 return;
         _cleanup_free_ char *text = exec_output_escape(buf, (size_t) k);
@@ -129,22 +200,35 @@ static void output_sample(ExecOutput *o, bool last) {
                 o->on_output("stdout", text, strlen(text), o->userdata);
 }
 
+/* The loop wakes for a follower only while there is output: after a
+ * sample with nothing new, the next comes when the mover says there is
+ * (news_fd), at the earliest OUTPUT_SAMPLE_INTERVAL_USEC after the last. */
 static int on_sample_timer(sd_event_source *source, uint64_t usec, void *userdata) {
         ExecOutput *o = userdata;
+        uint64_t before = o->sample_off;
 
-        o->sample_timer = sd_event_source_disable_unref(o->sample_timer);
-        output_sample(o, true);
+        output_sample(o);
+        o->sample_usec = usec;
+        if (o->sample_off == before) {
+                __atomic_store_n(&o->news_wanted, true, __ATOMIC_SEQ_CST);
+                /* Bytes that came between the sample and the flag: no news
+                 * may be sent for them, so look once more. */
+                if (__atomic_load_n(&o->log_off, __ATOMIC_SEQ_CST) == o->sample_off)
+                        return 0;
+                __atomic_store_n(&o->news_wanted, false, __ATOMIC_SEQ_CST);
+        }
+        if (sd_event_source_set_time(source, usec + OUTPUT_SAMPLE_INTERVAL_USEC) >= 0)
+                (void) sd_event_source_set_enabled(source, SD_EVENT_ONESHOT);
         return 0;
 }
 
-static int on_output_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+static int on_output_news(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         ExecOutput *o = userdata;
+        uint64_t n;
 
-        if (output_move(o, OUTPUT_SPLICE_BUDGET) != 0) {
-                o->out_io = sd_event_source_disable_unref(o->out_io);
-                o->out_fd = safe_close(o->out_fd);
-        }
-        output_sample(o, false);
+        (void) !read(fd, &n, sizeof(n));
+        if (sd_event_source_set_time(o->sample_timer, o->sample_usec + OUTPUT_SAMPLE_INTERVAL_USEC) >= 0)
+                (void) sd_event_source_set_enabled(o->sample_timer, SD_EVENT_ONESHOT);
         return 0;
 }
 
@@ -184,16 +268,13 @@ static char *output_render(ExecOutput *o, uint64_t total) {
         return r;
 }
 
-/* The command's end: what the pipe still holds goes to the log (every
- * writer is dead by now, so it is all there; FIONREAD bounds it, whatever
- * the other side does), then the head and tail replace what the collector
- * kept. */
+/* The command's end: every writer is dead by now, so what the command
+ * wrote is in the log or in the pipe; the mover moves the rest (bounded by
+ * what the pipe holds now, whatever the other side does) and is joined,
+ * then the head and tail replace what the collector kept. */
 int exec_output_finish(ExecOutput *o, ExecResult *result) {
-        int avail = 0;
-
-        if (o->out_fd >= 0 && ioctl(o->out_fd, FIONREAD, &avail) >= 0 && avail > 0)
-                (void) output_move(o, (uint64_t) avail);
-        output_sample(o, true);
+        output_stop_mover(o, false);
+        output_sample(o);
         free(result->output);
         result->output_bytes = o->bytes;
         result->output = output_render(o, o->bytes);
@@ -204,6 +285,8 @@ int exec_output_finish(ExecOutput *o, ExecResult *result) {
 int exec_output_open(ExecOutput *o, sd_event *e, int log_fd, size_t keep, exec_output_handler_t on_output, void *userdata) {
         char path[64];
         struct stat st;
+        pthread_attr_t attr;
+        sigset_t all, old;
         int p[2];
         int r;
 
@@ -215,6 +298,12 @@ int exec_output_open(ExecOutput *o, sd_event *e, int log_fd, size_t keep, exec_o
         if (fcntl(o->out_fd, F_SETFL, O_NONBLOCK) < 0)
                 return -errno;
         (void) fcntl(o->out_fd, F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
+        o->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (o->stop_fd < 0)
+                return -errno;
+        o->news_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (o->news_fd < 0)
+                return -errno;
 
         /* splice() refuses a file opened with O_APPEND: the same file again,
          * written at offsets of our own, from its end. */
@@ -227,18 +316,40 @@ int exec_output_open(ExecOutput *o, sd_event *e, int log_fd, size_t keep, exec_o
         if (!S_ISREG(st.st_mode))
                 return -EBADF;
         o->log_start = o->log_off = o->sample_off = (uint64_t) st.st_size;
-        o->sample_usec = 0;
         o->event = e;
         o->bytes = 0;
-        o->log_broken = o->log_copy = false;
+        o->log_broken = o->log_copy = o->abandon = o->news_wanted = false;
         o->keep = keep;
         o->on_output = on_output;
         o->userdata = userdata;
 
-        r = sd_event_add_io(e, &o->out_io, o->out_fd, EPOLLIN, on_output_io, o);
+        if (on_output) {
+                r = sd_event_now(e, CLOCK_MONOTONIC, &o->sample_usec);
+                if (r < 0)
+                        return r;
+                r = sd_event_add_time(e, &o->sample_timer, CLOCK_MONOTONIC, o->sample_usec + OUTPUT_SAMPLE_INTERVAL_USEC,
+                                      0, on_sample_timer, o);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_description(o->sample_timer, "sandbox-output-sample");
+                r = sd_event_add_io(e, &o->news_io, o->news_fd, EPOLLIN, on_output_news, o);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_description(o->news_io, "sandbox-output-news");
+        }
+
+        /* The mover takes no signals: they belong to the loop's signalfd.
+         * One runs for each command at work: a small stack (it needs its
+         * copy buffer and a few frames), not the default 8 MiB. */
+        sigfillset(&all);
+        (void) pthread_attr_init(&attr);
+        (void) pthread_attr_setstacksize(&attr, OUTPUT_MOVER_STACK);
+        (void) pthread_sigmask(SIG_SETMASK, &all, &old);
+        r = -pthread_create(&o->mover, &attr, output_mover, o);
+        (void) pthread_sigmask(SIG_SETMASK, &old, NULL);
+        (void) pthread_attr_destroy(&attr);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_description(o->out_io, "sandbox-output");
+        o->mover_running = true;
         return 0;
 }
-

@@ -278,9 +278,11 @@ EOF
 phase_flood() {
         echo "=== output flood: $FLOOD_MB MiB into the log and into /dev/null"
         local n=$((FLOOD_MB * 1024 * 1024))
-        # Each producer writes n bytes in 1 MiB writes: text without a
-        # newline, NUL bytes, terminal escape sequences (a colour, a window
-        # title, a bell, a NUL).
+        # Each producer writes n bytes: text without a newline and terminal
+        # escape sequences (a colour, a window title, a bell, a NUL) in
+        # 1 MiB writes, NUL bytes in head's 8 KiB writes, and bytes a
+        # producer computes (SHA-256 over its buffer before each 1 MiB
+        # write: any byte values, and slower than 1 GB/s here).
         python3 - "$WORK/flood.json" "$FLOOD_MB" <<'EOF'
 import json, sys
 out, mb = sys.argv[1], int(sys.argv[2])
@@ -289,10 +291,16 @@ cmds = [
     "head -c %d /dev/zero" % (mb * 1048576),
     "python3 -c 'import sys; b = (b\"\\x1b[31m\\x1b]0;\" + bytes([112, 119, 110, 101, 100]) + b\"\\x07\\x00\") * 65536; "
     "[sys.stdout.buffer.write(b) for _ in range(%d)]'" % mb,
+    "python3 -c 'import sys, hashlib\nb = bytearray(1048576)\nfor i in range(%d):\n"
+    "    b[i * 32 %% 1048544:i * 32 %% 1048544 + 32] = hashlib.sha256(b).digest()\n    sys.stdout.buffer.write(b)'" % mb,
 ]
 script = [{"reply": {"content": "plan"}}]
 for c in cmds:
-    for target in (" > /dev/null", ""):
+    # sync first: each pair starts with no dirty pages (see the figures).
+    for target in (None, " > /dev/null", ""):
+        if target is None:
+            script.append({"reply": {"content": "sync", "tool_calls": [{"name": "run_command", "arguments": {"command": "sync"}}]}})
+            continue
         script.append({"reply": {"content": "flood", "tool_calls": [{"name": "run_command", "arguments": {"command": c + target}}]}})
 script.append({"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "flooded"}}]}})
 json.dump(script, open(out, "w"))
@@ -303,6 +311,9 @@ EOF
         hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks >/dev/null 2>&1
         pid=$(hx systemctl show -P MainPID agentfab.service)
         hwm0=$(hx sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$pid/status")
+        # The daemon's CPU time (its mover threads included), in clock ticks.
+        local cpu0
+        cpu0=$(hx awk '{ print $14 + $15 }' "/proc/$pid/stat")
         local t_flood0
         t_flood0=$(date +%s.%N)
         id=$(submit flood "Flood") || { fail "submit: $id"; return; }
@@ -314,23 +325,50 @@ EOF
         wait $follow 2>/dev/null
         local flood_s
         flood_s=$(elapsed "$t_flood0" "$(date +%s.%N)")
-        local hwm
+        local hwm cpu1
         hwm=$(hx sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$pid/status")
-        figure "agentfabd memory: peak $((hwm0 / 1024)) MiB before, peak $((hwm / 1024)) MiB after $((3 * FLOOD_MB)) MiB of output"
+        cpu1=$(hx awk '{ print $14 + $15 }' "/proc/$pid/stat")
+        figure "agentfabd CPU time during the flood ($((4 * FLOOD_MB)) MiB into the log): $(awk -v a="$cpu0" -v b="$cpu1" -v t="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / t }') s"
+        figure "agentfabd memory: peak $((hwm0 / 1024)) MiB before, peak $((hwm / 1024)) MiB after $((4 * FLOOD_MB)) MiB of output"
         [ "$hwm" -lt $((hwm0 + 64 * 1024)) ] && ok "daemon memory flat (peak $((hwm / 1024)) MiB)" || fail "daemon peak $hwm kB from $hwm0 kB"
 
         local size
         size=$(hx stat -c %s "/var/lib/agentfab/tasks/$id/output.log")
-        [ "$size" -ge $((3 * n)) ] && ok "output.log holds all $((3 * n)) bytes ($size with the banners)" || fail "output.log: $size bytes"
-        hx python3 - "/var/lib/agentfab/tasks/$id/output.log" "$n" > "$WORK/logcheck" <<'EOF' && ok "the log has the bytes as written: x, NUL, escapes" || fail "log content: $(cat "$WORK/logcheck")"
-import sys
-path, n = sys.argv[1], int(sys.argv[2])
-data = open(path, "rb").read()
-unit = b"\x1b[31m\x1b]0;pwned\x07\x00" * 65536
-ok = b"x" * n in data and b"\0" * n in data and unit * (n // 1048576) in data
-print("ok" if ok else "missing")
-sys.exit(0 if ok else 1)
+        [ "$size" -ge $((4 * n)) ] && ok "output.log holds all $((4 * n)) bytes ($size with the banners)" || fail "output.log: $size bytes"
+        # Each command's bytes follow its banner in the log, compared piece by
+        # piece (mapped, not read into memory: 4 x FLOOD_MB).
+        hx python3 - "/var/lib/agentfab/tasks/$id/output.log" "$FLOOD_MB" "$(cat "$WORK/flood.json")" > "$WORK/logcheck" <<'EOF' &&
+import hashlib, json, mmap, sys
+path, mb, script = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+cmds = [c["arguments"]["command"] for e in script for c in e["reply"].get("tool_calls") or []
+        if c["name"] == "run_command" and c["arguments"]["command"] != "sync" and
+        not c["arguments"]["command"].endswith(" > /dev/null")]
+def text():
+    for _ in range(mb): yield b"x" * 1048576
+def nul():
+    for _ in range(mb): yield bytes(1048576)
+def escapes():
+    for _ in range(mb): yield (b"\x1b[31m\x1b]0;pwned\x07\x00") * 65536
+def computed():
+    b = bytearray(1048576)
+    for i in range(mb):
+        b[i * 32 % 1048544:i * 32 % 1048544 + 32] = hashlib.sha256(b).digest()
+        yield bytes(b)
+f = open(path, "rb")
+m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+for cmd, gen in zip(cmds, (text, nul, escapes, computed)):
+    banner = ("\n$ %s\n" % cmd).encode()
+    off = m.find(banner)
+    if off < 0:
+        print("no banner for", cmd[:40]); sys.exit(1)
+    off += len(banner)
+    for chunk in gen():
+        if m[off:off + len(chunk)] != chunk:
+            print("%s: differs at %d" % (gen.__name__, off)); sys.exit(1)
+        off += len(chunk)
+print("ok")
 EOF
+                ok "the log has the bytes as written: x, NUL, escapes, computed" || fail "log content: $(cat "$WORK/logcheck")"
         # The model got head and tail, escaped; so did the follower.
         python3 - "$WORK/requests.jsonl" > "$WORK/modelcheck" <<'EOF' && ok "what the model got is bounded and escaped" || fail "model: $(cat "$WORK/modelcheck")"
 import json, sys
@@ -357,18 +395,34 @@ EOF
                 fail "follower: $fsize bytes in $flood_s s (bound $flimit), raw escapes: $(grep -c $'\x1b' "$WORK/follow.out")"
         ! hx journalctl -q -o cat AGENTFAB_TASK="$id" | grep -q 'pwned' && ok "no output in the journal" || fail "output in the journal"
 
-        # The figures: each command's duration as the sandbox measured it.
+        # The figures: each command's duration as the sandbox measured it
+        # (the command ends when its last byte is in the pipe, at most 1 MiB
+        # before it is in the log). The target (issue 9), per producer: into
+        # the log at 1 GB/s at least, or, where the producer itself is
+        # slower than 1.25 GB/s, at no less than its /dev/null rate / 1.25.
+        # (Against a producer faster than that, /dev/null copies nothing
+        # and the log copies every byte into the page cache once: no design
+        # reaches 1.25x /dev/null there, so 1 GB/s is the bound.) Each pair
+        # comes after a `sync`: past about 2.2 GB of dirty pages (10 % of
+        # this machine's memory) the kernel holds every writer to the disk's
+        # writeback rate, whatever the design (seen: 50-90 MB/s with other
+        # sessions' I/O), so without it the fourth GiB measured the disk.
+        # That bound is the disk's, and the figures say nothing of it.
         hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | python3 -c '
 import json, sys
-rows = [json.loads(l) for l in sys.stdin]
-names = ["text without newline", "NUL bytes", "escape sequences"]
+rows = [r for r in (json.loads(l) for l in sys.stdin) if r.get("AGENTFAB_COMMAND") != "sync"]
+names = ["text without newline", "NUL bytes", "escape sequences", "computed bytes"]
 for i in range(0, len(rows) - 1, 2):
     null, log = rows[i], rows[i + 1]
     dn = int(null["AGENTFAB_DURATION_USEC"]) / 1e6
     dl = int(log["AGENTFAB_DURATION_USEC"]) / 1e6
     b = int(log["AGENTFAB_OUTPUT_BYTES"])
-    print("figure: output %s: %d MiB into the log in %.3f s = %.0f MB/s; into /dev/null %.3f s = %.0f MB/s; ratio %.2fx" %
-          (names[i // 2] if i // 2 < len(names) else "?", b >> 20, dl, b / dl / 1e6, dn, b / dn / 1e6, dl / dn))
+    rl, rn = b / dl / 1e6, b / dn / 1e6
+    bound = min(1000.0, rn / 1.25)
+    print("figure: output %s: %d MiB into the log in %.3f s = %.0f MB/s; into /dev/null %.3f s = %.0f MB/s; ratio %.2fx; "
+          "bound min(1 GB/s, /dev/null / 1.25) = %.0f MB/s: %s" %
+          (names[i // 2] if i // 2 < len(names) else "?", b >> 20, dl, rl, dn, rn, dl / dn, bound,
+           "met" if rl >= bound else "not met"))
 '
 }
 

@@ -6,16 +6,21 @@
  * newline), and the service keeps its copy of the pipe open after "exit".
  * The log must hold every byte, the model's text must be bounded and
  * escaped, and the end must come without waiting for the pipe to close.
+ * Then the mover thread (exec-output.h) alone, with writers of our own:
+ * small writes, a quiet spell, a writer that never stops, a full log.
  * No root, no systemd. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "exec-output.h"
 #include "exec-session.h"
 #include "tap.h"
 
@@ -122,6 +127,209 @@ static void on_done(SandboxSession *s, int error, const ExecResult *r, void *use
         (void) sd_event_exit(event, 0);
 }
 
+/* ---- The mover alone (exec-output.h), with a writer of our own ---- */
+
+static char followed[1 << 16];
+static size_t followed_len;
+static bool followed_raw;
+
+static void on_follow(const char *stream, const char *data, size_t n, void *userdata) {
+        if (memchr(data, '\x1b', n) || memchr(data, '\0', n))
+                followed_raw = true;
+        /* Keep the newest bytes: the test looks for the last piece. */
+        if (n > sizeof(followed))
+                data += n - sizeof(followed), n = sizeof(followed);
+        if (followed_len + n > sizeof(followed)) {
+                size_t drop = followed_len + n - sizeof(followed);
+                memmove(followed, followed + drop, followed_len - drop);
+                followed_len -= drop;
+        }
+        memcpy(followed + followed_len, data, n);
+        followed_len += n;
+}
+
+static bool followed_has(const char *s) {
+        return memmem(followed, followed_len, s, strlen(s)) != NULL;
+}
+
+static int temp_log(void) {
+        char path[] = "/tmp/test-exec-output-log.XXXXXX";
+        int fd = mkostemp(path, O_CLOEXEC | O_APPEND);
+        if (fd >= 0)
+                (void) unlink(path);
+        return fd;
+}
+
+static uint64_t now(clockid_t clock) {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+static void run_loop_for(sd_event *e, uint64_t usec) {
+        uint64_t end = now(CLOCK_MONOTONIC) + usec;
+        while (now(CLOCK_MONOTONIC) < end)
+                (void) sd_event_run(e, 10 * USEC_PER_MSEC);
+}
+
+/* A command that writes in head's 8 KiB pieces, falls quiet and writes
+ * once more: the mover batches small writes, so every byte must still be
+ * there in order; and a follower must be told of the last piece while the
+ * command runs, although the loop stopped sampling when it fell quiet. */
+static void test_small_writes_and_quiet(sd_event *e) {
+        ExecOutput o;
+        ExecResult result = {};
+        _cleanup_close_ int log = temp_log();
+        const size_t pieces = 400, piece = 8192;
+        pid_t pid;
+        int r;
+
+        exec_output_init(&o);
+        followed_len = 0;
+        followed_raw = false;
+        CHECK(log >= 0 && write(log, "banner\n", 7) == 7, "a log with a banner");
+        r = exec_output_open(&o, e, log, 1000, on_follow, NULL);
+        CHECK(r == 0, "the mover starts: %s", strerror(-r));
+        if (r < 0) {
+                exec_output_close(&o);
+                return;
+        }
+        fflush(stdout);   /* the child must not print our TAP lines again */
+        pid = fork();
+        if (pid == 0) {
+                char buf[8192];
+                for (size_t i = 0; i < pieces; i++) {
+                        for (size_t j = 0; j < sizeof(buf); j++)
+                                buf[j] = (char) ((i * 31 + j) % 251);   /* NUL and escapes among them */
+                        if (write(o.pass_fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf))
+                                _exit(1);
+                }
+                usleep(300 * 1000);
+                (void) !write(o.pass_fd, "LAST-PIECE", 10);
+                usleep(300 * 1000);
+                _exit(0);
+        }
+        o.pass_fd = safe_close(o.pass_fd);
+        /* Before the end (finish): the loop samples for the follower, at
+         * most 10 s, however slowly a loaded machine runs the writer. */
+        for (uint64_t end = now(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC;
+             !followed_has("LAST-PIECE") && now(CLOCK_MONOTONIC) < end;)
+                (void) sd_event_run(e, 10 * USEC_PER_MSEC);
+        CHECK(followed_has("LAST-PIECE"), "the follower saw the piece written after a quiet spell, before the end");
+        (void) waitpid(pid, NULL, 0);
+        CHECK(!followed_raw, "what the follower got is escaped");
+
+        r = exec_output_finish(&o, &result);
+        CHECK(r == 0 && result.output_bytes == pieces * piece + 10, "every byte counted: %llu",
+              (unsigned long long) result.output_bytes);
+        bool same = true;
+        char buf[8192];
+        for (size_t i = 0; i < pieces && same; i++) {
+                same = pread(log, buf, sizeof(buf), (off_t) (7 + i * piece)) == (ssize_t) sizeof(buf);
+                for (size_t j = 0; j < sizeof(buf) && same; j++)
+                        same = buf[j] == (char) ((i * 31 + j) % 251);
+        }
+        same = same && pread(log, buf, 10, (off_t) (7 + pieces * piece)) == 10 && memcmp(buf, "LAST-PIECE", 10) == 0;
+        CHECK(same && lseek(log, 0, SEEK_END) == (off_t) (7 + pieces * piece + 10),
+              "the log holds the banner and every byte in order");
+        CHECK(result.output && strlen(result.output) < 4 * 1000 + 100 && strstr(result.output, "LAST-PIECE") &&
+              strstr(result.output, "\\x00"), "the model gets a bounded, escaped head and tail");
+        exec_result_done(&result);
+}
+
+/* A subverted sandbox keeps the pipe and writes on after "exit": finishing
+ * must not wait for it (only what the pipe held is moved), and every byte
+ * counted is in the log. Closing without finishing (the session freed in
+ * the middle of a command) must not wait either. */
+static void test_writer_that_never_stops(sd_event *e, bool finish) {
+        ExecOutput o;
+        ExecResult result = {};
+        _cleanup_close_ int log = temp_log();
+        pid_t pid;
+        int r;
+
+        exec_output_init(&o);
+        r = exec_output_open(&o, e, log, 100, finish ? on_follow : NULL, NULL);
+        CHECK(r == 0, "the mover starts: %s", strerror(-r));
+        if (r < 0) {
+                exec_output_close(&o);
+                return;
+        }
+        fflush(stdout);   /* the child must not print our TAP lines again */
+        pid = fork();
+        if (pid == 0) {
+                static char buf[65536];
+                memset(buf, 'y', sizeof(buf));
+                for (;;)
+                        if (write(o.pass_fd, buf, sizeof(buf)) < 0)
+                                _exit(0);
+        }
+        o.pass_fd = safe_close(o.pass_fd);
+        /* Until the writer is at it (bounded: a loaded machine may not run it at once). */
+        for (uint64_t end = now(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC;
+             __atomic_load_n(&o.bytes, __ATOMIC_ACQUIRE) == 0 && now(CLOCK_MONOTONIC) < end;)
+                (void) sd_event_run(e, 10 * USEC_PER_MSEC);
+        run_loop_for(e, 20 * USEC_PER_MSEC);
+
+        uint64_t t0 = now(CLOCK_MONOTONIC);
+        if (finish) {
+                r = exec_output_finish(&o, &result);
+                CHECK(r == 0 && result.output_bytes > 0 &&
+                      lseek(log, 0, SEEK_END) == (off_t) result.output_bytes, "finished with %llu bytes, all in the log",
+                      (unsigned long long) result.output_bytes);
+        } else
+                exec_output_close(&o);
+        uint64_t took = now(CLOCK_MONOTONIC) - t0;
+        CHECK(took < 5 * USEC_PER_SEC, "%s without waiting for the writer: %llu ms", finish ? "finished" : "closed",
+              (unsigned long long) (took / USEC_PER_MSEC));
+        kill(pid, SIGKILL);
+        (void) waitpid(pid, NULL, 0);
+        exec_result_done(&result);
+}
+
+/* The log's file system is full (here: the log may not grow past
+ * RLIMIT_FSIZE): the command is not stopped, what it writes beyond is
+ * counted and dropped, and the log keeps what it had. */
+static void test_log_full(sd_event *e) {
+        ExecOutput o;
+        ExecResult result = {};
+        _cleanup_close_ int log = temp_log();
+        struct rlimit old, lim = { .rlim_cur = 100 * 1024, .rlim_max = RLIM_INFINITY };
+        const size_t total = 2 * 1024 * 1024;
+        int status = -1;
+        pid_t pid;
+        int r;
+
+        exec_output_init(&o);
+        r = exec_output_open(&o, e, log, 100, NULL, NULL);
+        CHECK(r == 0, "the mover starts: %s", strerror(-r));
+        if (r < 0) {
+                exec_output_close(&o);
+                return;
+        }
+        (void) getrlimit(RLIMIT_FSIZE, &old);
+        lim.rlim_max = old.rlim_max;
+        (void) setrlimit(RLIMIT_FSIZE, &lim);
+        fflush(stdout);   /* the child must not print our TAP lines again */
+        pid = fork();
+        if (pid == 0) {
+                static char buf[65536];
+                memset(buf, 'z', sizeof(buf));
+                for (size_t left = total; left > 0; left -= sizeof(buf))
+                        if (write(o.pass_fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf))
+                                _exit(1);
+                _exit(0);
+        }
+        o.pass_fd = safe_close(o.pass_fd);
+        (void) waitpid(pid, &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the command wrote all of its output");
+        r = exec_output_finish(&o, &result);
+        (void) setrlimit(RLIMIT_FSIZE, &old);
+        CHECK(r == 0 && result.output_bytes == total, "every byte counted: %llu", (unsigned long long) result.output_bytes);
+        CHECK(lseek(log, 0, SEEK_END) <= 100 * 1024, "the log did not grow past its limit");
+        exec_result_done(&result);
+}
+
 static void on_ready(SandboxSession *s, int error, const char *message, void *userdata) {
         static char *argv[] = { (char *) "flood", NULL };
         ExecRequest req = { .argv = argv, .timeout_usec = 60 * USEC_PER_SEC };
@@ -146,6 +354,14 @@ int main(void) {
         pid_t pid;
 
         signal(SIGPIPE, SIG_IGN);
+        signal(SIGXFSZ, SIG_IGN);   /* a log past RLIMIT_FSIZE: EFBIG, as a full disk gives ENOSPC */
+
+        CHECK(sd_event_default(&event) >= 0, "an event loop");
+        test_small_writes_and_quiet(event);
+        test_writer_that_never_stops(event, true);
+        test_writer_that_never_stops(event, false);
+        test_log_full(event);
+
         snprintf(sock_path, sizeof(sock_path), "/tmp/test-exec-output.%i.sock", (int) getpid());
         strcpy(sa.sun_path, sock_path);
         listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -162,7 +378,6 @@ int main(void) {
         CHECK(log_fd >= 0 && write(log_fd, "\n$ cm\n", 6) == 6, "a log");
         ws = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-        CHECK(sd_event_default(&event) >= 0, "an event loop");
         r = sandbox_session_open_async(event, sock_path, TASK, ws, NULL, NULL, NULL, -EBADF, -EBADF, on_ready, NULL, &s);
         CHECK(r == 0 && !sandbox_session_is_ready(s), "asynchronous open started: %s", strerror(-r));
         CHECK(sandbox_session_exec(s, &(ExecRequest) { .argv = (char *[]) { (char *) "x", NULL } }, -EBADF, 10, NULL,
