@@ -234,7 +234,6 @@ int manager_check_delivery(const Config *c, const TaskSpec *spec, sd_bus_error *
 static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         _cleanup_(task_freep) Task *t = NULL;
-        _cleanup_free_ char *canonical = NULL;
         Manager *m = userdata;
         _cleanup_(task_spec_done) TaskSpec spec;
         Caller caller;
@@ -318,13 +317,9 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
                                          "Repository '%s' is refused: ssh:// repositories need [Git] "
                                          "SSHKnownHostsCredential= in the daemon's configuration.", spec.repository);
-        if (spec.repository_fd < 0 && !task_repository_url_is_valid(spec.repository)) {
-                r = repository_check(spec.repository, spec.base, &caller, &canonical, error);
-                if (r < 0)
-                        return r;
-                free(spec.repository);
-                spec.repository = TAKE_PTR(canonical);
-        }
+        /* A local path is checked in the worker thread that makes the
+         * record (submission.c): it opens a repository of any size. */
+        bool check = spec.repository_fd < 0 && !task_repository_url_is_valid(spec.repository);
 
         /* 4. The record, durable before anybody hears of it. */
         do {
@@ -344,16 +339,10 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
 
         /* The fd does not outlive this call (nor a restart of the daemon):
          * the task's own repository is made from it, in a worker thread,
-         * and the call answered when that is done. */
-        if (t->spec.repository_fd >= 0) {
-                r = submission_start(m, message, TAKE_PTR(t), error);
-                return r < 0 ? r : 1;
-        }
-
-        r = task_create(t);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Failed to store task: %m");
-        return manager_submit_finish(m, message, TAKE_PTR(t));
+         * and the call answered when that is done. So with every other
+         * submission: the record's fsyncs are no work for the loop. */
+        r = submission_start(m, message, TAKE_PTR(t), check ? &caller : NULL, error);
+        return r < 0 ? r : 1;
 }
 
 int manager_submit_finish(Manager *m, sd_bus_message *message, Task *t) {

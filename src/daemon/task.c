@@ -80,6 +80,7 @@ Task *task_free(Task *t) {
                 return NULL;
         task_jobs_free(t);
         json_object_put(t->checkpoints);
+        free(t->checkpoints_key);
         task_progress_done(&t->progress);
         task_spec_done(&t->spec);
         /* Closed, not thawed: at shutdown a frozen sandbox stays frozen, its

@@ -83,6 +83,7 @@ typedef struct Task {
         AgentRun *run;             /* the agent at work, while the task is active (or paused) */
         TaskJob *jobs, *jobs_tail; /* work on its ledger in worker threads, one at a time (task-job.h) */
         json_object *checkpoints;  /* the Checkpoints property as last read, for while a job runs */
+        char *checkpoints_key;     /* the tip and checkpoint it was read at (task_ledger_checkpoints()) */
 
         /* A frozen sandbox kept without an agent (freezer.c): while the task
          * waits for approval, or is paused after a restart of the daemon. */
