@@ -7,6 +7,10 @@
  * milliseconds, on one line per kind:
  *   bus n=N p50=X p99=Y max=Z
  *   stream n=N p50=X p99=Y max=Z
+ * With --slowest=N, then the N slowest answers of each kind with the wall
+ * clock time they were asked at (UTC, as the journal has it), to find what
+ * the daemon was doing then:
+ *   slow bus 186.2 ms at 20:51:07.123456
  * Not a test: it asserts nothing; the caller compares runs. */
 #include <errno.h>
 #include <getopt.h>
@@ -37,6 +41,26 @@ static uint64_t now_us(void) {
 static int cmp_u64(const void *a, const void *b) {
         uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
         return x < y ? -1 : x > y;
+}
+
+typedef struct Sample {
+        uint64_t usec;
+        struct timespec at;        /* CLOCK_REALTIME at the request */
+} Sample;
+
+static int cmp_sample_desc(const void *a, const void *b) {
+        uint64_t x = ((const Sample *) a)->usec, y = ((const Sample *) b)->usec;
+        return x > y ? -1 : x < y;
+}
+
+static void report_slowest(const char *what, Sample *v, size_t n, unsigned count) {
+        qsort(v, n, sizeof(Sample), cmp_sample_desc);
+        for (size_t i = 0; i < n && i < count; i++) {
+                struct tm tm;
+                gmtime_r(&v[i].at.tv_sec, &tm);
+                printf("slow %s %.1f ms at %02d:%02d:%02d.%06ld\n", what, v[i].usec / 1000.0, tm.tm_hour, tm.tm_min,
+                       tm.tm_sec, v[i].at.tv_nsec / 1000);
+        }
 }
 
 static void report(const char *what, uint64_t *v, size_t n, unsigned failed) {
@@ -84,12 +108,13 @@ static int stream_request(const char *path, const char *task) {
 int main(int argc, char *argv[]) {
         const char *task = NULL, *socket_path = "/run/agentfab/agentfab.sock";
         double duration = 10;
-        unsigned interval_ms = 20, bus_failed = 0, stream_failed = 0;
+        unsigned interval_ms = 20, bus_failed = 0, stream_failed = 0, slowest = 0;
         static const struct option options[] = {
                 { "task", required_argument, NULL, 't' },
                 { "socket", required_argument, NULL, 's' },
                 { "duration", required_argument, NULL, 'd' },
                 { "interval-ms", required_argument, NULL, 'i' },
+                { "slowest", required_argument, NULL, 'S' },
                 {}
         };
         sd_bus *bus = NULL;
@@ -102,6 +127,7 @@ int main(int argc, char *argv[]) {
                 case 's': socket_path = optarg; break;
                 case 'd': duration = atof(optarg); break;
                 case 'i': interval_ms = (unsigned) atoi(optarg); break;
+                case 'S': slowest = (unsigned) atoi(optarg); break;
                 default: return 2;
                 }
         /* SIGINT or SIGTERM: stop and report what was measured. */
@@ -118,7 +144,8 @@ int main(int argc, char *argv[]) {
 
         size_t cap = (size_t) (duration * 1000 / (interval_ms ?: 1)) + 16, nb = 0, ns = 0;
         uint64_t *bus_lat = calloc(cap, sizeof(uint64_t)), *stream_lat = calloc(cap, sizeof(uint64_t));
-        if (!bus_lat || !stream_lat)
+        Sample *bus_at = calloc(cap, sizeof(Sample)), *stream_at = calloc(cap, sizeof(Sample));
+        if (!bus_lat || !stream_lat || !bus_at || !stream_at)
                 return 1;
 
         uint64_t end = now_us() + (uint64_t) (duration * 1e6);
@@ -126,7 +153,9 @@ int main(int argc, char *argv[]) {
                 sd_bus_error error = SD_BUS_ERROR_NULL;
                 sd_bus_message *reply = NULL;
                 uint64_t t0 = now_us();
+                struct timespec at;
 
+                clock_gettime(CLOCK_REALTIME, &at);
                 if (task)
                         r = sd_bus_call_method(bus, "org.agentfab.Factory1", path, "org.freedesktop.DBus.Properties",
                                                "GetAll", &error, &reply, "s", "org.agentfab.Task1");
@@ -135,24 +164,33 @@ int main(int argc, char *argv[]) {
                                                "org.agentfab.Factory1", "ListTasks", &error, &reply, "");
                 if (r < 0 && !stop)
                         bus_failed++;
-                else
-                        bus_lat[nb++] = now_us() - t0;
+                else {
+                        bus_at[nb] = (Sample) { now_us() - t0, at };
+                        bus_lat[nb] = bus_at[nb].usec;
+                        nb++;
+                }
                 sd_bus_message_unref(reply);
                 sd_bus_error_free(&error);
 
                 t0 = now_us();
+                clock_gettime(CLOCK_REALTIME, &at);
                 if (stream_request(socket_path, task ?: "000000000000") < 0) {
                         if (!stop)
                                 stream_failed++;
                 }
-                else
-                        stream_lat[ns++] = now_us() - t0;
+                else {
+                        stream_at[ns] = (Sample) { now_us() - t0, at };
+                        stream_lat[ns] = stream_at[ns].usec;
+                        ns++;
+                }
 
                 if (!stop)
                         usleep(interval_ms * 1000);
         }
         report("bus", bus_lat, nb, bus_failed);
         report("stream", stream_lat, ns, stream_failed);
+        report_slowest("bus", bus_at, nb, slowest);
+        report_slowest("stream", stream_at, ns, slowest);
         sd_bus_unref(bus);
         return 0;
 }

@@ -4,13 +4,20 @@
  * many clients at once would, and prints what it measured. Not installed;
  * bench/load.sh copies it into the test system.
  *
- *   agentfab-load rate --clients=N --rate=CALLS_PER_SEC --seconds=S --repo=PATH [--socket=PATH]
+ *   agentfab-load rate --clients=N --rate=CALLS_PER_SEC --seconds=S --repo=PATH [--socket=PATH] [--closed]
  *       N processes, each with its own bus connection, share the rate: the
- *       calls of each are spread evenly over time (a late call goes at once,
- *       and the achieved rate says so). The mix: ListTasks, GetAll of a
- *       task's properties, SubmitTask of PATH, Cancel of a task the client
- *       submitted, and a watch of a task's history on the stream socket.
- *       Prints calls, errors and p50/p99/max latency per kind and in all.
+ *       calls of each are spread evenly over time. The mix: ListTasks,
+ *       GetAll of a task's properties, SubmitTask of PATH, Cancel of a task
+ *       the client submitted, and a watch of a task's history on the
+ *       stream socket. Prints calls, errors and p50/p99/max latency per
+ *       kind and in all.
+ *       By default each client sends every call when it is due, whether or
+ *       not earlier ones were answered (an open loop, the way a busy client
+ *       with many callers behaves, or many clients): the rate is the rate
+ *       offered, and a slow answer shows in the latency, not as fewer
+ *       calls. The client's own lag behind its schedule is printed too.
+ *       With --closed, each client waits for an answer before its next call
+ *       (a late call goes at once, and the achieved rate says so).
  *   agentfab-load submit --count=N --repo=PATH
  *       Submits N tasks, one after the other; prints the time it took.
  *   agentfab-load list --count=N
@@ -21,6 +28,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,7 +38,9 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,6 +60,7 @@ static const unsigned op_share[_OP_MAX] = { 40, 30, 5, 5, 20 };
 static const char *arg_repo = NULL;
 static const char *arg_socket = "/run/agentfab/agentfab.sock";
 static unsigned arg_clients = 8, arg_rate = 1000, arg_seconds = 60, arg_count = 1000;
+static bool arg_closed = false;
 
 static uint64_t now_usec(void) {
         struct timespec ts;
@@ -176,7 +187,247 @@ out:
 typedef struct Result {
         uint32_t n[_OP_MAX];
         uint32_t errors[_OP_MAX];
+        uint32_t lag_max;          /* usec: the latest a call was sent after it was due */
+        uint32_t late;             /* calls sent more than 10 ms after they were due */
+        uint32_t unanswered;       /* open loop: calls not answered (or not sent) 30 s after the last was due */
 } Result;
+
+static unsigned op_pick(uint64_t i, unsigned index) {
+        unsigned pick = (unsigned) ((i * 37 + index * 11) % 100), op, acc = 0;
+
+        for (op = 0; op < _OP_MAX; op++) {
+                acc += op_share[op];
+                if (pick < acc)
+                        break;
+        }
+        return op;
+}
+
+static int write_result(int fd, const Result *res, uint32_t *const lat[_OP_MAX]) {
+        if (write(fd, res, sizeof(*res)) != sizeof(*res))
+                return 1;
+        for (int i = 0; i < _OP_MAX; i++)
+                if (write(fd, lat[i], res->n[i] * sizeof(uint32_t)) != (ssize_t) (res->n[i] * sizeof(uint32_t)))
+                        return 1;
+        return 0;
+}
+
+/* ---- The open loop: every call sent when due, answers taken as they come. ---- */
+
+typedef struct OpenClient {
+        unsigned index;
+        sd_event *event;
+        sd_bus *bus;
+        uint64_t calls, sent, answered, start, interval;
+        uint32_t *lat[_OP_MAX];
+        Result res;
+        char *known;
+        char *mine[4096];
+        size_t n_mine;
+        unsigned printed;
+} OpenClient;
+
+typedef struct Call {
+        OpenClient *c;
+        unsigned op;
+        uint64_t t0;
+        int fd;                    /* a watch's socket */
+        sd_event_source *source;
+        bool end, failed;
+} Call;
+
+static void call_finish(Call *k, int r, const char *message) {
+        OpenClient *c = k->c;
+
+        c->lat[k->op][c->res.n[k->op]++] = (uint32_t) (now_usec() - k->t0);
+        if (r < 0) {
+                c->res.errors[k->op]++;
+                if (c->printed++ < 5)
+                        fprintf(stderr, "client %u: %s: %s\n", c->index, op_name[k->op], message ?: strerror(-r));
+        }
+        c->answered++;
+        sd_event_source_disable_unref(k->source);
+        if (k->fd >= 0)
+                close(k->fd);
+        free(k);
+        if (c->sent == c->calls && c->answered == c->sent)
+                (void) sd_event_exit(c->event, 0);
+}
+
+static int on_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        Call *k = userdata;
+        OpenClient *c = k->c;
+        const sd_bus_error *e = sd_bus_message_get_error(m);
+        int r = 0;
+
+        (void) ret_error;
+        if (e)
+                return call_finish(k, -sd_bus_message_get_errno(m) ?: -EIO, e->message), 0;
+        if (k->op == OP_SUBMIT) {
+                const char *id, *path;
+                r = sd_bus_message_read(m, "so", &id, &path);
+                if (r >= 0 && c->n_mine < sizeof(c->mine) / sizeof(c->mine[0]))
+                        c->mine[c->n_mine++] = strdup(id);
+        } else if (k->op == OP_LIST) {
+                const char *id, *state, *path;
+                r = sd_bus_message_enter_container(m, 'a', "(sso)");
+                while (r >= 0 && (r = sd_bus_message_read(m, "(sso)", &id, &state, &path)) > 0)
+                        ;
+        }
+        call_finish(k, r < 0 ? r : 0, NULL);
+        return 0;
+}
+
+static int on_watch_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Call *k = userdata;
+        char buf[65536];
+
+        (void) s, (void) revents;
+        for (;;) {
+                ssize_t n = read(fd, buf, sizeof(buf) - 1);
+                if (n < 0 && errno == EAGAIN)
+                        return 0;
+                if (n < 0)
+                        return call_finish(k, -errno, NULL), 0;
+                if (n == 0)
+                        return call_finish(k, k->failed ? -EPROTO : k->end ? 0 : -EPROTO, NULL), 0;
+                buf[n] = '\0';
+                if (strstr(buf, "\"type\":\"error\""))
+                        k->failed = true;
+                if (strstr(buf, "\"type\":\"end\""))
+                        k->end = true;
+        }
+}
+
+static int watch_start(Call *k) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        char req[128];
+
+        if (strlen(arg_socket) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, arg_socket);
+        k->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (k->fd < 0)
+                return -errno;
+        if (connect(k->fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return -errno;
+        snprintf(req, sizeof(req), "{\"task\":\"%s\",\"follow\":false}\n", k->c->known);
+        if (write(k->fd, req, strlen(req)) != (ssize_t) strlen(req))
+                return -EIO;
+        if (fcntl(k->fd, F_SETFL, O_NONBLOCK) < 0)
+                return -errno;
+        return sd_event_add_io(k->c->event, &k->source, k->fd, EPOLLIN, on_watch_io, k);
+}
+
+static int call_start(OpenClient *c, unsigned op) {
+        Call *k = calloc(1, sizeof(Call));
+        char path[128];
+        int r;
+
+        if (!k)
+                return -ENOMEM;
+        if (op == OP_CANCEL && c->n_mine == 0)
+                op = OP_LIST;
+        *k = (Call) { .c = c, .op = op, .t0 = now_usec(), .fd = -EBADF };
+        switch (op) {
+        case OP_LIST:
+                r = sd_bus_call_method_async(c->bus, NULL, BUS_NAME, BUS_PATH, BUS_IFACE, "ListTasks", on_reply, k, NULL);
+                break;
+        case OP_PROPS:
+                r = task_path(c->known, path, sizeof(path));
+                if (r >= 0)
+                        r = sd_bus_call_method_async(c->bus, NULL, BUS_NAME, path, "org.freedesktop.DBus.Properties",
+                                                     "GetAll", on_reply, k, "s", TASK_IFACE);
+                break;
+        case OP_SUBMIT:
+                r = sd_bus_call_method_async(c->bus, NULL, BUS_NAME, BUS_PATH, BUS_IFACE, "SubmitTask", on_reply, k,
+                                             "a{sv}", 3, "repository", "s", arg_repo, "goal", "s", "load",
+                                             "test_command", "s", "true");
+                break;
+        case OP_CANCEL: {
+                char *id = c->mine[--c->n_mine];
+                r = task_path(id, path, sizeof(path));
+                free(id);
+                if (r >= 0)
+                        r = sd_bus_call_method_async(c->bus, NULL, BUS_NAME, path, TASK_IFACE, "Cancel", on_reply, k, NULL);
+                break;
+        }
+        default:
+                r = watch_start(k);
+        }
+        c->sent++;
+        if (r < 0)
+                call_finish(k, r, NULL);
+        return 0;
+}
+
+static int on_due(sd_event_source *s, uint64_t usec, void *userdata) {
+        OpenClient *c = userdata;
+        uint64_t now = now_usec(), due = c->start + c->sent * c->interval;
+
+        (void) usec;
+        /* Everything due by now goes now, in order. */
+        while (c->sent < c->calls && due <= now) {
+                uint64_t lag = now - due;
+                if (lag > c->res.lag_max)
+                        c->res.lag_max = (uint32_t) MIN(lag, (uint64_t) UINT32_MAX);
+                if (lag > 10000)
+                        c->res.late++;
+                (void) call_start(c, op_pick(c->sent, c->index));
+                due = c->start + c->sent * c->interval;
+        }
+        if (c->sent == c->calls)
+                return sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        if (sd_event_source_set_time(s, due) < 0)
+                return sd_event_exit(c->event, -EIO);
+        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        OpenClient *c = userdata;
+
+        (void) s, (void) usec;
+        fprintf(stderr, "client %u: %" PRIu64 " calls unanswered 30 s after the last was due\n", c->index,
+                c->calls - c->answered);
+        return sd_event_exit(c->event, 0);
+}
+
+static int client_run_open(unsigned index, int fd) {
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_event_source *due = NULL, *deadline = NULL;
+        OpenClient c = { .index = index };
+        int r;
+
+        c.calls = (uint64_t) arg_rate * arg_seconds / arg_clients;
+        c.interval = 1000000u * arg_clients / arg_rate;
+        if (sd_event_new(&c.event) < 0 || sd_bus_open_system(&c.bus) < 0 ||
+            sd_bus_attach_event(c.bus, c.event, SD_EVENT_PRIORITY_NORMAL) < 0) {
+                fprintf(stderr, "client %u: cannot connect to the bus\n", index);
+                return 1;
+        }
+        for (int i = 0; i < _OP_MAX; i++)
+                if (!(c.lat[i] = calloc(c.calls + 1, sizeof(uint32_t))))
+                        return 1;
+        r = list_tasks(c.bus, NULL, &c.known, &error);
+        sd_bus_error_free(&error);
+        if (r < 0 || !c.known) {
+                fprintf(stderr, "client %u: no task to look at\n", index);
+                return 1;
+        }
+
+        c.start = now_usec() + index * c.interval / arg_clients;   /* clients interleaved */
+        if (sd_event_add_time(c.event, &due, CLOCK_MONOTONIC, c.start, 0, on_due, &c) < 0 ||
+            sd_event_add_time(c.event, &deadline, CLOCK_MONOTONIC, c.start + c.calls * c.interval + 30000000u, 0,
+                              on_deadline, &c) < 0)
+                return 1;
+        if (c.calls == 0)
+                (void) sd_event_exit(c.event, 0);
+        r = sd_event_loop(c.event);
+        if (r < 0)
+                return 1;
+        c.res.unanswered = (uint32_t) (c.calls - c.answered);   /* never sent, or never answered */
+        return write_result(fd, &c.res, c.lat);
+}
 
 /* One client: its share of the rate, for the given time; latencies and
  * counts go to fd. */
@@ -212,16 +463,15 @@ static int client_run(unsigned index, int fd) {
         start = now_usec() + index * interval / arg_clients;   /* clients interleaved */
         for (uint64_t i = 0; i < calls; i++) {
                 uint64_t due = start + i * interval, t0, now = now_usec();
-                unsigned pick = (unsigned) ((i * 37 + index * 11) % 100), op = 0, acc = 0;
+                unsigned op = op_pick(i, index);
                 char path[128];
 
                 if (due > now)
                         usleep((useconds_t) (due - now));
-                for (op = 0; op < _OP_MAX; op++) {
-                        acc += op_share[op];
-                        if (pick < acc)
-                                break;
-                }
+                else if (now - due > res.lag_max)
+                        res.lag_max = (uint32_t) MIN(now - due, (uint64_t) UINT32_MAX);
+                if (now > due + 10000)
+                        res.late++;
                 if (op == OP_CANCEL && n_mine == 0)
                         op = OP_LIST;
 
@@ -268,13 +518,8 @@ static int client_run(unsigned index, int fd) {
                 sd_bus_error_free(&error);
         }
 
-        if (write(fd, &res, sizeof(res)) != sizeof(res))
-                return 1;
-        for (int i = 0; i < _OP_MAX; i++)
-                if (write(fd, lat[i], res.n[i] * sizeof(uint32_t)) != (ssize_t) (res.n[i] * sizeof(uint32_t)))
-                        return 1;
         sd_bus_flush_close_unref(bus);
-        return 0;
+        return write_result(fd, &res, lat);
 }
 
 static int read_all(int fd, void *buf, size_t size) {
@@ -292,7 +537,8 @@ static int read_all(int fd, void *buf, size_t size) {
 static int run_rate(void) {
         uint32_t *lat[_OP_MAX] = {}, *all;
         size_t n[_OP_MAX] = {}, total = 0, cap = (size_t) arg_rate * arg_seconds + arg_clients;
-        unsigned errors[_OP_MAX] = {}, total_errors = 0;
+        unsigned errors[_OP_MAX] = {}, total_errors = 0, late = 0;
+        uint32_t lag_max = 0;
         int fds[64];
         pid_t pids[64];
         uint64_t t0 = now_usec(), elapsed;
@@ -314,7 +560,7 @@ static int run_rate(void) {
                         return 1;
                 if (pids[c] == 0) {
                         close(p[0]);
-                        _exit(client_run(c, p[1]));
+                        _exit(arg_closed ? client_run(c, p[1]) : client_run_open(c, p[1]));
                 }
                 close(p[1]);
                 fds[c] = p[0];
@@ -325,7 +571,12 @@ static int run_rate(void) {
                 if (read_all(fds[c], &res, sizeof(res)) < 0) {
                         fprintf(stderr, "client %u gave no result\n", c);
                         failed = 1;
-                } else
+                } else {
+                        lag_max = MAX(lag_max, res.lag_max);
+                        late += res.late;
+                        total_errors += res.unanswered;   /* errors of no kind */
+                        if (res.unanswered > 0)
+                                failed = 1;
                         for (int i = 0; i < _OP_MAX; i++) {
                                 if (n[i] + res.n[i] > cap || read_all(fds[c], lat[i] + n[i], res.n[i] * sizeof(uint32_t)) < 0) {
                                         failed = 1;
@@ -334,6 +585,7 @@ static int run_rate(void) {
                                 n[i] += res.n[i];
                                 errors[i] += res.errors[i];
                         }
+                }
                 close(fds[c]);
                 if (waitpid(pids[c], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
                         failed = 1;
@@ -348,8 +600,11 @@ static int run_rate(void) {
                 total += n[i];
                 total_errors += errors[i];
         }
-        printf("load: %u clients, target %u calls/s for %u s: %zu calls in %.1f s (%.0f calls/s), %u errors\n",
-               arg_clients, arg_rate, arg_seconds, total, elapsed / 1e6, total / (elapsed / 1e6), total_errors);
+        printf("load: %u clients (%s loop), target %u calls/s for %u s: %zu calls in %.1f s (%.0f calls/s), %u errors\n",
+               arg_clients, arg_closed ? "closed" : "open", arg_rate, arg_seconds, total, elapsed / 1e6,
+               total / (elapsed / 1e6), total_errors);
+        printf("  the clients' lag behind their schedule: max %.1f ms, %u calls sent more than 10 ms late\n",
+               lag_max / 1000.0, late);
         printf("  %-11s %8s %8s %9s %9s %9s\n", "call", "n", "errors", "p50 ms", "p99 ms", "max ms");
         for (int i = 0; i < _OP_MAX; i++)
                 print_latencies(op_name[i], lat[i], n[i], errors[i]);
@@ -435,6 +690,7 @@ int main(int argc, char *argv[]) {
                 { "count",   required_argument, NULL, 'n' },
                 { "repo",    required_argument, NULL, 'R' },
                 { "socket",  required_argument, NULL, 'S' },
+                { "closed",  no_argument,       NULL, 'C' },
                 {}
         };
         int c;
@@ -447,6 +703,7 @@ int main(int argc, char *argv[]) {
                 case 'n': arg_count = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 'R': arg_repo = optarg; break;
                 case 'S': arg_socket = optarg; break;
+                case 'C': arg_closed = true; break;
                 default: return 2;
                 }
         if (optind >= argc || arg_count == 0) {

@@ -11,7 +11,20 @@
 #     daemon's memory growth per task (VmRSS), and the time from a stopped
 #     daemon to its first answer with COUNT records against one with none.
 #
-#   bench/load.sh [BUILDDIR]        RATE=1000 DURATION=60 CLIENTS=8 COUNT=1000
+#   bench/load.sh [BUILDDIR]        RATE=1000 DURATION=60 CLIENTS=8 COUNT=1000 LOOP=open
+#
+# LOOP=open (the default): each client sends every call when it is due,
+# answered or not, as many callers behind one connection would, so that the
+# rate offered is the rate asked for and slowness shows as latency.
+# LOOP=closed: each client waits for an answer before its next call, so the
+# rate achieved falls as latency grows (CLIENTS / latency at most).
+#
+# PROFILE=DIR records, during the calls, `perf record -g` of agentfabd (or of
+# PROFILE_PROCESS, e.g. dbus-daemon)
+# (DIR/perf.data, with the report in DIR/perf.txt) and the daemon's
+# syscalls slower than 1 ms (`strace -T`, DIR/strace.txt), one after the
+# other, PROFILE_SECONDS (5) each; the figures of that run are not the
+# daemon's own any more. PHASES=rate skips the queued tasks' phase.
 set -u
 BUILDDIR=$(realpath "${1:-build}")
 HERE=$(dirname "$(realpath "$0")")
@@ -73,9 +86,43 @@ for i in 1 2; do
 done
 sleep 3
 echo "active tasks: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
-hx_as alice agentfab-load rate --clients="$CLIENTS" --rate="$RATE" --seconds="$DURATION" --repo=/home/alice/proj || rc=1
+if [ -n "${PROFILE:-}" ]; then
+        # The daemon's pid as the host sees it: ours is the one in the booted system's pid namespace.
+        mkdir -p "$PROFILE"
+        (
+                sleep 3
+                pid=$(pgrep --ns "$HARNESS_PID" --nslist pid -x "${PROFILE_PROCESS:-agentfabd}" | head -1)
+                [ -n "$pid" ] || exit 0
+                timeout "${PROFILE_SECONDS:-5}" perf record -q --call-graph "${PROFILE_CALLGRAPH:-fp}" -o "$PROFILE/perf.data" -p "$pid" >/dev/null 2>&1
+                perf report -i "$PROFILE/perf.data" --no-children --stdio --sort symbol 2>/dev/null > "$PROFILE/perf.txt"
+                timeout "${PROFILE_SECONDS:-5}" strace -f -T -tt -qq -p "$pid" -o "$PROFILE/strace.all" 2>/dev/null
+                awk -F'<' '{ d = $NF; sub(/>.*/, "", d); if (d + 0 >= 0.001) print }' "$PROFILE/strace.all" > "$PROFILE/strace.txt"
+        ) &
+        PROFILE_PID=$!
+fi
+# CPU time of the daemon and of the bus and polkit around it, for the figures.
+cpu_ticks() {
+        local p
+        for p in $(pgrep --ns "$HARNESS_PID" --nslist pid -x "$1"); do
+                awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null
+        done | awk '{ s += $1 } END { print s + 0 }'
+}
+declare -A cpu0
+for c in agentfabd dbus-daemon polkitd; do cpu0[$c]=$(cpu_ticks "$c"); done
+t0=$(date +%s%N)
+hx_as alice agentfab-load rate --clients="$CLIENTS" --rate="$RATE" --seconds="$DURATION" --repo=/home/alice/proj \
+        $([ "${LOOP:-open}" = closed ] && echo --closed) || rc=1
+t1=$(date +%s%N)
+echo "CPU during the calls (share of one core): $(for c in agentfabd dbus-daemon polkitd; do
+        awk -v a="${cpu0[$c]}" -v b="$(cpu_ticks "$c")" -v hz="$(getconf CLK_TCK)" -v ns=$((t1 - t0)) -v c="$c" \
+            'BEGIN { printf "%s %.0f %%  ", c, (b - a) / hz / (ns / 1e9) * 100 }'; done)load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -n "${PROFILE_PID:-}" ] && wait "$PROFILE_PID"
 echo "active tasks after: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
 
+if [ "${PHASES:-all}" = rate ]; then
+        harness_teardown
+        exit $rc
+fi
 echo "=== $COUNT queued tasks"
 # A fresh state, and every task held queued.
 hx systemctl stop agentfab.service 2>/dev/null

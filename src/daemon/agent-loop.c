@@ -154,6 +154,7 @@ void agent_stop(Task *t) {
         run->worker = NULL;
         task_job_cancel(run->job);
         run->job = NULL;
+        run_ledger_close(t, &run->ledger);   /* its index written in a thread, not here */
         sd_event_source_set_enabled(run->defer, SD_EVENT_OFF);
         /* Waiting for approval, the sandbox is kept frozen for the next
          * agent; otherwise a frozen one is thawed, so that it sees its

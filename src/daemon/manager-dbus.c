@@ -36,11 +36,16 @@ static const sd_bus_error_map agentfab_errors[] = {
  * whoever shared its slot. */
 #define CALLER_CACHE_SIZE 256U
 #define CALLER_NAME_MAX 48U
+#define CALLER_GIDS_MAX 32U     /* more supplementary groups: asked every time */
 
 typedef struct CallerEntry {
         sd_id128_t bus_id;
         char name[CALLER_NAME_MAX];
         uid_t uid;
+        bool groups;            /* gid and gids known too (get_caller_groups()) */
+        gid_t gid;
+        unsigned n_gids;
+        gid_t gids[CALLER_GIDS_MAX];
 } CallerEntry;
 
 static CallerEntry caller_cache[CALLER_CACHE_SIZE];
@@ -53,21 +58,33 @@ static CallerEntry *caller_slot(const char *name) {
         return &caller_cache[h % CALLER_CACHE_SIZE];
 }
 
+/* The slot for the sender of message, if it can be cached; *ret_hit says
+ * whether the slot holds that sender already. */
+static CallerEntry *caller_lookup(sd_bus_message *message, sd_id128_t *ret_bus_id, bool *ret_hit) {
+        const char *sender = sd_bus_message_get_sender(message);
+        CallerEntry *e;
+
+        *ret_hit = false;
+        if (!sender || sender[0] != ':' || strlen(sender) >= CALLER_NAME_MAX ||
+            sd_bus_get_bus_id(sd_bus_message_get_bus(message), ret_bus_id) < 0 || sd_id128_is_null(*ret_bus_id))
+                return NULL;
+        e = caller_slot(sender);
+        *ret_hit = sd_id128_equal(e->bus_id, *ret_bus_id) && streq(e->name, sender);
+        return e;
+}
+
 int bus_message_get_caller(sd_bus_message *message, uid_t *ret_uid) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
-        const char *sender = sd_bus_message_get_sender(message);
-        CallerEntry *e = NULL;
         sd_id128_t bus_id;
+        CallerEntry *e;
+        bool hit;
         uid_t uid;
         int r;
 
-        if (sender && sender[0] == ':' && strlen(sender) < CALLER_NAME_MAX &&
-            sd_bus_get_bus_id(sd_bus_message_get_bus(message), &bus_id) >= 0 && !sd_id128_is_null(bus_id)) {
-                e = caller_slot(sender);
-                if (sd_id128_equal(e->bus_id, bus_id) && streq(e->name, sender)) {
-                        *ret_uid = e->uid;
-                        return 0;
-                }
+        e = caller_lookup(message, &bus_id, &hit);
+        if (hit) {
+                *ret_uid = e->uid;
+                return 0;
         }
 
         r = sd_bus_query_sender_creds(message, SD_BUS_CREDS_EUID | SD_BUS_CREDS_AUGMENT, &creds);
@@ -77,9 +94,8 @@ int bus_message_get_caller(sd_bus_message *message, uid_t *ret_uid) {
         if (r < 0)
                 return r;
         if (e) {
-                e->bus_id = bus_id;
-                strcpy(e->name, sender);
-                e->uid = uid;
+                *e = (CallerEntry) { .bus_id = bus_id, .uid = uid };
+                strcpy(e->name, sd_bus_message_get_sender(message));
         }
         *ret_uid = uid;
         return 0;
@@ -148,7 +164,7 @@ int manager_verify_access(Manager *m, sd_bus_message *message, Task *t, const ch
                 NULL
         };
 
-        r = bus_verify_polkit_async(message, action, t ? details : NULL, &m->polkit, error);
+        r = bus_verify_polkit_async(message, uid, action, t ? details : NULL, &m->polkit, error);
         if (r < 0 && (sd_bus_error_has_name(error, SD_BUS_ERROR_ACCESS_DENIED) ||
                       sd_bus_error_has_name(error, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED)))
                 audit_denied(t ? t->id : NULL, action, uid);
@@ -167,10 +183,39 @@ static int property_get_active_tasks(sd_bus *bus, const char *path, const char *
         return sd_bus_message_append(reply, "u", manager_active_tasks(userdata));
 }
 
-static int get_caller_groups(sd_bus_message *message, Caller *ret, sd_bus_creds **ret_creds) {
+static gid_t *memdup_gids(const gid_t *gids, size_t n) {
+        gid_t *copy = calloc(n, sizeof(gid_t));
+
+        if (copy)
+                memcpy(copy, gids, n * sizeof(gid_t));
+        return copy;
+}
+
+/* The caller's uid, gid and supplementary groups, for the checks of a
+ * repository's permissions; kept with the uid (above), so that a busy
+ * client's submissions do not each wait for the bus. *ret_gids is the
+ * caller's to free; ret->gids points into it. */
+static int get_caller_groups(sd_bus_message *message, Caller *ret, gid_t **ret_gids) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        _cleanup_free_ gid_t *copy = NULL;
         const gid_t *gids = NULL;
+        sd_id128_t bus_id;
+        CallerEntry *e;
+        bool hit;
         int r, n;
+
+        e = caller_lookup(message, &bus_id, &hit);
+        if (hit && e->groups) {
+                *ret = (Caller) { .uid = e->uid, .gid = e->gid, .n_gids = e->n_gids };
+                if (e->n_gids > 0) {
+                        copy = memdup_gids(e->gids, e->n_gids);
+                        if (!copy)
+                                return -ENOMEM;
+                }
+                ret->gids = copy;
+                *ret_gids = TAKE_PTR(copy);
+                return 0;
+        }
 
         r = sd_bus_query_sender_creds(message,
                                       SD_BUS_CREDS_EUID | SD_BUS_CREDS_EGID | SD_BUS_CREDS_SUPPLEMENTARY_GIDS | SD_BUS_CREDS_AUGMENT,
@@ -187,9 +232,22 @@ static int get_caller_groups(sd_bus_message *message, Caller *ret, sd_bus_creds 
         n = sd_bus_creds_get_supplementary_gids(creds, &gids);
         if (n < 0 && n != -ENODATA)
                 return n;
-        ret->gids = gids;
+        if (n > 0) {
+                copy = memdup_gids(gids, (size_t) n);
+                if (!copy)
+                        return -ENOMEM;
+        }
+        ret->gids = copy;
         ret->n_gids = n > 0 ? (size_t) n : 0;
-        *ret_creds = TAKE_PTR(creds);
+
+        if (e && ret->n_gids <= CALLER_GIDS_MAX) {
+                *e = (CallerEntry) { .bus_id = bus_id, .uid = ret->uid, .groups = true, .gid = ret->gid,
+                                     .n_gids = (unsigned) ret->n_gids };
+                strcpy(e->name, sd_bus_message_get_sender(message));
+                if (ret->n_gids > 0)
+                        memcpy(e->gids, copy, ret->n_gids * sizeof(gid_t));
+        }
+        *ret_gids = TAKE_PTR(copy);
         return 0;
 }
 
@@ -232,9 +290,8 @@ int manager_check_delivery(const Config *c, const TaskSpec *spec, sd_bus_error *
 }
 
 static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        _cleanup_free_ gid_t *caller_gids = NULL;
         _cleanup_(task_freep) Task *t = NULL;
-        _cleanup_free_ char *canonical = NULL;
         Manager *m = userdata;
         _cleanup_(task_spec_done) TaskSpec spec;
         Caller caller;
@@ -293,7 +350,7 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
         if (r <= 0)
                 return r < 0 ? r : 1;
 
-        r = get_caller_groups(message, &caller, &creds);
+        r = get_caller_groups(message, &caller, &caller_gids);
         if (r < 0)
                 return r;
 
@@ -318,13 +375,9 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
                 return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
                                          "Repository '%s' is refused: ssh:// repositories need [Git] "
                                          "SSHKnownHostsCredential= in the daemon's configuration.", spec.repository);
-        if (spec.repository_fd < 0 && !task_repository_url_is_valid(spec.repository)) {
-                r = repository_check(spec.repository, spec.base, &caller, &canonical, error);
-                if (r < 0)
-                        return r;
-                free(spec.repository);
-                spec.repository = TAKE_PTR(canonical);
-        }
+        /* A local path is checked in the worker thread that makes the
+         * record (submission.c): it opens a repository of any size. */
+        bool check = spec.repository_fd < 0 && !task_repository_url_is_valid(spec.repository);
 
         /* 4. The record, durable before anybody hears of it. */
         do {
@@ -344,16 +397,10 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
 
         /* The fd does not outlive this call (nor a restart of the daemon):
          * the task's own repository is made from it, in a worker thread,
-         * and the call answered when that is done. */
-        if (t->spec.repository_fd >= 0) {
-                r = submission_start(m, message, TAKE_PTR(t), error);
-                return r < 0 ? r : 1;
-        }
-
-        r = task_create(t);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Failed to store task: %m");
-        return manager_submit_finish(m, message, TAKE_PTR(t));
+         * and the call answered when that is done. So with every other
+         * submission: the record's fsyncs are no work for the loop. */
+        r = submission_start(m, message, TAKE_PTR(t), check ? &caller : NULL, error);
+        return r < 0 ? r : 1;
 }
 
 int manager_submit_finish(Manager *m, sd_bus_message *message, Task *t) {

@@ -234,7 +234,8 @@ static Task *manager_next_to_start(Manager *m) {
          * the queue, oldest first. */
         for (size_t i = 0; i < m->n_tasks; i++) {
                 Task *t = m->tasks[i];
-                if (t->run || t->broken)
+                /* One being cancelled is not started meanwhile. */
+                if (t->run || t->broken || t->pending_save)
                         continue;
                 if (task_state_is_active(t->state))
                         return t;

@@ -266,3 +266,49 @@ int run_ledger_reset(AgentRun *run, const char *commit, run_reset_done_t done) {
         run->phase = PHASE_LEDGER;
         return 0;
 }
+
+/* ---- closing the run's ledger ---- */
+
+/* Closing a ledger writes its index back (the stat data for the next run)
+ * and frees the repository: on a 100,000-file tree that is megabytes
+ * written and hashed, and tens of milliseconds. It is a job of the task's
+ * queue like any other, so that nothing opens the ledger meanwhile. */
+typedef struct CloseJob {
+        Ledger *ledger;            /* NULL once closed */
+} CloseJob;
+
+static int close_job_run(void *p) {
+        CloseJob *j = p;
+
+        j->ledger = ledger_free(j->ledger);
+        return 0;
+}
+
+static void close_job_done(Task *t, int r, void *p, void *userdata) {
+        (void) t, (void) r, (void) p, (void) userdata;
+}
+
+static void close_job_free(void *p) {
+        CloseJob *j = p;
+
+        if (!j)
+                return;
+        ledger_free(j->ledger);    /* never run: the task went away */
+        free(j);
+}
+
+void run_ledger_close(Task *t, Ledger **l) {
+        CloseJob *j;
+
+        if (!*l || !t->manager)
+                return;
+        j = calloc(1, sizeof(CloseJob));
+        if (!j)
+                return;            /* closed where it is, later */
+        j->ledger = *l;
+        if (task_job_enqueue(t, "ledger close", close_job_run, close_job_done, close_job_free, j, NULL, NULL) < 0) {
+                free(j);
+                return;
+        }
+        *l = NULL;
+}

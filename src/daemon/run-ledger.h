@@ -77,3 +77,8 @@ bool run_ledger_take_held(AgentRun *run);
 /* Resets the workspace and the branch to commit (NULL: the base). */
 typedef void (*run_reset_done_t)(AgentRun *run, int r);
 int run_ledger_reset(AgentRun *run, const char *commit, run_reset_done_t done);
+
+/* Hands the ledger *l of a run that ends to t's job queue, to be closed
+ * (its index written, the repository freed) in a worker thread; *l is
+ * NULL then. Left as it is if that cannot be done. */
+void run_ledger_close(Task *t, Ledger **l);

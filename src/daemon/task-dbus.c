@@ -6,6 +6,7 @@
 #include "conversation.h"
 #include "summary.h"
 #include "task-ledger.h"
+#include "task-save.h"
 #include "agentfab-bus.h"
 #include "audit.h"
 #include "egress.h"
@@ -260,7 +261,14 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
                 if (r < 0)
                         return r;
         }
-        r = task_set_state(t, target, reason, uid, error);
+        /* A cancel, the only one of these a busy client sends often, has its
+         * state file written in a thread; the answer follows (task-save.h). */
+        if (decision == DECISION_NONE && target == TASK_CANCELLED) {
+                r = task_set_state_async(t, t->manager ? t->manager->event : NULL, target, reason, uid, message, error);
+                if (r > 0)
+                        return 1;
+        } else
+                r = task_set_state(t, target, reason, uid, error);
         if (r < 0) {
                 /* Not paused after all: nothing may stay frozen. */
                 if (decision == DECISION_PAUSE && task_unpause(t, NULL) >= 0)

@@ -139,10 +139,33 @@ int task_ledger_base_commit(Task *t, char ret[static 41]) {
         return ledger_base(l, ret);
 }
 
+/* What the list of checkpoints follows from: the branch's tip and the last
+ * acknowledged checkpoint, both set in memory only once the ledger holds
+ * them (after the job that committed, reset or delivered). */
+char *task_ledger_checkpoints_key(const Task *t) {
+        char *key;
+
+        if (asprintf(&key, "%s:%s", strempty(t->progress.head), strempty(t->progress.checkpoint)) < 0)
+                return NULL;
+        return key;
+}
+
 int task_ledger_checkpoints(Task *t, json_object **ret) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
+        _cleanup_free_ char *key = NULL;
         json_object *list = NULL;
         int r;
+
+        /* Every GetAll() asks for this: the list is read once for each tip
+         * of the branch, not once a call, which would open the ledger on the
+         * loop hundreds of times a second under load. */
+        key = task_ledger_checkpoints_key(t);
+        if (!key)
+                return -ENOMEM;
+        if (t->checkpoints && streq_ptr(t->checkpoints_key, key)) {
+                *ret = json_object_get(t->checkpoints);
+                return 0;
+        }
 
         /* Read on the loop: a walk of the branch's commits, not of the
          * tree. While a job works on the ledger, the list read last. */
@@ -158,6 +181,8 @@ int task_ledger_checkpoints(Task *t, json_object **ret) {
                 return r;
         json_object_put(t->checkpoints);
         t->checkpoints = json_object_get(list);
+        free(t->checkpoints_key);
+        t->checkpoints_key = TAKE_PTR(key);
         *ret = list;
         return 0;
 }

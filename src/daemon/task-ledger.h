@@ -21,9 +21,11 @@ int task_ledger_export(Task *t, sd_bus_message *message, const char *format, sd_
  * task is at work on its ledger. */
 int task_ledger_base_commit(Task *t, char ret[static 41]);
 
-/* Checkpoints as JSON [{step, commit, subject}], read from the ledger; while
- * a job of the task is at work on it, the list read last (-EBUSY if none). */
+/* Checkpoints as JSON [{step, commit, subject}], read from the ledger once
+ * for each tip of the branch and kept (keyed by task_ledger_checkpoints_key());
+ * while a job of the task is at work on it, the list read last (-EBUSY if none). */
 int task_ledger_checkpoints(Task *t, json_object **ret);
+char *task_ledger_checkpoints_key(const Task *t);
 
 /* ListCommits(): answers message with every commit on the task's branch,
  * base..tip, as a(sus) (commit, step: 0 without an Agentfab-Step

@@ -10,6 +10,7 @@
 #include "json-util.h"
 #include "log.h"
 #include "string-util.h"
+#include "task-save.h"
 #include "task-store.h"
 
 static json_object *progress_to_json(const TaskProgress *p) {
@@ -371,18 +372,25 @@ int task_from_json(Task *t, json_object *j, char **ret_error) {
         return 0;
 }
 
-static int task_write_state(const Task *t, int dir_fd) {
+char *task_state_text(const Task *t) {
         _cleanup_json_ json_object *j = task_to_json(t);
         const char *text;
+        char *line;
 
         if (!j)
-                return -ENOMEM;
+                return NULL;
         text = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
         if (!text)
-                return -ENOMEM;
-
-        _cleanup_free_ char *line = NULL;
+                return NULL;
         if (asprintf(&line, "%s\n", text) < 0)
+                return NULL;
+        return line;
+}
+
+static int task_write_state(const Task *t, int dir_fd) {
+        _cleanup_free_ char *line = task_state_text(t);
+
+        if (!line)
                 return -ENOMEM;
         return write_file_atomic(dir_fd, TASK_STATE_FILE, line, strlen(line), 0600);
 }
@@ -390,6 +398,11 @@ static int task_write_state(const Task *t, int dir_fd) {
 int task_save(Task *t) {
         if (t->broken)
                 return -EROFS;
+
+        /* A state change written in a thread (task-save.h) lands first:
+         * what is written now is newer. Rare, and one fsync long. */
+        task_save_wait(t);
+        t->save_seq++;
 
         _cleanup_close_ int fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)

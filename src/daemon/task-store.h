@@ -21,8 +21,11 @@ json_object *task_to_json(const Task *t);
  * -EPROTONOSUPPORT for another version) and a message for the Reason. */
 int task_from_json(Task *t, json_object *j, char **ret_error);
 
-/* Writes the state file of an existing task directory. */
+/* Writes the state file of an existing task directory (after a state
+ * change still being written in a thread, task-save.h). */
 int task_save(Task *t);
+/* The state file's text for t as it is in memory; NULL: out of memory. */
+char *task_state_text(const Task *t);
 
 /* Makes the directory of a new task and its first state file, durably, in
  * one step that a crash cannot leave half done: everything is built in

@@ -8,6 +8,7 @@
 #include "manager.h"
 #include "string-util.h"
 #include "task-job.h"
+#include "task-save.h"
 #include "task-store.h"
 #include "task.h"
 
@@ -79,7 +80,9 @@ Task *task_free(Task *t) {
         if (!t)
                 return NULL;
         task_jobs_free(t);
+        task_save_detach(t);
         json_object_put(t->checkpoints);
+        free(t->checkpoints_key);
         task_progress_done(&t->progress);
         task_spec_done(&t->spec);
         /* Closed, not thawed: at shutdown a frozen sandbox stays frozen, its

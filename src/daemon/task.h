@@ -17,6 +17,7 @@ typedef struct Manager Manager;
 typedef struct AgentRun AgentRun;
 typedef struct SandboxSession SandboxSession;
 typedef struct TaskJob TaskJob;
+typedef struct TaskSave TaskSave;
 
 /* How far the agent got, persisted in the state file with the task: a step
  * counts only once this record names it (see agent-loop.c). */
@@ -83,6 +84,9 @@ typedef struct Task {
         AgentRun *run;             /* the agent at work, while the task is active (or paused) */
         TaskJob *jobs, *jobs_tail; /* work on its ledger in worker threads, one at a time (task-job.h) */
         json_object *checkpoints;  /* the Checkpoints property as last read, for while a job runs */
+        char *checkpoints_key;     /* the tip and checkpoint it was read at (task_ledger_checkpoints()) */
+        TaskSave *pending_save;    /* a state change being written in a thread (task-save.h) */
+        unsigned save_seq;         /* counts the writes of the state file */
 
         /* A frozen sandbox kept without an agent (freezer.c): while the task
          * waits for approval, or is paused after a restart of the daemon. */

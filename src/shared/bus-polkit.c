@@ -129,20 +129,12 @@ static int new_check_authorization(sd_bus *bus, sd_bus_message **ret) {
                                               "CheckAuthorization");
 }
 
-int bus_verify_polkit_async(sd_bus_message *call, const char *action, const char **details,
+int bus_verify_polkit_async(sd_bus_message *call, uid_t uid, const char *action, const char **details,
                             PolkitRegistry **registry, sd_bus_error *error) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         const char *sender;
-        uid_t uid;
         int r;
 
-        r = sd_bus_query_sender_creds(call, SD_BUS_CREDS_EUID | SD_BUS_CREDS_AUGMENT, &creds);
-        if (r < 0)
-                return r;
-        r = sd_bus_creds_get_euid(creds, &uid);
-        if (r < 0)
-                return r;
         if (uid == 0)
                 return 1;
 

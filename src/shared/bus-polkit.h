@@ -26,8 +26,11 @@ typedef struct PolkitRegistry PolkitRegistry;
 
 PolkitRegistry *polkit_registry_free(PolkitRegistry *reg);
 
-/* details: NULL-terminated key, value, key, value, ... list, or NULL. */
-int bus_verify_polkit_async(sd_bus_message *call, const char *action, const char **details,
+/* uid: the caller's, as the handler found it (dbus-daemon does not put it
+ * on the message, so asking again would be a synchronous call to the bus
+ * on the event loop). details: NULL-terminated key, value, key, value, ...
+ * list, or NULL. */
+int bus_verify_polkit_async(sd_bus_message *call, uid_t uid, const char *action, const char **details,
                             PolkitRegistry **registry, sd_bus_error *error);
 
 /* The same question for a process that is not a bus peer (a client of the

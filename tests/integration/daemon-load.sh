@@ -21,7 +21,11 @@
 #   FILES=100000 FLOOD_MB=1024 bench/daemon-bench.sh BUILDDIR   (the benchmark's sizes)
 #
 # Checks are functional, with generous bounds (BUS_MAX_MS); the figures are
-# printed as "figure:" lines. Needs root. Ends with "N passed, N failed".
+# printed as "figure:" lines, and the probe's ten slowest answers of phase 1
+# with their times. PROFILE=DIR: the daemon's main thread is traced with
+# `strace -T -tt` during phase 1 (DIR/strace.txt; its figures are then not
+# the daemon's own), to tell what the loop did at the slow moments. Needs
+# root. Ends with "N passed, N failed".
 set -u
 
 BUILDDIR=$(realpath "${1:?usage: daemon-load.sh BUILDDIR}")
@@ -213,7 +217,15 @@ phase_latency() {
  {"status": 500}, {"status": 500}, {"status": 500}, {"status": 500}]
 EOF
         model "$WORK/big.json" || { fail "model server"; return; }
-        probe_start load --task="$small"
+        probe_start load --task="$small" --slowest=10
+        local trace_pid=
+        if [ -n "${PROFILE:-}" ]; then
+                mkdir -p "$PROFILE"
+                # The main thread only (no -f): the worker threads run untraced.
+                strace -T -tt -qq -o "$PROFILE/strace.txt" \
+                        -p "$(pgrep --ns "$HARNESS_PID" --nslist pid -x agentfabd | head -1)" 2>/dev/null &
+                trace_pid=$!
+        fi
         t0=$(date +%s.%N)
         local id
         id=$(submit big "Work on a big tree") || { fail "submit big: $id"; probe_stop load; return; }
@@ -259,6 +271,7 @@ EOF
         figure "resume, reset to the checkpoint, 2 steps and the delivery over $FILES files: $(elapsed "$t0" "$t1") s"
         hx test -s "/var/lib/agentfab/tasks/$id/summary.md" && ok "summary written" || fail "no summary"
         probe_stop load
+        [ -n "$trace_pid" ] && kill "$trace_pid" 2>/dev/null && wait "$trace_pid" 2>/dev/null
         cat "$WORK/probe-load.out" | sed 's/^/  load: /'
 
         local kind max p99 idle99
