@@ -23,7 +23,6 @@
 #include "workspace-path.h"
 
 /* Bounds of the file tools that callers do not choose. */
-#define READ_FILE_MAX_BYTES (8U * 1024U * 1024U)
 #define SEARCH_FILE_MAX_BYTES (1024U * 1024U)
 #define SEARCH_TOTAL_MAX_BYTES (256U * 1024U * 1024U)
 #define SEARCH_LINE_SHOWN 240U

@@ -24,14 +24,6 @@
 
 /* Bounds of the file tools that callers do not choose. */
 #define READ_FILE_MAX_BYTES (8U * 1024U * 1024U)
-#define SEARCH_FILE_MAX_BYTES (1024U * 1024U)
-#define SEARCH_TOTAL_MAX_BYTES (256U * 1024U * 1024U)
-#define SEARCH_LINE_SHOWN 240U
-#define WALK_VISITS_MAX 200000U
-#define WALK_DIR_ENTRIES_MAX 65536U
-#define LIST_MAX_DEPTH 24U
-#define TREE_MAX_DEPTH 3U
-#define SYMLINK_TARGET_SHOWN 200U
 
 static const char *const tool_kind_table[_TOOL_KIND_MAX] = {
         [TOOL_RUN_COMMAND] = "run_command",
