@@ -1,10 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
-#include <sys/mman.h>
 #include <systemd/sd-bus.h>
 #include <time.h>
 
@@ -12,12 +9,13 @@
 #include "audit-list.h"
 #include "audit-verify.h"
 #include "bus-client.h"
+#include "export-client.h"
 #include "json-util.h"
-#include "ledger.h"
 #include "log.h"
 #include "polkit-agent.h"
 #include "stream-client.h"
 #include "string-util.h"
+#include "submit-request.h"
 #include "task-info.h"
 #include "task-state.h"
 
@@ -118,210 +116,32 @@ static int connect_bus(sd_bus **ret) {
 
 /* ---------- verbs ---------- */
 
-static int append_string_entry(sd_bus_message *m, const char *key, const char *value) {
-        if (!value)
-                return 0;
-        return sd_bus_message_append(m, "{sv}", key, "s", value);
-}
-
-/* Calls whose answer waits for work on a repository in the daemon (an
- * import, an export, a reset: seconds on a big one, while the daemon goes
- * on answering others) get more than sd-bus's default 25 s. */
-#define REPOSITORY_CALL_TIMEOUT_USEC (10 * 60 * 1000000ULL)
-
-static int call_task_method_s(sd_bus *bus, const char *path, const char *method, const char *arg, sd_bus_error *error,
-                              sd_bus_message **reply) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-        int r;
-
-        r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, method);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_append(m, "s", arg);
-        if (r < 0)
-                return r;
-        return sd_bus_call(bus, m, REPOSITORY_CALL_TIMEOUT_USEC, error, reply);
-}
-
-/* The SubmitTask() call for the options given: the repository as its path
- * or URL, and, when repo_fd >= 0, as an open directory or a bundle. */
-static int submit_message_new(sd_bus *bus, const char *repo, int repo_fd, sd_bus_message **ret) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-        int r;
-
-        r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH,
-                                           AGENTFAB_FACTORY_INTERFACE, "SubmitTask");
-        if (r >= 0)
-                r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
-        if (r >= 0)
-                r = append_string_entry(m, "repository", repo);
-        if (r >= 0 && repo_fd >= 0)
-                r = sd_bus_message_append(m, "{sv}", "repository_fd", "h", repo_fd);
-        if (r >= 0)
-                r = append_string_entry(m, "goal", arg_goal);
-        if (r >= 0)
-                r = append_string_entry(m, "acceptance", arg_acceptance);
-        if (r >= 0)
-                r = append_string_entry(m, "test_command", arg_test);
-        if (r >= 0)
-                r = append_string_entry(m, "coverage_report", arg_coverage_report);
-        if (r >= 0)
-                r = append_string_entry(m, "base", arg_base);
-        if (r >= 0)
-                r = append_string_entry(m, "model", arg_model);
-        if (r >= 0)
-                r = append_string_entry(m, "replay", arg_replay);
-        if (r >= 0)
-                r = append_string_entry(m, "reference", arg_ref);
-        if (r >= 0)
-                r = append_string_entry(m, "push_url", arg_push_url);
-        if (r >= 0)
-                r = append_string_entry(m, "forge", arg_forge);
-        if (r >= 0)
-                r = append_string_entry(m, "forge_repository", arg_forge_repository);
-        if (r >= 0)
-                r = append_string_entry(m, "pull_request_base", arg_pr_base);
-        if (r >= 0)
-                r = append_string_entry(m, "environment", arg_environment);
-        if (r >= 0 && arg_submodules)
-                r = sd_bus_message_append(m, "{sv}", "submodules", "b", 1);
-        if (r >= 0 && arg_limits) {
-                r = sd_bus_message_open_container(m, SD_BUS_TYPE_DICT_ENTRY, "sv");
-                if (r >= 0)
-                        r = sd_bus_message_append(m, "s", "limits");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, SD_BUS_TYPE_VARIANT, "a{sv}");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
-                for (char **l = arg_limits; r >= 0 && *l; l++) {
-                        _cleanup_free_ char *key = strndup(*l, strcspn(*l, "="));
-                        const char *eq = strchr(*l, '=');
-                        uint64_t v;
-
-                        if (!key || !eq || safe_atou64(eq + 1, &v) < 0) {
-                                fprintf(stderr, "Invalid --limit '%s': expected KEY=NUMBER.\n", *l);
-                                return EXIT_USAGE;
-                        }
-                        r = sd_bus_message_append(m, "{sv}", key, "t", v);
-                }
-                if (r >= 0)
-                        r = sd_bus_message_close_container(m);
-                if (r >= 0)
-                        r = sd_bus_message_close_container(m);
-                if (r >= 0)
-                        r = sd_bus_message_close_container(m);
-        }
-        if (r >= 0)
-                r = sd_bus_message_close_container(m);
-        if (r < 0) {
-                fprintf(stderr, "Failed to build request: %s\n", strerror(-r));
-                return EXIT_FAIL;
-        }
-        *ret = TAKE_PTR(m);
-        return EXIT_OK;
-
-}
-
-/* The history of repo at --base (default HEAD) as a bundle in a memfd, for a
- * daemon that cannot read the repository even through a directory fd. */
-static int repository_bundle(const char *repo, int *ret_fd) {
-        _cleanup_free_ char *message = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        char tip[41];
-        int r;
-
-        fd = memfd_create("agentfab-repository.bundle", MFD_CLOEXEC);
-        if (fd < 0)
-                return fprintf(stderr, "Cannot make a memfd for the bundle: %s\n", strerror(errno)), -errno;
-        r = ledger_bundle_repository(repo, arg_base, fd, tip, &message);
-        if (r < 0) {
-                fprintf(stderr, "Cannot bundle repository '%s': %s\n", repo, message ?: strerror(-r));
-                return r;
-        }
-        if (lseek(fd, 0, SEEK_SET) < 0)
-                return -errno;
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
 static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        _cleanup_close_ int repo_fd = -EBADF;
-        char repo[PATH_MAX];
-        const char *id, *path;
-        int r;
+        const SubmitRequest req = {
+                .repo = arg_repo,
+                .goal = arg_goal,
+                .acceptance = arg_acceptance,
+                .test_command = arg_test,
+                .coverage_report = arg_coverage_report,
+                .base = arg_base,
+                .model = arg_model,
+                .replay = arg_replay,
+                .reference = arg_ref,
+                .push_url = arg_push_url,
+                .forge = arg_forge,
+                .forge_repository = arg_forge_repository,
+                .pull_request_base = arg_pr_base,
+                .environment = arg_environment,
+                .submodules = arg_submodules,
+                .limits = arg_limits,
+        };
 
         (void) argv;
         if (argc > 1) {
                 fprintf(stderr, "submit takes no positional arguments; use --repo and --goal.\n");
                 return EXIT_USAGE;
         }
-        if (!arg_repo || !arg_goal) {
-                fprintf(stderr, "submit needs --repo=PATH and --goal=TEXT.\n");
-                return EXIT_USAGE;
-        }
-        /* A URL goes to the daemon as it is: it fetches it itself. */
-        if (strstr(arg_repo, "://")) {
-                if (strlen(arg_repo) >= sizeof(repo)) {
-                        fprintf(stderr, "Repository URL is too long.\n");
-                        return EXIT_USAGE;
-                }
-                strcpy(repo, arg_repo);
-        /* The daemon wants an absolute path; resolve a relative one against our cwd. */
-        } else if (!realpath(arg_repo, repo)) {
-                /* No such directory, but what git would take for HOST:PATH. */
-                if (errno == ENOENT && strchr(arg_repo, ':') && strcspn(arg_repo, ":") < strcspn(arg_repo, "/"))
-                        fprintf(stderr, "Repository '%s' looks like git's scp-like syntax, which is not supported: "
-                                "write it as ssh://[USER@]HOST[:PORT]/PATH.\n", arg_repo);
-                else
-                        fprintf(stderr, "Repository '%s': %s\n", arg_repo, strerror(errno));
-                return EXIT_USAGE;
-        }
-        /* The repository goes to the daemon as an open directory too: it is
-         * read through that, with our right to read it, so a private one
-         * works without giving the daemon access of its own. */
-        if (!strstr(repo, "://") && (repo_fd = open(repo, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-                fprintf(stderr, "Repository '%s': %s\n", repo, strerror(errno));
-                return EXIT_USAGE;
-        }
-
-        r = submit_message_new(bus, repo, repo_fd, &m);
-        if (r != EXIT_OK)
-                return r;
-
-        polkit_agent_open(arg_ask_password);
-        r = sd_bus_call(bus, m, REPOSITORY_CALL_TIMEOUT_USEC, &error, &reply);
-        /* A repository whose own directories only its owner may read: its
-         * history goes over instead, read with our rights. */
-        if (r < 0 && repo_fd >= 0 && sd_bus_error_has_name(&error, AGENTFAB_ERROR_REPOSITORY_UNREADABLE)) {
-                _cleanup_close_ int bundle_fd = -EBADF;
-
-                if (!arg_json)
-                        fprintf(stderr, "agentfabd cannot read '%s' itself; sending its history as a bundle.\n", repo);
-                if (repository_bundle(repo, &bundle_fd) < 0)
-                        return EXIT_FAIL;
-                sd_bus_error_free(&error);
-                m = sd_bus_message_unref(m);
-                r = submit_message_new(bus, repo, bundle_fd, &m);
-                if (r != EXIT_OK)
-                        return r;
-                r = sd_bus_call(bus, m, REPOSITORY_CALL_TIMEOUT_USEC, &error, &reply);
-        }
-        if (r < 0)
-                return bus_fail("submit task", &error, r);
-        r = sd_bus_message_read(reply, "so", &id, &path);
-        if (r < 0)
-                return EXIT_FAIL;
-
-        if (arg_json) {
-                _cleanup_json_ json_object *j = json_object_new_object();
-                (void) json_add_string(j, "id", id);
-                (void) json_add_string(j, "object", path);
-                printf("%s\n", json_to_line(j));
-        } else
-                printf("%s\n", id);
-        return EXIT_OK;
+        return submit_task(bus, &req, arg_ask_password, arg_json);
 }
 
 static int verb_environments(sd_bus *bus, int argc, char *argv[]) {
@@ -687,67 +507,12 @@ static int verb_review(sd_bus *bus, int argc, char *argv[]) {
         return EXIT_OK;
 }
 
-/* Asks for an export of the task's branch; returns an fd to read it from. */
-static int export_fd(sd_bus *bus, const char *id, const char *format, int *ret_fd, char **ret_repository) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *props = NULL;
-        _cleanup_free_ char *path = NULL;
-        int fd, r;
-
-        r = task_get_path(bus, id, &path);
-        if (r < 0)
-                return -r;
-        if (ret_repository) {
-                TaskInfo info;
-                r = task_info_get(bus, path, &props, &info, &error);
-                if (r < 0)
-                        return bus_fail("read task", &error, r);
-                *ret_repository = info.repository ? strdup(info.repository) : NULL;
-        }
-        r = call_task_method_s(bus, path, "Export", format, &error, &reply);
-        if (r < 0)
-                return bus_fail("export task", &error, r);
-        r = sd_bus_message_read(reply, "h", &fd);
-        if (r < 0)
-                return EXIT_FAIL;
-        *ret_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        return *ret_fd < 0 ? EXIT_FAIL : EXIT_OK;
-}
-
-static int copy_fd_to_stdout(int fd) {
-        char buf[65536];
-        for (;;) {
-                ssize_t n = read(fd, buf, sizeof(buf));
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        fprintf(stderr, "Failed to read the export: %m\n");
-                        return EXIT_FAIL;
-                }
-                if (n == 0)
-                        return EXIT_OK;
-                if (fwrite(buf, 1, (size_t) n, stdout) != (size_t) n) {
-                        fprintf(stderr, "Failed to write the export: %m\n");
-                        return EXIT_FAIL;
-                }
-        }
-}
-
 static int verb_diff(sd_bus *bus, int argc, char *argv[]) {
-        _cleanup_close_ int fd = -EBADF;
-        int r;
-
         (void) argc;
-        r = export_fd(bus, argv[1], "diff", &fd, NULL);
-        if (r != EXIT_OK)
-                return r;
-        return copy_fd_to_stdout(fd);
+        return export_to_stdout(bus, argv[1], "diff");
 }
 
 static int verb_export(sd_bus *bus, int argc, char *argv[]) {
-        _cleanup_close_ int fd = -EBADF;
-        int r;
-
         (void) argc;
         if (!streq(arg_format, "mbox") && !streq(arg_format, "bundle") && !streq(arg_format, "diff")) {
                 fprintf(stderr, "Unknown format '%s': use mbox, bundle or diff.\n", arg_format);
@@ -757,42 +522,12 @@ static int verb_export(sd_bus *bus, int argc, char *argv[]) {
                 fprintf(stderr, "A bundle is binary: redirect the output to a file.\n");
                 return EXIT_USAGE;
         }
-        r = export_fd(bus, argv[1], arg_format, &fd, NULL);
-        if (r != EXIT_OK)
-                return r;
-        return copy_fd_to_stdout(fd);
+        return export_to_stdout(bus, argv[1], arg_format);
 }
 
-/* The client writes the user's repository, with the user's own rights: the
- * daemon only hands over a bundle. */
 static int verb_fetch(sd_bus *bus, int argc, char *argv[]) {
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *repository = NULL, *error = NULL, *branch = NULL;
-        const char *target;
-        int r;
-
         (void) argc;
-        r = export_fd(bus, argv[1], "bundle", &fd, &repository);
-        if (r != EXIT_OK)
-                return r;
-        target = arg_repo ?: repository;
-        if (isempty(target) || strstr(target, "://")) {
-                fprintf(stderr, "The task's repository is not a local one: give one to fetch into with --repo=PATH.\n");
-                return EXIT_USAGE;
-        }
-        if (asprintf(&branch, "agentfab/%s", argv[1]) < 0)
-                return EXIT_FAIL;
-        r = ledger_import_bundle(target, fd, branch, UINT64_MAX, &error);
-        if (r == -EEXIST) {
-                fprintf(stderr, "Branch '%s' exists already in '%s'; it was left as it is.\n", branch, target);
-                return EXIT_FAIL;
-        }
-        if (r < 0) {
-                fprintf(stderr, "Failed to fetch into '%s': %s\n", target, error ?: strerror(-r));
-                return EXIT_FAIL;
-        }
-        printf("Fetched branch %s into %s.\n", branch, target);
-        return EXIT_OK;
+        return export_fetch(bus, argv[1], arg_repo);
 }
 
 #define INTERACTIVE_CALL_TIMEOUT_USEC (5 * 60 * 1000000ULL)
@@ -890,9 +625,9 @@ static int verb_amend(sd_bus *bus, int argc, char *argv[]) {
         if (r >= 0)
                 r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
         if (r >= 0)
-                r = append_string_entry(m, "goal", arg_goal);
+                r = bus_append_string_entry(m, "goal", arg_goal);
         if (r >= 0)
-                r = append_string_entry(m, "acceptance", arg_acceptance);
+                r = bus_append_string_entry(m, "acceptance", arg_acceptance);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
         if (r < 0) {
@@ -927,7 +662,7 @@ static int verb_reset(sd_bus *bus, int argc, char *argv[]) {
         r = task_get_path(bus, argv[1], &path);
         if (r < 0)
                 return -r;
-        r = call_task_method_s(bus, path, "ResetTo", argv[2], &error, &reply);
+        r = bus_call_task_method_s(bus, path, "ResetTo", argv[2], &error, &reply);
         if (r < 0)
                 return bus_fail("reset task", &error, r);
         r = sd_bus_message_read(reply, "us", &step, &commit);

@@ -5,6 +5,7 @@
 
 #include "agentfab-bus.h"
 #include "bus-client.h"
+#include "macro.h"
 
 static int bus_exit_code(const sd_bus_error *e, int r) {
         if (sd_bus_error_has_name(e, AGENTFAB_ERROR_NO_SUCH_TASK))
@@ -52,4 +53,24 @@ int bus_connect(const char *address, bool session, bool ask_password, sd_bus **r
         (void) sd_bus_set_allow_interactive_authorization(bus, ask_password);
         *ret = bus;
         return 0;
+}
+
+int bus_append_string_entry(sd_bus_message *m, const char *key, const char *value) {
+        if (!value)
+                return 0;
+        return sd_bus_message_append(m, "{sv}", key, "s", value);
+}
+
+int bus_call_task_method_s(sd_bus *bus, const char *path, const char *method, const char *arg, sd_bus_error *error,
+                           sd_bus_message **reply) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, method);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "s", arg);
+        if (r < 0)
+                return r;
+        return sd_bus_call(bus, m, REPOSITORY_CALL_TIMEOUT_USEC, error, reply);
 }

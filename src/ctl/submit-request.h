@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <systemd/sd-bus.h>
+
+/* What `agentfabctl submit` asks for: the strings go to SubmitTask() as
+ * they are (NULL: not sent), limits as KEY=NUMBER words. */
+typedef struct SubmitRequest {
+        const char *repo;
+        const char *goal;
+        const char *acceptance;
+        const char *test_command;
+        const char *coverage_report;
+        const char *base;
+        const char *model;
+        const char *replay;
+        const char *reference;
+        const char *push_url;
+        const char *forge;
+        const char *forge_repository;
+        const char *pull_request_base;
+        const char *environment;
+        bool submodules;
+        char **limits;
+} SubmitRequest;
+
+/* Submits the task: a local repository goes as a path and an open
+ * directory, or as a bundle of its history when the daemon cannot read it.
+ * Prints the new task's id (or JSON) and returns an exit code. */
+int submit_task(sd_bus *bus, const SubmitRequest *req, bool ask_password, bool json);
