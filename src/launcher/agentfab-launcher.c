@@ -29,6 +29,7 @@
 #include "task-uid.h"
 #include "scope.h"
 #include "string-util.h"
+#include "time-util.h"
 
 /* The privileged launcher: one instance per connection (Accept=yes), the
  * connection is fd 3. It reads one request, checks all of it, makes the
@@ -49,12 +50,6 @@
 static LauncherLimits arg_maxima = LAUNCHER_LIMITS_DEFAULT;
 static uint64_t arg_tmp_size = 512ULL << 20;
 static const char *arg_config = ENVIRONMENTS_CONFIG_FILE;
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 static void help(void) {
         printf("%s [OPTIONS...]\n\n"
@@ -201,12 +196,12 @@ static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int ret_
         _cleanup_close_ int passed0 = -EBADF, passed1 = -EBADF, passed2 = -EBADF;
         int *passed[REQUEST_FDS_MAX] = { &passed0, &passed1, &passed2 };
         size_t n_passed = 0;
-        uint64_t deadline = now_usec() + REQUEST_TIMEOUT_USEC;
+        uint64_t deadline = clock_now_usec(CLOCK_MONOTONIC) + REQUEST_TIMEOUT_USEC;
         size_t len = 0;
         bool extra_fds = false;
 
         for (;;) {
-                uint64_t now = now_usec();
+                uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
                 if (now >= deadline)
                         return -ETIMEDOUT;
                 struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -360,11 +355,11 @@ static void kill_and_reap(pid_t pid) {
 /* Waits until the sandbox has closed its error pipe (it does when it starts
  * serving) or wrote why it could not be set up. Returns NULL or the reason. */
 static const char *wait_setup(int error_fd, pid_t pid, char *msg, size_t size) {
-        uint64_t deadline = now_usec() + REQUEST_TIMEOUT_USEC;
+        uint64_t deadline = clock_now_usec(CLOCK_MONOTONIC) + REQUEST_TIMEOUT_USEC;
         size_t len = 0;
 
         for (;;) {
-                uint64_t now = now_usec();
+                uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
                 if (now >= deadline)
                         return "timed out setting up the sandbox";
                 struct pollfd p = { .fd = error_fd, .events = POLLIN };
@@ -683,7 +678,7 @@ static int run_freezer(int fd, const LauncherRequest *req, int pidfd) {
         _cleanup_free_ char *path = NULL, *reason = NULL;
         bool freeze = req->type == LAUNCHER_REQUEST_FREEZE;
         const char *why = NULL, *method;
-        uint64_t start = now_usec();
+        uint64_t start = clock_now_usec(CLOCK_MONOTONIC);
         int r;
 
         if (pidfd < 0)
@@ -716,7 +711,7 @@ static int run_freezer(int fd, const LauncherRequest *req, int pidfd) {
                 method = "cgroup";
         }
 
-        uint64_t usec = now_usec() - start;
+        uint64_t usec = clock_now_usec(CLOCK_MONOTONIC) - start;
         log_info("%s '%s' (%s, %llu us).", freeze ? "Froze" : "Thawed", unit, method, (unsigned long long) usec);
         _cleanup_json_ json_object *j = json_object_new_object();
         if (!j || json_add_string(j, "type", freeze ? "frozen" : "thawed") < 0 || json_add_string(j, "method", method) < 0 ||

@@ -16,14 +16,9 @@
 #include "launcher-request.h"
 #include "macro.h"
 #include "string-util.h"
+#include "time-util.h"
 
 #define SMALL_FILE_MAX 16384
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 int cgroup_task_path_from_proc(const char *text, const char *task, char **ret) {
         char want[64];
@@ -143,7 +138,7 @@ static int wait_events(int events_fd, bool want, uint64_t deadline) {
                         return r;
                 if (r == want)
                         return 0;
-                uint64_t now = now_usec();
+                uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
                 if (now >= deadline)
                         return -ETIMEDOUT;
                 struct pollfd p = { .fd = events_fd, .events = POLLPRI };
@@ -206,7 +201,7 @@ int cgroup_freeze_path(const char *path, bool freeze, const char **ret_error) {
         r = write_freeze(dir, freeze);
         if (r < 0)
                 return *ret_error = "cannot write the scope's cgroup.freeze", r;
-        r = wait_events(events, freeze, now_usec() + CGROUP_FREEZE_TIMEOUT_USEC);
+        r = wait_events(events, freeze, clock_now_usec(CLOCK_MONOTONIC) + CGROUP_FREEZE_TIMEOUT_USEC);
         if (r < 0) {
                 /* SECURITY: never leave a sandbox half frozen and say
                  * nothing: undo, and fail. */

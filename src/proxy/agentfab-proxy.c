@@ -18,6 +18,8 @@
 #include "json-util.h"
 #include "log.h"
 #include "proxy.h"
+#include "socket-util.h"
+#include "time-util.h"
 
 /* agentfab-proxy: the egress proxy of task sandboxes. It runs in its own
  * hardened unit, unprivileged, outside every sandbox and outside agentfabd,
@@ -29,15 +31,9 @@
 static const char *arg_control = NULL;
 static const char *arg_control_user = "agentfab";
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
-
 void proxy_refresh_own_addresses(Proxy *p) {
         struct ifaddrs *ifa = NULL;
-        uint64_t now = now_usec();
+        uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
 
         /* Interfaces come and go (a VPN, DHCP); a few seconds old is fresh
          * enough, and getifaddrs() is not free. */
@@ -64,25 +60,9 @@ void proxy_refresh_own_addresses(Proxy *p) {
 
 static int control_send(ProxyControl *c, json_object *m, int fd) {
         const char *s = json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN);
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } control = {};
-        struct iovec iov = { .iov_base = (char *) s, .iov_len = strlen(s) };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        ssize_t k = socket_send_fds(c->fd, s, strlen(s), &fd, fd >= 0 ? 1 : 0, MSG_DONTWAIT);
 
-        if (fd >= 0) {
-                mh.msg_control = &control;
-                mh.msg_controllen = sizeof(control);
-                struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-                h->cmsg_level = SOL_SOCKET;
-                h->cmsg_type = SCM_RIGHTS;
-                h->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(h), &fd, sizeof(int));
-        }
-        if (sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-                return -errno;
-        return 0;
+        return k < 0 ? (int) k : 0;
 }
 
 void proxy_task_send_refusal(ProxyTask *t, ProxyRefusalKind kind, const char *host, uint16_t port,
@@ -152,7 +132,7 @@ static int on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 /* Out of fds or memory: pause a moment instead of spinning. */
                 log_warning_errno(errno, "Task %s: failed to accept a connection, pausing: %m", t->id);
                 (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
-                uint64_t when = now_usec() + USEC_PER_SEC;
+                uint64_t when = clock_now_usec(CLOCK_MONOTONIC) + USEC_PER_SEC;
                 if (t->retry_source) {
                         (void) sd_event_source_set_time(t->retry_source, when);
                         (void) sd_event_source_set_enabled(t->retry_source, SD_EVENT_ONESHOT);

@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "proxy.h"
+#include "time-util.h"
 
 /* One connection of a task's commands: its request head is read and
  * judged, the destination resolved (in a worker thread) and every address
@@ -69,15 +70,9 @@ struct ProxyConn {
         const char *end_reason;
 };
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
-
 static void conn_journal(ProxyConn *c, bool allowed, const char *reason) {
         ProxyTask *t = c->task;
-        uint64_t duration = now_usec() - c->start_usec;
+        uint64_t duration = clock_now_usec(CLOCK_MONOTONIC) - c->start_usec;
         const char *method = c->request.method[0] ? c->request.method : "-";
 
         (void) sd_journal_send("MESSAGE=Task %s: %s %s:%u%s%s%s %s%s%s (%llu bytes up, %llu down).",
@@ -184,7 +179,7 @@ static int on_client(sd_event_source *s, int fd, uint32_t revents, void *userdat
 static int on_upstream(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 
 static int conn_arm_timer(ProxyConn *c, uint64_t after_usec) {
-        uint64_t when = now_usec() + after_usec;
+        uint64_t when = clock_now_usec(CLOCK_MONOTONIC) + after_usec;
         if (!c->timer_source)
                 return sd_event_add_time(c->task->proxy->event, &c->timer_source, CLOCK_MONOTONIC, when,
                                          USEC_PER_SEC / 10, on_timer, c);
@@ -246,7 +241,7 @@ static void conn_account(ProxyConn *c, size_t n, bool up) {
         else
                 c->bytes_down += n;
         c->task->bytes += n;
-        c->last_activity_usec = now_usec();
+        c->last_activity_usec = clock_now_usec(CLOCK_MONOTONIC);
 }
 
 /* Bytes to pass and none left of the task's limit: the connection is cut. */
@@ -357,7 +352,7 @@ static int on_upstream(sd_event_source *s, int fd, uint32_t revents, void *userd
 
                 c->state = CONN_RELAY;
                 c->allowed = true;
-                c->last_activity_usec = now_usec();
+                c->last_activity_usec = clock_now_usec(CLOCK_MONOTONIC);
                 (void) conn_arm_timer(c, c->task->idle_timeout_usec);
                 if (c->request.kind == HTTP_REQUEST_CONNECT) {
                         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -673,7 +668,7 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 conn_fail(c, 504, "connecting timed out");
                 return 0;
         case CONN_RELAY: {
-                uint64_t idle = now_usec() - c->last_activity_usec;
+                uint64_t idle = clock_now_usec(CLOCK_MONOTONIC) - c->last_activity_usec;
                 if (idle >= c->task->idle_timeout_usec) {
                         c->end_reason = "idle timeout";
                         proxy_conn_free(c);
@@ -695,7 +690,7 @@ int proxy_conn_new(ProxyTask *t, int fd) {
                 return -ENOMEM;
         }
         *c = (ProxyConn) { .task = t, .client_fd = fd, .upstream_fd = -EBADF, .state = CONN_HEAD };
-        c->start_usec = now_usec();
+        c->start_usec = clock_now_usec(CLOCK_MONOTONIC);
         c->next = t->conns;
         if (t->conns)
                 t->conns->prev = c;

@@ -18,12 +18,7 @@
 #include "macro.h"
 #include "sandbox.h"
 #include "string-util.h"
-
-static uint64_t now_usec_monotonic(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
+#include "time-util.h"
 
 static void send_all(int fd, const char *s, size_t n) {
         while (n > 0) {
@@ -253,7 +248,7 @@ static void run_request(int fd, const Request *r, char *buf, size_t *len, int *o
         /* vfork(): the child only makes syscalls before execve(), and a
          * shared address space spares copying PID 1's page tables for every
          * command. */
-        uint64_t start = now_usec_monotonic();
+        uint64_t start = clock_now_usec(CLOCK_MONOTONIC);
         pid_t pid = vfork();
         if (pid < 0) {
                 safe_close(out[0]), safe_close(out[1]), safe_close(err[0]), safe_close(err[1]);
@@ -302,7 +297,7 @@ static void run_request(int fd, const Request *r, char *buf, size_t *len, int *o
                 }
                 int timeout = -1;
                 if (r->timeout_usec != UINT64_MAX && !timed_out) {
-                        uint64_t now = now_usec_monotonic(), deadline = start + r->timeout_usec;
+                        uint64_t now = clock_now_usec(CLOCK_MONOTONIC), deadline = start + r->timeout_usec;
                         deadline = deadline > UINT64_MAX - extended ? UINT64_MAX : deadline + extended;
                         timeout = now >= deadline ? 0 : (int) MIN((deadline - now + 999) / 1000, (uint64_t) INT32_MAX);
                 }
@@ -350,7 +345,7 @@ static void run_request(int fd, const Request *r, char *buf, size_t *len, int *o
         json_object_object_add(j, "signal", json_object_new_int(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
         json_object_object_add(j, "timed_out", json_object_new_boolean(timed_out));
         /* Time frozen is no time the command ran. */
-        uint64_t duration = now_usec_monotonic() - start;
+        uint64_t duration = clock_now_usec(CLOCK_MONOTONIC) - start;
         duration = duration > extended ? duration - extended : 0;
         json_object_object_add(j, "duration_usec", json_object_new_int64((int64_t) duration));
         send_json(fd, j);

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +9,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,13 +16,12 @@
 #include "exec-output.h"
 #include "exec-session.h"
 #include "json-util.h"
+#include "launcher-client.h"
 #include "macro.h"
 #include "session-check.h"
+#include "socket-util.h"
 #include "string-util.h"
-
-/* The launcher's own replies ("ready", "error", "reaped") are short. */
-#define LAUNCHER_REPLY_MAX (64 * 1024)
-#define LAUNCHER_ERROR_MAX 256
+#include "time-util.h"
 
 struct SandboxSession {
         sd_event *event;
@@ -72,116 +69,6 @@ struct SandboxSession {
         session_open_handler_t open_done;
         void *open_userdata;
 };
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
-
-static int connect_launcher(const char *path, int *ret) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        struct timeval tv = { .tv_sec = SANDBOX_SESSION_OPEN_TIMEOUT_USEC / USEC_PER_SEC };
-
-        if (strlen(path) >= sizeof(sa.sun_path))
-                return -EINVAL;
-        strcpy(sa.sun_path, path);
-
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
-        /* Bounds the connect() (a full backlog) and the request's send. */
-        if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
-                return -errno;
-        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
-                return -errno;
-        *ret = TAKE_FD(fd);
-        return 0;
-}
-
-/* Sends the request line with the fds of pass (those >= 0, in order). */
-static int send_request(int fd, const char *line, const int pass[static 3]) {
-        size_t n = strlen(line), done = 0;
-        int fds[3];
-        size_t n_fds = 0;
-
-        for (size_t i = 0; i < 3; i++)
-                if (pass[i] >= 0)
-                        fds[n_fds++] = pass[i];
-
-        while (done < n) {
-                union {
-                        struct cmsghdr h;
-                        char buf[CMSG_SPACE(sizeof(int) * 3)];
-                } control = {};
-                struct iovec iov = { .iov_base = (char *) line + done, .iov_len = n - done };
-                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-                if (done == 0 && n_fds > 0) {
-                        mh.msg_control = &control;
-                        mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-                        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-                        c->cmsg_level = SOL_SOCKET;
-                        c->cmsg_type = SCM_RIGHTS;
-                        c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-                        memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-                }
-                ssize_t k = sendmsg(fd, &mh, MSG_NOSIGNAL);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
-                }
-                done += (size_t) k;
-        }
-        return 0;
-}
-
-/* Reads until buf holds a whole line, at most until deadline. Returns the
- * line's length (without the newline, which becomes NUL); what follows it
- * stays in buf, *len counts all. */
-static int read_line(int fd, char *buf, size_t max, size_t *len, uint64_t deadline) {
-        for (;;) {
-                char *nl = memchr(buf, '\n', *len);
-                if (nl) {
-                        *nl = '\0';
-                        return (int) (nl - buf);
-                }
-                if (*len >= max)
-                        return -EBADMSG;
-                uint64_t now = now_usec();
-                if (now >= deadline)
-                        return -ETIMEDOUT;
-                struct pollfd p = { .fd = fd, .events = POLLIN };
-                int n = poll(&p, 1, (int) ((deadline - now + 999) / 1000));
-                if (n < 0 && errno != EINTR)
-                        return -errno;
-                if (n <= 0)
-                        continue;
-                ssize_t k = recv(fd, buf + *len, max - *len, MSG_DONTWAIT);
-                if (k < 0) {
-                        if (errno == EINTR || errno == EAGAIN)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        return -ECONNRESET;
-                *len += (size_t) k;
-        }
-}
-
-static int reply_error_message(json_object *j, char **ret_error) {
-        const char *message = NULL;
-
-        /* The launcher is trusted, but its words go into logs: one safe line, bounded. */
-        if (ret_error && json_get_string(j, "message", &message) >= 0) {
-                _cleanup_free_ char *m = strshorten_line(message, LAUNCHER_ERROR_MAX);
-                if (m && !string_is_safe(m, false))
-                        m = mfree_ptr(m);
-                *ret_error = m ? TAKE_PTR(m) : strdup("the launcher refused the request");
-        }
-        return -EREMOTEIO;
-}
 
 SandboxSession *sandbox_session_free(SandboxSession *s) {
         if (!s)
@@ -255,34 +142,17 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
 
 static int flush_request(SandboxSession *s) {
         while (s->wpos < s->wlen) {
-                union {
-                        struct cmsghdr h;
-                        char buf[CMSG_SPACE(sizeof(int))];
-                } control = {};
-                struct iovec iov = { .iov_base = s->wbuf + s->wpos, .iov_len = s->wlen - s->wpos };
-                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
                 /* The output pipe goes with the request's first byte. */
-                if (s->output.pass_fd >= 0) {
-                        mh.msg_control = &control;
-                        mh.msg_controllen = sizeof(control);
-                        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-                        c->cmsg_level = SOL_SOCKET;
-                        c->cmsg_type = SCM_RIGHTS;
-                        c->cmsg_len = CMSG_LEN(sizeof(int));
-                        memcpy(CMSG_DATA(c), &s->output.pass_fd, sizeof(int));
-                }
-                ssize_t k = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+                bool pass = s->output.pass_fd >= 0;
+                ssize_t k = socket_send_fds(s->fd, s->wbuf + s->wpos, s->wlen - s->wpos, &s->output.pass_fd,
+                                            pass ? 1 : 0, MSG_DONTWAIT);
+                if (k == -EAGAIN)
+                        return sd_event_source_set_io_events(s->io, EPOLLIN | EPOLLOUT);
+                if (k < 0)
+                        return (int) k;
                 if (k > 0)
                         /* Ours no more: the end of output is when the sandbox's copies close. */
                         s->output.pass_fd = safe_close(s->output.pass_fd);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN)
-                                return sd_event_source_set_io_events(s->io, EPOLLIN | EPOLLOUT);
-                        return -errno;
-                }
                 s->wpos += (size_t) k;
         }
         s->wbuf = mfree_ptr(s->wbuf);
@@ -418,10 +288,10 @@ static int session_start(sd_event *e, const char *launcher_socket, const char *t
         if (r < 0)
                 return r;
 
-        r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &s->fd);
+        r = launcher_connect(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, SANDBOX_SESSION_OPEN_TIMEOUT_USEC, &s->fd);
         if (r < 0)
                 return r;
-        r = send_request(s->fd, line, (const int[3]) { workspace_fd, cache_fd, proxy_fd });
+        r = launcher_send(s->fd, line, (const int[3]) { workspace_fd, cache_fd, proxy_fd });
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(s);
@@ -440,7 +310,7 @@ static int session_take_reply(SandboxSession *s, size_t n, char **ret_error) {
             json_get_string(reply, "type", &type) < 0)
                 return -EBADMSG;
         if (streq(type, "error"))
-                return reply_error_message(reply, ret_error);
+                return launcher_reply_error(reply, ret_error);
         if (!streq(type, "ready") || json_get_string(reply, "unit", &unit) < 0 || !streq(unit, s->unit) ||
             json_get_uint64(reply, "pid", &pid) < 0 || pid <= 1 || pid > INT32_MAX)
                 return -EBADMSG;
@@ -478,14 +348,14 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
                             const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
                             int proxy_fd, char **ret_error, SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
-        uint64_t deadline = now_usec() + SANDBOX_SESSION_OPEN_TIMEOUT_USEC;
+        uint64_t deadline = clock_now_usec(CLOCK_MONOTONIC) + SANDBOX_SESSION_OPEN_TIMEOUT_USEC;
         size_t len = 0;
         int r;
 
         r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, proxy_fd, &s);
         if (r < 0)
                 return r;
-        r = read_line(s->fd, s->rbuf, LAUNCHER_REPLY_MAX, &len, deadline);
+        r = launcher_read_line(s->fd, s->rbuf, LAUNCHER_REPLY_MAX, &len, deadline);
         if (r < 0)
                 return r;
         r = session_take_reply(s, (size_t) r, ret_error);
@@ -703,20 +573,20 @@ static int session_freezer_request(SandboxSession *s, const char *launcher_socke
             asprintf(&line, "%s\n", json_to_line(j)) < 0)
                 return -ENOMEM;
 
-        r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &fd);
+        r = launcher_connect(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, SANDBOX_SESSION_OPEN_TIMEOUT_USEC, &fd);
         if (r < 0)
                 return r;
-        r = send_request(fd, line, (const int[3]) { s->pidfd, -EBADF, -EBADF });
+        r = launcher_send(fd, line, (const int[3]) { s->pidfd, -EBADF, -EBADF });
         if (r < 0)
                 return r;
-        r = read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, now_usec() + SANDBOX_SESSION_FREEZE_TIMEOUT_USEC);
+        r = launcher_read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, clock_now_usec(CLOCK_MONOTONIC) + SANDBOX_SESSION_FREEZE_TIMEOUT_USEC);
         if (r < 0)
                 return r;
         if (json_parse_strict(buf, (size_t) r, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
             json_get_string(reply, "type", &type) < 0)
                 return -EBADMSG;
         if (streq(type, "error"))
-                return reply_error_message(reply, ret_error);
+                return launcher_reply_error(reply, ret_error);
         if (!streq(type, freeze ? "frozen" : "thawed") || json_get_string(reply, "method", &method) < 0)
                 return -EBADMSG;
         (void) json_get_uint64(reply, "usec", &usec);
@@ -729,7 +599,7 @@ static int session_freezer_request(SandboxSession *s, const char *launcher_socke
 
 int sandbox_session_freeze(SandboxSession *s, const char *launcher_socket, const char **ret_method, uint64_t *ret_usec,
                            char **ret_error) {
-        uint64_t now = now_usec();
+        uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
         int r;
 
         if (!s)
@@ -794,7 +664,7 @@ int sandbox_session_thaw(SandboxSession *s, const char *launcher_socket, char **
         if (s->fd < 0)
                 return -ENOTCONN;
 
-        now = now_usec();
+        now = clock_now_usec(CLOCK_MONOTONIC);
         frozen = now > s->frozen_since ? now - s->frozen_since : 0;
 
         /* The command in flight is told first how long it stood still: the
@@ -819,7 +689,7 @@ int sandbox_session_thaw(SandboxSession *s, const char *launcher_socket, char **
         if (s->wbuf)
                 (void) sd_event_source_set_io_events(s->io, EPOLLIN | EPOLLOUT);
         if (s->timer && s->timer_left != UINT64_MAX) {
-                (void) sd_event_source_set_time(s->timer, now_usec() + s->timer_left);
+                (void) sd_event_source_set_time(s->timer, clock_now_usec(CLOCK_MONOTONIC) + s->timer_left);
                 (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
         }
         return 0;
@@ -838,7 +708,7 @@ bool sandbox_session_is_alive(const SandboxSession *s) {
 }
 
 uint64_t sandbox_session_frozen_usec(const SandboxSession *s) {
-        uint64_t now = now_usec();
+        uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
         return s && s->frozen && now > s->frozen_since ? now - s->frozen_since : 0;
 }
 
@@ -876,7 +746,7 @@ int sandbox_session_adopt(sd_event *e, int fd, const char *task_id, pid_t pid, u
         (void) sd_event_source_set_description(s->io, "sandbox-session");
         if (frozen) {
                 s->frozen = true;
-                s->frozen_since = now_usec();
+                s->frozen_since = clock_now_usec(CLOCK_MONOTONIC);
                 s->timer_left = UINT64_MAX;
                 (void) sd_event_source_set_enabled(s->io, SD_EVENT_OFF);
         }
@@ -903,20 +773,20 @@ int sandbox_session_reap(const char *launcher_socket, char **keep_ids) {
             asprintf(&line, "%s\n", json_to_line(j)) < 0)
                 return -ENOMEM;
 
-        r = connect_launcher(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, &fd);
+        r = launcher_connect(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, SANDBOX_SESSION_OPEN_TIMEOUT_USEC, &fd);
         if (r < 0)
                 return r;
-        r = send_request(fd, line, (const int[3]) { -EBADF, -EBADF, -EBADF });
+        r = launcher_send(fd, line, (const int[3]) { -EBADF, -EBADF, -EBADF });
         if (r < 0)
                 return r;
-        r = read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, now_usec() + SANDBOX_SESSION_REAP_TIMEOUT_USEC);
+        r = launcher_read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, clock_now_usec(CLOCK_MONOTONIC) + SANDBOX_SESSION_REAP_TIMEOUT_USEC);
         if (r < 0)
                 return r;
         if (json_parse_strict(buf, (size_t) r, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
             json_get_string(reply, "type", &type) < 0)
                 return -EBADMSG;
         if (streq(type, "error"))
-                return reply_error_message(reply, NULL);
+                return launcher_reply_error(reply, NULL);
         if (!streq(type, "reaped") || !json_object_object_get_ex(reply, "units", &units) ||
             !json_object_is_type(units, json_type_array))
                 return -EBADMSG;

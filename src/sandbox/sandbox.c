@@ -26,6 +26,7 @@
 #include "exec-service.h"
 #include "proxy-env.h"
 #include "sandbox.h"
+#include "socket-util.h"
 #include "string-util.h"
 
 /* Everything here runs in the freshly cloned child: no allocation, no stdio
@@ -368,12 +369,6 @@ static void setup_proxy_listener(const SandboxConfig *c) {
                 .sin_port = htons(c->proxy_port ?: AGENTFAB_PROXY_PORT),
                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
         };
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } control = {};
-        struct iovec iov = { .iov_base = (char *) "L", .iov_len = 1 };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof(control) };
 
         if (fcntl(c->proxy_fd, F_SETFD, FD_CLOEXEC) < 0)
                 die("Failed to set close-on-exec on the proxy channel");
@@ -385,12 +380,7 @@ static void setup_proxy_listener(const SandboxConfig *c) {
         if (listen(fd, 128) < 0)
                 die("Failed to listen on the forwarder's socket");
 
-        struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-        h->cmsg_level = SOL_SOCKET;
-        h->cmsg_type = SCM_RIGHTS;
-        h->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(h), &fd, sizeof(int));
-        if (sendmsg(c->proxy_fd, &mh, MSG_NOSIGNAL) < 0)
+        if (socket_send_fds(c->proxy_fd, "L", 1, &fd, 1, 0) != 1)
                 die("Failed to hand the forwarder's socket to the proxy");
         /* Our copy goes: only the proxy accepts on it. */
 }

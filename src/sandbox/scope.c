@@ -14,6 +14,7 @@
 #include "scope.h"
 #include "sd-bus-dlopen.h"
 #include "string-util.h"
+#include "time-util.h"
 
 /* Everything of sd-bus here goes through sd-bus-dlopen.h; so do the
  * cleanup helpers, which sd-bus.h would bind to the linked library. */
@@ -88,22 +89,16 @@ static int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *error
         return 0;
 }
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
-
 /* Takes the job path from a method reply and processes the bus until its
  * JobRemoved came, at most timeout_usec. */
 static int job_wait(sd_bus *bus, JobWait *w, uint64_t timeout_usec, sd_bus_error *error) {
-        uint64_t deadline = now_usec() + timeout_usec;
+        uint64_t deadline = clock_now_usec(CLOCK_MONOTONIC) + timeout_usec;
         int r;
 
         if (streq(w->early_job, w->job))
                 snprintf(w->result, sizeof(w->result), "%s", w->early_result);
         while (w->result[0] == '\0') {
-                uint64_t now = now_usec();
+                uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
                 if (now >= deadline)
                         return sym_sd_bus_error_set(error, SD_BUS_ERROR_TIMEOUT, "Timed out waiting for a job of the system manager.");
                 r = sym_sd_bus_process(bus, NULL);
@@ -169,7 +164,7 @@ int scope_stop(sd_bus *bus, const char *unit, uint64_t timeout_usec, sd_bus_erro
         _cleanup_(bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_(bus_slot_unrefp) sd_bus_slot *slot = NULL;
         _cleanup_(scope_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
-        uint64_t deadline = now_usec() + timeout_usec;
+        uint64_t deadline = clock_now_usec(CLOCK_MONOTONIC) + timeout_usec;
         JobWait w = {};
         const char *job;
         int r;
@@ -214,7 +209,7 @@ int scope_stop(sd_bus *bus, const char *unit, uint64_t timeout_usec, sd_bus_erro
                                            "org.freedesktop.systemd1.Manager", "GetUnit", &g, NULL, "s", unit);
                 if (r < 0 && error_is_no_such_unit(&g))
                         return 1;
-                if (now_usec() >= deadline)
+                if (clock_now_usec(CLOCK_MONOTONIC) >= deadline)
                         return sym_sd_bus_error_setf(error, SD_BUS_ERROR_TIMEOUT, "Unit '%s' was stopped but is still loaded.", unit);
                 (void) usleep(10 * 1000);
         }
