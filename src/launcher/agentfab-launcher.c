@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 
 #include "cgroup-freeze.h"
 #include "environments.h"
+#include "io-util.h"
 #include "json-util.h"
 #include "launcher-request.h"
 #include "log.h"
@@ -201,18 +201,9 @@ static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int ret_
         bool extra_fds = false;
 
         for (;;) {
-                uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
-                if (now >= deadline)
-                        return -ETIMEDOUT;
-                struct pollfd p = { .fd = fd, .events = POLLIN };
-                int n = poll(&p, 1, (int) ((deadline - now + 999) / 1000));
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        return -ETIMEDOUT;
+                int r = fd_wait_readable(fd, deadline);
+                if (r < 0)
+                        return r;
 
                 ssize_t k = recv(fd, buf + len, max - len, MSG_PEEK | MSG_DONTWAIT);
                 if (k < 0) {
@@ -359,15 +350,11 @@ static const char *wait_setup(int error_fd, pid_t pid, char *msg, size_t size) {
         size_t len = 0;
 
         for (;;) {
-                uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
-                if (now >= deadline)
+                int r = fd_wait_readable(error_fd, deadline);
+                if (r == -ETIMEDOUT)
                         return "timed out setting up the sandbox";
-                struct pollfd p = { .fd = error_fd, .events = POLLIN };
-                int n = poll(&p, 1, (int) ((deadline - now + 999) / 1000));
-                if (n < 0 && errno != EINTR)
+                if (r < 0)
                         return "cannot wait for the sandbox";
-                if (n <= 0)
-                        continue;
                 ssize_t k = read(error_fd, msg + len, size - 1 - len);
                 if (k < 0 && errno == EINTR)
                         continue;

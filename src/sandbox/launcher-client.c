@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "io-util.h"
 #include "json-util.h"
 #include "launcher-client.h"
 #include "macro.h"
@@ -69,15 +69,9 @@ int launcher_read_line(int fd, char *buf, size_t max, size_t *len, uint64_t dead
                 }
                 if (*len >= max)
                         return -EBADMSG;
-                uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
-                if (now >= deadline)
-                        return -ETIMEDOUT;
-                struct pollfd p = { .fd = fd, .events = POLLIN };
-                int n = poll(&p, 1, (int) ((deadline - now + 999) / 1000));
-                if (n < 0 && errno != EINTR)
-                        return -errno;
-                if (n <= 0)
-                        continue;
+                int r = fd_wait_readable(fd, deadline);
+                if (r < 0)
+                        return r;
                 ssize_t k = recv(fd, buf + *len, max - *len, MSG_DONTWAIT);
                 if (k < 0) {
                         if (errno == EINTR || errno == EAGAIN)

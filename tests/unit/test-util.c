@@ -3,12 +3,16 @@
 #include <errno.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "fs-util.h"
+#include "io-util.h"
 #include "json-util.h"
+#include "socket-util.h"
 #include "string-util.h"
+#include "time-util.h"
 #include "tap.h"
 
 /* A record of a JSON lines file is whole or absent: a write that the file
@@ -54,9 +58,63 @@ static void test_append_whole(void) {
         unlink(path);
 }
 
+/* fds go with the first byte of a message, all of them, in order; more
+ * than the bound is refused before anything is sent. */
+static void test_send_fds(void) {
+        int sv[2], pipe_fds[2], fds[SOCKET_FDS_MAX + 1];
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int) * SOCKET_FDS_MAX)];
+        } control = {};
+        char buf[16];
+        struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof(control) };
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(pipe_fds, O_CLOEXEC) < 0) {
+                CHECK(false, "socketpair/pipe: %s", strerror(errno));
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                fds[i] = pipe_fds[i % 2];
+        CHECK(socket_send_fds(sv[0], "x", 1, fds, SOCKET_FDS_MAX + 1, 0) == -EINVAL, "too many fds refused");
+        CHECK(socket_send_fds(sv[0], "", 0, fds, 1, 0) == -EINVAL, "fds without a byte to carry them refused");
+        CHECK(socket_send_fds(sv[0], "hello", 5, fds, 2, 0) == 5, "sent with two fds");
+
+        ssize_t k = recvmsg(sv[1], &mh, MSG_CMSG_CLOEXEC);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        CHECK(k == 5 && memcmp(buf, "hello", 5) == 0, "the bytes arrived");
+        CHECK(c && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(2 * sizeof(int)), "two fds arrived");
+        if (c && c->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
+                int got[2];
+                struct stat a, b;
+
+                memcpy(got, CMSG_DATA(c), sizeof(got));
+                CHECK(fstat(got[0], &a) == 0 && fstat(pipe_fds[0], &b) == 0 && a.st_ino == b.st_ino,
+                      "the first is the pipe's read end");
+                CHECK(write(got[1], "y", 1) == 1, "the second is its write end");
+                close(got[0]);
+                close(got[1]);
+        }
+
+        /* Readable: a byte, or the other end gone. */
+        uint64_t t0 = clock_now_usec(CLOCK_MONOTONIC);
+        CHECK(fd_wait_readable(pipe_fds[0], t0 + USEC_PER_SEC) == 1, "a pipe with a byte is readable");
+        CHECK(read(pipe_fds[0], buf, 1) == 1, "and the byte is there");
+        CHECK(fd_wait_readable(pipe_fds[0], t0 + 20 * USEC_PER_MSEC) == -ETIMEDOUT &&
+              clock_now_usec(CLOCK_MONOTONIC) - t0 >= 20 * USEC_PER_MSEC, "an empty pipe times out at the deadline");
+        CHECK(fd_wait_readable(pipe_fds[0], t0) == -ETIMEDOUT, "a deadline past is a timeout at once");
+        close(pipe_fds[1]);
+        CHECK(fd_wait_readable(pipe_fds[0], clock_now_usec(CLOCK_MONOTONIC) + USEC_PER_SEC) == 1,
+              "the end of file is readable");
+        close(pipe_fds[0]);
+        close(sv[0]);
+        close(sv[1]);
+}
+
 int main(void) {
         uint64_t u;
 
+        test_send_fds();
         CHECK(parse_sec("30", &u) == 0 && u == 30 * USEC_PER_SEC, "bare number is seconds");
         CHECK(parse_sec("250ms", &u) == 0 && u == 250 * USEC_PER_MSEC, "milliseconds");
         CHECK(parse_sec("2h", &u) == 0 && u == 7200 * USEC_PER_SEC, "hours");

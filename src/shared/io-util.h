@@ -1,0 +1,9 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdint.h>
+
+/* Waits until fd can be read (data, end of file or an error to read) or
+ * CLOCK_MONOTONIC passes deadline (usec). Returns 1 when readable,
+ * -ETIMEDOUT, or -errno from poll(); EINTR waits on. */
+int fd_wait_readable(int fd, uint64_t deadline);
