@@ -168,20 +168,6 @@ static bool ref_is_valid(const char *ref) {
         return true;
 }
 
-static int set_error(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
-static int set_error(char **ret_error, int r, const char *fmt, ...) {
-        va_list ap;
-
-        if (ret_error) {
-                free(*ret_error);
-                va_start(ap, fmt);
-                if (vasprintf(ret_error, fmt, ap) < 0)
-                        *ret_error = NULL;
-                va_end(ap);
-        }
-        return r;
-}
-
 typedef struct Reply {
         char *data;
         size_t size;
@@ -296,27 +282,27 @@ static int status_to_errno(long status) {
 
 static int forge_request_check(const ForgeRequest *req, char **ret_error) {
         if (req->kind < 0 || req->kind >= _FORGE_KIND_MAX)
-                return set_error(ret_error, -EINVAL, "Unknown kind of forge.");
+                return error_set(ret_error, -EINVAL, "Unknown kind of forge.");
         if (!forge_api_is_valid(req->api))
-                return set_error(ret_error, -EINVAL, "The forge's API URL is not an http:// or https:// URL.");
+                return error_set(ret_error, -EINVAL, "The forge's API URL is not an http:// or https:// URL.");
         if (!forge_name_is_valid(req->owner) || !forge_name_is_valid(req->repo))
-                return set_error(ret_error, -EINVAL, "Owner and repository names must be letters, digits, '_', '.', '-'.");
+                return error_set(ret_error, -EINVAL, "Owner and repository names must be letters, digits, '_', '.', '-'.");
         if (!req->head || !req->base || !ref_is_valid(req->head) || !ref_is_valid(req->base))
-                return set_error(ret_error, -EINVAL, "The head and base branches must be valid branch names.");
+                return error_set(ret_error, -EINVAL, "The head and base branches must be valid branch names.");
         /* SECURITY: the factory only ever proposes its own branches. */
         if (!strneq(req->head, "agentfab/", 9) || req->head[9] == '\0')
-                return set_error(ret_error, -EINVAL, "Refusing to propose branch '%s': only branches under agentfab/ are.",
+                return error_set(ret_error, -EINVAL, "Refusing to propose branch '%s': only branches under agentfab/ are.",
                                  req->head);
         if (streq(req->head, req->base))
-                return set_error(ret_error, -EINVAL, "The base branch is the head branch '%s'.", req->head);
+                return error_set(ret_error, -EINVAL, "The base branch is the head branch '%s'.", req->head);
         if (!req->title || isempty(req->title) || strlen(req->title) > FORGE_TITLE_MAX)
-                return set_error(ret_error, -EINVAL, "The title is empty or longer than %u bytes.", FORGE_TITLE_MAX);
+                return error_set(ret_error, -EINVAL, "The title is empty or longer than %u bytes.", FORGE_TITLE_MAX);
         if (req->body && strlen(req->body) > FORGE_BODY_MAX)
-                return set_error(ret_error, -EINVAL, "The body is longer than %u bytes.", FORGE_BODY_MAX);
+                return error_set(ret_error, -EINVAL, "The body is longer than %u bytes.", FORGE_BODY_MAX);
         if (req->token && (strlen(req->token) > FORGE_TOKEN_MAX || isempty(req->token) || !string_is_safe(req->token, false) ||
                            strchr(req->token, ' ')))
                 /* SECURITY: it goes into a header; a newline would add headers of its own. */
-                return set_error(ret_error, -EINVAL, "The forge token is empty, too long or has control characters.");
+                return error_set(ret_error, -EINVAL, "The forge token is empty, too long or has control characters.");
         return 0;
 }
 
@@ -374,13 +360,13 @@ static int parse_reply(const Reply *reply, char **ret_url, char **ret_error) {
 
         if (reply->size == 0 || json_parse_strict(reply->data, reply->size, &j) < 0 ||
             !json_object_is_type(j, json_type_object))
-                return set_error(ret_error, -EPROTO, "The forge's reply is not a JSON object.");
+                return error_set(ret_error, -EPROTO, "The forge's reply is not a JSON object.");
         if (json_get_string(j, "html_url", &url) < 0)
-                return set_error(ret_error, -EPROTO, "The forge's reply has no html_url.");
+                return error_set(ret_error, -EPROTO, "The forge's reply has no html_url.");
         /* It is shown on the bus and in the journal: a URL, nothing else. */
         if (strlen(url) > FORGE_URL_MAX || !string_is_safe(url, false) ||
             (!strneq(url, "https://", 8) && !strneq(url, "http://", 7)) || strchr(url, ' '))
-                return set_error(ret_error, -EPROTO, "The forge's html_url is not a plain http(s) URL.");
+                return error_set(ret_error, -EPROTO, "The forge's html_url is not a plain http(s) URL.");
         *ret_url = strdup(url);
         return *ret_url ? 0 : -ENOMEM;
 }
@@ -420,7 +406,7 @@ int forge_open_pull_request(const ForgeRequest *req, char **ret_url, char **ret_
 
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
                 headers_free(headers);
-                return set_error(ret_error, -EIO, "Cannot initialize libcurl.");
+                return error_set(ret_error, -EIO, "Cannot initialize libcurl.");
         }
         e = curl_easy_init();
         if (!e) {
@@ -446,20 +432,20 @@ int forge_open_pull_request(const ForgeRequest *req, char **ret_url, char **ret_
             curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) reply.max) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long) MAX(timeout / USEC_PER_MSEC, (uint64_t) 1)) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long) MAX(connect_timeout / USEC_PER_MSEC, (uint64_t) 1)) != CURLE_OK)
-                r = set_error(ret_error, -EIO, "Cannot set up the request.");
+                r = error_set(ret_error, -EIO, "Cannot set up the request.");
         else {
                 c = curl_easy_perform(e);
                 (void) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
                 if (reply.overflow || c == CURLE_FILESIZE_EXCEEDED)
-                        r = set_error(ret_error, -EFBIG, "The forge's reply (HTTP %ld) is larger than %zu bytes.", status, reply.max);
+                        r = error_set(ret_error, -EFBIG, "The forge's reply (HTTP %ld) is larger than %zu bytes.", status, reply.max);
                 else if (c != CURLE_OK)
-                        r = set_error(ret_error, c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO,
+                        r = error_set(ret_error, c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO,
                                       "Request to the forge failed: %s", curl_error[0] ? curl_error : curl_easy_strerror(c));
                 else if (status == 200 || status == 201)
                         r = parse_reply(&reply, ret_url, ret_error);
                 else {
                         text = error_text(&reply, req->token);
-                        r = set_error(ret_error, status_to_errno(status), "The forge answered HTTP %ld: %s", status,
+                        r = error_set(ret_error, status_to_errno(status), "The forge answered HTTP %ld: %s", status,
                                       strempty(text));
                 }
         }

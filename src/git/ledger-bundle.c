@@ -82,10 +82,10 @@ int ledger_bundle_header_parse(char *text, BundleHeader *h, char **ret_error) {
 
         next = strchr(line, '\n');
         if (!next)
-                return ledger_set_error(ret_error, -EBADMSG, "Not a git bundle.");
+                return error_set(ret_error, -EBADMSG, "Not a git bundle.");
         *next++ = '\0';
         if (!streq(line, "# v2 git bundle"))
-                return ledger_set_error(ret_error, -EBADMSG, "Not a version 2 git bundle.");
+                return error_set(ret_error, -EBADMSG, "Not a version 2 git bundle.");
 
         for (line = next; line && *line; line = next) {
                 bool prereq = line[0] == '-';
@@ -98,15 +98,15 @@ int ledger_bundle_header_parse(char *text, BundleHeader *h, char **ret_error) {
                 if (prereq)
                         line++;
                 if (strlen(line) < GIT_OID_HEXSZ || (line[GIT_OID_HEXSZ] != '\0' && line[GIT_OID_HEXSZ] != ' '))
-                        return ledger_set_error(ret_error, -EBADMSG, "Malformed bundle header.");
+                        return error_set(ret_error, -EBADMSG, "Malformed bundle header.");
                 memcpy(hex, line, GIT_OID_HEXSZ);
                 hex[GIT_OID_HEXSZ] = '\0';
                 if (strspn(hex, "0123456789abcdef") != GIT_OID_HEXSZ || git_oid_fromstr(&id, hex) < 0)
-                        return ledger_set_error(ret_error, -EBADMSG, "Malformed object id in bundle header.");
+                        return error_set(ret_error, -EBADMSG, "Malformed object id in bundle header.");
 
                 if (prereq) {
                         if (h->n_prereqs >= BUNDLE_PREREQS_MAX)
-                                return ledger_set_error(ret_error, -E2BIG, "Bundle has too many prerequisites.");
+                                return error_set(ret_error, -E2BIG, "Bundle has too many prerequisites.");
                         h->prereqs[h->n_prereqs++] = id;
                 } else if (!h->have_tip && line[GIT_OID_HEXSZ] == ' ' && strneq(line + GIT_OID_HEXSZ + 1, "refs/heads/", 11)) {
                         h->tip = id;
@@ -114,7 +114,7 @@ int ledger_bundle_header_parse(char *text, BundleHeader *h, char **ret_error) {
                 }
         }
         if (!h->have_tip)
-                return ledger_set_error(ret_error, -EBADMSG, "Bundle carries no branch.");
+                return error_set(ret_error, -EBADMSG, "Bundle carries no branch.");
         return 0;
 }
 
@@ -128,12 +128,12 @@ int ledger_pack_header_check(const uint8_t h[static 12], uint64_t max_bytes, cha
         uint32_t objects = (uint32_t) h[8] << 24 | (uint32_t) h[9] << 16 | (uint32_t) h[10] << 8 | h[11];
 
         if (memcmp(h, "PACK", 4) != 0 || !IN_SET(version, 2, 3))
-                return ledger_set_error(ret_error, -EBADMSG, "Bundle's pack has no valid header.");
+                return error_set(ret_error, -EBADMSG, "Bundle's pack has no valid header.");
         if (objects > PACK_OBJECTS_MAX)
-                return ledger_set_error(ret_error, -EFBIG, "Bundle's pack claims %" PRIu32 " objects, more than the %" PRIu32 " accepted.",
+                return error_set(ret_error, -EFBIG, "Bundle's pack claims %" PRIu32 " objects, more than the %" PRIu32 " accepted.",
                                         objects, PACK_OBJECTS_MAX);
         if (max_bytes != UINT64_MAX && objects > max_bytes / PACK_OBJECT_MIN)
-                return ledger_set_error(ret_error, -EFBIG, "Bundle's pack claims %" PRIu32 " objects, more than fit in the limit of %" PRIu64 " bytes.",
+                return error_set(ret_error, -EFBIG, "Bundle's pack claims %" PRIu32 " objects, more than fit in the limit of %" PRIu64 " bytes.",
                                         objects, max_bytes);
         return 0;
 }
@@ -161,15 +161,15 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
 
         if (isempty(branch) || asprintf(&name, "refs/heads/%s", branch) < 0 ||
             git_reference_name_is_valid(&valid, name) < 0 || !valid)
-                return ledger_set_error(ret_error, -EINVAL, "Invalid branch name '%s'.", strempty(branch));
+                return error_set(ret_error, -EINVAL, "Invalid branch name '%s'.", strempty(branch));
 
         if (git_repository_open_ext(&repo, repo_path, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
-                return ledger_set_error(ret_error, -ENOTDIR, "'%s' is not a git repository: %s", repo_path, ledger_git_message());
+                return error_set(ret_error, -ENOTDIR, "'%s' is not a git repository: %s", repo_path, ledger_git_message());
 
         /* Checked up front for a clear message; the final create is
          * exclusive too, so a branch made meanwhile is not overwritten. */
         if (git_reference_lookup(&existing, repo, name) == 0)
-                return ledger_set_error(ret_error, -EEXIST, "Branch '%s' exists already in '%s', not overwriting it.", branch, repo_path);
+                return error_set(ret_error, -EEXIST, "Branch '%s' exists already in '%s', not overwriting it.", branch, repo_path);
 
         /* Read the header, keeping whatever of the pack came along with it. */
         buf = malloc(BUNDLE_HEADER_MAX + 1);
@@ -178,20 +178,20 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
                 return -ENOMEM;
         while (!end) {
                 if (n >= BUNDLE_HEADER_MAX)
-                        return ledger_set_error(ret_error, -EBADMSG, "Bundle header too long.");
+                        return error_set(ret_error, -EBADMSG, "Bundle header too long.");
                 ssize_t k = read(bundle_fd, buf + n, BUNDLE_HEADER_MAX - n);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
-                        return ledger_set_error(ret_error, -errno, "Cannot read the bundle: %m");
+                        return error_set(ret_error, -errno, "Cannot read the bundle: %m");
                 }
                 if (k == 0)
-                        return ledger_set_error(ret_error, -EBADMSG, "Bundle truncated in its header.");
+                        return error_set(ret_error, -EBADMSG, "Bundle truncated in its header.");
                 n += (size_t) k;
                 buf[n] = '\0';
                 end = memmem(buf, n, "\n\n", 2);
                 if (memchr(buf, '\0', end ? (size_t) (end - buf) : n))
-                        return ledger_set_error(ret_error, -EBADMSG, "Not a git bundle.");
+                        return error_set(ret_error, -EBADMSG, "Not a git bundle.");
         }
         end[1] = '\0';
         char *pack = end + 2;
@@ -202,12 +202,12 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
                 return r;
 
         if (git_repository_odb(&odb, repo) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot open the objects of '%s': %s", repo_path, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot open the objects of '%s': %s", repo_path, ledger_git_message());
         for (size_t i = 0; i < h->n_prereqs; i++)
                 if (!git_odb_exists(odb, &h->prereqs[i])) {
                         char hex[GIT_OID_HEXSZ + 1];
                         git_oid_tostr(hex, sizeof(hex), &h->prereqs[i]);
-                        return ledger_set_error(ret_error, -ENOENT,
+                        return error_set(ret_error, -ENOENT,
                                                 "'%s' lacks commit %s that the bundle builds on: fetch the task's base first.",
                                                 repo_path, hex);
                 }
@@ -218,7 +218,7 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
         git_indexer_progress stats = { 0 };
         uint64_t seen = 0;
         if (git_odb_write_pack(&wp, odb, NULL, NULL) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot write into '%s': %s", repo_path, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot write into '%s': %s", repo_path, ledger_git_message());
         uint8_t pack_header[12];
         r = 0;
         for (;;) {
@@ -237,11 +237,11 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
                         }
                         seen += pack_n;
                         if (seen > max_bytes) {
-                                r = ledger_set_error(ret_error, -EFBIG, "Bundle is bigger than the limit of %" PRIu64 " bytes.", max_bytes);
+                                r = error_set(ret_error, -EFBIG, "Bundle is bigger than the limit of %" PRIu64 " bytes.", max_bytes);
                                 break;
                         }
                         if (wp->append(wp, pack, pack_n, &stats) < 0) {
-                                r = ledger_set_error(ret_error, -EBADMSG, "Bundle's pack is corrupt: %s", ledger_git_message());
+                                r = error_set(ret_error, -EBADMSG, "Bundle's pack is corrupt: %s", ledger_git_message());
                                 break;
                         }
                 }
@@ -251,7 +251,7 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
                                 pack_n = 0;
                                 continue;
                         }
-                        r = ledger_set_error(ret_error, -errno, "Cannot read the bundle: %m");
+                        r = error_set(ret_error, -errno, "Cannot read the bundle: %m");
                         break;
                 }
                 if (k == 0)
@@ -260,7 +260,7 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
                 pack_n = (size_t) k;
         }
         if (r >= 0 && wp->commit(wp, &stats) < 0)
-                r = ledger_set_error(ret_error, -EBADMSG, "Bundle's pack is incomplete: %s", ledger_git_message());
+                r = error_set(ret_error, -EBADMSG, "Bundle's pack is incomplete: %s", ledger_git_message());
         wp->free(wp);
         if (r < 0)
                 return r;
@@ -270,20 +270,20 @@ int ledger_import_bundle(const char *repo_path, int bundle_fd, const char *branc
         _cleanup_(git_commit_freep) git_commit *tip = NULL;
         git_oid id;
         if (git_commit_lookup(&tip, repo, &h->tip) < 0 || git_revwalk_new(&w, repo) < 0 || git_revwalk_push(w, &h->tip) < 0)
-                return ledger_set_error(ret_error, -EBADMSG, "Bundle does not contain its branch's commit.");
+                return error_set(ret_error, -EBADMSG, "Bundle does not contain its branch's commit.");
         for (size_t i = 0; i < h->n_prereqs; i++)
                 if (git_revwalk_hide(w, &h->prereqs[i]) < 0)
-                        return ledger_set_error(ret_error, -EBADMSG, "Cannot walk the bundle's history: %s", ledger_git_message());
+                        return error_set(ret_error, -EBADMSG, "Cannot walk the bundle's history: %s", ledger_git_message());
         while ((r = git_revwalk_next(&id, w)) == 0)
                 ;
         if (r != GIT_ITEROVER)
-                return ledger_set_error(ret_error, -EBADMSG, "Bundle's history is incomplete: %s", ledger_git_message());
+                return error_set(ret_error, -EBADMSG, "Bundle's history is incomplete: %s", ledger_git_message());
 
         r = git_reference_create(&ref, repo, name, &h->tip, 0, "agentfab: fetch");
         if (r == GIT_EEXISTS)
-                return ledger_set_error(ret_error, -EEXIST, "Branch '%s' exists already in '%s', not overwriting it.", branch, repo_path);
+                return error_set(ret_error, -EEXIST, "Branch '%s' exists already in '%s', not overwriting it.", branch, repo_path);
         if (r < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot create branch '%s': %s", branch, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot create branch '%s': %s", branch, ledger_git_message());
         return 0;
 }
 
@@ -307,31 +307,31 @@ int ledger_bundle_repository(const char *repo_path, const char *rev, int out_fd,
                 rev = "HEAD";
 
         if (git_repository_open_ext(&repo, repo_path, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
-                return ledger_set_error(ret_error, -ENOTDIR, "'%s' is not a git repository: %s", repo_path, ledger_git_message());
+                return error_set(ret_error, -ENOTDIR, "'%s' is not a git repository: %s", repo_path, ledger_git_message());
         if (git_revparse_single(&o, repo, rev) < 0) {
                 if (streq(rev, "HEAD") && git_repository_head_unborn(repo) == 1)
-                        return ledger_set_error(ret_error, -ENOENT, "Repository '%s' has no commit yet: commit something "
+                        return error_set(ret_error, -ENOENT, "Repository '%s' has no commit yet: commit something "
                                                 "first (or name an existing commit with --base).", repo_path);
-                return ledger_set_error(ret_error, -ENOENT, "'%s' names no commit in '%s': %s", rev, repo_path, ledger_git_message());
+                return error_set(ret_error, -ENOENT, "'%s' names no commit in '%s': %s", rev, repo_path, ledger_git_message());
         }
         if (git_object_peel(&c, o, GIT_OBJECT_COMMIT) < 0)
-                return ledger_set_error(ret_error, -EMEDIUMTYPE, "'%s' in '%s' is not a commit.", rev, repo_path);
+                return error_set(ret_error, -EMEDIUMTYPE, "'%s' in '%s' is not a commit.", rev, repo_path);
         git_oid_tostr(tip, sizeof(tip), git_object_id(c));
 
         if (git_revwalk_new(&w, repo) < 0 || git_revwalk_push(w, git_object_id(c)) < 0 ||
             git_packbuilder_new(&pb, repo) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot walk the history of '%s': %s", repo_path, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot walk the history of '%s': %s", repo_path, ledger_git_message());
         (void) git_packbuilder_set_threads(pb, 1);
         if (git_packbuilder_insert_walk(pb, w) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot pack the history of '%s': %s", repo_path, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot pack the history of '%s': %s", repo_path, ledger_git_message());
 
         if (asprintf(&header, "# v2 git bundle\n%s " SOURCE_BUNDLE_REF "\n\n", tip) < 0)
                 return -ENOMEM;
         r = ledger_write_all(out_fd, header, strlen(header));
         if (r < 0)
-                return ledger_set_error(ret_error, r, "Cannot write the bundle: %s", strerror(-r));
+                return error_set(ret_error, r, "Cannot write the bundle: %s", strerror(-r));
         if (git_packbuilder_foreach(pb, pack_write_cb, &out_fd) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot write the bundle: %s", ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot write the bundle: %s", ledger_git_message());
 
         memcpy(ret_tip, tip, sizeof(tip));
         return 0;
@@ -353,34 +353,34 @@ int ledger_create_from_bundle(int task_dir_fd, int bundle_fd, const char *branch
         ledger_library_init();
 
         if (faccessat(task_dir_fd, "ledger.git", F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
-                return ledger_set_error(ret_error, -EEXIST, "The task directory already has a ledger.");
+                return error_set(ret_error, -EEXIST, "The task directory already has a ledger.");
 
         /* The bundle is unpacked into a repository of our own first (only
          * libgit2's indexer reads the submitter's bytes), which is then the
          * source of an ordinary local ledger_create(), and goes. */
         (void) rm_rf_at(task_dir_fd, "source.git");
         if (mkdirat(task_dir_fd, "source.git", 0700) < 0)
-                return ledger_set_error(ret_error, -errno, "Cannot make a directory for the bundle: %m");
+                return error_set(ret_error, -errno, "Cannot make a directory for the bundle: %m");
         (void) snprintf(path, sizeof(path), "/proc/self/fd/%d/source.git", task_dir_fd);
         (void) git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
         io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT;
         if (git_repository_init_ext(&repo, path, &io) < 0)
-                r = ledger_set_error(ret_error, -EIO, "Cannot make a repository for the bundle: %s", ledger_git_message());
+                r = error_set(ret_error, -EIO, "Cannot make a repository for the bundle: %s", ledger_git_message());
         else
                 r = ledger_import_bundle(path, bundle_fd, SOURCE_BUNDLE_BRANCH,
                                          o ? o->max_bytes : UINT64_MAX, ret_error);
         if (r == -ENOENT) {
                 /* The repository it "lacks" them in is ours: say what is wrong with the bundle. */
-                r = ledger_set_error(ret_error, -EBADMSG, "The bundle builds on commits it does not carry: "
+                r = error_set(ret_error, -EBADMSG, "The bundle builds on commits it does not carry: "
                                      "it must hold the whole history of its branch.");
         }
         if (r >= 0 && git_reference_name_to_id(&id, repo, SOURCE_BUNDLE_REF) < 0)
-                r = ledger_set_error(ret_error, -EBADMSG, "The bundle carries no branch.");
+                r = error_set(ret_error, -EBADMSG, "The bundle carries no branch.");
         if (r >= 0) {
                 git_oid_tostr(tip, sizeof(tip), &id);
                 source_fd = openat(task_dir_fd, "source.git", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
                 if (source_fd < 0)
-                        r = ledger_set_error(ret_error, -errno, "Cannot open the bundle's repository: %m");
+                        r = error_set(ret_error, -errno, "Cannot open the bundle's repository: %m");
         }
         git_repository_free(TAKE_PTR(repo));
         if (r >= 0)

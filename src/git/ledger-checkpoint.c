@@ -169,15 +169,15 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
         assert(c);
 
         if (isempty(c->task_id))
-                return ledger_set_error(ret_error, -EINVAL, "Checkpoint without a task id.");
+                return error_set(ret_error, -EINVAL, "Checkpoint without a task id.");
         if (c->tests && !streq(c->tests, "pass") && !streq(c->tests, "fail") && !streq(c->tests, "not-run"))
-                return ledger_set_error(ret_error, -EINVAL, "Invalid test result '%s'.", c->tests);
+                return error_set(ret_error, -EINVAL, "Invalid test result '%s'.", c->tests);
 
         r = ledger_tip(l, &tip);
         if (r < 0)
-                return ledger_set_error(ret_error, r, "Branch '%s' is gone.", l->branch);
+                return error_set(ret_error, r, "Branch '%s' is gone.", l->branch);
         if (git_commit_lookup(&parent, l->repo, &tip) < 0)
-                return ledger_set_error(ret_error, -EBADMSG, "Cannot read the tip of '%s': %s", l->branch, ledger_git_message());
+                return error_set(ret_error, -EBADMSG, "Cannot read the tip of '%s': %s", l->branch, ledger_git_message());
 
         /* Submodules first, each in its own ledger with the same message:
          * the superproject's commit then moves their gitlinks. */
@@ -185,7 +185,7 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
                 _cleanup_(git_index_freep) git_index *index = NULL;
 
                 if (git_repository_index(&index, l->repo) < 0 || git_index_read(index, 0) < 0)
-                        return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
+                        return error_set(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
                 for (size_t i = 0; i < l->n_subs; i++) {
                         LedgerSubmodule *sub = &l->subs[i];
                         const git_index_entry *e = git_index_get_bypath(index, sub->path, 0);
@@ -198,11 +198,11 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
                                 continue;
                         r = ledger_checkpoint(sub->ledger, c, sub_commit, &sub_error);
                         if (r < 0)
-                                return ledger_set_error(ret_error, r, "In submodule '%s': %s", sub->path,
+                                return error_set(ret_error, r, "In submodule '%s': %s", sub->path,
                                                         sub_error ?: strerror(-r));
                         r = ledger_tip(sub->ledger, &sub->staged);
                         if (r < 0)
-                                return ledger_set_error(ret_error, r, "Branch of submodule '%s' is gone.", sub->path);
+                                return error_set(ret_error, r, "Branch of submodule '%s' is gone.", sub->path);
                         sub->have_staged = true;
                 }
         }
@@ -221,18 +221,18 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
 
         r = ledger_build_message(c, &msg);
         if (r < 0)
-                return ledger_set_error(ret_error, r, "Cannot build the commit message: %s", strerror(-r));
+                return error_set(ret_error, r, "Cannot build the commit message: %s", strerror(-r));
         r = ledger_make_signature(&sig);
         if (r < 0)
-                return ledger_set_error(ret_error, r, "Cannot make a signature: %s", ledger_git_message());
+                return error_set(ret_error, r, "Cannot make a signature: %s", ledger_git_message());
         if (git_tree_lookup(&tree, l->repo, &tree_id) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot read the new tree: %s", ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot read the new tree: %s", ledger_git_message());
 
         const git_commit *parents[] = { parent };
         uint64_t t0 = TRACE_BEGIN();
         /* Passing the ref makes libgit2 check that its tip is still parent. */
         if (git_commit_create(&id, l->repo, l->ref, sig, sig, NULL, msg, tree, 1, parents) < 0)
-                return ledger_set_error(ret_error, -ESTALE, "Cannot commit on '%s': %s", l->branch, ledger_git_message());
+                return error_set(ret_error, -ESTALE, "Cannot commit on '%s': %s", l->branch, ledger_git_message());
         TRACE_END("commit", t0);
 
         git_oid_tostr(ret_commit, GIT_OID_HEXSZ + 1, &id);

@@ -22,30 +22,30 @@ int ledger_record(Ledger *l, const Checkpoint *c, char ret_commit[static 41], ch
         assert(c);
 
         if (isempty(c->task_id))
-                return ledger_set_error(ret_error, -EINVAL, "Record without a task id.");
+                return error_set(ret_error, -EINVAL, "Record without a task id.");
         if (c->tests && !streq(c->tests, "pass") && !streq(c->tests, "fail") && !streq(c->tests, "not-run"))
-                return ledger_set_error(ret_error, -EINVAL, "Invalid test result '%s'.", c->tests);
+                return error_set(ret_error, -EINVAL, "Invalid test result '%s'.", c->tests);
 
         r = ledger_tip(l, &tip);
         if (r < 0)
-                return ledger_set_error(ret_error, r, "Branch '%s' is gone.", l->branch);
+                return error_set(ret_error, r, "Branch '%s' is gone.", l->branch);
         if (git_commit_lookup(&parent, l->repo, &tip) < 0 || git_commit_tree(&tree, parent) < 0)
-                return ledger_set_error(ret_error, -EBADMSG, "Cannot read the tip of '%s': %s", l->branch,
+                return error_set(ret_error, -EBADMSG, "Cannot read the tip of '%s': %s", l->branch,
                                         ledger_git_message());
 
         r = ledger_build_message(c, &msg);
         if (r < 0)
-                return ledger_set_error(ret_error, r, "Cannot build the commit message: %s", strerror(-r));
+                return error_set(ret_error, r, "Cannot build the commit message: %s", strerror(-r));
         r = ledger_make_signature(&sig);
         if (r < 0)
-                return ledger_set_error(ret_error, r, "Cannot make a signature: %s", ledger_git_message());
+                return error_set(ret_error, r, "Cannot make a signature: %s", ledger_git_message());
 
         /* The tip's own tree: what was checked is exactly what the parent
          * holds. Passing the ref makes libgit2 check that its tip is still
          * the parent. */
         const git_commit *parents[] = { parent };
         if (git_commit_create(&id, l->repo, l->ref, sig, sig, NULL, msg, tree, 1, parents) < 0)
-                return ledger_set_error(ret_error, -ESTALE, "Cannot commit on '%s': %s", l->branch, ledger_git_message());
+                return error_set(ret_error, -ESTALE, "Cannot commit on '%s': %s", l->branch, ledger_git_message());
 
         git_oid_tostr(ret_commit, GIT_OID_HEXSZ + 1, &id);
         return 0;

@@ -120,15 +120,15 @@ static int check_checkout_size(git_repository *repo, const git_oid *base, uint64
         int r;
 
         if (git_commit_lookup(&commit, repo, base) < 0 || git_commit_tree(&tree, commit) < 0)
-                return ledger_set_error(ret_error, -EBADMSG, "Base commit of '%s' cannot be read: %s",
+                return error_set(ret_error, -EBADMSG, "Base commit of '%s' cannot be read: %s",
                                         source, ledger_git_message());
         r = tree_size(repo, tree, max, ret);
         if (r == -EFBIG)
-                return ledger_set_error(ret_error, r,
+                return error_set(ret_error, r,
                                         "Repository '%s' is too big: checking it out needs more than the limit of %" PRIu64 " bytes.",
                                         source, max);
         if (r < 0)
-                return ledger_set_error(ret_error, r, "Base commit of '%s' is incomplete: %s", source, ledger_git_message());
+                return error_set(ret_error, r, "Base commit of '%s' is incomplete: %s", source, ledger_git_message());
         return 0;
 }
 
@@ -153,26 +153,26 @@ static int import_local(const char *ledger_path, int git_fd, int common_fd, int 
 
         r = source_check_objects(objects_fd, ret_error);
         if (r < 0)
-                return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot read the objects of '%s': %s", what, strerror(-r));
+                return ret_error && *ret_error ? r : error_set(ret_error, r, "Cannot read the objects of '%s': %s", what, strerror(-r));
 
         if (git_repository_open_ext(&repo, ledger_path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0 ||
             git_repository_odb(&odb, repo) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot open the new ledger: %s", ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot open the new ledger: %s", ledger_git_message());
 
         /* Reached through the fd, so that a directory the daemon cannot reach
          * by path (a private home) works when the submitter handed it over. */
         (void) snprintf(objects, sizeof(objects), "/proc/self/fd/%d", objects_fd);
         if (git_odb_backend_pack(&pack, objects) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot read the packs of '%s': %s", what, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot read the packs of '%s': %s", what, ledger_git_message());
         if (git_odb_add_alternate(odb, pack, 2) < 0) {
                 pack->free(pack);
-                return ledger_set_error(ret_error, -EIO, "Cannot attach '%s': %s", what, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot attach '%s': %s", what, ledger_git_message());
         }
         if (git_odb_backend_loose(&loose, objects, -1, 0, 0, 0) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot read the objects of '%s': %s", what, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot read the objects of '%s': %s", what, ledger_git_message());
         if (git_odb_add_alternate(odb, loose, 1) < 0) {
                 loose->free(loose);
-                return ledger_set_error(ret_error, -EIO, "Cannot attach '%s': %s", what, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot attach '%s': %s", what, ledger_git_message());
         }
 
         if (commit) {
@@ -180,18 +180,18 @@ static int import_local(const char *ledger_path, int git_fd, int common_fd, int 
                 if (peel_commit(repo, commit, ret_base) < 0 || !git_oid_equal(ret_base, commit)) {
                         char hex[GIT_OID_HEXSZ + 1];
                         git_oid_tostr(hex, sizeof(hex), commit);
-                        return ledger_set_error(ret_error, -ENOENT, "Commit %s of %s is missing from its repository.", hex, what);
+                        return error_set(ret_error, -ENOENT, "Commit %s of %s is missing from its repository.", hex, what);
                 }
         } else {
                 r = source_resolve(repo, git_fd, common_fd, base ?: "HEAD", &id);
                 if (r == -ENOENT && streq(base ?: "HEAD", "HEAD") && source_head_unborn(git_fd))
-                        return ledger_set_error(ret_error, r, "Repository '%s' has no commit yet: commit something first "
+                        return error_set(ret_error, r, "Repository '%s' has no commit yet: commit something first "
                                                 "(or name an existing commit with --base).", what);
                 if (r < 0)
-                        return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
+                        return error_set(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
                 r = peel_commit(repo, &id, ret_base);
                 if (r < 0)
-                        return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
+                        return error_set(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", what);
         }
 
         ImportSize size = { .max = max };
@@ -206,17 +206,17 @@ static int import_local(const char *ledger_path, int git_fd, int common_fd, int 
          * (bundles, pushes) are compressed as usual. */
         _cleanup_(git_config_freep) git_config *cfg = NULL;
         if (git_repository_config(&cfg, repo) < 0 || git_config_set_int64(cfg, "pack.windowMemory", 1) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot configure the ledger: %s", ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot configure the ledger: %s", ledger_git_message());
 
         _cleanup_(git_packbuilder_freep) git_packbuilder *pb = NULL;
         _cleanup_(git_revwalk_freep) git_revwalk *walk = NULL;
         if (git_packbuilder_new(&pb, repo) < 0 || git_revwalk_new(&walk, repo) < 0 ||
             git_revwalk_push(walk, ret_base) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot walk the history of '%s': %s", what, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot walk the history of '%s': %s", what, ledger_git_message());
         /* One thread: the machine is shared with the sandboxes. */
         (void) git_packbuilder_set_threads(pb, 1);
         if (git_packbuilder_insert_walk(pb, walk) < 0)
-                return ledger_set_error(ret_error, -EBADMSG, "History of '%s' is incomplete: %s", what, ledger_git_message());
+                return error_set(ret_error, -EBADMSG, "History of '%s' is incomplete: %s", what, ledger_git_message());
 
         _cleanup_free_ char *pack_dir = NULL;
         if (asprintf(&pack_dir, "%s/objects/pack", ledger_path) < 0)
@@ -225,18 +225,18 @@ static int import_local(const char *ledger_path, int git_fd, int common_fd, int 
         (void) git_indexer_options_init(&xo, GIT_INDEXER_OPTIONS_VERSION);
         PackSink sink = { .size = &size };
         if (git_indexer_new(&sink.indexer, pack_dir, 0, NULL, &xo) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot write into the ledger: %s", ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot write into the ledger: %s", ledger_git_message());
         r = git_packbuilder_foreach(pb, pack_sink_cb, &sink) < 0 ? -EIO : 0;
         if (r >= 0 && git_indexer_commit(sink.indexer, &sink.stats) < 0)
                 r = -EIO;
         git_indexer_free(sink.indexer);
         (void) git_config_delete_entry(cfg, "pack.windowMemory");
         if (size.too_big)
-                return ledger_set_error(ret_error, -EFBIG,
+                return error_set(ret_error, -EFBIG,
                                         "Repository '%s' is too big: its history and checkout exceed the limit of %" PRIu64 " bytes.",
                                         what, max);
         if (r < 0)
-                return ledger_set_error(ret_error, r, "Cannot copy the history of '%s': %s", what, ledger_git_message());
+                return error_set(ret_error, r, "Cannot copy the history of '%s': %s", what, ledger_git_message());
         *ret_used = size.checkout + sink.written;
         return 0;
 }
@@ -309,11 +309,11 @@ static int import_url(git_repository *repo, const char *url, const char *base, c
         if (ledger_ssh_url(url)) {
                 /* SECURITY: never an ssh connection whose host key cannot be checked. */
                 if (!o || !o->ssh_known_hosts)
-                        return ledger_set_error(ret_error, -EPERM,
+                        return error_set(ret_error, -EPERM,
                                                 "ssh:// repositories need known hosts ([Git] SSHKnownHostsCredential=): "
                                                 "not connecting to an unverifiable host.");
                 if (ledger_ssh_parse(url, &ssh) < 0)
-                        return ledger_set_error(ret_error, -EINVAL, "Invalid ssh repository URL '%s'.", url);
+                        return error_set(ret_error, -EINVAL, "Invalid ssh repository URL '%s'.", url);
                 ssh.key = o->ssh_key;
                 ssh.known_hosts = o->ssh_known_hosts;
                 p.ssh = &ssh;
@@ -325,31 +325,31 @@ static int import_url(git_repository *repo, const char *url, const char *base, c
         fo.update_fetchhead = 0;
 
         if (git_remote_create_anonymous(&remote, repo, url) < 0)
-                return ledger_set_error(ret_error, -EINVAL, "Invalid repository URL '%s': %s", url, ledger_git_message());
+                return error_set(ret_error, -EINVAL, "Invalid repository URL '%s': %s", url, ledger_git_message());
         if (git_remote_connect(remote, GIT_DIRECTION_FETCH, &cbs, NULL, NULL) < 0) {
                 if (ssh.reason[0])
-                        return ledger_set_error(ret_error, ssh.reason_errno, "Cannot connect to '%s': %s", url, ssh.reason);
-                return ledger_set_error(ret_error, -ECONNREFUSED, "Cannot connect to '%s': %s", url, ledger_git_message());
+                        return error_set(ret_error, ssh.reason_errno, "Cannot connect to '%s': %s", url, ssh.reason);
+                return error_set(ret_error, -ECONNREFUSED, "Cannot connect to '%s': %s", url, ledger_git_message());
         }
         if (!base && git_remote_default_branch(&head, remote) < 0)
-                return ledger_set_error(ret_error, -ENOENT, "'%s' has no default branch: %s", url, ledger_git_message());
+                return error_set(ret_error, -ENOENT, "'%s' has no default branch: %s", url, ledger_git_message());
         if (git_remote_download(remote, &refspecs, &fo) < 0) {
                 if (p.size.too_big)
-                        return ledger_set_error(ret_error, -EFBIG, "Repository '%s' is too big: it exceeds the limit of %" PRIu64 " bytes.",
+                        return error_set(ret_error, -EFBIG, "Repository '%s' is too big: it exceeds the limit of %" PRIu64 " bytes.",
                                                 url, max);
                 if (ssh.reason[0])
-                        return ledger_set_error(ret_error, ssh.reason_errno, "Cannot fetch '%s': %s", url, ssh.reason);
-                return ledger_set_error(ret_error, -EIO, "Cannot fetch '%s': %s", url, ledger_git_message());
+                        return error_set(ret_error, ssh.reason_errno, "Cannot fetch '%s': %s", url, ssh.reason);
+                return error_set(ret_error, -EIO, "Cannot fetch '%s': %s", url, ledger_git_message());
         }
         if (git_remote_update_tips(remote, &cbs, 0, GIT_REMOTE_DOWNLOAD_TAGS_NONE, NULL) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot record what was fetched from '%s': %s", url, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot record what was fetched from '%s': %s", url, ledger_git_message());
         (void) git_remote_disconnect(remote);
 
         r = -ENOENT;
         if (!base) {
                 _cleanup_free_ char *name = NULL;
                 if (!strneq(head.ptr, "refs/heads/", 11) || asprintf(&name, FETCH_PREFIX "heads/%s", head.ptr + 11) < 0)
-                        return ledger_set_error(ret_error, -ENOENT, "'%s' has no usable default branch.", url);
+                        return error_set(ret_error, -ENOENT, "'%s' has no usable default branch.", url);
                 r = git_reference_name_to_id(&id, repo, name) < 0 ? -ENOENT : 0;
         } else if (ledger_oid_from_hex(base, &id) >= 0)
                 r = 0;
@@ -370,7 +370,7 @@ static int import_url(git_repository *repo, const char *url, const char *base, c
         if (r >= 0)
                 r = peel_commit(repo, &id, ret_base);
         if (r < 0)
-                return ledger_set_error(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", url);
+                return error_set(ret_error, r, "'%s' does not name a commit in '%s'.", base ?: "HEAD", url);
 
         uint64_t checkout;
         r = check_checkout_size(repo, ret_base, max, url, &checkout, ret_error);
@@ -378,7 +378,7 @@ static int import_url(git_repository *repo, const char *url, const char *base, c
                 return r;
         /* While fetching, the checkout size was not known yet. */
         if (max != UINT64_MAX && checkout > max - MIN(max, p.received))
-                return ledger_set_error(ret_error, -EFBIG, "Repository '%s' is too big: it exceeds the limit of %" PRIu64 " bytes.",
+                return error_set(ret_error, -EFBIG, "Repository '%s' is too big: it exceeds the limit of %" PRIu64 " bytes.",
                                         url, max);
         *ret_used = checkout + p.received;
         return 0;
@@ -405,7 +405,7 @@ static int checkout_base(Ledger *l, git_tree *tree, char **ret_error) {
         co.disable_filters = 1;
         co.dir_mode = 0755;
         if (git_checkout_tree(l->repo, (git_object *) tree, &co) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot check out the workspace: %s", ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot check out the workspace: %s", ledger_git_message());
         return 0;
 }
 
@@ -455,7 +455,7 @@ static int submodule_create(Ledger *parent, LedgerSubmodule *s, SubmoduleImport 
         io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT | GIT_REPOSITORY_INIT_MKPATH;
         io.mode = GIT_REPOSITORY_INIT_SHARED_UMASK;
         if (git_repository_init_ext(&repo, git_path, &io) < 0)
-                return ledger_set_error(x->error, -EIO, "Cannot initialize the ledger of %s: %s", what, ledger_git_message());
+                return error_set(x->error, -EIO, "Cannot initialize the ledger of %s: %s", what, ledger_git_message());
 
         uint64_t left = x->max == UINT64_MAX ? UINT64_MAX : x->max - MIN(x->max, x->used);
         if (left == 0)
@@ -469,26 +469,26 @@ static int submodule_create(Ledger *parent, LedgerSubmodule *s, SubmoduleImport 
                 if (sub_git_fd == -ENOENT && src_common_fd >= 0 && src_common_fd != src_git_fd)
                         sub_git_fd = ledger_open_beneath_dir(src_common_fd, rel);
                 if (sub_git_fd == -ENOENT)
-                        return ledger_set_error(x->error, -ENOENT,
+                        return error_set(x->error, -ENOENT,
                                                 "Submodule '%s' (path '%s') is not initialized in the repository: "
                                                 "run git submodule update --init there first.", s->name, s->path);
                 if (sub_git_fd < 0)
-                        return ledger_set_error(x->error, sub_git_fd, "Cannot open the repository of %s: %s", what, strerror(-sub_git_fd));
+                        return error_set(x->error, sub_git_fd, "Cannot open the repository of %s: %s", what, strerror(-sub_git_fd));
                 objects_fd = openat(sub_git_fd, "objects", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
                 if (objects_fd < 0)
-                        return ledger_set_error(x->error, -errno, "Cannot open the objects of %s: %m", what);
+                        return error_set(x->error, -errno, "Cannot open the objects of %s: %m", what);
 
                 git_repository_free(TAKE_PTR(repo));
                 r = import_local(git_path, sub_git_fd, sub_git_fd, objects_fd, what, NULL, &s->commit, left, &id, &used, x->error);
                 if (r >= 0 && git_repository_open_ext(&repo, git_path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)
-                        r = ledger_set_error(x->error, -EIO, "Cannot open the ledger of %s: %s", what, ledger_git_message());
+                        r = error_set(x->error, -EIO, "Cannot open the ledger of %s: %s", what, ledger_git_message());
         } else {
                 r = import_url(repo, s->url, hex, x->o, left, &id, &used, x->error);
                 if (r == -ENOENT)
-                        r = ledger_set_error(x->error, r, "Commit %s of %s is missing from '%s'.", hex, what, s->url);
+                        r = error_set(x->error, r, "Commit %s of %s is missing from '%s'.", hex, what, s->url);
         }
         if (r == -EFBIG)
-                return ledger_set_error(x->error, r,
+                return error_set(x->error, r,
                                         "Repository is too big: with %s, its history and checkout exceed the limit of %" PRIu64 " bytes.",
                                         what, x->max);
         if (r < 0)
@@ -498,16 +498,16 @@ static int submodule_create(Ledger *parent, LedgerSubmodule *s, SubmoduleImport 
         _cleanup_(git_commit_freep) git_commit *commit = NULL;
         _cleanup_(git_tree_freep) git_tree *tree = NULL;
         if (git_commit_lookup(&commit, repo, &s->commit) < 0 || git_commit_tree(&tree, commit) < 0)
-                return ledger_set_error(x->error, -EBADMSG, "The copied history of %s is incomplete: %s", what, ledger_git_message());
+                return error_set(x->error, -EBADMSG, "The copied history of %s is incomplete: %s", what, ledger_git_message());
         if (branch_create(repo, &s->commit, parent->ref) < 0)
-                return ledger_set_error(x->error, -EIO, "Cannot create the branch of %s: %s", what, ledger_git_message());
+                return error_set(x->error, -EIO, "Cannot create the branch of %s: %s", what, ledger_git_message());
 
         int fd = ledger_open_beneath_dir(parent->workspace_fd, s->path);
         if (fd < 0)
-                return ledger_set_error(x->error, fd, "Cannot open the directory of %s: %s", what, strerror(-fd));
+                return error_set(x->error, fd, "Cannot open the directory of %s: %s", what, strerror(-fd));
         r = ledger_attach_fd(repo, fd, parent->branch, &s->ledger);
         if (r < 0)
-                return ledger_set_error(x->error, r, "Cannot attach %s: %s", what, strerror(-r));
+                return error_set(x->error, r, "Cannot attach %s: %s", what, strerror(-r));
         repo = NULL;
         s->ledger->base = s->commit;
         s->ledger->max_bytes = parent->max_bytes;
@@ -524,16 +524,16 @@ static int submodules_create(Ledger *l, SubmoduleImport *x, int src_git_fd, int 
 
         r = ledger_base_tree(l, &tree);
         if (r < 0)
-                return ledger_set_error(x->error, r, "Cannot read base: %s", ledger_git_message());
+                return error_set(x->error, r, "Cannot read base: %s", ledger_git_message());
         r = ledger_submodules_read(l->repo, tree, url, &l->subs, &l->n_subs, x->error);
         if (r < 0)
                 return r;
         if (l->n_subs > 0 && depth > LEDGER_SUBMODULE_DEPTH_MAX)
-                return ledger_set_error(x->error, -ELOOP, "Submodules are nested more than %u deep: refused.", LEDGER_SUBMODULE_DEPTH_MAX);
+                return error_set(x->error, -ELOOP, "Submodules are nested more than %u deep: refused.", LEDGER_SUBMODULE_DEPTH_MAX);
 
         for (size_t i = 0; i < l->n_subs; i++) {
                 if (++x->count > LEDGER_SUBMODULES_MAX)
-                        return ledger_set_error(x->error, -E2BIG, "The repository has more than %u submodules: refused.",
+                        return error_set(x->error, -E2BIG, "The repository has more than %u submodules: refused.",
                                                 LEDGER_SUBMODULES_MAX);
                 r = submodule_create(l, &l->subs[i], x, src_git_fd, src_common_fd, depth);
                 if (r < 0)
@@ -557,22 +557,22 @@ static int create_internal(int task_dir_fd, const char *source, int source_fd, c
         int r;
 
         if (ledger_branch_to_ref(branch, &ref) < 0)
-                return ledger_set_error(ret_error, -EINVAL, "Invalid branch name '%s'.", strempty(branch));
+                return error_set(ret_error, -EINVAL, "Invalid branch name '%s'.", strempty(branch));
 
         if (mkdirat(task_dir_fd, "ledger.git", 0700) < 0 || mkdirat(task_dir_fd, "workspace", 0755) < 0)
-                return ledger_set_error(ret_error, -errno, "Cannot make the ledger directories: %m");
+                return error_set(ret_error, -errno, "Cannot make the ledger directories: %m");
 
         (void) snprintf(ledger_path, sizeof(ledger_path), "/proc/self/fd/%d/ledger.git", task_dir_fd);
         io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT;
         io.mode = GIT_REPOSITORY_INIT_SHARED_UMASK;
         if (git_repository_init_ext(&repo, ledger_path, &io) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot initialize the ledger: %s", ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot initialize the ledger: %s", ledger_git_message());
 
         _cleanup_(git_config_freep) git_config *cfg = NULL;
         if (git_repository_config(&cfg, repo) < 0 ||
             (max != UINT64_MAX && git_config_set_int64(cfg, "agentfab.maxbytes", (int64_t) MIN(max, (uint64_t) INT64_MAX)) < 0) ||
             (submodules && git_config_set_bool(cfg, "agentfab.submodules", 1) < 0))
-                return ledger_set_error(ret_error, -EIO, "Cannot configure the ledger: %s", ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot configure the ledger: %s", ledger_git_message());
 
         if (url)
                 r = import_url(repo, source, base, o, max, &base_id, &used, ret_error);
@@ -582,11 +582,11 @@ static int create_internal(int task_dir_fd, const char *source, int source_fd, c
 
                 r = source_open(source, source_fd, &git_fd, &common_fd, &objects_fd);
                 if (r < 0)
-                        return ledger_set_error(ret_error, r, "'%s' is not a readable git repository: %s", what, strerror(-r));
+                        return error_set(ret_error, r, "'%s' is not a readable git repository: %s", what, strerror(-r));
                 git_repository_free(TAKE_PTR(repo));
                 r = import_local(ledger_path, git_fd, common_fd, objects_fd, what, base, NULL, max, &base_id, &used, ret_error);
                 if (r >= 0 && git_repository_open_ext(&repo, ledger_path, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)
-                        r = ledger_set_error(ret_error, -EIO, "Cannot open the ledger: %s", ledger_git_message());
+                        r = error_set(ret_error, -EIO, "Cannot open the ledger: %s", ledger_git_message());
         }
         if (r < 0)
                 return r;
@@ -595,15 +595,15 @@ static int create_internal(int task_dir_fd, const char *source, int source_fd, c
         _cleanup_(git_commit_freep) git_commit *commit = NULL;
         _cleanup_(git_tree_freep) git_tree *tree = NULL;
         if (git_commit_lookup(&commit, repo, &base_id) < 0 || git_commit_tree(&tree, commit) < 0)
-                return ledger_set_error(ret_error, -EBADMSG, "The copied history is incomplete: %s", ledger_git_message());
+                return error_set(ret_error, -EBADMSG, "The copied history is incomplete: %s", ledger_git_message());
 
         if (branch_create(repo, &base_id, ref) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot create branch '%s': %s", branch, ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot create branch '%s': %s", branch, ledger_git_message());
 
         _cleanup_(ledger_freep) Ledger *l = NULL;
         r = ledger_attach(task_dir_fd, repo, branch, &l);
         if (r < 0)
-                return ledger_set_error(ret_error, r, "Cannot attach the workspace: %s", strerror(-r));
+                return error_set(ret_error, r, "Cannot attach the workspace: %s", strerror(-r));
         repo = NULL;    /* Owned by l now. */
         l->base = base_id;
         l->max_bytes = max;
@@ -635,14 +635,14 @@ int ledger_create(int task_dir_fd, const char *source, int source_fd, const char
         ledger_library_init();
 
         if (!source && source_fd < 0)
-                return ledger_set_error(ret_error, -EINVAL, "No source repository given.");
+                return error_set(ret_error, -EINVAL, "No source repository given.");
         if (source_fd < 0 && source_is_url(source) && !url_allowed(source))
-                return ledger_set_error(ret_error, -EPROTONOSUPPORT, "Only https://, ssh:// and file:// URLs are supported, not '%s'.", source);
+                return error_set(ret_error, -EPROTONOSUPPORT, "Only https://, ssh:// and file:// URLs are supported, not '%s'.", source);
         if (max == 0)
-                return ledger_set_error(ret_error, -EINVAL, "A size bound of 0 bytes admits nothing; UINT64_MAX means none.");
+                return error_set(ret_error, -EINVAL, "A size bound of 0 bytes admits nothing; UINT64_MAX means none.");
         if (faccessat(task_dir_fd, "ledger.git", F_OK, AT_SYMLINK_NOFOLLOW) >= 0 ||
             faccessat(task_dir_fd, "workspace", F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
-                return ledger_set_error(ret_error, -EEXIST, "The task directory already has a ledger.");
+                return error_set(ret_error, -EEXIST, "The task directory already has a ledger.");
 
         r = create_internal(task_dir_fd, source, source_fd, base, branch, o, max, ret_error, ret);
         if (r < 0) {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "ledger.h"
+#include "string-util.h"
 #include "macro.h"
 
 /* A submodule of base that was fetched (LedgerOptions.submodules): its own
@@ -90,9 +91,6 @@ const char *ledger_git_message(void);
 
 /* Maps a libgit2 return code to a negative errno. */
 int ledger_git_errno(int error);
-
-/* Stores a formatted message in *ret_error (if ret_error is non-NULL) and returns r. */
-int ledger_set_error(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
 
 int ledger_write_all(int fd, const void *data, size_t size);
 

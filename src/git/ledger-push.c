@@ -68,7 +68,7 @@ int ledger_push(Ledger *l, const char *url, const char *credential_token, char *
         assert(url);
 
         if (!branch_pushable(l->branch))
-                return ledger_set_error(ret_error, -EPERM, "Refusing to push branch '%s': only branches under agentfab/ are pushed.",
+                return error_set(ret_error, -EPERM, "Refusing to push branch '%s': only branches under agentfab/ are pushed.",
                                         l->branch);
         /* No "+": never a forced update. */
         if (asprintf(&spec, "%s:%s", l->ref, l->ref) < 0)
@@ -80,17 +80,17 @@ int ledger_push(Ledger *l, const char *url, const char *credential_token, char *
         po.pb_parallelism = 1;
 
         if (git_remote_create_anonymous(&remote, l->repo, url) < 0)
-                return ledger_set_error(ret_error, -EINVAL, "Invalid URL '%s': %s", url, ledger_git_message());
+                return error_set(ret_error, -EINVAL, "Invalid URL '%s': %s", url, ledger_git_message());
 
         char *specs[] = { spec };
         git_strarray refspecs = { specs, 1 };
         r = git_remote_push(remote, &refspecs, &po);
         if (r < 0) {
                 free(s.rejected);
-                return ledger_set_error(ret_error, ledger_git_errno(r), "Cannot push to '%s': %s", url, ledger_git_message());
+                return error_set(ret_error, ledger_git_errno(r), "Cannot push to '%s': %s", url, ledger_git_message());
         }
         if (s.rejected) {
-                r = ledger_set_error(ret_error, -ESTALE, "'%s' refused branch '%s': %s", url, l->branch, s.rejected);
+                r = error_set(ret_error, -ESTALE, "'%s' refused branch '%s': %s", url, l->branch, s.rejected);
                 free(s.rejected);
                 return r;
         }

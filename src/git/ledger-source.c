@@ -220,7 +220,7 @@ int source_check_objects(int objects_fd, char **ret_error) {
                         break;
                 }
                 if (S_ISLNK(st.st_mode)) {
-                        r = ledger_set_error(ret_error, -ELOOP, "The object directory contains a symlink 'objects/%s'.", de->d_name);
+                        r = error_set(ret_error, -ELOOP, "The object directory contains a symlink 'objects/%s'.", de->d_name);
                         break;
                 }
                 if (!S_ISDIR(st.st_mode))
@@ -235,7 +235,7 @@ int source_check_objects(int objects_fd, char **ret_error) {
                         struct stat est;
 
                         if (fstatat(dirfd(sub), e->d_name, &est, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISLNK(est.st_mode)) {
-                                r = ledger_set_error(ret_error, -ELOOP, "The object directory contains a symlink 'objects/%s/%s'.",
+                                r = error_set(ret_error, -ELOOP, "The object directory contains a symlink 'objects/%s/%s'.",
                                                      de->d_name, e->d_name);
                                 break;
                         }

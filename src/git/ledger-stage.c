@@ -349,7 +349,7 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
                                 r = old ? edit_add(s, path, NULL) : 0;  /* Gone meanwhile. */
                                 goto finish;
                         }
-                        r = ledger_set_error(s->error, -errno, "Cannot look at '%s': %m", path);
+                        r = error_set(s->error, -errno, "Cannot look at '%s': %m", path);
                         goto finish;
                 }
 
@@ -362,13 +362,13 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
                         if (n < 0) {
                                 if (errno == EINVAL || errno == ENOENT)
                                         continue;       /* Replaced meanwhile. */
-                                r = ledger_set_error(s->error, -errno, "Cannot read the symlink '%s': %m", path);
+                                r = error_set(s->error, -errno, "Cannot read the symlink '%s': %m", path);
                                 goto finish;
                         }
                         if (fstatat(dir_fd, name, &after, AT_SYMLINK_NOFOLLOW) < 0 || !same_version(&before, &after))
                                 continue;
                         if (git_odb_write(&entry.id, s->odb, target, (size_t) n, GIT_OBJECT_BLOB) < 0) {
-                                r = ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
+                                r = error_set(s->error, -EIO, "Cannot record '%s': %s", path, ledger_git_message());
                                 goto finish;
                         }
                         entry.mode = GIT_FILEMODE_LINK;
@@ -386,7 +386,7 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
                 if (fd < 0) {
                         if (errno == ENOENT || errno == ELOOP)
                                 continue;       /* Replaced meanwhile: look again. */
-                        r = ledger_set_error(s->error, -errno, "Cannot open '%s' (did it change meanwhile?): %m", path);
+                        r = error_set(s->error, -errno, "Cannot open '%s' (did it change meanwhile?): %m", path);
                         goto finish;
                 }
                 if (fstat(fd, &before) < 0) {
@@ -394,12 +394,12 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
                         goto finish;
                 }
                 if (!S_ISREG(before.st_mode)) {
-                        r = ledger_set_error(s->error, -EPERM,
+                        r = error_set(s->error, -EPERM,
                                              "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
                         goto finish;
                 }
                 if (s->max != UINT64_MAX && (uint64_t) before.st_size > s->max) {
-                        r = ledger_set_error(s->error, -EFBIG,
+                        r = error_set(s->error, -EFBIG,
                                              "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
                                              path, s->max);
                         goto finish;
@@ -410,7 +410,7 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
                 if (r == -EBUSY)
                         continue;
                 if (r < 0) {
-                        r = ledger_set_error(s->error, r, "Cannot read '%s': %s", path,
+                        r = error_set(s->error, r, "Cannot read '%s': %s", path,
                                              r == -EIO ? ledger_git_message() : strerror(-r));
                         goto finish;
                 }
@@ -467,7 +467,7 @@ static int stage_gitlink(Stage *s, int dir_fd, const char *name, const char *pat
 
         if (sub) {
                 if (!sub->have_staged)
-                        return ledger_set_error(s->error, -EBUSY, "Submodule '%s' changed while it was checkpointed.", path);
+                        return error_set(s->error, -EBUSY, "Submodule '%s' changed while it was checkpointed.", path);
                 if (!git_oid_equal(&e->id, &sub->staged)) {
                         git_index_entry entry = { .mode = GIT_FILEMODE_COMMIT, .id = sub->staged };
                         return edit_add(s, path, &entry);
@@ -477,12 +477,12 @@ static int stage_gitlink(Stage *s, int dir_fd, const char *name, const char *pat
 
         DIR *d = xopendirat(dir_fd, name, O_NOFOLLOW);
         if (!d)
-                return ledger_set_error(s->error, -errno, "Cannot open '%s': %m", path);
+                return error_set(s->error, -errno, "Cannot open '%s': %m", path);
         int r = 0;
         for (struct dirent *de; (de = readdir(d));) {
                 if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
                         continue;
-                r = ledger_set_error(s->error, -ENOTEMPTY,
+                r = error_set(s->error, -ENOTEMPTY,
                                      "'%s/%s' is inside '%s', a submodule that was not fetched: it cannot be checkpointed. "
                                      "Move it out of '%s' (or create the task with submodules).",
                                      path, de->d_name, path, path);
@@ -571,7 +571,7 @@ static int scan_entry_dir(Stage *s, ScanDir *d, const char *name, const char *pa
         }
         if (sub->depth > SCAN_DEPTH_MAX) {
                 scan_dir_unref(sub);
-                return ledger_set_error(s->error, -ELOOP, "Directory '%s' is nested too deeply.", path);
+                return error_set(s->error, -ELOOP, "Directory '%s' is nested too deeply.", path);
         }
         sub->next = *stack;
         *stack = sub;
@@ -596,10 +596,10 @@ static int scan_item(Stage *s, ScanItem *item, ScanDir **stack) {
 
         if (!S_ISLNK(x->stx_mode)) {
                 if (!S_ISREG(x->stx_mode))
-                        return ledger_set_error(s->error, -EPERM,
+                        return error_set(s->error, -EPERM,
                                                 "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
                 if (s->max != UINT64_MAX && x->stx_size > s->max)
-                        return ledger_set_error(s->error, -EFBIG,
+                        return error_set(s->error, -EFBIG,
                                                 "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
                                                 path, s->max);
         }
@@ -630,7 +630,7 @@ static int scan_item_done(Stage *s, ScanItem *item, int res, ScanDir **stack) {
         if (res == -ENOENT)
                 r = 0;          /* Gone meanwhile: its entry goes. */
         else if (res < 0)
-                r = ledger_set_error(s->error, res, "Cannot look at '%s': %s", item->path, strerror(-res));
+                r = error_set(s->error, res, "Cannot look at '%s': %s", item->path, strerror(-res));
         else
                 r = scan_item(s, item, stack);
         scan_item_free(item);
@@ -731,7 +731,7 @@ static int scan_read_dir(Stage *s, ScanDir *d, ScanDir **stack) {
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
-                        return ledger_set_error(s->error, -errno, "Cannot read the directory '%s': %m", isempty(d->path) ? "." : d->path);
+                        return error_set(s->error, -errno, "Cannot read the directory '%s': %m", isempty(d->path) ? "." : d->path);
                 }
                 if (n == 0)
                         return 0;
@@ -742,7 +742,7 @@ static int scan_read_dir(Stage *s, ScanDir *d, ScanDir **stack) {
                         if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
                                 continue;
                         if (++s->entries > SCAN_ENTRIES_MAX)
-                                return ledger_set_error(s->error, -E2BIG, "The workspace has more than %u files.", SCAN_ENTRIES_MAX);
+                                return error_set(s->error, -E2BIG, "The workspace has more than %u files.", SCAN_ENTRIES_MAX);
                         if (de->d_type == DT_DIR) {
                                 _cleanup_free_ char *path = NULL;
                                 if (asprintf(&path, "%s%s", d->path, de->d_name) < 0)
@@ -768,7 +768,7 @@ static int scan_open_dir(Stage *s, ScanDir *d, ScanDir **stack) {
                                 return 0;
                         if (errno == ENOTDIR || errno == ELOOP)
                                 return scan_submit(s, d->parent, d->name, DT_UNKNOWN, stack);
-                        return ledger_set_error(s->error, -errno, "Cannot open '%.*s': %m",
+                        return error_set(s->error, -errno, "Cannot open '%.*s': %m",
                                                 (int) strlen(d->path) - 1, d->path);
                 }
         } else {
@@ -937,10 +937,10 @@ static int stage_noted(Stage *s, const char *noted) {
         }
         if (!S_ISLNK(x.stx_mode)) {
                 if (!S_ISREG(x.stx_mode))
-                        return ledger_set_error(s->error, -EPERM,
+                        return error_set(s->error, -EPERM,
                                                 "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
                 if (s->max != UINT64_MAX && x.stx_size > s->max)
-                        return ledger_set_error(s->error, -EFBIG,
+                        return error_set(s->error, -EFBIG,
                                                 "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
                                                 path, s->max);
         }
@@ -960,14 +960,14 @@ static int stage_apply(Stage *s) {
         for (size_t i = 0; i < s->n_edits; i++)
                 if (s->edits[i].entry.mode == 0 && git_index_remove(s->index, s->edits[i].path, 0) < 0 &&
                     git_index_get_bypath(s->index, s->edits[i].path, 0))
-                        return ledger_set_error(s->error, -EIO, "Cannot drop '%s': %s", s->edits[i].path, ledger_git_message());
+                        return error_set(s->error, -EIO, "Cannot drop '%s': %s", s->edits[i].path, ledger_git_message());
         for (size_t i = 0; i < s->n_edits; i++) {
                 Edit *e = &s->edits[i];
                 if (e->entry.mode == 0)
                         continue;
                 e->entry.path = e->path;
                 if (git_index_add(s->index, &e->entry) < 0)
-                        return ledger_set_error(s->error, -EIO, "Cannot record '%s': %s", e->path, ledger_git_message());
+                        return error_set(s->error, -EIO, "Cannot record '%s': %s", e->path, ledger_git_message());
         }
         return 0;
 }
@@ -1034,7 +1034,7 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
 
         if (!l->index) {
                 if (git_repository_index(&l->index, l->repo) < 0)
-                        return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
+                        return error_set(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
                 l->have_staged = false;
         }
         /* The index is written when the ledger is freed (it is a cache: a
@@ -1045,7 +1045,7 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
         ir = index_file_stat(l, &ist);
         if (ir < 0 || !l->have_index_st || !same_file_version(&ist, &l->index_st)) {
                 if (git_index_read(l->index, 1) < 0)
-                        return ledger_set_error(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
+                        return error_set(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
                 l->have_staged = false;
                 l->index_dirty = false;
                 l->index_st = ist;
@@ -1058,7 +1058,7 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
                 return 0;       /* Nothing reported since the last stage: it stands. */
 
         if (git_repository_odb(&odb, l->repo) < 0)
-                return ledger_set_error(ret_error, -EIO, "Cannot open the ledger's objects: %s", ledger_git_message());
+                return error_set(ret_error, -EIO, "Cannot open the ledger's objects: %s", ledger_git_message());
 
         Stage s = { .ledger = l, .repo = l->repo, .odb = odb, .index = l->index, .max = l->max_bytes, .error = ret_error };
         (void) clock_gettime(CLOCK_REALTIME_COARSE, &s.start);
@@ -1101,7 +1101,7 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
                 /* Nothing was applied: the index is as it was. */
                 stage_done(&s);
                 ledger_stage_forget(l);
-                return ret_error && *ret_error ? r : ledger_set_error(ret_error, r, "Cannot scan the workspace: %s", strerror(-r));
+                return ret_error && *ret_error ? r : error_set(ret_error, r, "Cannot scan the workspace: %s", strerror(-r));
         }
 
         git_oid tree;
@@ -1109,14 +1109,14 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
         if (r == -ENOMEM) {
                 stage_done(&s);
                 ledger_stage_forget(l);
-                return ledger_set_error(ret_error, r, "Out of memory.");
+                return error_set(ret_error, r, "Out of memory.");
         }
         bool from_index = r < 0;
         r = stage_apply(&s);
         if (r >= 0 && s.n_edits > 0)
                 l->index_dirty = true;
         if (r >= 0 && from_index && git_index_write_tree(&tree, l->index) < 0)
-                r = ledger_set_error(ret_error, -EIO, "Cannot record the workspace: %s", ledger_git_message());
+                r = error_set(ret_error, -EIO, "Cannot record the workspace: %s", ledger_git_message());
         stage_done(&s);
         if (r < 0) {
                 /* Half applied: start again from the file. */

@@ -102,21 +102,21 @@ static int url_resolve(const char *super_url, const char *rel, char **ret) {
  * option-looking "-..." (CVE-2017-1000117), or any other transport. */
 static int url_check(const char *super_url, const char *url, char **ret, char **ret_error, const char *name) {
         if (strlen(url) > SUBMODULE_URL_MAX)
-                return ledger_set_error(ret_error, -EINVAL, "Submodule '%s' has a URL that is too long.", name);
+                return error_set(ret_error, -EINVAL, "Submodule '%s' has a URL that is too long.", name);
         for (const char *c = url; *c; c++)
                 if ((unsigned char) *c <= ' ' || *c == 127 || *c == '\\')
-                        return ledger_set_error(ret_error, -EINVAL,
+                        return error_set(ret_error, -EINVAL,
                                                 "Submodule '%s' has a URL with spaces, control characters or backslashes: refused.",
                                                 name);
         if (url[0] == '-')
-                return ledger_set_error(ret_error, -EINVAL, "Submodule '%s' has a URL beginning with '-': refused.", name);
+                return error_set(ret_error, -EINVAL, "Submodule '%s' has a URL beginning with '-': refused.", name);
 
         if (strneq(url, "./", 2) || strneq(url, "../", 3)) {
                 int r = url_resolve(super_url, url, ret);
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0)
-                        return ledger_set_error(ret_error, -EINVAL,
+                        return error_set(ret_error, -EINVAL,
                                                 "Submodule '%s' has a relative URL '%s' that cannot be resolved against the "
                                                 "superproject's URL: refused.", name, url);
                 return 0;
@@ -125,7 +125,7 @@ static int url_check(const char *super_url, const char *url, char **ret, char **
                 *ret = strdup(url);
                 return *ret ? 0 : -ENOMEM;
         }
-        return ledger_set_error(ret_error, -EPROTONOSUPPORT,
+        return error_set(ret_error, -EPROTONOSUPPORT,
                                 "Submodule '%s' has URL '%s': only https://, ssh:// and relative (./, ../) URLs are "
                                 "fetched, never local paths, file:// or other transports.", name, url);
 }
@@ -237,7 +237,7 @@ static int gitmodules_parse(const char *text, size_t size, LedgerSubmodule **ret
         int r = 0;
 
         if (memchr(text, '\0', size))
-                return ledger_set_error(ret_error, -EBADMSG, "'.gitmodules' of base contains a NUL byte: refused.");
+                return error_set(ret_error, -EBADMSG, "'.gitmodules' of base contains a NUL byte: refused.");
 
         _cleanup_free_ char *copy = strndup(text, size);
         _cleanup_free_ char *section = NULL;
@@ -261,23 +261,23 @@ static int gitmodules_parse(const char *text, size_t size, LedgerSubmodule **ret
                         section = mfree_ptr(section);
                         r = parse_section(line, &section, &in_submodule);
                         if (r == -EBADMSG)
-                                r = ledger_set_error(ret_error, r, "'.gitmodules' of base is malformed in line %u.", line_no);
+                                r = error_set(ret_error, r, "'.gitmodules' of base is malformed in line %u.", line_no);
                         continue;
                 }
 
                 size_t k = strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-");
                 if (k == 0 || !isalpha((unsigned char) line[0])) {
-                        r = ledger_set_error(ret_error, -EBADMSG, "'.gitmodules' of base is malformed in line %u.", line_no);
+                        r = error_set(ret_error, -EBADMSG, "'.gitmodules' of base is malformed in line %u.", line_no);
                         continue;
                 }
                 char *rest = line + k;
                 rest += strspn(rest, " \t");
                 if (*rest != '=' && *rest != '\0' && *rest != '#' && *rest != ';') {
-                        r = ledger_set_error(ret_error, -EBADMSG, "'.gitmodules' of base is malformed in line %u.", line_no);
+                        r = error_set(ret_error, -EBADMSG, "'.gitmodules' of base is malformed in line %u.", line_no);
                         continue;
                 }
                 if (line[strlen(line) - 1] == '\\') {
-                        r = ledger_set_error(ret_error, -EBADMSG, "'.gitmodules' of base continues a line with '\\' (line %u): not supported.",
+                        r = error_set(ret_error, -EBADMSG, "'.gitmodules' of base continues a line with '\\' (line %u): not supported.",
                                              line_no);
                         continue;
                 }
@@ -291,7 +291,7 @@ static int gitmodules_parse(const char *text, size_t size, LedgerSubmodule **ret
                 _cleanup_free_ char *value = NULL;
                 r = parse_value(rest + 1, &value);
                 if (r == -EBADMSG) {
-                        r = ledger_set_error(ret_error, r, "'.gitmodules' of base has a malformed value in line %u.", line_no);
+                        r = error_set(ret_error, r, "'.gitmodules' of base has a malformed value in line %u.", line_no);
                         continue;
                 }
                 if (r < 0)
@@ -300,7 +300,7 @@ static int gitmodules_parse(const char *text, size_t size, LedgerSubmodule **ret
                 LedgerSubmodule *e = entry_find(s, n, section);
                 if (!e) {
                         if (n >= LEDGER_SUBMODULES_MAX) {
-                                r = ledger_set_error(ret_error, -E2BIG, "'.gitmodules' of base names more than %u submodules.",
+                                r = error_set(ret_error, -E2BIG, "'.gitmodules' of base names more than %u submodules.",
                                                      LEDGER_SUBMODULES_MAX);
                                 continue;
                         }
@@ -320,7 +320,7 @@ static int gitmodules_parse(const char *text, size_t size, LedgerSubmodule **ret
                 char **slot = is_path ? &e->path : &e->url;
                 if (*slot) {
                         _cleanup_free_ char *shown = ledger_one_line(section, 64);
-                        r = ledger_set_error(ret_error, -EBADMSG, "'.gitmodules' of base sets '%s' twice for submodule '%s': refused.",
+                        r = error_set(ret_error, -EBADMSG, "'.gitmodules' of base sets '%s' twice for submodule '%s': refused.",
                                              is_path ? "path" : "url", strempty(shown));
                         continue;
                 }
@@ -350,7 +350,7 @@ static int path_check_in_tree(git_tree *tree, const LedgerSubmodule *e, git_oid 
                 git_filemode_t mode = k == 0 ? git_tree_entry_filemode(te) : 0;
                 git_tree_entry_free(te);
                 if (k == 0 && mode == GIT_FILEMODE_LINK)
-                        return ledger_set_error(ret_error, -ELOOP,
+                        return error_set(ret_error, -ELOOP,
                                                 "Submodule '%s' has path '%s', which goes through the symlink '%s': refused.",
                                                 e->name, e->path, prefix);
                 if (k == 0 && mode != GIT_FILEMODE_TREE)
@@ -365,7 +365,7 @@ static int path_check_in_tree(git_tree *tree, const LedgerSubmodule *e, git_oid 
                 git_oid_cpy(ret, git_tree_entry_id(te));
         git_tree_entry_free(te);
         if (!gitlink)
-                return ledger_set_error(ret_error, -ENOENT,
+                return error_set(ret_error, -ENOENT,
                                         "Submodule '%s' has path '%s', which is not a submodule (gitlink) in base: refused.",
                                         e->name, e->path);
         return 0;
@@ -394,13 +394,13 @@ int ledger_submodules_read(git_repository *repo, git_tree *tree, const char *sup
         /* SECURITY: read from base's own blob, never from the workspace the
          * sandbox writes, and never through a link (CVE-2018-11235). */
         if (git_tree_entry_filemode(te) != GIT_FILEMODE_BLOB && git_tree_entry_filemode(te) != GIT_FILEMODE_BLOB_EXECUTABLE)
-                return ledger_set_error(ret_error, -EBADMSG, "'.gitmodules' of base is not a regular file (a symlink?): refused.");
+                return error_set(ret_error, -EBADMSG, "'.gitmodules' of base is not a regular file (a symlink?): refused.");
 
         _cleanup_(git_blob_freep) git_blob *blob = NULL;
         if (git_blob_lookup(&blob, repo, git_tree_entry_id(te)) < 0)
-                return ledger_set_error(ret_error, -EBADMSG, "'.gitmodules' of base cannot be read: %s", ledger_git_message());
+                return error_set(ret_error, -EBADMSG, "'.gitmodules' of base cannot be read: %s", ledger_git_message());
         if (git_blob_rawsize(blob) > GITMODULES_MAX)
-                return ledger_set_error(ret_error, -EFBIG, "'.gitmodules' of base is bigger than %u bytes: refused.", GITMODULES_MAX);
+                return error_set(ret_error, -EFBIG, "'.gitmodules' of base is bigger than %u bytes: refused.", GITMODULES_MAX);
 
         r = gitmodules_parse(git_blob_rawcontent(blob), (size_t) git_blob_rawsize(blob), &s, &n, ret_error);
         if (r < 0)
@@ -411,14 +411,14 @@ int ledger_submodules_read(git_repository *repo, git_tree *tree, const char *sup
 
                 if (!ledger_submodule_name_safe(e->name)) {
                         _cleanup_free_ char *shown = ledger_one_line(e->name, 64);
-                        r = ledger_set_error(ret_error, -EINVAL,
+                        r = error_set(ret_error, -EINVAL,
                                              "Submodule name '%s' is unsafe (empty, absolute, '.' or '..' components, "
                                              "backslashes, quotes or control characters): refused.", strempty(shown));
                 } else if (!e->path)
-                        r = ledger_set_error(ret_error, -EINVAL, "Submodule '%s' has no path in '.gitmodules': refused.", e->name);
+                        r = error_set(ret_error, -EINVAL, "Submodule '%s' has no path in '.gitmodules': refused.", e->name);
                 else if (!ledger_submodule_path_safe(e->path)) {
                         _cleanup_free_ char *shown = ledger_one_line(e->path, 64);
-                        r = ledger_set_error(ret_error, -EINVAL,
+                        r = error_set(ret_error, -EINVAL,
                                              "Submodule '%s' has an unsafe path '%s' (absolute, '.', '..' or .git components, "
                                              "backslashes, quotes or control characters): refused.", e->name, strempty(shown));
                 } else
@@ -426,10 +426,10 @@ int ledger_submodules_read(git_repository *repo, git_tree *tree, const char *sup
 
                 for (size_t j = 0; r >= 0 && j < i; j++) {
                         if (streq(s[j].path, e->path))
-                                r = ledger_set_error(ret_error, -EINVAL, "Submodules '%s' and '%s' have the same path: refused.",
+                                r = error_set(ret_error, -EINVAL, "Submodules '%s' and '%s' have the same path: refused.",
                                                      s[j].name, e->name);
                         else if (name_nests(s[j].name, e->name) || name_nests(e->name, s[j].name))
-                                r = ledger_set_error(ret_error, -EINVAL,
+                                r = error_set(ret_error, -EINVAL,
                                                      "Submodule names '%s' and '%s' nest in each other: refused.", s[j].name, e->name);
                 }
 
@@ -437,7 +437,7 @@ int ledger_submodules_read(git_repository *repo, git_tree *tree, const char *sup
                         _cleanup_free_ char *resolved = NULL;
 
                         if (!e->url)
-                                r = ledger_set_error(ret_error, -EINVAL, "Submodule '%s' has no URL in '.gitmodules'.", e->name);
+                                r = error_set(ret_error, -EINVAL, "Submodule '%s' has no URL in '.gitmodules'.", e->name);
                         else
                                 r = url_check(super_url, e->url, &resolved, ret_error, e->name);
                         if (r >= 0) {

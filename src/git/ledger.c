@@ -80,22 +80,6 @@ int ledger_git_errno(int error) {
         }
 }
 
-int ledger_set_error(char **ret_error, int r, const char *fmt, ...) {
-        va_list ap;
-
-        if (ret_error) {
-                char *m = NULL;
-
-                va_start(ap, fmt);
-                if (vasprintf(&m, fmt, ap) < 0)
-                        m = NULL;
-                va_end(ap);
-                free(*ret_error);
-                *ret_error = m;
-        }
-        return r;
-}
-
 int ledger_write_all(int fd, const void *data, size_t size) {
         const char *p = data;
 

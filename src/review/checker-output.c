@@ -9,20 +9,7 @@
 
 #include "checker-output.h"
 #include "json-util.h"
-
-static int set_error(char **ret_error, int r, const char *format, ...) _printf_(3, 4);
-static int set_error(char **ret_error, int r, const char *format, ...) {
-        va_list ap;
-
-        if (!ret_error)
-                return r;
-        free(*ret_error);
-        va_start(ap, format);
-        if (vasprintf(ret_error, format, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return r;
-}
+#include "string-util.h"
 
 typedef struct Collect {
         const char *checker;
@@ -186,15 +173,15 @@ int checker_parse_sarif(const char *checker, const char *buf, size_t size, const
         assert(out);
 
         if (size > CHECKER_OUTPUT_MAX)
-                return set_error(ret_error, -EFBIG, "Output of %zu bytes exceeds the limit of %u.", size, CHECKER_OUTPUT_MAX);
+                return error_set(ret_error, -EFBIG, "Output of %zu bytes exceeds the limit of %u.", size, CHECKER_OUTPUT_MAX);
         buf = skip_bom(buf, &size);
         r = json_parse_strict(buf, size, &j);
         if (r < 0)
-                return set_error(ret_error, r, "Not a JSON document (or nested deeper than 64).");
+                return error_set(ret_error, r, "Not a JSON document (or nested deeper than 64).");
         version = get_string(j, "version");
         runs = get(j, "runs", json_type_array);
         if (!json_object_is_type(j, json_type_object) || !version || !strneq(version, "2.", 2) || !runs)
-                return set_error(ret_error, -EBADMSG, "Not a SARIF 2.x log (no \"version\": \"2.x\" or no \"runs\" array).");
+                return error_set(ret_error, -EBADMSG, "Not a SARIF 2.x log (no \"version\": \"2.x\" or no \"runs\" array).");
 
         for (size_t i = 0; i < json_object_array_length(runs); i++) {
                 json_object *run = json_object_array_get_idx(runs, i);
@@ -318,7 +305,7 @@ int checker_parse_lines(const char *checker, const char *buf, size_t size, const
         assert(out);
 
         if (size > CHECKER_OUTPUT_MAX)
-                return set_error(ret_error, -EFBIG, "Output of %zu bytes exceeds the limit of %u.", size, CHECKER_OUTPUT_MAX);
+                return error_set(ret_error, -EFBIG, "Output of %zu bytes exceeds the limit of %u.", size, CHECKER_OUTPUT_MAX);
         buf = skip_bom(buf, &size);
         end = buf + size;
         for (const char *s = buf; s < end;) {

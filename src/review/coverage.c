@@ -9,20 +9,7 @@
 #include <string.h>
 
 #include "coverage.h"
-
-static int set_error(char **ret_error, int r, const char *format, ...) _printf_(3, 4);
-static int set_error(char **ret_error, int r, const char *format, ...) {
-        va_list ap;
-
-        if (!ret_error)
-                return r;
-        free(*ret_error);
-        va_start(ap, format);
-        if (vasprintf(ret_error, format, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return r;
-}
+#include "string-util.h"
 
 static const char *skip_bom(const char *buf, size_t *size) {
         if (*size >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) {
@@ -134,7 +121,7 @@ int coverage_parse_lcov(const char *buf, size_t size, Coverage *ret, char **ret_
         assert(ret);
 
         if (size > COVERAGE_REPORT_MAX)
-                return set_error(ret_error, -EFBIG, "The report is larger than %u bytes.", COVERAGE_REPORT_MAX);
+                return error_set(ret_error, -EFBIG, "The report is larger than %u bytes.", COVERAGE_REPORT_MAX);
         buf = skip_bom(buf, &size);
         end = buf + size;
         for (const char *s = buf; s < end && r >= 0;) {
@@ -145,35 +132,35 @@ int coverage_parse_lcov(const char *buf, size_t size, Coverage *ret, char **ret_
                 if (e > s && e[-1] == '\r')
                         e--;
                 if (memchr(s, '\0', (size_t) (e - s)))
-                        r = set_error(ret_error, -EBADMSG, "line %u: a NUL byte.", line);
+                        r = error_set(ret_error, -EBADMSG, "line %u: a NUL byte.", line);
                 else if (e == s || (e - s == 13 && strneq(s, "end_of_record", 13))) {
                         if (record_end(&rec, &valid, &covered) < 0)
-                                r = set_error(ret_error, -EBADMSG, "line %u: more than %" PRIu64 " lines in all.", line,
+                                r = error_set(ret_error, -EBADMSG, "line %u: more than %" PRIu64 " lines in all.", line,
                                               (uint64_t) COVERAGE_LINES_MAX);
                 }
                 else if (!(colon = memchr(s, ':', (size_t) (e - s))) || colon == s)
-                        r = set_error(ret_error, -EBADMSG, "line %u: not an lcov line (KEY:VALUE).", line);
+                        r = error_set(ret_error, -EBADMSG, "line %u: not an lcov line (KEY:VALUE).", line);
                 else if (colon - s == 2 && strneq(s, "LF", 2)) {
                         if (parse_u64_n(colon + 1, (size_t) (e - colon - 1), &a) < 0)
-                                r = set_error(ret_error, -EBADMSG, "line %u: LF is not a number.", line);
+                                r = error_set(ret_error, -EBADMSG, "line %u: LF is not a number.", line);
                         rec.lf = a;
                         rec.has_lf = rec.any = true;
                 } else if (colon - s == 2 && strneq(s, "LH", 2)) {
                         if (parse_u64_n(colon + 1, (size_t) (e - colon - 1), &a) < 0)
-                                r = set_error(ret_error, -EBADMSG, "line %u: LH is not a number.", line);
+                                r = error_set(ret_error, -EBADMSG, "line %u: LH is not a number.", line);
                         rec.lh = a;
                         rec.has_lh = rec.any = true;
                 } else if (colon - s == 2 && strneq(s, "DA", 2)) {
                         /* DA:LINE,HITS[,CHECKSUM]; hits may be negative in some gcov versions (-1: not executable). */
                         const char *p = colon + 1, *comma = memchr(p, ',', (size_t) (e - p)), *h, *he;
                         if (!comma || parse_u64_n(p, (size_t) (comma - p), &a) < 0)
-                                r = set_error(ret_error, -EBADMSG, "line %u: DA without a line number.", line);
+                                r = error_set(ret_error, -EBADMSG, "line %u: DA without a line number.", line);
                         else {
                                 h = comma + 1;
                                 he = memchr(h, ',', (size_t) (e - h)) ?: e;
                                 bool negative = h < he && *h == '-';
                                 if (parse_u64_n(h + negative, (size_t) (he - h - negative), &b) < 0)
-                                        r = set_error(ret_error, -EBADMSG, "line %u: DA without a hit count.", line);
+                                        r = error_set(ret_error, -EBADMSG, "line %u: DA without a hit count.", line);
                                 else if (!negative) {
                                         if (rec.n_da >= rec.allocated) {
                                                 size_t k = MAX(rec.allocated * 2, (size_t) 64);
@@ -193,19 +180,19 @@ int coverage_parse_lcov(const char *buf, size_t size, Coverage *ret, char **ret_
                 }
                 /* Other keys (TN, SF, FN, FNDA, FNF, FNH, BRDA, BRF, BRH, VER) say nothing about lines. */
                 if (r >= 0 && rec.has_lf && rec.has_lh && rec.lh > rec.lf)
-                        r = set_error(ret_error, -EBADMSG, "line %u: LH is larger than LF.", line);
+                        r = error_set(ret_error, -EBADMSG, "line %u: LH is larger than LF.", line);
                 s = nl ? nl + 1 : end;
         }
         if (r >= 0 && record_end(&rec, &valid, &covered) < 0)
-                r = set_error(ret_error, -EBADMSG, "More than %" PRIu64 " lines in all.", (uint64_t) COVERAGE_LINES_MAX);
+                r = error_set(ret_error, -EBADMSG, "More than %" PRIu64 " lines in all.", (uint64_t) COVERAGE_LINES_MAX);
         free(rec.da);
         if (r < 0)
                 return r;
         if (covered > valid)
-                return set_error(ret_error, -EBADMSG, "More lines hit than found.");
+                return error_set(ret_error, -EBADMSG, "More lines hit than found.");
         r = set_result(ret, valid, covered);
         if (r < 0)
-                return set_error(ret_error, r, "The report has no line data (no LF: or DA: lines).");
+                return error_set(ret_error, r, "The report has no line data (no LF: or DA: lines).");
         return 0;
 }
 
@@ -258,7 +245,7 @@ static int xml_attribute(Xml *x, const char *element, const char *name, size_t n
                 }
         } else if (streq(element, "line") && x->in_method == 0 && name_len == 4 && strneq(name, "hits", 4)) {
                 if (parse_u64_n(v, vn, &u) < 0)
-                        return set_error(x->ret_error, -EBADMSG, "A <line> with hits=\"%.*s\", not a number.", (int) MIN(vn, (size_t) 32), v);
+                        return error_set(x->ret_error, -EBADMSG, "A <line> with hits=\"%.*s\", not a number.", (int) MIN(vn, (size_t) 32), v);
                 x->lines++;
                 x->hit += u > 0;
         }
@@ -275,18 +262,18 @@ static int xml_element(Xml *x) {
                 x->p++;
         n = (size_t) (x->p - name);
         if (n == 0 || n > 256)
-                return set_error(x->ret_error, -EBADMSG, "An element without a name.");
+                return error_set(x->ret_error, -EBADMSG, "An element without a name.");
         if (x->depth >= COVERAGE_XML_DEPTH_MAX)
-                return set_error(x->ret_error, -EBADMSG, "Elements nested deeper than %u.", COVERAGE_XML_DEPTH_MAX);
+                return error_set(x->ret_error, -EBADMSG, "Elements nested deeper than %u.", COVERAGE_XML_DEPTH_MAX);
         if (x->depth == 0 && x->root_seen)
-                return set_error(x->ret_error, -EBADMSG, "A second root element.");
+                return error_set(x->ret_error, -EBADMSG, "A second root element.");
         copy = strndup(name, n);
         if (!copy)
                 return -ENOMEM;
         x->stack[x->depth++] = copy;
         x->root_seen = true;
         if (x->depth == 1 && !streq(copy, "coverage"))
-                return set_error(x->ret_error, -EBADMSG, "The root element is <%s>, not <coverage>.", copy);
+                return error_set(x->ret_error, -EBADMSG, "The root element is <%s>, not <coverage>.", copy);
         if (streq(copy, "method") && x->in_method == 0)
                 x->in_method = x->depth;
 
@@ -298,7 +285,7 @@ static int xml_element(Xml *x) {
                 while (x->p < x->end && isspace((unsigned char) *x->p))
                         x->p++;
                 if (x->p >= x->end)
-                        return set_error(x->ret_error, -EBADMSG, "The report ends inside <%s>.", copy);
+                        return error_set(x->ret_error, -EBADMSG, "The report ends inside <%s>.", copy);
                 if (*x->p == '>') {
                         x->p++;
                         return 0;
@@ -317,17 +304,17 @@ static int xml_element(Xml *x) {
                 while (x->p < x->end && isspace((unsigned char) *x->p))
                         x->p++;
                 if (anl == 0 || x->p >= x->end || *x->p != '=')
-                        return set_error(x->ret_error, -EBADMSG, "A malformed attribute in <%s>.", copy);
+                        return error_set(x->ret_error, -EBADMSG, "A malformed attribute in <%s>.", copy);
                 x->p++;
                 while (x->p < x->end && isspace((unsigned char) *x->p))
                         x->p++;
                 if (x->p >= x->end || (*x->p != '"' && *x->p != '\''))
-                        return set_error(x->ret_error, -EBADMSG, "An unquoted attribute value in <%s>.", copy);
+                        return error_set(x->ret_error, -EBADMSG, "An unquoted attribute value in <%s>.", copy);
                 q = *x->p++;
                 v = x->p;
                 x->p = memchr(x->p, q, (size_t) (x->end - x->p));
                 if (!x->p)
-                        return set_error(x->ret_error, -EBADMSG, "An unterminated attribute value in <%s>.", copy);
+                        return error_set(x->ret_error, -EBADMSG, "An unterminated attribute value in <%s>.", copy);
                 r = xml_attribute(x, copy, an, anl, v, (size_t) (x->p - v));
                 if (r < 0)
                         return r;
@@ -345,10 +332,10 @@ static int xml_end_element(Xml *x) {
         while (x->p < x->end && isspace((unsigned char) *x->p))
                 x->p++;
         if (x->p >= x->end || *x->p != '>')
-                return set_error(x->ret_error, -EBADMSG, "A malformed end tag.");
+                return error_set(x->ret_error, -EBADMSG, "A malformed end tag.");
         x->p++;
         if (x->depth == 0 || strlen(x->stack[x->depth - 1]) != n || memcmp(x->stack[x->depth - 1], name, n) != 0)
-                return set_error(x->ret_error, -EBADMSG, "An end tag </%.*s> that closes nothing open.", (int) MIN(n, (size_t) 64), name);
+                return error_set(x->ret_error, -EBADMSG, "An end tag </%.*s> that closes nothing open.", (int) MIN(n, (size_t) 64), name);
         if (x->in_method == x->depth)
                 x->in_method = 0;
         free(x->stack[--x->depth]);
@@ -363,10 +350,10 @@ int coverage_parse_cobertura(const char *buf, size_t size, Coverage *ret, char *
         assert(ret);
 
         if (size > COVERAGE_REPORT_MAX)
-                return set_error(ret_error, -EFBIG, "The report is larger than %u bytes.", COVERAGE_REPORT_MAX);
+                return error_set(ret_error, -EFBIG, "The report is larger than %u bytes.", COVERAGE_REPORT_MAX);
         buf = skip_bom(buf, &size);
         if (memchr(buf, '\0', size))
-                return set_error(ret_error, -EBADMSG, "The report holds a NUL byte.");
+                return error_set(ret_error, -EBADMSG, "The report holds a NUL byte.");
         x.p = buf;
         x.end = buf + size;
 
@@ -376,16 +363,16 @@ int coverage_parse_cobertura(const char *buf, size_t size, Coverage *ret, char *
                         break;
                 x.p++;
                 if (x.p >= x.end)
-                        r = set_error(ret_error, -EBADMSG, "The report ends with '<'.");
+                        r = error_set(ret_error, -EBADMSG, "The report ends with '<'.");
                 else if (*x.p == '?') {
                         if (!xml_skip_past(&x, "?>"))
-                                r = set_error(ret_error, -EBADMSG, "An unterminated processing instruction.");
+                                r = error_set(ret_error, -EBADMSG, "An unterminated processing instruction.");
                 } else if ((size_t) (x.end - x.p) >= 3 && strneq(x.p, "!--", 3)) {
                         if (!xml_skip_past(&x, "-->"))
-                                r = set_error(ret_error, -EBADMSG, "An unterminated comment.");
+                                r = error_set(ret_error, -EBADMSG, "An unterminated comment.");
                 } else if ((size_t) (x.end - x.p) >= 8 && strneq(x.p, "![CDATA[", 8)) {
                         if (!xml_skip_past(&x, "]]>"))
-                                r = set_error(ret_error, -EBADMSG, "An unterminated CDATA section.");
+                                r = error_set(ret_error, -EBADMSG, "An unterminated CDATA section.");
                 } else if (*x.p == '!') {
                         /* <!DOCTYPE ...> with an optional [internal subset]: skipped
                          * whole; SECURITY: no entity it declares is ever expanded. */
@@ -399,7 +386,7 @@ int coverage_parse_cobertura(const char *buf, size_t size, Coverage *ret, char *
                                         break;
                         }
                         if (x.p >= x.end)
-                                r = set_error(ret_error, -EBADMSG, "An unterminated declaration.");
+                                r = error_set(ret_error, -EBADMSG, "An unterminated declaration.");
                         else
                                 x.p++;
                 } else if (*x.p == '/') {
@@ -409,9 +396,9 @@ int coverage_parse_cobertura(const char *buf, size_t size, Coverage *ret, char *
                         r = xml_element(&x);
         }
         if (r >= 0 && x.depth > 0)
-                r = set_error(ret_error, -EBADMSG, "The report ends with <%s> open.", x.stack[x.depth - 1]);
+                r = error_set(ret_error, -EBADMSG, "The report ends with <%s> open.", x.stack[x.depth - 1]);
         if (r >= 0 && !x.root_seen)
-                r = set_error(ret_error, -EBADMSG, "No <coverage> element.");
+                r = error_set(ret_error, -EBADMSG, "No <coverage> element.");
         while (x.depth > 0)
                 free(x.stack[--x.depth]);
         if (r < 0)
@@ -419,7 +406,7 @@ int coverage_parse_cobertura(const char *buf, size_t size, Coverage *ret, char *
 
         if (x.have_valid && x.have_covered && x.valid > 0) {
                 if (x.covered > x.valid)
-                        return set_error(ret_error, -EBADMSG, "lines-covered is larger than lines-valid.");
+                        return error_set(ret_error, -EBADMSG, "lines-covered is larger than lines-valid.");
                 return set_result(ret, x.valid, x.covered);
         }
         if (x.have_rate) {
@@ -428,7 +415,7 @@ int coverage_parse_cobertura(const char *buf, size_t size, Coverage *ret, char *
         }
         r = set_result(ret, x.lines, x.hit);
         if (r < 0)
-                return set_error(ret_error, r, "The report has no line data (no lines-valid, line-rate or <line hits=...>).");
+                return error_set(ret_error, r, "The report has no line data (no lines-valid, line-rate or <line hits=...>).");
         return 0;
 }
 

@@ -12,20 +12,6 @@
 #include "string-util.h"
 #include "toml-walk.h"
 
-static int set_error(char **ret_error, int r, const char *format, ...) _printf_(3, 4);
-static int set_error(char **ret_error, int r, const char *format, ...) {
-        va_list ap;
-
-        if (!ret_error)
-                return r;
-        free(*ret_error);
-        va_start(ap, format);
-        if (vasprintf(ret_error, format, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return r;
-}
-
 static const char *basename_of(const char *path) {
         const char *s = strrchr(path, '/');
         return s ? s + 1 : path;
@@ -146,7 +132,7 @@ static int parse_package_json(json_object *j, DependencyList *l, char **ret_erro
         int r;
 
         if (!json_object_is_type(j, json_type_object))
-                return set_error(ret_error, -EBADMSG, "package.json is not a JSON object.");
+                return error_set(ret_error, -EBADMSG, "package.json is not a JSON object.");
         for (size_t i = 0; i < ELEMENTSOF(sections); i++) {
                 json_object *deps;
                 if (!json_object_object_get_ex(j, sections[i], &deps) || !json_object_is_type(deps, json_type_object))
@@ -197,7 +183,7 @@ static int parse_package_lock(json_object *j, DependencyList *l, char **ret_erro
         int r;
 
         if (!json_object_is_type(j, json_type_object))
-                return set_error(ret_error, -EBADMSG, "The lock file is not a JSON object.");
+                return error_set(ret_error, -EBADMSG, "The lock file is not a JSON object.");
         if (json_object_object_get_ex(j, "packages", &packages) && json_object_is_type(packages, json_type_object)) {
                 json_object_object_foreach(packages, path, v) {
                         const char *name = path, *m;
@@ -224,7 +210,7 @@ static int parse_package_lock(json_object *j, DependencyList *l, char **ret_erro
         if (json_object_object_get_ex(j, "dependencies", &deps) && json_object_is_type(deps, json_type_object)) {
                 r = parse_lock_v1(deps, "", 0, l);
                 if (r == -EBADMSG)
-                        return set_error(ret_error, r, "The lock file's dependencies nest too deep.");
+                        return error_set(ret_error, r, "The lock file's dependencies nest too deep.");
                 return r;
         }
         return 0;
@@ -482,7 +468,7 @@ static int parse_go_mod(const char *text, size_t size, DependencyList *l, char *
                                 s++;
                         ver = s;
                         if (ver == e || mod_end == mod)
-                                return set_error(ret_error, -EBADMSG, "line %u: a require without a version.", line);
+                                return error_set(ret_error, -EBADMSG, "line %u: a require without a version.", line);
                         if (*mod == '"' && mod_end - mod >= 2 && mod_end[-1] == '"')
                                 mod++, mod_end--;
                         r = list_add(l, NULL, mod, (size_t) (mod_end - mod), ver, (size_t) (e - ver));
@@ -492,7 +478,7 @@ static int parse_go_mod(const char *text, size_t size, DependencyList *l, char *
                 s = nl ? nl + 1 : end;
         }
         if (block)
-                return set_error(ret_error, -EBADMSG, "A require block is not closed.");
+                return error_set(ret_error, -EBADMSG, "A require block is not closed.");
         return 0;
 }
 
@@ -504,9 +490,9 @@ int manifest_parse(ManifestKind k, const char *text, size_t size, DependencyList
         assert(ret);
 
         if (size > MANIFEST_SIZE_MAX)
-                return set_error(ret_error, -EFBIG, "The manifest is larger than %u bytes.", MANIFEST_SIZE_MAX);
+                return error_set(ret_error, -EFBIG, "The manifest is larger than %u bytes.", MANIFEST_SIZE_MAX);
         if (memchr(text, '\0', size))
-                return set_error(ret_error, -EBADMSG, "The manifest holds a NUL byte.");
+                return error_set(ret_error, -EBADMSG, "The manifest holds a NUL byte.");
 
         switch (k) {
         case MANIFEST_PACKAGE_JSON:
@@ -515,7 +501,7 @@ int manifest_parse(ManifestKind k, const char *text, size_t size, DependencyList
                         text += 3, size -= 3;
                 r = json_parse_strict(text, size, &j);
                 if (r < 0)
-                        return set_error(ret_error, r, "Not a JSON document.");
+                        return error_set(ret_error, r, "Not a JSON document.");
                 return k == MANIFEST_PACKAGE_JSON ? parse_package_json(j, ret, ret_error) : parse_package_lock(j, ret, ret_error);
         case MANIFEST_REQUIREMENTS:
                 return parse_requirements(text, size, ret);
@@ -664,7 +650,7 @@ int dependencies_diff(const char *path, const char *old_text, size_t old_size, c
         assert(out);
 
         if (k < 0)
-                return set_error(ret_error, -EINVAL, "'%s' is not a dependency manifest this check knows.", strempty(path));
+                return error_set(ret_error, -EINVAL, "'%s' is not a dependency manifest this check knows.", strempty(path));
         if (old_text) {
                 r = manifest_parse(k, old_text, old_size, &old, ret_error);
                 if (r < 0)

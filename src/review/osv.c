@@ -471,20 +471,6 @@ bool osv_text_may_name(Ecosystem e, const char *text, size_t size, const char *n
         return text_names_wanted(e, text, size, &w, 1);
 }
 
-static int set_error(char **ret_error, int r, const char *format, ...) _printf_(3, 4);
-static int set_error(char **ret_error, int r, const char *format, ...) {
-        va_list ap;
-
-        if (!ret_error)
-                return r;
-        free(*ret_error);
-        va_start(ap, format);
-        if (vasprintf(ret_error, format, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return r;
-}
-
 static void closedirp(DIR **d) {
         if (*d)
                 closedir(*d);
@@ -555,12 +541,12 @@ int osv_check(const char *dir, const DependencyChanges *c, FindingList *out, Osv
         fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0) {
                 r = -errno;
-                return set_error(ret_error, r, "Cannot open the vulnerability database '%s': %s", dir, strerror(-r));
+                return error_set(ret_error, r, "Cannot open the vulnerability database '%s': %s", dir, strerror(-r));
         }
         for (Ecosystem e = 0; e < _ECOSYSTEM_MAX; e++) {
                 r = check_ecosystem(fd, e, c, out, &stats);
                 if (r < 0)
-                        return set_error(ret_error, r, "Cannot read the vulnerability database '%s/%s': %s", dir,
+                        return error_set(ret_error, r, "Cannot read the vulnerability database '%s/%s': %s", dir,
                                          ecosystem_to_string(e), strerror(-r));
         }
         if (ret_stats)

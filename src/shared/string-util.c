@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,4 +252,19 @@ void strip_ansi_line(const char *s, size_t l, char *buf, size_t size) {
                 buf[n++] = s[i];
         }
         buf[n] = '\0';
+}
+
+int error_set(char **ret_error, int r, const char *fmt, ...) {
+        va_list ap;
+        char *m;
+
+        if (!ret_error)
+                return r;
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        free(*ret_error);
+        *ret_error = m;
+        return r;
 }

@@ -49,3 +49,9 @@ void format_timestamp(uint64_t usec, char *buf, size_t n);
  * without ANSI CSI escape sequences and carriage returns: a runner's
  * coloured output, as text. */
 void strip_ansi_line(const char *s, size_t l, char *buf, size_t size);
+
+/* For functions that explain a failure in a char **ret_error: sets
+ * *ret_error (when ret_error is not NULL) to the formatted message, freeing
+ * what it held after formatting (an argument may be the old message), or to
+ * NULL when memory is out. Returns r, so that `return error_set(...)`. */
+int error_set(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
