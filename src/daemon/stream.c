@@ -190,6 +190,110 @@ static int read_log_tail(int dir_fd, size_t max, char **ret, size_t *ret_size) {
         return 0;
 }
 
+/* Queues text as it is, whole lines ending in newlines. */
+static int client_queue_raw(StreamClient *c, const char *text, size_t size) {
+        if (size == 0)
+                return 0;
+        if (c->out_len + size > STREAM_OUTBUF_MAX) {
+                log_warning("Stream client (pid %i) does not keep up, dropping it.", (int) c->cred.pid);
+                return -ENOBUFS;
+        }
+        if (c->out_len + size > c->out_allocated) {
+                size_t n = MAX(c->out_len + size, c->out_allocated * 2);
+                char *p = realloc(c->out, n);
+                if (!p)
+                        return -ENOMEM;
+                c->out = p;
+                c->out_allocated = n;
+        }
+        memcpy(c->out + c->out_len, text, size);
+        c->out_len += size;
+        return 0;
+}
+
+/* A task's history of events: the lines of its events file that are JSON.
+ * Each line is checked, since a torn write after a crash must not reach
+ * clients; what is checked is remembered with the task (the file is only
+ * appended to, task_append_event()), so that a watch of a long history is
+ * a read and a copy, not a parse of every event for every client. */
+static int client_queue_events(StreamClient *c, Task *t, int dir_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *text = NULL;
+        json_tokener *tok = NULL;
+        struct stat st;
+        size_t size = 0, allocated, from = 0;
+        bool whole = true;
+        int r = 0;
+
+        fd = openat(dir_fd, TASK_EVENTS_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if ((uint64_t) st.st_size > STREAM_HISTORY_MAX)
+                return -EFBIG;
+
+        /* It may grow while we read: read up to what fstat() said, the rest
+         * is sent live or by the next watch. */
+        allocated = (size_t) st.st_size;
+        text = malloc(allocated + 1);
+        if (!text)
+                return -ENOMEM;
+        while (size < allocated) {
+                ssize_t k = pread(fd, text + size, allocated - size, (off_t) size);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                if (k == 0)
+                        break;
+                size += (size_t) k;
+        }
+
+        if (t->events_dev == st.st_dev && t->events_ino == st.st_ino && t->events_checked <= size)
+                from = (size_t) t->events_checked;
+        else
+                t->events_checked = 0;
+        r = client_queue_raw(c, text, from);
+        if (r < 0)
+                return r;
+
+        for (char *p = text + from, *nl; p < text + size; p = nl + 1) {
+                _cleanup_json_ json_object *j = NULL;
+
+                nl = memchr(p, '\n', (size_t) (text + size - p));
+                if (!nl) {
+                        /* A last line without newline: being written, or torn. */
+                        nl = text + size;
+                        whole = false;
+                }
+                if (!tok) {
+                        tok = json_tokener_new_ex(JSON_PARSE_DEPTH);
+                        if (!tok)
+                                return -ENOMEM;
+                }
+                if (json_parse_strict_with(tok, p, (size_t) (nl - p), &j) < 0) {
+                        whole = false;
+                        continue;
+                }
+                r = client_queue_raw(c, p, (size_t) (nl - p));
+                if (r >= 0)
+                        r = client_queue_raw(c, "\n", 1);
+                if (r < 0)
+                        break;
+                if (whole) {
+                        t->events_checked = (uint64_t) (nl + 1 - text);
+                        t->events_dev = st.st_dev;
+                        t->events_ino = st.st_ino;
+                }
+        }
+        if (tok)
+                json_tokener_free(tok);
+        return r;
+}
+
 static int client_send_history(StreamClient *c, Task *t) {
         _cleanup_free_ char *text = NULL;
         _cleanup_close_ int dir_fd = -EBADF;
@@ -199,10 +303,11 @@ static int client_send_history(StreamClient *c, Task *t) {
         dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dir_fd < 0)
                 return -errno;
+        if (c->kind == STREAM_EVENTS)
+                return client_queue_events(c, t, dir_fd);
 
-        r = read_file_at(dir_fd, c->kind == STREAM_EVENTS ? TASK_EVENTS_FILE : TASK_LOG_FILE,
-                         c->kind == STREAM_EVENTS ? STREAM_HISTORY_MAX : STREAM_LOG_TAIL_MAX, &text, &size);
-        if (r == -EFBIG && c->kind == STREAM_OUTPUT)
+        r = read_file_at(dir_fd, TASK_LOG_FILE, STREAM_LOG_TAIL_MAX, &text, &size);
+        if (r == -EFBIG)
                 r = read_log_tail(dir_fd, STREAM_LOG_TAIL_MAX, &text, &size);
         if (r == -ENOENT)
                 return 0;
@@ -215,20 +320,12 @@ static int client_send_history(StreamClient *c, Task *t) {
                         nl = text + size; /* a last line without newline */
                 *nl = '\0';
 
-                if (c->kind == STREAM_EVENTS) {
-                        /* Our own file, but check each line: a torn write after a crash must not reach clients. */
-                        _cleanup_json_ json_object *j = NULL;
-                        if (json_parse_strict(p, strlen(p), &j) < 0)
-                                continue;
-                        r = client_queue_json(c, j);
-                } else {
-                        /* A command's bytes, as it wrote them: escaped for a terminal. */
-                        _cleanup_json_ json_object *j = json_object_new_object();
-                        _cleanup_free_ char *line = exec_output_escape(p, (size_t) (nl - p));
-                        if (!j || !line || json_add_string(j, "type", "output") < 0 || json_add_string(j, "data", line) < 0)
-                                return -ENOMEM;
-                        r = client_queue_json(c, j);
-                }
+                /* A command's bytes, as it wrote them: escaped for a terminal. */
+                _cleanup_json_ json_object *j = json_object_new_object();
+                _cleanup_free_ char *line = exec_output_escape(p, (size_t) (nl - p));
+                if (!j || !line || json_add_string(j, "type", "output") < 0 || json_add_string(j, "data", line) < 0)
+                        return -ENOMEM;
+                r = client_queue_json(c, j);
                 if (r < 0)
                         return r;
         }

@@ -86,6 +86,12 @@ typedef struct Task {
         json_object *checkpoints;  /* the Checkpoints property as last read, for while a job runs */
         char *checkpoints_key;     /* the tip and checkpoint it was read at (task_ledger_checkpoints()) */
         TaskSave *pending_save;    /* a state change being written in a thread (task-save.h) */
+        /* How much of the events file (that inode) a history sent on the
+         * stream socket found to be whole JSON lines: the file only grows,
+         * so that part is sent as it is, not parsed again (stream.c). */
+        uint64_t events_checked;
+        dev_t events_dev;
+        ino_t events_ino;
         unsigned save_seq;         /* counts the writes of the state file */
 
         /* A frozen sandbox kept without an agent (freezer.c): while the task
