@@ -18,6 +18,9 @@
  *       calls. The client's own lag behind its schedule is printed too.
  *       With --closed, each client waits for an answer before its next call
  *       (a late call goes at once, and the achieved rate says so).
+ *       --mix=L,P,S,C,W: the shares of ListTasks, GetAll, SubmitTask, Cancel
+ *       and watch out of 100 (default 40,30,5,5,20), e.g. 100,0,0,0,0 for
+ *       the cost of one kind alone.
  *   agentfab-load submit --count=N --repo=PATH
  *       Submits N tasks, one after the other; prints the time it took.
  *   agentfab-load list --count=N
@@ -55,7 +58,7 @@ enum { OP_LIST, OP_PROPS, OP_SUBMIT, OP_CANCEL, OP_WATCH, _OP_MAX };
 static const char *const op_name[_OP_MAX] = { "ListTasks", "GetAll", "SubmitTask", "Cancel", "watch" };
 /* Out of every 100 calls. Submissions and cancels are few: each submission
  * copies a repository, which is the daemon's real work, not the bus's. */
-static const unsigned op_share[_OP_MAX] = { 40, 30, 5, 5, 20 };
+static unsigned op_share[_OP_MAX] = { 40, 30, 5, 5, 20 };
 
 static const char *arg_repo = NULL;
 static const char *arg_socket = "/run/agentfab/agentfab.sock";
@@ -691,6 +694,7 @@ int main(int argc, char *argv[]) {
                 { "repo",    required_argument, NULL, 'R' },
                 { "socket",  required_argument, NULL, 'S' },
                 { "closed",  no_argument,       NULL, 'C' },
+                { "mix",     required_argument, NULL, 'm' },
                 {}
         };
         int c;
@@ -704,6 +708,16 @@ int main(int argc, char *argv[]) {
                 case 'R': arg_repo = optarg; break;
                 case 'S': arg_socket = optarg; break;
                 case 'C': arg_closed = true; break;
+                case 'm': {
+                        unsigned v[_OP_MAX], sum = 0;
+                        if (sscanf(optarg, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) != _OP_MAX)
+                                return fprintf(stderr, "--mix= needs five numbers\n"), 2;
+                        for (int i = 0; i < _OP_MAX; i++)
+                                sum += op_share[i] = v[i];
+                        if (sum != 100)
+                                return fprintf(stderr, "--mix= must add up to 100\n"), 2;
+                        break;
+                }
                 default: return 2;
                 }
         if (optind >= argc || arg_count == 0) {

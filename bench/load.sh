@@ -100,6 +100,17 @@ if [ -n "${PROFILE:-}" ]; then
         ) &
         PROFILE_PID=$!
 fi
+if [ -n "${MONITOR:-}" ]; then
+        # Every message on the bus for MONITOR_SECONDS during the calls, counted by kind, sender's
+        # well-known role, interface and member: what a call costs dbus-daemon (signals included).
+        mkdir -p "$MONITOR"
+        (
+                sleep 3
+                hx timeout "${MONITOR_SECONDS:-5}" dbus-monitor --system --profile > "$MONITOR/profile.txt" 2>/dev/null
+                hx busctl --system --no-legend list --unique | awk '{ print $1, $3 }' > "$MONITOR/names.txt" 2>/dev/null
+        ) &
+        MONITOR_PID=$!
+fi
 # CPU time of the daemon and of the bus and polkit around it, for the figures.
 cpu_ticks() {
         local p
@@ -117,6 +128,12 @@ echo "CPU during the calls (share of one core): $(for c in agentfabd dbus-daemon
         awk -v a="${cpu0[$c]}" -v b="$(cpu_ticks "$c")" -v hz="$(getconf CLK_TCK)" -v ns=$((t1 - t0)) -v c="$c" \
             'BEGIN { printf "%s %.0f %%  ", c, (b - a) / hz / (ns / 1e9) * 100 }'; done)load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -n "${PROFILE_PID:-}" ] && wait "$PROFILE_PID"
+if [ -n "${MONITOR_PID:-}" ]; then
+        wait "$MONITOR_PID"
+        echo "bus messages in ${MONITOR_SECONDS:-5} s (dbus-monitor --profile; type, interface, member):"
+        awk '$1 != "#" && NF >= 5 { k = $1 " " ($7 == "" ? "-" : $7) " " ($8 == "" ? "-" : $8); n[k]++; t++ }
+             END { for (k in n) printf "%8d  %s\n", n[k], k; printf "%8d  all\n", t }' "$MONITOR/profile.txt" | sort -rn | head -30
+fi
 echo "active tasks after: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
 
 if [ "${PHASES:-all}" = rate ]; then
