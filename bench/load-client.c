@@ -28,6 +28,9 @@
  *   agentfab-load first
  *       One ListTasks call, retried until answered (at most 30 s): prints
  *       the milliseconds to the first answer, e.g. while the daemon starts.
+ *   agentfab-load script --repo=PATH      (commands on stdin, see run_script())
+ *   agentfab-load burst --count=N --repo=PATH
+ *       N connections each send one SubmitTask at the same moment.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -664,6 +667,103 @@ static int run_list(void) {
         return 0;
 }
 
+/* Opens connections and sends submissions as stdin says, one command a
+ * line, printing each outcome; for the checks of what polkit's answers do
+ * (tests/integration/daemon-load.sh):
+ *     submit N        SubmitTask on connection N (0-7, opened at first use):
+ *                     prints "submit N ok" or "submit N <D-Bus error name>"
+ *     write PATH TEXT writes TEXT and a newline to PATH
+ *     wait PATH       waits until PATH exists (at most 30 s)
+ *     sleep SECONDS */
+static int run_script(void) {
+        sd_bus *buses[8] = {};
+        char line[512];
+
+        if (!arg_repo)
+                return fprintf(stderr, "script needs --repo=\n"), 2;
+        while (fgets(line, sizeof(line), stdin)) {
+                char what[16] = "", arg[256] = "", text[200] = "";
+                unsigned n;
+
+                if (sscanf(line, "%15s %255s %199[^\n]", what, arg, text) < 1)
+                        continue;
+                if (streq(what, "submit") && sscanf(arg, "%u", &n) == 1 && n < 8) {
+                        sd_bus_error error = SD_BUS_ERROR_NULL;
+                        int r = 0;
+
+                        if (!buses[n])
+                                r = sd_bus_open_system(&buses[n]);
+                        if (r >= 0)
+                                r = submit_task(buses[n], NULL, &error);
+                        printf("submit %u %s\n", n, r >= 0 ? "ok" : error.name ?: strerror(-r));
+                        sd_bus_error_free(&error);
+                } else if (streq(what, "write")) {
+                        FILE *f = fopen(arg, "we");
+                        if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f) != 0)
+                                return fprintf(stderr, "cannot write '%s'\n", arg), 1;
+                } else if (streq(what, "wait")) {
+                        uint64_t t0 = now_usec();
+                        while (access(arg, F_OK) < 0) {
+                                if (now_usec() - t0 > 30000000u)
+                                        return fprintf(stderr, "'%s' did not appear in 30 s\n", arg), 1;
+                                usleep(20000);
+                        }
+                } else if (streq(what, "sleep"))
+                        usleep((useconds_t) (strtod(arg, NULL) * 1e6));
+                else
+                        return fprintf(stderr, "unknown command '%s'\n", what), 2;
+                fflush(stdout);
+        }
+        for (size_t i = 0; i < 8; i++)
+                sd_bus_flush_close_unref(buses[i]);
+        return 0;
+}
+
+typedef struct Burst {
+        unsigned answered, errors;
+        sd_event *event;
+        unsigned count;
+} Burst;
+
+static int on_burst_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        Burst *b = userdata;
+        const sd_bus_error *e = sd_bus_message_get_error(m);
+
+        (void) ret_error;
+        if (e && b->errors++ < 5)
+                fprintf(stderr, "SubmitTask: %s: %s\n", e->name, e->message);
+        if (++b->answered == b->count)
+                (void) sd_event_exit(b->event, 0);
+        return 0;
+}
+
+/* COUNT connections at once, each sending one SubmitTask without waiting:
+ * as many callers as that asking at the same moment. */
+static int run_burst(void) {
+        Burst b = { .count = arg_count };
+        sd_bus **buses = calloc(arg_count, sizeof(sd_bus *));
+        uint64_t t0;
+
+        if (!arg_repo || !buses)
+                return fprintf(stderr, "burst needs --repo=\n"), 2;
+        if (sd_event_new(&b.event) < 0)
+                return 1;
+        for (unsigned i = 0; i < arg_count; i++)
+                if (sd_bus_open_system(&buses[i]) < 0 || sd_bus_attach_event(buses[i], b.event, 0) < 0)
+                        return fprintf(stderr, "cannot open connection %u\n", i), 1;
+        t0 = now_usec();
+        for (unsigned i = 0; i < arg_count; i++)
+                if (sd_bus_call_method_async(buses[i], NULL, BUS_NAME, BUS_PATH, BUS_IFACE, "SubmitTask", on_burst_reply,
+                                             &b, "a{sv}", 3, "repository", "s", arg_repo, "goal", "s", "burst",
+                                             "test_command", "s", "true") < 0)
+                        return fprintf(stderr, "cannot send on connection %u\n", i), 1;
+        if (sd_event_loop(b.event) < 0)
+                return 1;
+        printf("burst: %u submissions on %u connections at once: %u errors, %.2f s\n", b.answered, arg_count,
+               b.errors, (now_usec() - t0) / 1e6);
+        return b.errors > 0;
+}
+
 static int run_first(void) {
         uint64_t t0 = now_usec();
         for (;;) {
@@ -732,6 +832,10 @@ int main(int argc, char *argv[]) {
                 return run_list();
         if (strcmp(argv[optind], "first") == 0)
                 return run_first();
+        if (strcmp(argv[optind], "script") == 0)
+                return run_script();
+        if (strcmp(argv[optind], "burst") == 0)
+                return run_burst();
         fprintf(stderr, "unknown mode '%s'\n", argv[optind]);
         return 2;
 }

@@ -164,7 +164,13 @@ int manager_verify_access(Manager *m, sd_bus_message *message, Task *t, const ch
                 NULL
         };
 
-        r = bus_verify_polkit_async(message, uid, action, t ? details : NULL, &m->polkit, error);
+        /* SECURITY: only submit's yes may be kept a moment for the caller's
+         * connection (bus-polkit.h): it names no task, any local user has it
+         * by default, and a busy client submits many times a second. manage
+         * and approve are auth_admin_keep: polkitd is asked every time. */
+        PolkitFlags flags = !t && streq(action, "org.agentfab.submit") ? POLKIT_KEEP : 0;
+
+        r = bus_verify_polkit_async_full(message, uid, action, t ? details : NULL, flags, &m->polkit, error);
         if (r < 0 && (sd_bus_error_has_name(error, SD_BUS_ERROR_ACCESS_DENIED) ||
                       sd_bus_error_has_name(error, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED)))
                 audit_denied(t ? t->id : NULL, action, uid);

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "bus-polkit.h"
 #include "log.h"
@@ -7,26 +9,87 @@
 
 typedef struct PolkitQuery PolkitQuery;
 
+/* At most this many checks are sent to polkitd and not yet answered; the
+ * others wait here, in order. dbus-daemon lets a connection have 128 calls
+ * without an answer (max_replies_per_connection) and fails the next one at
+ * once: a burst of submissions from many callers was denied with
+ * "authorization service not available" while polkitd was merely busy. An
+ * interactive check (a person may take minutes) is always sent at once. */
+#define POLKIT_SENT_MAX 32U
+/* Beyond this many waiting, a call is refused with LimitsExceeded. */
+#define POLKIT_WAITING_MAX 4096U
+/* A yes to a POLKIT_KEEP check is remembered this long for the connection
+ * that got it, and for at most this many connections. */
+#define POLKIT_KEEP_USEC (1U * USEC_PER_SEC)
+#define POLKIT_KEPT_MAX 64U
+
 struct PolkitQuery {
         PolkitRegistry *registry;
         sd_bus_message *request;   /* the call being authorized, re-queued when answered */
         char *action;
+        sd_bus_message *check;     /* the CheckAuthorization call while it waits to be sent */
         sd_bus_slot *slot;         /* the pending CheckAuthorization, NULL once answered */
+        uint64_t generation;       /* the registry's when it was sent */
+        bool keep;
+        bool interactive;
         bool answered;
         bool authorized;
         bool challenge;
+        bool plain;                /* authorized with no details: no temporary authorization */
         char *error_name;          /* polkit could not be asked: name of the D-Bus error */
         PolkitQuery *next;
 };
 
+typedef struct PolkitKept {
+        char *sender;              /* a unique bus name: never given to another connection */
+        char *action;
+        uint64_t until;            /* CLOCK_MONOTONIC */
+} PolkitKept;
+
 struct PolkitRegistry {
-        PolkitQuery *queries;
+        sd_bus *bus;
+        PolkitQuery *queries;      /* oldest first */
+        unsigned n_sent, n_waiting;
+
+        PolkitKept kept[POLKIT_KEPT_MAX];
+        /* Bumped whenever polkitd says its answers may have changed: an
+         * answer to a question sent before is not kept. */
+        uint64_t generation;
+        sd_bus_slot *changed_slot, *owner_slot;
+        unsigned watching;         /* matches installed: both are needed before anything is kept */
+        uint64_t keep_usec;
 };
+
+/* How long a yes is kept: POLKIT_KEEP_USEC, or for tests and measurements
+ * AGENTFAB_POLKIT_KEEP_SEC from the service's environment, 0 (never) to 10. */
+static uint64_t keep_usec_from_env(void) {
+        const char *e = secure_getenv("AGENTFAB_POLKIT_KEEP_SEC");
+        char *end;
+        unsigned long v;
+
+        if (!e)
+                return POLKIT_KEEP_USEC;
+        errno = 0;
+        v = strtoul(e, &end, 10);
+        if (errno != 0 || end == e || *end != '\0' || v > 10) {
+                log_warning("Ignoring AGENTFAB_POLKIT_KEEP_SEC='%s': not a number of seconds from 0 to 10.", e);
+                return POLKIT_KEEP_USEC;
+        }
+        return v * USEC_PER_SEC;
+}
+
+static uint64_t now_monotonic(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000U;
+}
 
 static PolkitQuery *polkit_query_free(PolkitQuery *q) {
         if (!q)
                 return NULL;
         sd_bus_slot_unref(q->slot);
+        sd_bus_message_unref(q->check);
         sd_bus_message_unref(q->request);
         free(q->action);
         free(q->error_name);
@@ -42,6 +105,15 @@ static void registry_remove(PolkitRegistry *reg, PolkitQuery *q) {
                 }
 }
 
+static void registry_forget(PolkitRegistry *reg) {
+        for (size_t i = 0; i < POLKIT_KEPT_MAX; i++) {
+                free(reg->kept[i].sender);
+                free(reg->kept[i].action);
+                reg->kept[i] = (PolkitKept) {};
+        }
+        reg->generation++;
+}
+
 PolkitRegistry *polkit_registry_free(PolkitRegistry *reg) {
         if (!reg)
                 return NULL;
@@ -50,6 +122,10 @@ PolkitRegistry *polkit_registry_free(PolkitRegistry *reg) {
                 reg->queries = q->next;
                 polkit_query_free(q);
         }
+        registry_forget(reg);
+        sd_bus_slot_unref(reg->changed_slot);
+        sd_bus_slot_unref(reg->owner_slot);
+        sd_bus_unref(reg->bus);
         free(reg);
         return NULL;
 }
@@ -61,7 +137,97 @@ size_t polkit_registry_pending(PolkitRegistry *reg) {
         return n;
 }
 
-static int parse_check_reply(sd_bus_message *reply, bool *ret_authorized, bool *ret_challenge) {
+static bool registry_is_kept(PolkitRegistry *reg, const char *sender, const char *action) {
+        uint64_t now;
+
+        if (reg->watching < 2 || reg->keep_usec == 0)
+                return false;
+        now = now_monotonic();
+        for (size_t i = 0; i < POLKIT_KEPT_MAX; i++)
+                if (reg->kept[i].until > now && streq(reg->kept[i].sender, sender) &&
+                    streq(reg->kept[i].action, action))
+                        return true;
+        return false;
+}
+
+static void registry_keep(PolkitRegistry *reg, const char *sender, const char *action) {
+        PolkitKept *k = &reg->kept[0];
+        char *s, *a;
+
+        /* The same connection's entry, else a free or expired one, else the oldest. */
+        for (size_t i = 0; i < POLKIT_KEPT_MAX; i++) {
+                if (streq_ptr(reg->kept[i].sender, sender) && streq_ptr(reg->kept[i].action, action)) {
+                        k = &reg->kept[i];
+                        break;
+                }
+                if (reg->kept[i].until < k->until)
+                        k = &reg->kept[i];
+        }
+        s = strdup(sender);
+        a = strdup(action);
+        if (!s || !a) {
+                free(s);
+                free(a);
+                return;
+        }
+        free(k->sender);
+        free(k->action);
+        *k = (PolkitKept) { .sender = s, .action = a, .until = now_monotonic() + reg->keep_usec };
+}
+
+/* Whether a kept question of the same connection is with polkitd now: its
+ * answer will do for this one too. */
+static bool registry_is_asking(PolkitRegistry *reg, const char *sender, const char *action) {
+        for (PolkitQuery *q = reg->queries; q; q = q->next)
+                if (q->keep && q->slot && streq(q->action, action) &&
+                    streq_ptr(sd_bus_message_get_sender(q->request), sender))
+                        return true;
+        return false;
+}
+
+static int on_polkit_changed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        PolkitRegistry *reg = userdata;
+
+        (void) m, (void) ret_error;
+        /* Rules, actions, sessions or temporary authorizations changed, or
+         * polkitd came or went: nothing it said before is kept. */
+        registry_forget(reg);
+        return 0;
+}
+
+static int on_match_installed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        PolkitRegistry *reg = userdata;
+
+        (void) ret_error;
+        if (sd_bus_message_is_method_error(m, NULL)) {
+                log_warning("Cannot watch polkitd for changes, its answers are not kept: %s",
+                            sd_bus_message_get_error(m)->message ?: "unknown error");
+                return 0;
+        }
+        reg->watching++;
+        return 0;
+}
+
+static int registry_watch(PolkitRegistry *reg) {
+        int r;
+
+        if (reg->changed_slot)
+                return 0;
+        r = sd_bus_match_signal_async(reg->bus, &reg->changed_slot, "org.freedesktop.PolicyKit1",
+                                      "/org/freedesktop/PolicyKit1/Authority", "org.freedesktop.PolicyKit1.Authority",
+                                      "Changed", on_polkit_changed, on_match_installed, reg);
+        if (r < 0)
+                return r;
+        return sd_bus_add_match_async(reg->bus, &reg->owner_slot,
+                                      "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                                      "interface='org.freedesktop.DBus',member='NameOwnerChanged',"
+                                      "arg0='org.freedesktop.PolicyKit1'",
+                                      on_polkit_changed, on_match_installed, reg);
+}
+
+/* Reads the answer: (bba{ss}). plain: authorized with no details at all,
+ * i.e. not through a temporary authorization (auth_*_keep) or a challenge. */
+static int parse_check_reply(sd_bus_message *reply, bool *ret_authorized, bool *ret_challenge, bool *ret_plain) {
         int authorized = 0, challenge = 0, r;
 
         r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_STRUCT, "bba{ss}");
@@ -72,11 +238,35 @@ static int parse_check_reply(sd_bus_message *reply, bool *ret_authorized, bool *
                 return r;
         *ret_authorized = authorized;
         *ret_challenge = challenge;
+        if (ret_plain) {
+                r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "{ss}");
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_at_end(reply, false);
+                if (r < 0)
+                        return r;
+                *ret_plain = authorized && !challenge && r > 0;
+        }
         return 0;
+}
+
+static void registry_dispatch(PolkitRegistry *reg);
+
+/* The call is run again; it will find its answer. */
+static void query_requeue(PolkitQuery *q) {
+        int r;
+
+        r = sd_bus_enqueue_for_read(sd_bus_message_get_bus(q->request), q->request);
+        if (r < 0) {
+                log_error_errno(r, "Failed to re-queue authorized call: %m");
+                registry_remove(q->registry, q);
+                polkit_query_free(q);
+        }
 }
 
 static int on_check_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         PolkitQuery *q = userdata;
+        PolkitRegistry *reg = q->registry;
         const sd_bus_error *e;
         int r;
 
@@ -84,27 +274,78 @@ static int on_check_reply(sd_bus_message *reply, void *userdata, sd_bus_error *r
 
         q->slot = sd_bus_slot_unref(q->slot);
         q->answered = true;
+        reg->n_sent--;
 
         e = sd_bus_message_get_error(reply);
         if (e) {
                 log_warning("polkit check of '%s' failed, denying: %s", q->action, e->message ?: e->name);
                 q->error_name = strdup(e->name ?: SD_BUS_ERROR_FAILED);
         } else {
-                r = parse_check_reply(reply, &q->authorized, &q->challenge);
+                r = parse_check_reply(reply, &q->authorized, &q->challenge, &q->plain);
                 if (r < 0) {
                         log_warning_errno(r, "Unexpected reply from polkit, denying: %m");
-                        q->authorized = q->challenge = false;
+                        q->authorized = q->challenge = q->plain = false;
                 }
         }
 
-        /* Run the original method handler again; it will find this answer. */
-        r = sd_bus_enqueue_for_read(sd_bus_message_get_bus(q->request), q->request);
-        if (r < 0) {
-                log_error_errno(r, "Failed to re-queue authorized call: %m");
-                registry_remove(q->registry, q);
-                polkit_query_free(q);
-        }
+        /* SECURITY: kept only when asked for (the submit action), a plain yes
+         * (none from a temporary authorization: auth_admin_keep always asks
+         * polkitd), and nothing changed at polkitd since the question. */
+        if (q->keep && q->plain && q->generation == reg->generation)
+                registry_keep(reg, sd_bus_message_get_sender(q->request), q->action);
+
+        query_requeue(q);
+        registry_dispatch(reg);
         return 0;
+}
+
+static int query_send(PolkitQuery *q) {
+        PolkitRegistry *reg = q->registry;
+        int r;
+
+        /* An interactive check waits for a person: give it time. */
+        r = sd_bus_call_async(reg->bus, &q->slot, q->check, on_check_reply, q, 5 * 60 * USEC_PER_SEC);
+        if (r < 0)
+                return r;
+        q->check = sd_bus_message_unref(q->check);
+        q->generation = reg->generation;
+        reg->n_sent++;
+        return 0;
+}
+
+/* Sends what waits, in order, as far as POLKIT_SENT_MAX allows; answers
+ * from what is kept where it can. */
+static void registry_dispatch(PolkitRegistry *reg) {
+        PolkitQuery *next;
+
+        for (PolkitQuery *q = reg->queries; q; q = next) {
+                const char *sender = sd_bus_message_get_sender(q->request);
+                int r;
+
+                next = q->next;
+                if (!q->check)
+                        continue;
+                if (q->keep && registry_is_kept(reg, sender, q->action)) {
+                        q->check = sd_bus_message_unref(q->check);
+                        reg->n_waiting--;
+                        q->answered = q->authorized = true;
+                        query_requeue(q);
+                        continue;
+                }
+                if (q->keep && registry_is_asking(reg, sender, q->action))
+                        continue;
+                if (reg->n_sent >= POLKIT_SENT_MAX)
+                        break;
+                reg->n_waiting--;
+                r = query_send(q);
+                if (r < 0) {
+                        log_warning_errno(r, "Cannot ask polkit about '%s', denying: %m", q->action);
+                        q->check = sd_bus_message_unref(q->check);
+                        q->answered = true;
+                        q->error_name = strdup(SD_BUS_ERROR_FAILED);
+                        query_requeue(q);
+                }
+        }
 }
 
 static int append_details(sd_bus_message *m, const char **details) {
@@ -129,10 +370,12 @@ static int new_check_authorization(sd_bus *bus, sd_bus_message **ret) {
                                               "CheckAuthorization");
 }
 
-int bus_verify_polkit_async(sd_bus_message *call, uid_t uid, const char *action, const char **details,
-                            PolkitRegistry **registry, sd_bus_error *error) {
+int bus_verify_polkit_async_full(sd_bus_message *call, uid_t uid, const char *action, const char **details,
+                                 PolkitFlags flags, PolkitRegistry **registry, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        PolkitRegistry *reg;
         const char *sender;
+        bool keep, interactive;
         int r;
 
         if (uid == 0)
@@ -160,16 +403,36 @@ int bus_verify_polkit_async(sd_bus_message *call, uid_t uid, const char *action,
         }
 
         sender = sd_bus_message_get_sender(call);
-        if (!sender)
-                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Caller has no bus name.");
+        if (!sender || sender[0] != ':')
+                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Caller has no unique bus name.");
 
         if (!*registry) {
                 *registry = calloc(1, sizeof(PolkitRegistry));
                 if (!*registry)
                         return -ENOMEM;
+                (*registry)->bus = sd_bus_ref(sd_bus_message_get_bus(call));
+                (*registry)->keep_usec = keep_usec_from_env();
+        }
+        reg = *registry;
+
+        /* SECURITY: a yes is kept only for questions without details (the
+         * answer may depend on them), for the very connection that got it. */
+        keep = (flags & POLKIT_KEEP) && !details && reg->keep_usec > 0;
+        if (keep) {
+                r = registry_watch(reg);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot watch polkitd for changes, its answers are not kept: %m");
+                if (registry_is_kept(reg, sender, action))
+                        return 1;
         }
 
-        r = new_check_authorization(sd_bus_message_get_bus(call), &m);
+        interactive = sd_bus_message_get_allow_interactive_authorization(call) > 0;
+        if (!interactive && reg->n_waiting >= POLKIT_WAITING_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                         "Too many authorization checks are waiting for polkit; '%s' was not asked, try again.",
+                                         action);
+
+        r = new_check_authorization(reg->bus, &m);
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "(sa{sv})s", "system-bus-name", 1, "name", "s", sender, action);
@@ -179,31 +442,45 @@ int bus_verify_polkit_async(sd_bus_message *call, uid_t uid, const char *action,
         if (r < 0)
                 return r;
         /* Flag 1 is AllowUserInteraction: only when the caller said it may be asked. */
-        r = sd_bus_message_append(m, "us", (uint32_t) !!sd_bus_message_get_allow_interactive_authorization(call), "");
+        r = sd_bus_message_append(m, "us", (uint32_t) interactive, "");
         if (r < 0)
                 return r;
 
         PolkitQuery *q = calloc(1, sizeof(PolkitQuery));
         if (!q)
                 return -ENOMEM;
-        q->registry = *registry;
-        q->request = sd_bus_message_ref(call);
-        q->action = strdup(action);
+        *q = (PolkitQuery) {
+                .registry = reg,
+                .request = sd_bus_message_ref(call),
+                .action = strdup(action),
+                .check = TAKE_PTR(m),
+                .keep = keep,
+                .interactive = interactive,
+        };
         if (!q->action) {
                 polkit_query_free(q);
                 return -ENOMEM;
         }
 
-        /* An interactive check waits for a person: give it time. */
-        r = sd_bus_call_async(sd_bus_message_get_bus(call), &q->slot, m, on_check_reply, q, 5 * 60 * 1000000ULL);
-        if (r < 0) {
-                polkit_query_free(q);
-                return r;
-        }
+        if (interactive || (reg->n_sent < POLKIT_SENT_MAX && !(keep && registry_is_asking(reg, sender, action)))) {
+                r = query_send(q);
+                if (r < 0) {
+                        polkit_query_free(q);
+                        return r;
+                }
+        } else
+                reg->n_waiting++;
 
-        q->next = (*registry)->queries;
-        (*registry)->queries = q;
+        PolkitQuery **i = &reg->queries;
+        while (*i)
+                i = &(*i)->next;
+        *i = q;
         return 0;
+}
+
+int bus_verify_polkit_async(sd_bus_message *call, uid_t uid, const char *action, const char **details,
+                            PolkitRegistry **registry, sd_bus_error *error) {
+        return bus_verify_polkit_async_full(call, uid, action, details, 0, registry, error);
 }
 
 typedef struct ProcessCheck {
@@ -221,7 +498,7 @@ static int on_process_reply(sd_bus_message *reply, void *userdata, sd_bus_error 
         if (sd_bus_message_is_method_error(reply, NULL))
                 r = -EACCES;
         else {
-                r = parse_check_reply(reply, &authorized, &challenge);
+                r = parse_check_reply(reply, &authorized, &challenge, NULL);
                 if (r >= 0)
                         r = authorized;
         }

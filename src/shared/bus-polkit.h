@@ -33,6 +33,19 @@ PolkitRegistry *polkit_registry_free(PolkitRegistry *reg);
 int bus_verify_polkit_async(sd_bus_message *call, uid_t uid, const char *action, const char **details,
                             PolkitRegistry **registry, sd_bus_error *error);
 
+typedef enum PolkitFlags {
+        /* A plain yes (not from a temporary authorization) to a question
+         * without details may be remembered for the caller's connection for
+         * a second, until polkitd says something changed (its Changed
+         * signal, or it restarts): the answer to a long-lived client's every
+         * call costs polkitd and the bus about 22 messages. Never for
+         * actions an administrator is asked for. */
+        POLKIT_KEEP = 1 << 0,
+} PolkitFlags;
+
+int bus_verify_polkit_async_full(sd_bus_message *call, uid_t uid, const char *action, const char **details,
+                                 PolkitFlags flags, PolkitRegistry **registry, sd_bus_error *error);
+
 /* The same question for a process that is not a bus peer (a client of the
  * stream socket), never interactive. callback gets 1 authorized, 0 denied,
  * or a negative errno. */

@@ -15,7 +15,12 @@
 #      daemon's memory stays flat;
 #   3. resume: TASKS tasks wait for their model, agentfabd is SIGKILLed and
 #      activated again; the time until all are at work again; no step lost
-#      or repeated (Agentfab-Step trailers).
+#      or repeated (Agentfab-Step trailers);
+#   4. (run first, phase "polkit") polkit's answers at a high rate: a burst
+#      of 200 submissions on 200 connections is not refused; a yes to
+#      org.agentfab.submit is kept for its connection only, and forgotten
+#      after its time, a change of polkit's rules and a restart of polkitd;
+#      a watch skips a torn line of a history it sends unparsed after.
 #
 #   tests/integration/daemon-load.sh BUILDDIR          (CI: 10,000 files, 64 MiB, 20 tasks)
 #   FILES=100000 FLOOD_MB=1024 bench/daemon-bench.sh BUILDDIR   (the benchmark's sizes)
@@ -37,7 +42,7 @@ FILES=${FILES:-10000}
 FLOOD_MB=${FLOOD_MB:-64}
 TASKS=${TASKS:-20}
 BUS_MAX_MS=${BUS_MAX_MS:-1000}
-PHASES=${PHASES:-"latency flood resume"}
+PHASES=${PHASES:-"polkit latency flood resume"}
 
 if [ "$(id -u)" != 0 ]; then
         echo "daemon-load needs root; skipping"
@@ -85,6 +90,7 @@ harness_prepare_root() {
         local R=$1
         DESTDIR="$R" meson install -C "$BUILDDIR" --quiet --no-rebuild >/dev/null || return 1
         install -m 0755 "$BUILDDIR/bench/latency-probe" "$R/usr/local/bin/latency-probe" || return 1
+        install -m 0755 "$BUILDDIR/bench/agentfab-load" "$R/usr/local/bin/agentfab-load" || return 1
         systemd-sysusers --root="$R" "$R/usr/lib/sysusers.d/agentfab.conf" || return 1
         journalctl --root="$R" --update-catalog || return 1
         systemctl --root="$R" enable agentfab.socket agentfab-launcher.socket >/dev/null 2>&1 || return 1
@@ -437,6 +443,119 @@ for i in range(0, len(rows) - 1, 2):
           (names[i // 2] if i // 2 < len(names) else "?", b >> 20, dl, rl, dn, rn, dl / dn, bound,
            "met" if rl >= bound else "not met"))
 '
+}
+
+# ---------------------------------------------------------------- 4.
+# Calls at a high rate: a burst of submissions from many connections is
+# queued for polkit, not denied for the bus's limit of pending calls (128
+# a connection); a yes to org.agentfab.submit is kept a moment for the
+# connection that got it (AGENTFAB_POLKIT_KEEP_SEC=6 here, 1 s by default),
+# never for another, and forgotten when its time is over, when polkitd's
+# rules change or when polkitd restarts; a watch of a history with a torn
+# line in it, sent from what was checked before, is what it was.
+watch_events() {
+        hx_as alice python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(20)
+s.connect("/run/agentfab/agentfab.sock")
+s.sendall(("{\"task\":\"%s\",\"follow\":false}\n" % sys.argv[1]).encode())
+d = b""
+while True:
+    k = s.recv(65536)
+    if not k:
+        break
+    d += k
+sys.stdout.write(d.decode())' "$1"
+}
+
+phase_polkit() {
+        local out id script t0 took i got rules=/etc/polkit-1/rules.d/40-agentfab-test-flag.rules
+        local denied=org.freedesktop.DBus.Error.AccessDenied
+        make_repo small 10
+        hx rm -f /tmp/agentfab-flag /tmp/agentfab-step1 /tmp/agentfab-step2 /tmp/agentfab-go1 /tmp/agentfab-go2
+        # Every task held queued; as many as the burst makes.
+        printf '[Daemon]\nMaxActiveTasks=0\nMaxTasksPerUser=100000\n' | hx tee /etc/agentfab/agentfab.conf.d/70-polkit.conf >/dev/null
+        hx mkdir -p /run/systemd/system/agentfab.service.d
+        printf '[Service]\nEnvironment=AGENTFAB_POLKIT_KEEP_SEC=6\n' |
+                hx tee /run/systemd/system/agentfab.service.d/70-polkit.conf >/dev/null
+        hx systemctl daemon-reload
+        hx systemctl restart agentfab.service
+        # alice's submissions are refused while /tmp/agentfab-flag says "no".
+        printf '%s\n' 'polkit.addRule(function(action, subject) {' \
+                '        if (action.id == "org.agentfab.submit" && subject.user == "alice") {' \
+                '                try {' \
+                '                        if (polkit.spawn(["/bin/cat", "/tmp/agentfab-flag"]).trim() == "no")' \
+                '                                return polkit.Result.NO;' \
+                '                } catch (e) {}' \
+                '        }' \
+                '});' | hx tee "$rules" >/dev/null
+        sleep 1
+
+        out=$(hx_as alice agentfab-load burst --count=200 --repo=/home/alice/small 2>&1) &&
+                ok "200 submissions at once on 200 connections, none refused (${out#burst: })" || fail "burst: $out"
+
+        printf '%s\n' "write /tmp/agentfab-flag yes" "submit 0" \
+                "write /tmp/agentfab-flag no" "submit 0" "submit 1" "sleep 6.5" "submit 0" \
+                "write /tmp/agentfab-flag yes" "submit 0" "write /tmp/agentfab-flag no" "submit 0" \
+                "write /tmp/agentfab-step1 x" "wait /tmp/agentfab-go1" "submit 0" \
+                "write /tmp/agentfab-flag yes" "submit 0" "write /tmp/agentfab-flag no" \
+                "write /tmp/agentfab-step2 x" "wait /tmp/agentfab-go2" "submit 0" |
+                hx_as alice agentfab-load script --repo=/home/alice/small > "$WORK/keep.out" 2>&1 &
+        script=$!
+        for i in $(seq 300); do hx test -e /tmp/agentfab-step1 && break; sleep 0.1; done
+        t0=$(date +%s.%N)
+        # New rules: polkitd reloads them and says Changed.
+        echo '/* nothing */' | hx tee /etc/polkit-1/rules.d/41-agentfab-test-touch.rules >/dev/null
+        sleep 0.5
+        hx touch /tmp/agentfab-go1
+        took=$(elapsed "$t0" "$(date +%s.%N)")
+        for i in $(seq 300); do hx test -e /tmp/agentfab-step2 && break; sleep 0.1; done
+        t0=$(date +%s.%N)
+        hx systemctl restart polkit.service
+        hx touch /tmp/agentfab-go2
+        took="$took s and $(elapsed "$t0" "$(date +%s.%N)") s"
+        wait "$script"
+        mapfile -t got < "$WORK/keep.out"
+        [ "${got[0]:-}" = "submit 0 ok" ] && ok "polkit says yes: submitted" || fail "first: ${got[0]:-}"
+        [ "${got[1]:-}" = "submit 0 ok" ] && ok "the yes is kept for that connection after the rule turned to no" ||
+                fail "kept: ${got[1]:-}"
+        [ "${got[2]:-}" = "submit 1 $denied" ] && ok "not for another connection of the same user: denied" ||
+                fail "other connection: ${got[2]:-}"
+        [ "${got[3]:-}" = "submit 0 $denied" ] && ok "not after its time: denied" || fail "after its time: ${got[3]:-}"
+        [ "${got[4]:-} ${got[5]:-}" = "submit 0 ok submit 0 ok" ] || fail "kept again: ${got[4]:-} ${got[5]:-}"
+        [ "${got[6]:-}" = "submit 0 $denied" ] && ok "not after polkit's rules changed: denied" ||
+                fail "after Changed: ${got[6]:-}"
+        [ "${got[7]:-}" = "submit 0 ok" ] || fail "kept a third time: ${got[7]:-}"
+        [ "${got[8]:-}" = "submit 0 $denied" ] && ok "not after polkitd restarted: denied" ||
+                fail "after the restart: ${got[8]:-}"
+        [ "${#got[@]}" = 9 ] || fail "the script said: $(cat "$WORK/keep.out")"
+        figure "the rules change and polkitd's restart took $took (within the 6 s a yes is kept)"
+
+        # A torn line in a history, then more events after it.
+        id=$(hx sh -c 'ls /var/lib/agentfab/tasks | head -1')
+        local ev=/var/lib/agentfab/tasks/$id/events.jsonl
+        watch_events "$id" > "$WORK/watch0"
+        printf '{"type":"torn\n{"type":"note","task":"%s","n":1}\n' "$id" | hx tee -a "$ev" >/dev/null
+        watch_events "$id" > "$WORK/watch1"
+        watch_events "$id" > "$WORK/watch2"
+        printf '{"type":"note","task":"%s","n":2}\n' "$id" | hx tee -a "$ev" >/dev/null
+        watch_events "$id" > "$WORK/watch3"
+        if [ -n "$id" ] && [ "$(wc -l < "$WORK/watch0")" -ge 2 ] && cmp -s "$WORK/watch1" "$WORK/watch2" &&
+           ! grep -q torn "$WORK/watch1" && grep -q '"n":1' "$WORK/watch1" &&
+           [ "$(grep -c '"type":"note"' "$WORK/watch3")" = 2 ] &&
+           [ "$(head -n -1 "$WORK/watch0")" = "$(head -n -2 "$WORK/watch1")" ] &&
+           tail -1 "$WORK/watch3" | grep -q '"type":"end"'; then
+                ok "a watch skips a torn line, sends what follows it, and every new event"
+        else
+                fail "watch of '$id': $(tail -c 600 "$WORK/watch1"; echo; tail -c 300 "$WORK/watch3")"
+        fi
+
+        hx rm -f "$rules" /etc/polkit-1/rules.d/41-agentfab-test-touch.rules /etc/agentfab/agentfab.conf.d/70-polkit.conf \
+                /run/systemd/system/agentfab.service.d/70-polkit.conf /tmp/agentfab-flag
+        hx systemctl daemon-reload
+        hx systemctl stop agentfab.service 2>/dev/null
+        hx sh -c 'rm -rf /var/lib/agentfab/tasks/*'
+        hx systemctl start agentfab.service
 }
 
 # ---------------------------------------------------------------- 3.
