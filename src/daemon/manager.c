@@ -91,6 +91,7 @@ Manager *manager_free(Manager *m) {
                 task_free(m->tasks[i]);
         }
         free(m->tasks);
+        free(m->tasks_by_id);
         sd_event_source_disable_unref(m->schedule);
         m->model = model_client_free(m->model);
         m->egress = egress_free(m->egress);
@@ -112,20 +113,57 @@ void manager_touch(Manager *m) {
         m->last_activity_usec = now_monotonic();
 }
 
+/* Where id is in tasks_by_id, or would go. */
+static size_t manager_task_index(Manager *m, const char *id, bool *ret_found) {
+        size_t lo = 0, hi = m->n_tasks;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int c = strcmp(m->tasks_by_id[mid]->id, id);
+
+                if (c == 0) {
+                        *ret_found = true;
+                        return mid;
+                }
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_found = false;
+        return lo;
+}
+
+/* A binary search: thousands of tasks are looked up hundreds of times a
+ * second by a busy client, each look-up a walk of them all before. */
 Task *manager_find_task(Manager *m, const char *id) {
+        bool found;
+        size_t i;
+
         if (!task_id_is_valid(id))
                 return NULL;
-        for (size_t i = 0; i < m->n_tasks; i++)
-                if (streq(m->tasks[i]->id, id))
-                        return m->tasks[i];
-        return NULL;
+        i = manager_task_index(m, id, &found);
+        return found ? m->tasks_by_id[i] : NULL;
 }
 
 int manager_add_task(Manager *m, Task *t) {
-        Task **a = realloc(m->tasks, sizeof(Task *) * (m->n_tasks + 1));
+        bool found;
+        size_t i;
+        Task **a;
+
+        i = manager_task_index(m, t->id, &found);
+        if (found)
+                return -EEXIST;
+        a = realloc(m->tasks_by_id, sizeof(Task *) * (m->n_tasks + 1));
+        if (!a)
+                return -ENOMEM;
+        m->tasks_by_id = a;
+        a = realloc(m->tasks, sizeof(Task *) * (m->n_tasks + 1));
         if (!a)
                 return -ENOMEM;
         m->tasks = a;
+        memmove(m->tasks_by_id + i + 1, m->tasks_by_id + i, sizeof(Task *) * (m->n_tasks - i));
+        m->tasks_by_id[i] = t;
         m->tasks[m->n_tasks++] = t;
         t->manager = m;
         t->tasks_fd = m->tasks_fd;
@@ -211,6 +249,11 @@ int manager_load_tasks(Manager *m) {
                         continue;
                 }
                 r = manager_add_task(m, t);
+                if (r == -EEXIST) {
+                        log_warning("Task '%s' is there twice, ignoring the second.", de->d_name);
+                        task_free(t);
+                        continue;
+                }
                 if (r < 0) {
                         task_free(t);
                         closedir(d);

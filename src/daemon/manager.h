@@ -33,6 +33,7 @@ typedef struct Manager {
 
         Task **tasks;
         size_t n_tasks;
+        Task **tasks_by_id;        /* the same, sorted by id: every call on a task looks it up */
 
         PolkitRegistry *polkit;
         /* Bus peers that passed polkit's org.agentfab.manage check: they may
