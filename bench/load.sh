@@ -24,7 +24,8 @@
 # (DIR/perf.data, with the report in DIR/perf.txt) and the daemon's
 # syscalls slower than 1 ms (`strace -T`, DIR/strace.txt), one after the
 # other, PROFILE_SECONDS (5) each; the figures of that run are not the
-# daemon's own any more. PHASES=rate skips the queued tasks' phase.
+# daemon's own any more. PHASES=rate skips the queued tasks' phase,
+# PHASES=queued the calls.
 set -u
 BUILDDIR=$(realpath "${1:-build}")
 HERE=$(dirname "$(realpath "$0")")
@@ -80,62 +81,64 @@ hx_as alice bash -c 'cd ~ && git init -q proj && cd proj && echo hello > README 
 rss() { hx awk '/^VmRSS/ {print $2 * 1024}' "/proc/$(hx systemctl show -p MainPID --value agentfab.service)/status"; }
 rc=0
 
+if [ "${PHASES:-all}" != queued ]; then
 echo "=== $RATE D-Bus calls a second for $DURATION s from $CLIENTS clients, two tasks at work"
-for i in 1 2; do
-        hx_as alice agentfabctl submit --repo /home/alice/proj --goal "work" --test true >/dev/null || rc=1
-done
-sleep 3
-echo "active tasks: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
-if [ -n "${PROFILE:-}" ]; then
-        # The daemon's pid as the host sees it: ours is the one in the booted system's pid namespace.
-        mkdir -p "$PROFILE"
-        (
-                sleep 3
-                pid=$(pgrep --ns "$HARNESS_PID" --nslist pid -x "${PROFILE_PROCESS:-agentfabd}" | head -1)
-                [ -n "$pid" ] || exit 0
-                timeout "${PROFILE_SECONDS:-5}" perf record -q --call-graph "${PROFILE_CALLGRAPH:-fp}" -o "$PROFILE/perf.data" -p "$pid" >/dev/null 2>&1
-                perf report -i "$PROFILE/perf.data" --no-children --stdio --sort symbol 2>/dev/null > "$PROFILE/perf.txt"
-                timeout "${PROFILE_SECONDS:-5}" strace -f -T -tt -qq -p "$pid" -o "$PROFILE/strace.all" 2>/dev/null
-                awk -F'<' '{ d = $NF; sub(/>.*/, "", d); if (d + 0 >= 0.001) print }' "$PROFILE/strace.all" > "$PROFILE/strace.txt"
-        ) &
-        PROFILE_PID=$!
+        for i in 1 2; do
+                hx_as alice agentfabctl submit --repo /home/alice/proj --goal "work" --test true >/dev/null || rc=1
+        done
+        sleep 3
+        echo "active tasks: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
+        if [ -n "${PROFILE:-}" ]; then
+                # The daemon's pid as the host sees it: ours is the one in the booted system's pid namespace.
+                mkdir -p "$PROFILE"
+                (
+                        sleep 3
+                        pid=$(pgrep --ns "$HARNESS_PID" --nslist pid -x "${PROFILE_PROCESS:-agentfabd}" | head -1)
+                        [ -n "$pid" ] || exit 0
+                        timeout "${PROFILE_SECONDS:-5}" perf record -q --call-graph "${PROFILE_CALLGRAPH:-fp}" -o "$PROFILE/perf.data" -p "$pid" >/dev/null 2>&1
+                        perf report -i "$PROFILE/perf.data" --no-children --stdio --sort symbol 2>/dev/null > "$PROFILE/perf.txt"
+                        timeout "${PROFILE_SECONDS:-5}" strace -f -T -tt -qq -p "$pid" -o "$PROFILE/strace.all" 2>/dev/null
+                        awk -F'<' '{ d = $NF; sub(/>.*/, "", d); if (d + 0 >= 0.001) print }' "$PROFILE/strace.all" > "$PROFILE/strace.txt"
+                ) &
+                PROFILE_PID=$!
+        fi
+        if [ -n "${MONITOR:-}" ]; then
+                # Every message on the bus for MONITOR_SECONDS during the calls, counted by kind, sender's
+                # well-known role, interface and member: what a call costs dbus-daemon (signals included).
+                mkdir -p "$MONITOR"
+                (
+                        sleep 3
+                        hx timeout "${MONITOR_SECONDS:-5}" dbus-monitor --system --profile > "$MONITOR/profile.txt" 2>/dev/null
+                        hx busctl --system --no-legend list --unique | awk '{ print $1, $3 }' > "$MONITOR/names.txt" 2>/dev/null
+                ) &
+                MONITOR_PID=$!
+        fi
+        # CPU time of the daemon and of the bus and polkit around it, for the figures.
+        cpu_ticks() {
+                local p
+                for p in $(pgrep --ns "$HARNESS_PID" --nslist pid -x "$1"); do
+                        awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null
+                done | awk '{ s += $1 } END { print s + 0 }'
+        }
+        declare -A cpu0
+        for c in agentfabd dbus-daemon polkitd; do cpu0[$c]=$(cpu_ticks "$c"); done
+        t0=$(date +%s%N)
+        hx_as alice agentfab-load rate --clients="$CLIENTS" --rate="$RATE" --seconds="$DURATION" --repo=/home/alice/proj \
+                $([ "${LOOP:-open}" = closed ] && echo --closed) || rc=1
+        t1=$(date +%s%N)
+        echo "CPU during the calls (share of one core): $(for c in agentfabd dbus-daemon polkitd; do
+                awk -v a="${cpu0[$c]}" -v b="$(cpu_ticks "$c")" -v hz="$(getconf CLK_TCK)" -v ns=$((t1 - t0)) -v c="$c" \
+                    'BEGIN { printf "%s %.0f %%  ", c, (b - a) / hz / (ns / 1e9) * 100 }'; done)load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+        [ -n "${PROFILE_PID:-}" ] && wait "$PROFILE_PID"
+        if [ -n "${MONITOR_PID:-}" ]; then
+                wait "$MONITOR_PID"
+                echo "bus messages in ${MONITOR_SECONDS:-5} s (dbus-monitor --profile; type, interface, member):"
+                awk '$1 != "#" && NF >= 5 { k = $1 " " ($7 == "" ? "-" : $7) " " ($8 == "" ? "-" : $8); n[k]++; t++ }
+                     END { for (k in n) printf "%8d  %s\n", n[k], k; printf "%8d  all\n", t }' "$MONITOR/profile.txt" | sort -rn | head -30
+        fi
+        echo "active tasks after: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
+        
 fi
-if [ -n "${MONITOR:-}" ]; then
-        # Every message on the bus for MONITOR_SECONDS during the calls, counted by kind, sender's
-        # well-known role, interface and member: what a call costs dbus-daemon (signals included).
-        mkdir -p "$MONITOR"
-        (
-                sleep 3
-                hx timeout "${MONITOR_SECONDS:-5}" dbus-monitor --system --profile > "$MONITOR/profile.txt" 2>/dev/null
-                hx busctl --system --no-legend list --unique | awk '{ print $1, $3 }' > "$MONITOR/names.txt" 2>/dev/null
-        ) &
-        MONITOR_PID=$!
-fi
-# CPU time of the daemon and of the bus and polkit around it, for the figures.
-cpu_ticks() {
-        local p
-        for p in $(pgrep --ns "$HARNESS_PID" --nslist pid -x "$1"); do
-                awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null
-        done | awk '{ s += $1 } END { print s + 0 }'
-}
-declare -A cpu0
-for c in agentfabd dbus-daemon polkitd; do cpu0[$c]=$(cpu_ticks "$c"); done
-t0=$(date +%s%N)
-hx_as alice agentfab-load rate --clients="$CLIENTS" --rate="$RATE" --seconds="$DURATION" --repo=/home/alice/proj \
-        $([ "${LOOP:-open}" = closed ] && echo --closed) || rc=1
-t1=$(date +%s%N)
-echo "CPU during the calls (share of one core): $(for c in agentfabd dbus-daemon polkitd; do
-        awk -v a="${cpu0[$c]}" -v b="$(cpu_ticks "$c")" -v hz="$(getconf CLK_TCK)" -v ns=$((t1 - t0)) -v c="$c" \
-            'BEGIN { printf "%s %.0f %%  ", c, (b - a) / hz / (ns / 1e9) * 100 }'; done)load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-[ -n "${PROFILE_PID:-}" ] && wait "$PROFILE_PID"
-if [ -n "${MONITOR_PID:-}" ]; then
-        wait "$MONITOR_PID"
-        echo "bus messages in ${MONITOR_SECONDS:-5} s (dbus-monitor --profile; type, interface, member):"
-        awk '$1 != "#" && NF >= 5 { k = $1 " " ($7 == "" ? "-" : $7) " " ($8 == "" ? "-" : $8); n[k]++; t++ }
-             END { for (k in n) printf "%8d  %s\n", n[k], k; printf "%8d  all\n", t }' "$MONITOR/profile.txt" | sort -rn | head -30
-fi
-echo "active tasks after: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
-
 if [ "${PHASES:-all}" = rate ]; then
         harness_teardown
         exit $rc
