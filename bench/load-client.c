@@ -761,6 +761,10 @@ static int run_burst(void) {
                 return 1;
         printf("burst: %u submissions on %u connections at once: %u errors, %.2f s\n", b.answered, arg_count,
                b.errors, (now_usec() - t0) / 1e6);
+        for (unsigned i = 0; i < arg_count; i++)
+                sd_bus_flush_close_unref(buses[i]);
+        free(buses);
+        sd_event_unref(b.event);
         return b.errors > 0;
 }
 
