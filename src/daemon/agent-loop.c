@@ -27,6 +27,7 @@
 #include "model-profile.h"
 #include "stream.h"
 #include "string-util.h"
+#include "task-save.h"
 #include "task-store.h"
 #include "run-ledger.h"
 #include "task-job.h"
@@ -108,6 +109,7 @@ static AgentRun *agent_run_free(AgentRun *run) {
         model_api_key_free(run->review_api_key);
         free(run->review_model_name);
         task_job_cancel(run->job);
+        step_commit_free(run->saving);
         step_commit_free(run->held);
         review_stage_job_free(run->held_review);
         sd_event_source_disable_unref(run->defer);
@@ -141,6 +143,9 @@ void agent_stop(Task *t) {
         egress_unregister(run->manager->egress, t->id);
         t->run = NULL;
         run->task = NULL;
+        /* A step's acknowledgement being written lands all the same (and
+         * memory takes it); nobody is told here. */
+        task_save_forget(t, run);
         /* Cancel now, so that no reply or output reaches a task that moved on;
          * free later, because we may be inside a callback of the call or the
          * session. Ending the session ends the sandbox and its scope. */
@@ -180,6 +185,7 @@ void agent_destroy(Task *t) {
         egress_unregister(run->manager->egress, t->id);
         t->run = NULL;
         run->task = NULL;
+        task_save_forget(t, run);
         agent_run_free(run);
 }
 
@@ -567,56 +573,122 @@ void agent_end_step(AgentRun *run) {
                 return agent_fail(run, "Cannot commit step %u: %s", step, strerror(-r));
 }
 
+static void agent_step_acked(AgentRun *run, StepCommit *c);
+
+/* The step's acknowledgement is in the state file (task-save.h): memory
+ * has it now, and what follows from it may follow. */
+static void on_step_saved(Task *t, int r, void *userdata) {
+        AgentRun *run = userdata;
+        _cleanup_(step_commit_freep) StepCommit *c = TAKE_PTR(run->saving);
+
+        (void) t;
+        run->phase = PHASE_IDLE;
+        if (!run->task || !c)
+                return;
+        if (run->save_start_usec > 0) {
+                c->save_usec = trace_now_usec() - run->save_start_usec;
+                run->save_start_usec = 0;
+        }
+        if (r < 0)
+                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
+        if (run->task->state == TASK_PAUSED) {
+                /* Paused meanwhile: the step counts (the file says so), but
+                 * its breakers and the next step wait for the resume, as a
+                 * step's end that came back paused does (run-ledger.h). */
+                run->held = TAKE_PTR(c);
+                run->held_done = agent_step_acked;
+                run->phase = PHASE_LEDGER;
+                return;
+        }
+        agent_step_acked(run, c);
+}
+
 static void agent_end_step_done(AgentRun *run, StepCommit *c) {
+        _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
+        _cleanup_free_ char *lines = NULL;
+        Task *t = run->task;
+        TaskProgress *p = &t->progress;
+        unsigned step = c->step;
+        size_t lines_size = 0;
+        int r;
+
+        if (c->result < 0) {
+                _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
+                for (size_t i = 0; i < c->n_trace; i++)
+                        trace_add(c->trace[i].name, c->trace[i].usec);
+                return agent_fail(run, "Cannot commit step %u: %s", step, c->error ?: strerror(-c->result));
+        }
+        if (c->step_known)
+                (void) free_and_strdup(&run->body, c->body);
+
+        /* A reply whose tool calls were all garbage counts towards the
+         * breaker; one that the tools could use starts the count again. */
+        ack.malformed = run->good_calls > 0 ? 0 : run->bad_calls > 0 ? p->malformed + 1 : p->malformed;
+
+        /* The messages of the step join the conversation file first, then
+         * the state file acknowledges them, the commit and the step in one
+         * atomic write. A crash in between leaves the old state: the step
+         * is redone, and the extra lines and the commit are cut off then.
+         * Both writes happen in a worker thread (task-save.h): memory
+         * takes the step once the file holds it, and only then is it
+         * reported and do the breakers look at it. */
+        size_t n = json_object_array_length(run->messages);
+        FILE *f = open_memstream(&lines, &lines_size);
+        if (!f)
+                return agent_fail(run, "Out of memory.");
+        for (size_t i = p->messages; i < n; i++)
+                fprintf(f, "%s\n", json_to_line(json_object_array_get_idx(run->messages, i)));
+        if (fclose(f) != 0)
+                return agent_fail(run, "Out of memory.");
+
+        ack.step = step;
+        ack.messages = (unsigned) n;
+        ack.finished = p->finished || run->finish;
+        ack.set_checkpoint = c->committed;
+        if (c->committed && (!(ack.checkpoint = strdup(c->commit)) || !(ack.head = strdup(c->commit))))
+                return agent_fail(run, "Out of memory.");
+        if (run->finish) {
+                ack.set_summary = true;
+                if (run->finish_summary && !(ack.summary = strdup(run->finish_summary)))
+                        return agent_fail(run, "Out of memory.");
+        }
+
+        agent_count_clock(run);
+        run->save_start_usec = trace_enabled() ? trace_now_usec() : 0;
+        r = task_save_progress_async(t, run->manager->event, TASK_CONVERSATION_FILE, &ack, TAKE_PTR(lines), lines_size,
+                                     on_step_saved, run);
+        if (r < 0)
+                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
+        if (r == 0) {
+                /* Written here (task-save.h says when). */
+                if (run->save_start_usec > 0)
+                        c->save_usec = trace_now_usec() - run->save_start_usec;
+                run->save_start_usec = 0;
+                return agent_step_acked(run, c);
+        }
+        /* The job frees c after we return: what the breakers need moves. */
+        run->saving = step_commit_steal(c);
+        if (!run->saving)
+                return agent_fail(run, "Out of memory.");
+        run->phase = PHASE_SAVE;
+}
+
+/* The step is acknowledged: reported, and its breakers checked. */
+static void agent_step_acked(AgentRun *run, StepCommit *c) {
         Task *t = run->task;
         TaskProgress *p = &t->progress;
         unsigned step = c->step;
         _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
         int r;
 
-        /* The trace counts from the step's end, with what the worker did. */
+        /* The trace counts from the step's end, with what the worker did
+         * and the write of the state file. */
         if (trace.task && c->trace_start > 0)
                 trace.start = c->trace_start;
         for (size_t i = 0; i < c->n_trace; i++)
                 trace_add(c->trace[i].name, c->trace[i].usec);
-
-        if (c->result < 0)
-                return agent_fail(run, "Cannot commit step %u: %s", step, c->error ?: strerror(-c->result));
-        if (c->step_known)
-                (void) free_and_strdup(&run->body, c->body);
-
-        /* A reply whose tool calls were all garbage counts towards the
-         * breaker; one that the tools could use starts the count again. */
-        if (run->good_calls > 0)
-                p->malformed = 0;
-        else if (run->bad_calls > 0)
-                p->malformed++;
-
-        /* The messages of the step join the conversation file first, then
-         * the state file acknowledges them, the commit and the step in one
-         * atomic write. A crash in between leaves the old state: the step
-         * is redone, and the extra lines and the commit are cut off then. */
-        size_t n = json_object_array_length(run->messages);
-        for (size_t i = p->messages; i < n; i++) {
-                _cleanup_free_ char *line = NULL;
-                if (asprintf(&line, "%s\n", json_to_line(json_object_array_get_idx(run->messages, i))) < 0)
-                        return agent_fail(run, "Out of memory.");
-                r = append_file_at(run->dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
-                if (r < 0)
-                        return agent_fail(run, "Cannot record the conversation: %s", strerror(-r));
-        }
-
-        p->step = step;
-        p->messages = (unsigned) n;
-        if (c->committed && (free_and_strdup(&p->checkpoint, c->commit) < 0 || free_and_strdup(&p->head, c->commit) < 0))
-                return agent_fail(run, "Out of memory.");
-        if (run->finish) {
-                p->finished = true;
-                (void) free_and_strdup(&p->summary, run->finish_summary);
-        }
-        r = agent_save(run);
-        if (r < 0)
-                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
+        if (trace.task && c->save_usec > 0)
+                trace_add("state_save", c->save_usec);
 
         audit_step(t, step, c->committed ? c->commit : NULL, run->subject, c->tests);
         task_bus_send_progress(t);

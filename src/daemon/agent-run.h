@@ -36,6 +36,7 @@ typedef enum AgentPhase {
         PHASE_VERIFY,              /* delivery's own run of the test command on the final tree */
         PHASE_REVIEW,              /* the review stage: a checker in the sandbox, or the analysis in a worker thread */
         PHASE_LEDGER,              /* a checkpoint, a reset or the delivery's commit, in a worker thread */
+        PHASE_SAVE,                /* a step's acknowledgement is written, in a worker thread (task-save.h) */
         PHASE_DELIVER,             /* the push and the pull request, in a worker thread */
 } AgentPhase;
 
@@ -63,6 +64,10 @@ struct AgentRun {
          * follows from it while the task says "paused". */
         StepCommit *held;
         void (*held_done)(AgentRun *run, StepCommit *c);
+        /* The step whose acknowledgement is being written (PHASE_SAVE):
+         * its change lists, for the breakers once the file holds it. */
+        StepCommit *saving;
+        uint64_t save_start_usec;  /* AGENTFAB_TRACE=1: when that write began */
         struct ReviewJob *held_review;   /* the same for the review's analysis (review-stage.c) */
         int held_review_result;
         bool at_checkpoint;        /* the workspace was reset to the acknowledged checkpoint */

@@ -9,6 +9,7 @@
 #include "fs-util.h"
 #include "json-util.h"
 #include "string-util.h"
+#include "task-save.h"
 #include "tools.h"
 
 #define CONVERSATION_MAX   (64u * 1024u * 1024u)
@@ -193,6 +194,9 @@ int conversation_append_user(Task *t, const char *text) {
 
         if (!m || asprintf(&line, "%s\n", json_to_line(m)) < 0)
                 return -ENOMEM;
+        /* A step's lines being appended in a thread (task-save.h) land
+         * first, and are counted, before anything is cut or added. */
+        task_save_wait(t);
         dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dir_fd < 0)
                 return -errno;

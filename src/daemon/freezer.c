@@ -138,7 +138,7 @@ static int on_release(sd_event_source *s, uint64_t usec, void *userdata) {
                 log_info("Task '%s' is paused in the middle of a command: its sandbox stays frozen.", t->id);
                 return 0;
         }
-        if (t->run && (t->run->held || t->run->held_review)) {
+        if (t->run && (t->run->held || t->run->held_review || t->run->phase == PHASE_SAVE)) {
                 log_info("Task '%s' is paused at the end of a step: its sandbox stays frozen.", t->id);
                 return 0;
         }

@@ -34,6 +34,16 @@ StepCommit *step_commit_free(StepCommit *c) {
         return NULL;
 }
 
+StepCommit *step_commit_steal(StepCommit *c) {
+        StepCommit *k = malloc(sizeof(StepCommit));
+
+        if (!k)
+                return NULL;
+        *k = *c;
+        *c = (StepCommit) {};
+        return k;
+}
+
 /* Appends the files the step changed to the commit body. */
 static int step_body_add_changes(StepCommit *c) {
         char *buf = NULL;
@@ -162,11 +172,9 @@ static void on_step_commit_done(Task *t, int r, void *p, void *userdata) {
                  * the task is resumed (a breaker, the review, the next model
                  * call must not follow meanwhile). The phase stays, so that
                  * nothing else starts. The job frees c: the results move. */
-                StepCommit *k = malloc(sizeof(StepCommit));
+                StepCommit *k = step_commit_steal(c);
                 if (!k)
                         return agent_fail(run, "Out of memory.");
-                *k = *c;
-                *c = (StepCommit) {};
                 run->held = k;
                 run->held_done = done;
                 run->phase = PHASE_LEDGER;

@@ -60,10 +60,15 @@ typedef struct StepCommit {
         uint64_t trace_start;
         TracePhase trace[TRACE_PHASES_MAX];
         size_t n_trace;
+        uint64_t save_usec;        /* the acknowledgement's write (agent-loop.c) */
 } StepCommit;
 
 StepCommit *step_commit_free(StepCommit *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(StepCommit *, step_commit_free);
+
+/* Moves what c holds into a new StepCommit, for a done() that keeps it
+ * past its return; c stays, empty. NULL: out of memory. */
+StepCommit *step_commit_steal(StepCommit *c);
 
 /* done() runs with the run's Ledger back; c is freed after it. */
 typedef void (*step_commit_done_t)(AgentRun *run, StepCommit *c);

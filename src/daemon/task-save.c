@@ -17,14 +17,26 @@ struct TaskSave {
         /* The thread's, and read-only while it runs. */
         int dir_fd;
         char *text;
+        const char *append_name;   /* a step's acknowledgement: its conversation lines first */
+        char *append;
+        size_t append_size;
         /* Set by the thread when the file is written, for task_save_wait(). */
         pthread_mutex_t lock;
         pthread_cond_t written;
         bool finished;
+        int result;
 
         /* The loop's. */
         Task *task;                /* NULL once the task is gone */
         Worker *worker;
+        /* A step's acknowledgement (task_save_progress_async()): what memory
+         * takes once the file holds it, and who hears of it. */
+        bool progress;
+        bool applied;
+        TaskProgressAck ack;
+        task_save_done_t done;
+        void *userdata;
+        /* A state change (task_set_state_async()). */
         sd_bus_message *message;
         TaskState from, state;
         char *reason;
@@ -40,6 +52,8 @@ static void task_save_free(void *p) {
                 return;
         safe_close(s->dir_fd);
         free(s->text);
+        free(s->append);
+        task_progress_ack_done(&s->ack);
         pthread_mutex_destroy(&s->lock);
         pthread_cond_destroy(&s->written);
         sd_bus_message_unref(s->message);
@@ -47,13 +61,51 @@ static void task_save_free(void *p) {
         free(s);
 }
 
+void task_progress_ack_done(TaskProgressAck *a) {
+        free(a->checkpoint);
+        free(a->head);
+        free(a->summary);
+        *a = (TaskProgressAck) {};
+}
+
+/* Swaps the acknowledged fields between memory and *a: once to make the
+ * file's text, back again, and once more for good when the file has it. */
+static void task_progress_ack_swap(TaskProgress *p, TaskProgressAck *a) {
+#define SWAP(x, y) do { typeof(x) _t = (x); (x) = (y); (y) = _t; } while (0)
+        SWAP(p->step, a->step);
+        SWAP(p->messages, a->messages);
+        SWAP(p->malformed, a->malformed);
+        SWAP(p->finished, a->finished);
+        if (a->set_checkpoint) {
+                SWAP(p->checkpoint, a->checkpoint);
+                SWAP(p->head, a->head);
+        }
+        if (a->set_summary)
+                SWAP(p->summary, a->summary);
+#undef SWAP
+}
+
+/* Both writes of a step's end, in this order: the conversation lines,
+ * then the state file that acknowledges them. */
+static int task_save_write(int dir_fd, const char *text, const char *append_name, const char *append, size_t append_size) {
+        int r;
+
+        if (append_name && append_size > 0) {
+                r = append_file_at(dir_fd, append_name, append, append_size, 0600);
+                if (r < 0)
+                        return r;
+        }
+        return write_file_atomic(dir_fd, TASK_STATE_FILE, text, strlen(text), 0600);
+}
+
 static int task_save_run(void *p) {
         TaskSave *s = p;
         int r;
 
-        r = write_file_atomic(s->dir_fd, TASK_STATE_FILE, s->text, strlen(s->text), 0600);
+        r = task_save_write(s->dir_fd, s->text, s->append_name, s->append, s->append_size);
 
         pthread_mutex_lock(&s->lock);
+        s->result = r;
         s->finished = true;
         pthread_cond_broadcast(&s->written);
         pthread_mutex_unlock(&s->lock);
@@ -71,6 +123,14 @@ static void task_save_reply(TaskSave *s, int r, sd_bus_error *error) {
                 (void) sd_bus_reply_method_errnof(s->message, r, "Failed to save task '%s': %m", s->task->id);
 }
 
+/* The file holds the acknowledgement: memory takes it. On the loop. */
+static void task_save_apply(TaskSave *s) {
+        if (!s->progress || s->applied || s->result < 0 || !s->task)
+                return;
+        task_progress_ack_swap(&s->task->progress, &s->ack);
+        s->applied = true;
+}
+
 static void on_task_save_done(Worker *w, int r, void *p, void *userdata) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         TaskSave *s = p;
@@ -81,6 +141,13 @@ static void on_task_save_done(Worker *w, int r, void *p, void *userdata) {
         /* The scheduler passed the task over meanwhile. */
         if (t->manager)
                 manager_schedule(t->manager);
+
+        if (s->progress) {
+                task_save_apply(s);
+                if (s->done)
+                        s->done(t, r, s->userdata);
+                return;
+        }
 
         if (r < 0) {
                 /* As task_set_state() does: nothing changed in memory. */
@@ -178,6 +245,96 @@ int task_set_state_async(Task *t, sd_event *e, TaskState state, const char *reas
         return 1;
 }
 
+/* Both writes on the loop, as before there were threads for them. */
+static int task_save_progress_here(Task *t, int dir_fd, const char *conversation_file, TaskProgressAck *ack,
+                                   const char *append, size_t append_size) {
+        int r;
+
+        if (conversation_file && append_size > 0) {
+                r = append_file_at(dir_fd, conversation_file, append, append_size, 0600);
+                if (r < 0) {
+                        task_progress_ack_done(ack);
+                        return r;
+                }
+        }
+        /* Memory first, then the file: task_save() writes memory (and
+         * refuses a broken record). If it fails, memory is ahead of the
+         * file, as it always was then: the caller fails the task, which
+         * marks its progress unsaved. */
+        task_progress_ack_swap(&t->progress, ack);
+        task_progress_ack_done(ack);
+        return task_save(t);
+}
+
+int task_save_progress_async(Task *t, sd_event *e, const char *conversation_file, TaskProgressAck *ack,
+                             char *append, size_t append_size, task_save_done_t done, void *userdata) {
+        _cleanup_free_ char *lines = append;
+        _cleanup_close_ int dir_fd = -EBADF;
+        TaskSave *s;
+        int r;
+
+        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (dir_fd < 0) {
+                task_progress_ack_done(ack);
+                return -errno;
+        }
+
+        /* Whatever is not the plain case is done on the loop, as ever. */
+        if (!e || t->broken || t->progress_unsaved || t->pending_save)
+                return task_save_progress_here(t, dir_fd, conversation_file, ack, lines, append_size);
+
+        s = calloc(1, sizeof(TaskSave));
+        if (!s)
+                return task_save_progress_here(t, dir_fd, conversation_file, ack, lines, append_size);
+        *s = (TaskSave) {
+                .dir_fd = -EBADF,
+                .append_name = conversation_file,
+                .append_size = append_size,
+                .lock = PTHREAD_MUTEX_INITIALIZER,
+                .written = PTHREAD_COND_INITIALIZER,
+                .task = t,
+                .progress = true,
+                .done = done,
+                .userdata = userdata,
+        };
+
+        /* The text of the state file with the acknowledgement, made from
+         * memory now; memory itself takes it once the file holds it. */
+        task_progress_ack_swap(&t->progress, ack);
+        s->text = task_state_text(t);
+        task_progress_ack_swap(&t->progress, ack);
+        if (!s->text) {
+                task_save_free(s);
+                return task_save_progress_here(t, dir_fd, conversation_file, ack, lines, append_size);
+        }
+        s->dir_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (s->dir_fd < 0) {
+                task_save_free(s);
+                return task_save_progress_here(t, dir_fd, conversation_file, ack, lines, append_size);
+        }
+        s->append = lines;
+        s->ack = *ack;
+
+        r = worker_start(e, task_save_run, on_task_save_done, task_save_free, s, NULL, &s->worker);
+        if (r < 0) {
+                /* Back to the caller's hands, and written here. */
+                s->append = NULL;
+                s->ack = (TaskProgressAck) {};
+                task_save_free(s);
+                return task_save_progress_here(t, dir_fd, conversation_file, ack, lines, append_size);
+        }
+        TAKE_PTR(lines);
+        *ack = (TaskProgressAck) {};
+        t->save_seq++;
+        t->pending_save = s;
+        return 1;
+}
+
+void task_save_forget(Task *t, void *userdata) {
+        if (t && t->pending_save && t->pending_save->progress && t->pending_save->userdata == userdata)
+                t->pending_save->done = NULL;
+}
+
 bool task_save_pending(const Task *t) {
         return t->pending_save;
 }
@@ -191,6 +348,9 @@ void task_save_wait(Task *t) {
         while (!s->finished)
                 pthread_cond_wait(&s->written, &s->lock);
         pthread_mutex_unlock(&s->lock);
+        /* The file holds the step now: so does memory, before anything
+         * else is written from it. */
+        task_save_apply(s);
 }
 
 void task_save_detach(Task *t) {

@@ -20,6 +20,47 @@
 
 #include "task.h"
 
+/* The part of a task's progress that a step's end acknowledges
+ * (agent-loop.c): the step, its checkpoint and the conversation messages
+ * the conversation file holds from now on. */
+typedef struct TaskProgressAck {
+        unsigned step;
+        unsigned messages;
+        unsigned malformed;
+        bool set_checkpoint;       /* a commit was made: checkpoint and head move */
+        char *checkpoint;
+        char *head;
+        bool finished;
+        bool set_summary;
+        char *summary;             /* with set_summary */
+} TaskProgressAck;
+
+void task_progress_ack_done(TaskProgressAck *a);
+
+typedef void (*task_save_done_t)(Task *t, int r, void *userdata);
+
+/* A step's acknowledgement, written in a worker thread: append (the step's
+ * conversation lines, append_size bytes, may be NULL) is appended to the
+ * conversation file, then t's state file is written and fsynced with *ack
+ * applied to its progress, the same order and the same two writes as on the
+ * loop. Memory takes *ack only once the file holds it: when the thread is
+ * done, or earlier when a write of the state file on the loop
+ * (task_save(), through task_save_wait()) waits for this one, so that what
+ * the loop writes then includes it. Then done(t, r, userdata) is called on
+ * the loop (never if the task is freed first, nor after
+ * task_save_forget()). Takes *ack and append in any case.
+ *
+ * Returns 1 if the write is under way in a thread. Where it cannot be (no
+ * event loop, a write of t's state file already under way, a broken or
+ * unsaved record), both writes are made here, as before, and their result
+ * is returned (<= 0); done() is not called then. */
+int task_save_progress_async(Task *t, sd_event *e, const char *conversation_file, TaskProgressAck *ack,
+                             char *append, size_t append_size, task_save_done_t done, void *userdata);
+
+/* done() of the acknowledgement under way for userdata will not be called:
+ * its caller went away. The write itself lands (or fails) as it would. */
+void task_save_forget(Task *t, void *userdata);
+
 /* Makes t's state `state`, as task_set_state() does, and answers message
  * (an empty return, or the error), which may be NULL. Returns 1 if the
  * write is under way in a thread; otherwise the change was made (or

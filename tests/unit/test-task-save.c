@@ -3,8 +3,13 @@
  * only once the file holds the change; a write of the state file on the
  * loop meanwhile lands after the thread's, and the change is then made
  * again from memory, so that file and memory agree; a task freed meanwhile
- * leaves the thread to finish alone. No bus, no root. */
+ * leaves the thread to finish alone. The same for a step's acknowledgement
+ * (task_save_progress_async()): conversation lines, then the state file;
+ * memory takes the step when the file has it, or when a write on the loop
+ * waits for it. No bus, no root. */
 #include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -111,6 +116,138 @@ static void test_freed(void) {
         CHECK(u && IN_SET(u->state, TASK_QUEUED, TASK_CANCELLED), "a task freed meanwhile: the file has one state or the other");
 }
 
+/* ---- A step's acknowledgement ---- */
+
+static int n_done = 0, last_r = 1;
+
+static void on_done(Task *t, int r, void *userdata) {
+        (void) t;
+        if (userdata == &n_done)
+                n_done++;
+        last_r = r;
+}
+
+static TaskProgressAck make_ack(unsigned step, const char *commit) {
+        return (TaskProgressAck) {
+                .step = step,
+                .messages = step * 2,
+                .set_checkpoint = true,
+                .checkpoint = strdup(commit),
+                .head = strdup(commit),
+        };
+}
+
+static char *conversation(const char *id) {
+        _cleanup_close_ int fd = openat(tasks_fd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        char *text = NULL;
+        if (fd < 0 || read_file_at(fd, "conversation.jsonl", 1 << 20, &text, NULL) < 0)
+                return NULL;
+        return text;
+}
+
+static void test_progress_plain(void) {
+        _cleanup_(task_freep) Task *t = make_task("00000000001a"), *u = NULL;
+        _cleanup_free_ char *conv = NULL;
+        TaskProgressAck ack = make_ack(1, "1111111111111111111111111111111111111111");
+
+        n_done = 0;
+        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{\"a\":1}\n{\"b\":2}\n"), 16,
+                                       on_done, &n_done) == 1, "a step's acknowledgement is written in a thread");
+        CHECK(!ack.checkpoint && !ack.head, "and it took the acknowledgement");
+        CHECK(t->progress.step == 0 && !t->progress.checkpoint && task_save_pending(t),
+              "memory keeps the old step until the file has the new one");
+        CHECK(settle(t), "the write ends");
+        CHECK(n_done == 1 && last_r >= 0, "done() is called once, with success");
+        CHECK(t->progress.step == 1 && t->progress.messages == 2 &&
+              streq_ptr(t->progress.checkpoint, "1111111111111111111111111111111111111111") &&
+              streq_ptr(t->progress.head, t->progress.checkpoint), "then memory has the step");
+        u = load("00000000001a");
+        CHECK(u && u->progress.step == 1 && u->progress.messages == 2 &&
+              streq_ptr(u->progress.checkpoint, "1111111111111111111111111111111111111111"), "and so has the file");
+        conv = conversation("00000000001a");
+        CHECK(streq_ptr(conv, "{\"a\":1}\n{\"b\":2}\n"), "after the conversation lines it acknowledges");
+}
+
+static void test_progress_save_in_between(void) {
+        _cleanup_(task_freep) Task *t = make_task("00000000001b"), *u = NULL;
+        TaskProgressAck ack = make_ack(3, "3333333333333333333333333333333333333333");
+
+        n_done = 0;
+        t->progress.summary = strdup("kept");
+        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, NULL, 0, on_done, &n_done) == 1,
+              "an acknowledgement under way");
+        /* The loop writes the task meanwhile, with a change of its own. */
+        t->progress.tokens = 42;
+        CHECK(task_save(t) >= 0, "a save on the loop waits for the thread's write");
+        CHECK(t->progress.step == 3 && streq_ptr(t->progress.checkpoint, "3333333333333333333333333333333333333333"),
+              "and memory has the step before that save writes it");
+        u = load("00000000001b");
+        CHECK(u && u->progress.step == 3 && u->progress.tokens == 42 && streq_ptr(u->progress.summary, "kept"),
+              "so the file has both, and what the acknowledgement leaves alone");
+        CHECK(settle(t) && n_done == 1 && last_r >= 0 && t->progress.step == 3, "done() follows, nothing applied twice");
+}
+
+static void test_progress_forget(void) {
+        _cleanup_(task_freep) Task *t = make_task("00000000001c"), *u = NULL;
+        TaskProgressAck ack = make_ack(2, "2222222222222222222222222222222222222222");
+
+        n_done = 0;
+        ack.set_summary = true;
+        ack.summary = strdup("done");
+        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, NULL, 0, on_done, &n_done) == 1,
+              "an acknowledgement under way");
+        task_save_forget(t, &n_done);
+        CHECK(settle(t) && n_done == 0, "its caller went away: done() is not called");
+        u = load("00000000001c");
+        CHECK(t->progress.step == 2 && streq_ptr(t->progress.summary, "done") && u && u->progress.step == 2 &&
+              streq_ptr(u->progress.summary, "done"), "the step lands all the same, in the file and in memory");
+}
+
+static void test_progress_fails(void) {
+        _cleanup_(task_freep) Task *t = make_task("00000000001d"), *u = NULL;
+        _cleanup_close_ int fd = openat(tasks_fd, "00000000001d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        TaskProgressAck ack = make_ack(5, "5555555555555555555555555555555555555555");
+
+        n_done = 0;
+        /* The conversation cannot be appended to: a directory in its place. */
+        CHECK(fd >= 0 && mkdirat(fd, "conversation.jsonl", 0700) >= 0, "a conversation file that cannot be written");
+        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{}\n"), 3, on_done, &n_done) == 1,
+              "an acknowledgement under way");
+        CHECK(settle(t) && n_done == 1 && last_r < 0, "done() hears of the failure");
+        u = load("00000000001d");
+        CHECK(t->progress.step == 0 && !t->progress.checkpoint && u && u->progress.step == 0,
+              "nothing acknowledged: not in memory, not in the file");
+}
+
+static void test_progress_here(void) {
+        _cleanup_(task_freep) Task *t = make_task("00000000001e"), *u = NULL;
+        _cleanup_free_ char *conv = NULL;
+        TaskProgressAck ack = make_ack(4, "4444444444444444444444444444444444444444");
+
+        n_done = 0;
+        CHECK(task_save_progress_async(t, NULL, "conversation.jsonl", &ack, strdup("{}\n"), 3, on_done, &n_done) == 0,
+              "without an event loop the acknowledgement is written at once");
+        u = load("00000000001e");
+        conv = conversation("00000000001e");
+        CHECK(n_done == 0 && t->progress.step == 4 && u && u->progress.step == 4 && streq_ptr(conv, "{}\n"),
+              "memory, file and conversation have it; done() is not called");
+}
+
+static void test_progress_freed(void) {
+        Task *t = make_task("00000000001f");
+        _cleanup_(task_freep) Task *u = NULL;
+        TaskProgressAck ack = make_ack(6, "6666666666666666666666666666666666666666");
+
+        n_done = 0;
+        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{}\n"), 3, on_done, &n_done) == 1,
+              "an acknowledgement under way");
+        t = task_free(t);
+        for (unsigned i = 0; i < 100; i++)
+                (void) sd_event_run(event, 10 * 1000);
+        u = load("00000000001f");
+        CHECK(n_done == 0 && u && IN_SET(u->progress.step, 0u, 6u), "a task freed meanwhile: the file has one step or the other");
+}
+
 int main(void) {
         char dir[] = "/tmp/test-task-save-XXXXXX";
 
@@ -124,6 +261,12 @@ int main(void) {
         test_save_in_between();
         test_state_moved();
         test_freed();
+        test_progress_plain();
+        test_progress_save_in_between();
+        test_progress_forget();
+        test_progress_fails();
+        test_progress_here();
+        test_progress_freed();
 
         sd_event_unref(event);
         (void) rm_rf_at(AT_FDCWD, dir);
