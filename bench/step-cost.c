@@ -9,7 +9,7 @@
  * write-tree` and `git status --porcelain` (git's own stat index, by full
  * path names), and the change list the way every step computed it before
  * the stat index (libgit2's walk of the workspace, twice a step; on the
- * first three steps only).
+ * first three steps only, on the first only from 50,000 files on).
  *
  *   step-cost [--sizes=1000,10000,100000] [--steps=N] [--old-steps=N] [--dir=DIR]
  */
@@ -38,6 +38,11 @@
 
 static unsigned arg_steps = 15;
 static unsigned arg_old_steps = 3;
+static bool arg_old_steps_set = false;
+/* The old walk's steps at this many files and more, unless --old-steps says
+ * otherwise: there one takes about a minute of wall clock (20 s of CPU). */
+#define OLD_STEPS_BIG_FILES 50000U
+#define OLD_STEPS_BIG 1U
 static char *arg_dir = NULL;
 
 static double now_ms(void) {
@@ -350,8 +355,9 @@ static int bench_size(unsigned files) {
                 sh_time(&write.status, "%s status --porcelain >/dev/null", git);
                 /* Before the stat index: libgit2's walk for the step's
                  * changes and again for those since base. A few samples
-                 * do (--old-steps, 3): at 100,000 files each takes minutes. */
-                if (k < arg_old_steps) {
+                 * do (--old-steps, 3; 1 from 50,000 files on): at 100,000
+                 * files each takes a minute of wall clock. */
+                if (k < (files >= OLD_STEPS_BIG_FILES && !arg_old_steps_set ? OLD_STEPS_BIG : arg_old_steps)) {
                         FileChange *fc = NULL;
                         size_t n = 0;
                         Clock c0 = clock_now();
@@ -449,6 +455,7 @@ int main(int argc, char *argv[]) {
                         break;
                 case 'o':
                         arg_old_steps = (unsigned) atoi(optarg);
+                        arg_old_steps_set = true;
                         break;
                 default:
                         return 2;
