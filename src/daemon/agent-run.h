@@ -68,6 +68,7 @@ struct AgentRun {
          * its change lists, for the breakers once the file holds it. */
         StepCommit *saving;
         uint64_t save_start_usec;  /* AGENTFAB_TRACE=1: when that write began */
+        bool tools_held;           /* a file tool came back while paused: the next call waits for the resume */
         struct ReviewJob *held_review;   /* the same for the review's analysis (review-stage.c) */
         int held_review_result;
         bool at_checkpoint;        /* the workspace was reset to the acknowledged checkpoint */
@@ -159,6 +160,8 @@ int agent_run_command(AgentRun *run, const char *tool, const char *command, uint
 void agent_on_command_done(SandboxSession *s, int error, const ExecResult *result, void *userdata);
 /* Runs the next of the model's tool calls, or ends the step. */
 void agent_next_tool(AgentRun *run);
+/* From task_unpaused(): goes on with the tool calls held (tools_held). */
+void agent_take_held_tools(AgentRun *run);
 
 /* agent-model.c. The first messages of the conversation (or of the plan's
  * steps), and one model call for the step. */

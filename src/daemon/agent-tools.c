@@ -210,17 +210,126 @@ static const char *tool_call_field(json_object *call, const char *key) {
         return json_object_get_string(v);
 }
 
+/* ---- The file tools, in a worker thread ---- */
+
+/* A file tool reads or writes the workspace: on a big tree a search reads
+ * up to 256 MiB and a listing walks thousands of directories, a write may
+ * be 8 MiB. Done in a job of the task's queue (task-job.h), on a workspace
+ * fd of its own, so that the loop serves everything else meanwhile and no
+ * other job (a reset by hand, an export) works on the workspace at the
+ * same time. The step waits for it like for a command. */
+typedef struct FileToolJob {
+        int ws_fd;
+        ToolCallArgs args;
+        size_t keep;
+        char *id;
+        char *out;
+} FileToolJob;
+
+static void file_tool_job_free(void *p) {
+        FileToolJob *j = p;
+
+        if (!j)
+                return;
+        safe_close(j->ws_fd);
+        tool_call_args_done(&j->args);
+        free(j->id);
+        free(j->out);
+        free(j);
+}
+
+static int file_tool_job_run(void *p) {
+        FileToolJob *j = p;
+
+        switch (j->args.kind) {
+        case TOOL_READ_FILE:
+                return tool_read_file(j->ws_fd, &j->args, j->keep, &j->out);
+        case TOOL_WRITE_FILE:
+                return tool_write_file(j->ws_fd, &j->args, FILE_MAX, &j->out);
+        case TOOL_EDIT_FILE:
+                return tool_edit_file(j->ws_fd, &j->args, FILE_MAX, &j->out);
+        case TOOL_LIST_FILES:
+                return tool_list_files(j->ws_fd, &j->args, LIST_MAX_ENTRIES, j->keep, &j->out);
+        case TOOL_SEARCH:
+                return tool_search(j->ws_fd, &j->args, SEARCH_MAX_MATCHES, j->keep, &j->out);
+        default:
+                return -EINVAL;
+        }
+}
+
+static void on_file_tool_done(Task *task, int r, void *p, void *userdata) {
+        FileToolJob *j = p;
+        AgentRun *run = userdata;
+        Task *t = run->task;
+
+        (void) task;
+        run->job = NULL;
+        run->phase = PHASE_IDLE;
+        if (!t)
+                return;
+        /* Written or not, the path is looked at at the step's end. */
+        if (IN_SET(j->args.kind, TOOL_WRITE_FILE, TOOL_EDIT_FILE)) {
+                ledger_note_path(run->ledger, j->args.path);
+                if (r >= 0)
+                        audit_file_change(t, t->progress.step + 1, tool_kind_to_string(j->args.kind), j->args.path);
+        }
+        if (r < 0 && !j->out)
+                j->out = strdup(strerror(-r));
+        agent_tool_result(run, j->id, tool_kind_to_string(j->args.kind), j->out ?: "out of memory");
+        if (!run->task)
+                return;
+        if (t->state == TASK_PAUSED) {
+                /* The next call waits for the resume (task_unpaused()). */
+                run->tools_held = true;
+                run->phase = PHASE_TOOL;
+                return;
+        }
+        agent_next_tool(run);
+}
+
+/* Takes *a. */
+static int agent_file_tool_start(AgentRun *run, const char *id, ToolCallArgs *a) {
+        FileToolJob *j;
+        int r;
+
+        j = calloc(1, sizeof(FileToolJob));
+        if (!j)
+                return -ENOMEM;
+        j->ws_fd = fcntl(ledger_workspace_fd(run->ledger), F_DUPFD_CLOEXEC, 3);
+        j->id = strdup(id);
+        j->keep = (size_t) run->manager->config.output_keep_bytes;
+        j->args = *a;
+        *a = (ToolCallArgs) { .kind = _TOOL_KIND_INVALID };
+        if (j->ws_fd < 0 || !j->id) {
+                r = j->ws_fd < 0 ? -errno : -ENOMEM;
+                file_tool_job_free(j);
+                return r;
+        }
+        r = task_job_enqueue(run->task, "tool", file_tool_job_run, on_file_tool_done, file_tool_job_free, j, run,
+                             &run->job);
+        if (r < 0) {
+                file_tool_job_free(j);
+                return r;
+        }
+        run->phase = PHASE_TOOL;
+        return 0;
+}
+
+void agent_take_held_tools(AgentRun *run) {
+        run->tools_held = false;
+        run->phase = PHASE_IDLE;
+        agent_next_tool(run);
+}
+
 /* Runs the tool calls of the reply one after another; commands go to the
- * sandbox and continue in agent_on_command_done(). */
+ * sandbox and continue in agent_on_command_done(), the file tools to a
+ * worker thread and continue in on_file_tool_done(). */
 void agent_next_tool(AgentRun *run) {
         Task *t = run->task;
-        int ws = ledger_workspace_fd(run->ledger);
-        const Config *c = &run->manager->config;
-        size_t keep = (size_t) c->output_keep_bytes;
 
         while (run->task && run->calls && run->next_call < json_object_array_length(run->calls)) {
                 _cleanup_(tool_call_args_done) ToolCallArgs a = {};
-                _cleanup_free_ char *out = NULL, *error = NULL;
+                _cleanup_free_ char *error = NULL;
                 json_object *call = json_object_array_get_idx(run->calls, run->next_call++);
                 const char *id = tool_call_field(call, "id"), *name = tool_call_field(call, "name"),
                         *args = tool_call_field(call, "arguments");
@@ -265,33 +374,17 @@ void agent_next_tool(AgentRun *run) {
                         }
                         return;   /* continues in agent_on_command_done() */
                 }
-                case TOOL_READ_FILE:
-                        r = tool_read_file(ws, &a, keep, &out);
-                        break;
-                case TOOL_WRITE_FILE:
-                        r = tool_write_file(ws, &a, FILE_MAX, &out);
-                        ledger_note_path(run->ledger, a.path);
-                        if (r >= 0)
-                                audit_file_change(t, t->progress.step + 1, "write_file", a.path);
-                        break;
-                case TOOL_EDIT_FILE:
-                        r = tool_edit_file(ws, &a, FILE_MAX, &out);
-                        ledger_note_path(run->ledger, a.path);
-                        if (r >= 0)
-                                audit_file_change(t, t->progress.step + 1, "edit_file", a.path);
-                        break;
-                case TOOL_LIST_FILES:
-                        r = tool_list_files(ws, &a, LIST_MAX_ENTRIES, keep, &out);
-                        break;
-                case TOOL_SEARCH:
-                        r = tool_search(ws, &a, SEARCH_MAX_MATCHES, keep, &out);
-                        break;
-                default:
-                        r = -EINVAL;
+                default: {
+                        /* The file tools read and write the workspace: in a
+                         * worker thread, and the next call when it is done. */
+                        const char *tool = strempty(tool_kind_to_string(a.kind));
+
+                        r = agent_file_tool_start(run, id, &a);
+                        if (r < 0)
+                                return agent_fail(run, "Cannot run the tool %s: %s", tool, strerror(-r));
+                        return;   /* continues in on_file_tool_done() */
                 }
-                if (r < 0 && !out)
-                        out = strdup(strerror(-r));
-                agent_tool_result(run, id, tool_kind_to_string(a.kind), out ?: "out of memory");
+                }
         }
 
         if (run->task)

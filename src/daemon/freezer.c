@@ -138,7 +138,7 @@ static int on_release(sd_event_source *s, uint64_t usec, void *userdata) {
                 log_info("Task '%s' is paused in the middle of a command: its sandbox stays frozen.", t->id);
                 return 0;
         }
-        if (t->run && (t->run->held || t->run->held_review || t->run->phase == PHASE_SAVE)) {
+        if (t->run && (t->run->held || t->run->held_review || t->run->tools_held || t->run->phase == PHASE_SAVE)) {
                 log_info("Task '%s' is paused at the end of a step: its sandbox stays frozen.", t->id);
                 return 0;
         }
@@ -276,6 +276,8 @@ void task_unpaused(Task *t) {
         /* A step's end that was done while paused is acknowledged now. */
         if (run_ledger_take_held(t->run) || review_stage_take_held(t->run))
                 return;
+        if (t->run->tools_held)
+                return agent_take_held_tools(t->run);
         /* A command in flight finishes by itself; anything else goes on now. */
         if (t->run->phase == PHASE_IDLE)
                 agent_schedule(t->run);
