@@ -59,6 +59,7 @@ struct AgentRun {
         TaskJob *job;              /* a job on the ledger (run-ledger.h) or the delivery to a forge */
         void (*commit_done)(AgentRun *run, StepCommit *c);
         void (*reset_done)(AgentRun *run, int r);
+        void (*coverage_done)(AgentRun *run);   /* review_stage_keep_base_coverage() */
         /* A step's end that came back while the task was paused: taken up
          * when it is resumed (run_ledger_take_held()), so that nothing
          * follows from it while the task says "paused". */

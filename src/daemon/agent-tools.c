@@ -123,6 +123,19 @@ static void agent_record_tests(AgentRun *run, int exit_code, const char *output)
         t->progress.test_signature = tr.signature;
 }
 
+/* The baseline's coverage report is kept (or there was none): running. */
+static void agent_baseline_done(AgentRun *run) {
+        Task *t = run->task;
+
+        /* Paused meanwhile: the resume finds the baseline done and makes the
+         * task running then (agent_advance()). */
+        if (t->state == TASK_PAUSED)
+                return;
+        agent_set_state(run, TASK_RUNNING, NULL);
+        if (t->run)
+                agent_schedule(run);
+}
+
 void agent_on_command_done(SandboxSession *s, int error, const ExecResult *result, void *userdata) {
         _cleanup_free_ char *text = NULL, *tool_name = NULL;
         AgentRun *run = userdata;
@@ -156,13 +169,9 @@ void agent_on_command_done(SandboxSession *s, int error, const ExecResult *resul
                 t->progress.baseline_done = true;
                 (void) free_and_strdup(&t->progress.last_tests, tr.passed ? "pass" : "fail");
                 t->progress.last_test_exit = status;
-                review_stage_keep_base_coverage(run);
-                (void) agent_save(run);
                 run->call_command = mfree_ptr(run->call_command);
-                agent_set_state(run, TASK_RUNNING, NULL);
-                if (t->run)
-                        agent_schedule(run);
-                return;
+                /* Then the state change writes all this down (once). */
+                return review_stage_keep_base_coverage(run, agent_baseline_done);
         }
 
         (void) strv_extend(&run->commands, run->call_command);

@@ -66,29 +66,94 @@ static int coverage_report_path(Task *t, const ReviewRepoSettings *s, char **ret
         return *ret ? 0 : -ENOMEM;
 }
 
-void review_stage_keep_base_coverage(AgentRun *run) {
+/* Reading the base's .agentfab.md and the report, and writing the copy
+ * (with its fsync), is disk work: a job of the task's queue with the run's
+ * ledger borrowed (run->phase PHASE_LEDGER meanwhile). */
+typedef struct CoverageJob {
+        Ledger *ledger;
+        int dir_fd;
+        char *task_id;
+        char *spec_path;           /* the task's coverage-report, or NULL */
+} CoverageJob;
+
+static void coverage_job_free(void *p) {
+        CoverageJob *j = p;
+
+        if (!j)
+                return;
+        ledger_free(j->ledger);
+        safe_close(j->dir_fd);
+        free(j->task_id);
+        free(j->spec_path);
+        free(j);
+}
+
+static int coverage_job_run(void *p) {
         _cleanup_(review_repo_settings_done) ReviewRepoSettings s = {};
-        _cleanup_free_ char *settings = NULL, *path = NULL, *report = NULL;
-        Task *t = run->task;
+        _cleanup_free_ char *settings = NULL, *report = NULL;
+        CoverageJob *j = p;
+        const char *path;
         size_t size = 0;
         int r;
 
-        if (!run->ledger)
-                return;
-        if (read_base_settings(run->ledger, &settings, &size) >= 0 && settings)
+        if (read_base_settings(j->ledger, &settings, &size) >= 0 && settings)
                 (void) review_repo_settings_parse(settings, size, &s);
-        if (coverage_report_path(t, &s, &path) < 0 || !path)
-                return;
-        r = read_workspace_file(ledger_workspace_fd(run->ledger), path, REVIEW_STAGE_REPORT_MAX, &report, &size);
+        path = j->spec_path ?: s.coverage_report;
+        if (!path || workspace_path_check(path) < 0)
+                return 0;
+        r = read_workspace_file(ledger_workspace_fd(j->ledger), path, REVIEW_STAGE_REPORT_MAX, &report, &size);
         if (r < 0) {
                 log_info_errno(r, "Task '%s': the baseline wrote no coverage report '%s' (%m): coverage is not compared.",
-                               t->id, path);
-                (void) unlinkat(run->dir_fd, REVIEW_STAGE_BASE_COVERAGE_FILE, 0);
-                return;
+                               j->task_id, path);
+                (void) unlinkat(j->dir_fd, REVIEW_STAGE_BASE_COVERAGE_FILE, 0);
+                return 0;
         }
-        r = write_file_atomic(run->dir_fd, REVIEW_STAGE_BASE_COVERAGE_FILE, report, size, 0600);
+        r = write_file_atomic(j->dir_fd, REVIEW_STAGE_BASE_COVERAGE_FILE, report, size, 0600);
         if (r < 0)
-                log_warning_errno(r, "Task '%s': cannot keep the base's coverage report, ignoring: %m", t->id);
+                log_warning_errno(r, "Task '%s': cannot keep the base's coverage report, ignoring: %m", j->task_id);
+        return 0;
+}
+
+static void on_coverage_done(Task *task, int r, void *p, void *userdata) {
+        CoverageJob *j = p;
+        AgentRun *run = userdata;
+        review_coverage_done_t done = run->coverage_done;
+
+        (void) task, (void) r;
+        run->job = NULL;
+        run->coverage_done = NULL;
+        run->phase = PHASE_IDLE;
+        run->ledger = TAKE_PTR(j->ledger);
+        if (run->task && done)
+                done(run);
+}
+
+void review_stage_keep_base_coverage(AgentRun *run, review_coverage_done_t done) {
+        Task *t = run->task;
+        CoverageJob *j;
+        int r;
+
+        if (!run->ledger || run->job)
+                return done(run);
+        j = calloc(1, sizeof(CoverageJob));
+        if (!j)
+                return done(run);   /* failures only lose the comparison */
+        j->dir_fd = fcntl(run->dir_fd, F_DUPFD_CLOEXEC, 3);
+        j->task_id = strdup(t->id);
+        j->spec_path = t->spec.coverage_report ? strdup(t->spec.coverage_report) : NULL;
+        if (j->dir_fd < 0 || !j->task_id || (t->spec.coverage_report && !j->spec_path)) {
+                coverage_job_free(j);
+                return done(run);
+        }
+        j->ledger = TAKE_PTR(run->ledger);
+        r = task_job_enqueue(t, "coverage", coverage_job_run, on_coverage_done, coverage_job_free, j, run, &run->job);
+        if (r < 0) {
+                run->ledger = TAKE_PTR(j->ledger);
+                coverage_job_free(j);
+                return done(run);
+        }
+        run->coverage_done = done;
+        run->phase = PHASE_LEDGER;
 }
 
 /* ---- The stage ---- */
@@ -546,11 +611,18 @@ static void review_stage_next_checker(AgentRun *run, ReviewJob *j) {
         }
 }
 
-/* The files the checkers look at: those added or modified since the base,
- * whose names a shell word can carry. Listed in the task's job queue (on a
- * big repository that takes a while), with the run's ledger borrowed. */
+/* What the stage starts from, read in the task's job queue with the run's
+ * ledger borrowed: the base's .agentfab.md (a blob of the base commit:
+ * opening the object database and reading it is disk work) and, when there
+ * are checkers to run, the files they look at: those added or modified
+ * since the base, whose names a shell word can carry (on a big repository
+ * listing them takes a while). */
 typedef struct ChangesJob {
         Ledger *ledger;
+        bool admin_checkers;       /* the configuration names checkers */
+        char *settings;            /* results */
+        size_t settings_size;
+        ReviewRepoSettings repo;
         char **changed;
 } ChangesJob;
 
@@ -560,6 +632,8 @@ static void changes_job_free(void *p) {
         if (!c)
                 return;
         ledger_free(c->ledger);
+        free(c->settings);
+        review_repo_settings_done(&c->repo);
         strv_free(c->changed);
         free(c);
 }
@@ -569,6 +643,14 @@ static int changes_job_run(void *p) {
         FileChange *changes = NULL;
         size_t n_changes = 0;
         int r;
+
+        r = read_base_settings(c->ledger, &c->settings, &c->settings_size);
+        if (r < 0)
+                return r;
+        if (c->settings)
+                (void) review_repo_settings_parse(c->settings, c->settings_size, &c->repo);
+        if (!c->admin_checkers && strv_length(c->repo.checkers) == 0)
+                return 0;
 
         r = ledger_changes(c->ledger, NULL, &changes, &n_changes);
         if (r < 0)
@@ -583,6 +665,32 @@ static int changes_job_run(void *p) {
         return r;
 }
 
+/* The checkers to run, the administrator's then the repository's (its
+ * base's), and where their outputs go. */
+static int review_stage_setup(AgentRun *run, ReviewJob *j, ChangesJob *c) {
+        Task *t = run->task;
+        int r;
+
+        j->settings = TAKE_PTR(c->settings);
+        j->settings_size = c->settings_size;
+        r = coverage_report_path(t, &c->repo, &j->coverage_path);
+        if (r < 0)
+                return r;
+        for (char **k = c->repo.checkers; k && *k; k++)
+                if (strv_extend(&j->commands, *k) < 0)
+                        return -ENOMEM;
+        size_t n = strv_length(j->commands);
+        j->checker_outputs = calloc(MAX(n, (size_t) 1), sizeof(char *));
+        j->checker_sizes = calloc(MAX(n, (size_t) 1), sizeof(size_t));
+        if (!j->checker_outputs || !j->checker_sizes)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (strv_extend(&j->checker_names, j->commands[i]) < 0)
+                        return -ENOMEM;
+        j->changed = TAKE_PTR(c->changed);
+        return 0;
+}
+
 static void on_changes_done(Task *task, int r, void *p, void *userdata) {
         ChangesJob *c = p;
         AgentRun *run = userdata;
@@ -594,8 +702,10 @@ static void on_changes_done(Task *task, int r, void *p, void *userdata) {
                 return;
         run->ledger = TAKE_PTR(c->ledger);
         if (r < 0)
-                return agent_fail(run, "Cannot list the task's changes: %s", strerror(-r));
-        run->review->changed = TAKE_PTR(c->changed);
+                return agent_fail(run, "Cannot read the base's .agentfab.md or list the task's changes: %s", strerror(-r));
+        r = review_stage_setup(run, run->review, c);
+        if (r < 0)
+                return agent_fail(run, "Cannot start the review: %s", strerror(-r));
         /* Paused meanwhile: task_unpaused() schedules the run, and
          * review_stage_start() goes on with the first checker. */
         if (run->task->state == TASK_PAUSED)
@@ -603,27 +713,11 @@ static void on_changes_done(Task *task, int r, void *p, void *userdata) {
         review_stage_next_checker(run, run->review);
 }
 
-static void review_stage_list_changes(AgentRun *run) {
-        ChangesJob *c = calloc(1, sizeof(ChangesJob));
-        int r;
-
-        if (!c)
-                return agent_fail(run, "Out of memory.");
-        c->ledger = TAKE_PTR(run->ledger);
-        r = task_job_enqueue(run->task, "review", changes_job_run, on_changes_done, changes_job_free, c, run, &run->job);
-        if (r < 0) {
-                run->ledger = TAKE_PTR(c->ledger);
-                changes_job_free(c);
-                return agent_fail(run, "Cannot list the task's changes: %s", strerror(-r));
-        }
-        run->phase = PHASE_REVIEW;
-}
-
 void review_stage_start(AgentRun *run) {
         _cleanup_(review_job_freep) ReviewJob *j = NULL;
-        _cleanup_(review_repo_settings_done) ReviewRepoSettings s = {};
         const Config *c = &run->manager->config;
         Task *t = run->task;
+        ChangesJob *cj;
         int r;
 
         /* Back from waiting for the sandbox (or from a pause): the next checker. */
@@ -638,14 +732,6 @@ void review_stage_start(AgentRun *run) {
         if (j->dir_fd < 0 || !j->task_id)
                 return agent_fail(run, "Cannot start the review: %m");
 
-        r = read_base_settings(run->ledger, &j->settings, &j->settings_size);
-        if (r < 0)
-                return agent_fail(run, "Cannot read the base's .agentfab.md: %s", strerror(-r));
-        if (j->settings)
-                (void) review_repo_settings_parse(j->settings, j->settings_size, &s);
-        r = coverage_report_path(t, &s, &j->coverage_path);
-        if (r < 0)
-                return agent_fail(run, "Out of memory.");
         j->want_diff = review_model_wanted(run);
         /* A verdict of an earlier round is not this round's. */
         (void) unlinkat(run->dir_fd, REVIEW_MODEL_FILE, 0);
@@ -656,28 +742,24 @@ void review_stage_start(AgentRun *run) {
         j->coverage_tolerance = c->coverage_tolerance;
         if (c->vulnerability_database && !(j->vulnerability_database = strdup(c->vulnerability_database)))
                 return agent_fail(run, "Out of memory.");
-
-        /* The administrator's checkers, then the repository's (its base's). */
         for (char **k = c->checkers; k && *k; k++)
                 if (strv_extend(&j->commands, *k) < 0)
                         return agent_fail(run, "Out of memory.");
-        for (char **k = s.checkers; k && *k; k++)
-                if (strv_extend(&j->commands, *k) < 0)
-                        return agent_fail(run, "Out of memory.");
-        size_t n = strv_length(j->commands);
-        j->checker_outputs = calloc(MAX(n, (size_t) 1), sizeof(char *));
-        j->checker_sizes = calloc(MAX(n, (size_t) 1), sizeof(size_t));
-        if (!j->checker_outputs || !j->checker_sizes)
-                return agent_fail(run, "Out of memory.");
-        for (size_t i = 0; i < n; i++)
-                if (strv_extend(&j->checker_names, j->commands[i]) < 0)
-                        return agent_fail(run, "Out of memory.");
 
+        cj = calloc(1, sizeof(ChangesJob));
+        if (!cj)
+                return agent_fail(run, "Out of memory.");
+        cj->admin_checkers = strv_length(c->checkers) > 0;
+        cj->ledger = TAKE_PTR(run->ledger);
+        r = task_job_enqueue(t, "review", changes_job_run, on_changes_done, changes_job_free, cj, run, &run->job);
+        if (r < 0) {
+                run->ledger = TAKE_PTR(cj->ledger);
+                changes_job_free(cj);
+                return agent_fail(run, "Cannot start the review: %s", strerror(-r));
+        }
+        run->phase = PHASE_REVIEW;
         j->start_usec = agent_now_usec();
         run->review = TAKE_PTR(j);
-        if (n > 0)
-                return review_stage_list_changes(run);
-        review_stage_next_checker(run, run->review);
 }
 
 /* ---- What the stage left ---- */

@@ -27,8 +27,11 @@
 
 /* After the baseline test run: keeps the base tree's coverage report (if
  * the task names one and the test command wrote it) in the task directory,
- * for the comparison at the end. Failures only lose the comparison. */
-void review_stage_keep_base_coverage(AgentRun *run);
+ * for the comparison at the end, in a job of the task's queue; done(run)
+ * follows (at once if no job could be started), unless the run is stopped
+ * meanwhile. Failures only lose the comparison. */
+typedef void (*review_coverage_done_t)(AgentRun *run);
+void review_stage_keep_base_coverage(AgentRun *run, review_coverage_done_t done);
 
 /* Runs the stage (run->phase PHASE_REVIEW until it is done); it ends with
  * progress.reviewed set and agent_schedule(), or the task stopped by a
