@@ -5,7 +5,8 @@
 # system filling up in the middle of a task, dbus-daemon restarted, polkitd
 # and journald stopped, the launcher and a sandbox killed in the middle of a
 # command, the daemon killed in the middle of a command and after its
-# stored sandbox ended (no sandbox taken up again then), a reboot with one
+# stored sandbox ended (no sandbox taken up again then), and right after
+# the bus reported a step (which must stay done), a reboot with one
 # task paused and one at work, and SIGKILLs of the daemon at random moments
 # across many tasks at work. Real systemd,
 # dbus-daemon, polkitd, journald, launcher and sandboxes; the scripted model
@@ -522,6 +523,61 @@ JSON
         hx systemctl daemon-reload
 }
 
+# A step the bus reports as done is in the state file: its acknowledgement
+# is written in a worker thread, and memory (which the bus shows) takes it
+# only once the file holds it. SIGKILLed right after a Step property is
+# read, the restarted daemon reports at least that step; and the task ends
+# with every step once.
+t_step_durable() {
+        local n=${DURABLE_KILLS:-6} writes=24 id i k seen after bad=0
+        echo "=== agentfabd SIGKILLed right after the bus reported a step: the step stays done"
+        python3 - "$writes" > "$WORK/durable.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+s = [{"reply": {"content": "Plan: %d files, then the fix." % n}}]
+for i in range(1, n + 1):
+    s.append({"delay": 0.4, "reply": {"content": "File %d" % i, "tool_calls": [
+        {"name": "write_file", "arguments": {"path": "f%d.txt" % i, "content": "%d\n" % i}},
+        {"name": "read_file", "arguments": {"path": "f%d.txt" % i}},
+        {"name": "search", "arguments": {"pattern": "%d" % i}}]}})
+s.append({"reply": {"content": "Fix add", "tool_calls": [
+    {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}})
+s.append({"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}})
+print(json.dumps(s))
+PY
+        model "$WORK/durable.json" || { fail "model server"; return; }
+        make_repo durable
+        id=$(submit durable --limit max_steps=$((writes + 10))) || { fail "submit: $id"; return; }
+        seen=0
+        for k in $(seq "$n"); do
+                # The next step the bus reports, then the kill at once.
+                for i in $(seq 200); do
+                        after=$(hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id" \
+                                org.agentfab.Task1 Step 2>/dev/null | awk '{print $2}')
+                        [ -n "$after" ] && [ "$after" -gt "$seen" ] && break
+                        sleep 0.05
+                done
+                [ -n "$after" ] && [ "$after" -gt "$seen" ] || { fail "no step after $seen: $(task_prop "$id" State)"; return; }
+                seen=$after
+                hx systemctl kill -s KILL agentfab.service 2>/dev/null
+                restart_daemon || { fail "agentfabd not back"; return; }
+                after=$(task_prop "$id" Step)
+                if [ -n "$after" ] && [ "$after" -ge "$seen" ]; then
+                        echo "    kill $k after step $seen was reported: step $after after the restart"
+                else
+                        fail "step $seen was reported before the kill, $after after it"; bad=1
+                fi
+        done
+        [ "$bad" = 0 ] && ok "$n kills right after a step was reported: none of those steps was lost"
+        if wait_state "$id" 180 succeeded; then ok "the task succeeded"; else
+                fail "the task: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        local want_steps
+        want_steps=$(seq -s ' ' 1 $((writes + 1)))' '
+        [ "$(steps "$id")" = "$want_steps" ] && [ "$(assistant "$id")" = $((writes + 3)) ] && files_whole "$id" &&
+                ok "steps 1-$((writes + 1)) once each, $((writes + 3)) assistant messages, files whole" ||
+                fail "steps '$(steps "$id")', assistant messages $(assistant "$id"), files whole: $(files_whole "$id" 2>&1 && echo yes || echo no)"
+}
+
 t_reboot() {
         echo "=== a reboot with one task paused for approval and one at work"
         step_script 5 "$WORK/reboot.json"
@@ -621,7 +677,7 @@ main() {
         harness_boot || { echo "0 passed, 1 failed"; exit 1; }
         hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
         local t
-        for t in t_disk_full t_dbus_restart t_polkit_stopped t_journald_stopped t_sandbox_killed t_sigkill_reattach t_reboot t_kill9_many; do
+        for t in t_disk_full t_dbus_restart t_polkit_stopped t_journald_stopped t_sandbox_killed t_sigkill_reattach t_step_durable t_reboot t_kill9_many; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 declare -F "$t" >/dev/null || continue
                 "$t"
