@@ -529,7 +529,7 @@ JSON
 # read, the restarted daemon reports at least that step; and the task ends
 # with every step once.
 t_step_durable() {
-        local n=${DURABLE_KILLS:-6} writes=24 id i k seen after bad=0
+        local n=${DURABLE_KILLS:-6} writes=30 id i k seen after bad=0
         echo "=== agentfabd SIGKILLed right after the bus reported a step: the step stays done"
         python3 - "$writes" > "$WORK/durable.json" <<'PY'
 import json, sys
@@ -537,9 +537,9 @@ n = int(sys.argv[1])
 s = [{"reply": {"content": "Plan: %d files, then the fix." % n}}]
 for i in range(1, n + 1):
     s.append({"delay": 0.4, "reply": {"content": "File %d" % i, "tool_calls": [
-        {"name": "write_file", "arguments": {"path": "f%d.txt" % i, "content": "%d\n" % i}},
-        {"name": "read_file", "arguments": {"path": "f%d.txt" % i}},
-        {"name": "search", "arguments": {"pattern": "%d" % i}}]}})
+        {"name": "write_file", "arguments": {"path": "progress.txt", "content": "step %d\n" % i}},
+        {"name": "read_file", "arguments": {"path": "progress.txt"}},
+        {"name": "search", "arguments": {"pattern": "step %d" % i}}]}})
 s.append({"reply": {"content": "Fix add", "tool_calls": [
     {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}})
 s.append({"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}})
