@@ -29,7 +29,8 @@
 # printed as "figure:" lines, and the probe's ten slowest answers of phase 1
 # with their times. PROFILE=DIR: the daemon's main thread is traced with
 # `strace -T -tt` during phase 1 (DIR/strace.txt; its figures are then not
-# the daemon's own), to tell what the loop did at the slow moments. Needs
+# the daemon's own), to tell what the loop did at the slow moments;
+# JOURNAL=FILE keeps the daemon's journal of phase 1 there. Needs
 # root. Ends with "N passed, N failed".
 set -u
 
@@ -279,6 +280,10 @@ EOF
         probe_stop load
         [ -n "$trace_pid" ] && kill "$trace_pid" 2>/dev/null && wait "$trace_pid" 2>/dev/null
         cat "$WORK/probe-load.out" | sed 's/^/  load: /'
+        # JOURNAL=FILE: the daemon's journal with microseconds, to set next
+        # to the probe's slowest answers (with AGENTFAB_TRACE=1, each step's
+        # phases are in it).
+        [ -n "${JOURNAL:-}" ] && hx journalctl -q --no-pager -o short-precise -u agentfab.service > "$JOURNAL"
 
         local kind max p99 idle99
         for kind in bus stream; do
