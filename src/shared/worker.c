@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "macro.h"
@@ -28,10 +29,25 @@ static void worker_free(Worker *w) {
         free(w);
 }
 
+/* A worker runs this many nice steps above the event loop (whose nice value
+ * its thread inherits; 19 at most): on a busy
+ * machine the loop's thread, which answers the bus and the stream socket,
+ * gets a core before a thread that scans or hashes a tree, and before the
+ * kernel's io-wq threads the worker's io_uring starts (they inherit it).
+ * The loop waits for nothing a worker does while it runs, so the work only
+ * takes longer when the cores are short. */
+#define WORKER_NICE_STEPS 5
+
 static void *worker_thread(void *p) {
         Worker *w = p;
         uint64_t one = 1;
 
+        /* On Linux the nice value is the thread's own. Where the unit's
+         * filter refuses it (EPERM), the thread runs as the loop does. */
+        errno = 0;
+        int nice = getpriority(PRIO_PROCESS, (id_t) gettid());
+        if (errno == 0)
+                (void) setpriority(PRIO_PROCESS, (id_t) gettid(), MIN(nice + WORKER_NICE_STEPS, 19));
         w->result = w->run(w->job);
         /* The eventfd write is the only thing the loop waits for: the
          * result is visible to it once it reads the counter. */

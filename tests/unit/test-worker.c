@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <sys/resource.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
@@ -20,6 +22,14 @@ static void job_free(void *p) {
         Job *j = p;
         (*j->freed)++;
         free(j);
+}
+
+/* The worker's nice value, as it sees it. */
+static int nice_run(void *p) {
+        int *ret = p;
+        errno = 0;
+        *ret = getpriority(PRIO_PROCESS, (id_t) gettid());
+        return errno == 0 ? 0 : -errno;
 }
 
 static int done_result = -1, done_calls = 0;
@@ -60,6 +70,18 @@ int main(void) {
                 (void) sd_event_run(e, 20 * 1000);
         CHECK(done_calls == 0, "a detached worker calls nobody back");
         CHECK(freed == 2, "a detached worker's job is freed when the thread ends");
+
+        /* A worker yields to the loop: its thread runs at a higher nice value
+         * than the loop's, which keeps its own. */
+        int loop_nice = getpriority(PRIO_PROCESS, (id_t) gettid()), *worker_nice = calloc(1, sizeof(int));
+        done_calls = 0;
+        CHECK(worker_start(e, nice_run, on_done, NULL, worker_nice, e, &w) >= 0, "third worker started");
+        while (done_calls == 0 && sd_event_run(e, 10 * 1000) >= 0)
+                ;
+        CHECK(done_result == 0 && (*worker_nice == loop_nice + 5 || (loop_nice > 14 && *worker_nice == 19)),
+              "the worker ran at nice %d, the loop at %d", *worker_nice, loop_nice);
+        CHECK(getpriority(PRIO_PROCESS, (id_t) gettid()) == loop_nice, "the loop's nice value is unchanged");
+        free(worker_nice);
 
         sd_event_unref(e);
         return tap_done();
