@@ -104,7 +104,7 @@ run_counted "egress proxy" bash tests/integration/proxy.sh build
 # Broken surroundings: CI runs the scenarios that take a few minutes; the
 # whole set (a full disk, dbus-daemon restarted, 20 SIGKILLs across 20
 # tasks) is "bash tests/integration/faults.sh build".
-ONLY="${FAULTS_ONLY:-t_polkit_stopped t_journald_stopped t_sandbox_killed t_sigkill_reattach t_reboot}" \
+ONLY="${FAULTS_ONLY:-t_polkit_stopped t_journald_stopped t_sandbox_killed t_sigkill_reattach t_step_durable t_reboot}" \
         run_counted "faults" bash tests/integration/faults.sh build
 run_counted "tasks with a network" bash tests/integration/network.sh build
 run_counted "daemon under load" bash tests/integration/daemon-load.sh build
