@@ -171,6 +171,26 @@ main() {
                 collect hardened "$tmp"
         fi
 
+        # --- agentfab.service's syscall filter: of @resources, setpriority()
+        # alone, which the daemon's worker threads use to go below the event
+        # loop (worker.c); without capabilities it can only lower priority.
+        out=$(hx systemctl show -p SystemCallFilter --value agentfab.service 2>&1)
+        check unit-filter-setpriority "$(grep -qw setpriority <<<"$out" && ! grep -qwE 'setrlimit|sched_setattr|sched_setscheduler' <<<"$out" && echo 1)" \
+                "setpriority allowed, the rest of @resources not"
+        out=$(hx timeout 60 systemd-run --quiet --wait --pipe --collect --unit=agentfab-probe-nice \
+                -p User=agentfab -p NoNewPrivileges=yes -p CapabilityBoundingSet= -p SystemCallArchitectures=native \
+                -p SystemCallFilter=@system-service -p "SystemCallFilter=~@privileged @resources" \
+                -p SystemCallFilter=setpriority -p SystemCallErrorNumber=EPERM \
+                python3 -c 'import os
+before = os.getpriority(os.PRIO_PROCESS, 0)
+os.setpriority(os.PRIO_PROCESS, 0, min(before + 5, 19))
+try:
+    os.setpriority(os.PRIO_PROCESS, 0, before)
+    print("raised back")
+except PermissionError:
+    print("lowered" if os.getpriority(os.PRIO_PROCESS, 0) == min(before + 5, 19) else "unchanged")' < /dev/null 2>&1)
+        check filter-setpriority-lowers-only "$([ "$out" = lowered ] && echo 1)" "under the unit's filter: ${out:-nothing}"
+
         # --- nothing left behind
         out=$(hx systemctl list-units --all --no-legend --plain 'agentfab-task-*' 'agentfab-launcher@*' 2>&1)
         check clean "$([ -z "$out" ] && echo 1)" "no task scope or launcher instance left: ${out:-none}"
