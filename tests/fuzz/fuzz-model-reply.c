@@ -10,9 +10,11 @@
  *    arguments, usage, finish reason, and where to cut). It is sent once as
  *    one JSON body and once as a stream whose deltas are cut at those places
  *    (on character boundaries, as servers cut), with CRLF or LF, with or
- *    without the space after "data:", with comments and a usage-only chunk.
+ *    without the space after "data:", with comments and a usage-only chunk,
+ *    strings spelled with or without \/, \u00XX and \uXXXX escapes.
  *    Invariant: both parse to the same content, calls, usage and finish
- *    reason. */
+ *    reason; for one input in REPLAY_EVERY, also the transcript round trip
+ *    of both (see replay_sampled()). */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <json-c/json.h>
