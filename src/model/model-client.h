@@ -51,6 +51,10 @@ static inline void model_reply_freep(ModelReply **r) {
  * JSON object. Exposed for replay and for tests. On failure, *ret_error_message
  * (if given) gets a short human explanation. */
 int model_reply_parse(const char *raw, size_t size, bool stream, ModelReply **ret, char **ret_error_message);
+/* Whether model_reply_parse() reads raw as a stream when asked for one or
+ * not: a server asked for a stream may answer with one object, and one not
+ * asked may stream all the same. */
+bool model_reply_is_stream(const char *raw, size_t size, bool asked);
 
 /* error is 0 and reply non-NULL on success; else a negative errno and a
  * one-line message. reply and error_message belong to the call and are freed

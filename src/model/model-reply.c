@@ -450,6 +450,17 @@ static bool looks_like_sse(const char *raw, size_t size) {
         return i >= size || raw[i] != '{';
 }
 
+bool model_reply_is_stream(const char *raw, size_t size, bool asked) {
+        assert(raw || size == 0);
+
+        /* A server that was asked for a stream may still answer with one
+         * object; then the object is the reply. */
+        if (asked)
+                return looks_like_sse(raw, size);
+        /* And one that streams although not asked to (some proxies do). */
+        return size >= 5 && memcmp(raw, "data:", 5) == 0;
+}
+
 int model_reply_parse(const char *raw, size_t size, bool stream, ModelReply **ret, char **ret_error_message) {
         _cleanup_(model_reply_freep) ModelReply *reply = NULL;
         Acc a = {};
@@ -458,13 +469,7 @@ int model_reply_parse(const char *raw, size_t size, bool stream, ModelReply **re
         assert(raw || size == 0);
         assert(ret);
 
-        /* A server that was asked for a stream may still answer with one
-         * object; then the object is the reply. */
-        if (stream && !looks_like_sse(raw, size))
-                stream = false;
-        /* And one that streams although not asked to (some proxies do). */
-        else if (!stream && size >= 5 && memcmp(raw, "data:", 5) == 0)
-                stream = true;
+        stream = model_reply_is_stream(raw, size, stream);
 
         if (memchr(raw, '\0', size))
                 r = acc_fail(&a, -EBADMSG, "Reply contains a NUL byte.");

@@ -34,8 +34,8 @@ static int collect(Collect *c, const char *path, size_t path_len, unsigned line,
         c->stats.kept++;
         if (!isempty(rule) && asprintf(&full_rule, "%s/%s", tool, rule) < 0)
                 return -ENOMEM;
-        return finding_list_add(c->out, FINDING_STATIC_CHECK, severity, p, line, full_rule ?: tool, "%.*s",
-                                (int) MIN(message_len, (size_t) FINDING_MESSAGE_MAX * 2), message);
+        return finding_list_add_text(c->out, FINDING_STATIC_CHECK, severity, p, line, full_rule ?: tool, message,
+                                     strnlen(message, MIN(message_len, (size_t) FINDING_MESSAGE_MAX * 2)));
 }
 
 static const char *skip_bom(const char *buf, size_t *size) {

@@ -79,6 +79,11 @@ int finding_list_add(FindingList *l, FindingKind kind, FindingSeverity severity,
 int finding_list_addv(FindingList *l, FindingKind kind, FindingSeverity severity, const char *file, unsigned line,
                       const char *rule, const char *format, va_list ap) _printf_(7, 0);
 
+/* The same with a message that is already text (message_len bytes, which
+ * may hold anything): no format to run. */
+int finding_list_add_text(FindingList *l, FindingKind kind, FindingSeverity severity, const char *file, unsigned line,
+                          const char *rule, const char *message, size_t message_len);
+
 /* Findings kept of this kind (or any kind with _FINDING_KIND_INVALID) with
  * at least this severity (FINDING_ERROR counts errors only). */
 size_t finding_list_count(const FindingList *l, FindingKind kind, FindingSeverity at_least);

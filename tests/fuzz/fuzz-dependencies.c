@@ -27,7 +27,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         return 0;
 }
 
-static bool has_key(const DependencyList *l, const char *key) {
+FUZZ_UNINSTRUMENTED static bool has_key(const DependencyList *l, const char *key) {
         for (size_t i = 0; l && i < l->n; i++)
                 if (streq(l->entries[i].key, key))
                         return true;
@@ -36,7 +36,7 @@ static bool has_key(const DependencyList *l, const char *key) {
 
 /* An entry of the new text this change can stand for: same name and
  * version, and "added" exactly when the old text has nothing of its key. */
-static bool change_has_entry(const DependencyChange *c, const DependencyList *new, const DependencyList *old) {
+FUZZ_UNINSTRUMENTED static bool change_has_entry(const DependencyChange *c, const DependencyList *new, const DependencyList *old) {
         for (size_t i = 0; i < new->n; i++)
                 if (streq(new->entries[i].name, c->name) && fuzz_streq_ptr(new->entries[i].version, c->new_version) &&
                     !c->old_version == !has_key(old, new->entries[i].key))

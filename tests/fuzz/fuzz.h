@@ -29,6 +29,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
                 }                                                               \
         } while (0)
 
+/* For the targets' own checks, which walk every byte of what a parser made:
+ * without coverage instrumentation (a callback for each comparison of each
+ * byte, and features that say nothing about the code under test), and not
+ * inlined into an instrumented caller. */
+#define FUZZ_UNINSTRUMENTED __attribute__((no_sanitize("coverage"), noinline))
+
 /* The parsers log what they refuse; at millions of inputs a second that
  * would be all the fuzzer does. */
 static inline void fuzz_quiet(void) {

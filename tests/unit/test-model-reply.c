@@ -143,5 +143,15 @@ int main(void) {
                 close(fd);
         }
 
+        /* How a body is read: asked for a stream or not, an object is an
+         * object and "data:" lines are a stream; anything else is read as
+         * asked. */
+        CHECK(!model_reply_is_stream(" \r\n{\"choices\":[]}", 16, true) && !model_reply_is_stream("{}", 2, false),
+              "an object is no stream, asked or not");
+        CHECK(model_reply_is_stream("data: {}", 8, false) && model_reply_is_stream("data: {}", 8, true),
+              "data: lines are a stream, asked or not");
+        CHECK(model_reply_is_stream(": c\n", 4, true) && !model_reply_is_stream(": c\n", 4, false) &&
+              model_reply_is_stream("", 0, true) && !model_reply_is_stream("", 0, false), "else as asked");
+
         return tap_done();
 }

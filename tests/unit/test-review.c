@@ -22,6 +22,36 @@ static void test_escape(void) {
         CHECK(streq(f, "???"), "a UTF-16 surrogate is not UTF-8: %s", f);
 }
 
+/* finding_list_add_text() adds as finding_list_add(l, ..., "%.*s", n, text)
+ * did, but for a NUL, which is text like any other byte; the JSON and the
+ * markdown of a list write each finding with its file, line and rule. */
+static void test_add_text(void) {
+        FindingList l = { .max = 2 }, back = {};
+        _cleanup_json_ json_object *j = NULL;
+        _cleanup_free_ char *md = NULL;
+
+        CHECK(finding_list_add_text(&l, FINDING_STATIC_CHECK, FINDING_ERROR, "a`b.c", 7, "cc/W1", "bad\x01 <x>\0tail", 13) == 0 &&
+              l.n == 1 && streq(l.items[0].message, "bad\\x01 <x>\\x00tail") && streq(l.items[0].file, "a`b.c") &&
+              l.items[0].line == 7 && streq(l.items[0].rule, "cc/W1"), "escaped, NUL included: %s", l.items[0].message);
+        CHECK(finding_list_add_text(&l, FINDING_STATIC_CHECK, FINDING_NOTE, NULL, 0, NULL, NULL, 0) == 0 && l.n == 2 &&
+              streq(l.items[1].message, "") && !l.items[1].file && !l.items[1].rule, "an empty message, no file or rule");
+        CHECK(finding_list_add_text(&l, FINDING_SECRET, FINDING_ERROR, "x", 1, NULL, "m", 1) == 0 && l.n == 2 &&
+              l.n_dropped == 1 && finding_list_errors(&l, FINDING_SECRET) == 1, "past the bound: counted, not kept");
+        CHECK(finding_list_add_text(&l, _FINDING_KIND_MAX, FINDING_ERROR, NULL, 0, NULL, "m", 1) == -EINVAL, "bad kind");
+
+        CHECK(finding_list_to_json(&l, &j) == 0, "to JSON");
+        CHECK(streq(json_to_line(j), "[{\"kind\":\"static-check\",\"severity\":\"error\",\"file\":\"a`b.c\",\"line\":7,"
+                    "\"rule\":\"cc/W1\",\"message\":\"bad\\\\x01 <x>\\\\x00tail\"},"
+                    "{\"kind\":\"static-check\",\"severity\":\"note\",\"message\":\"\"}]"), "JSON: %s", json_to_line(j));
+        CHECK(finding_list_from_json(j, &back) == 0 && back.n == 2 && streq(back.items[0].message, l.items[0].message) &&
+              streq(back.items[0].rule, "cc/W1") && back.items[0].line == 7 && !back.items[1].file, "and back");
+        CHECK(finding_list_to_markdown(&l, NULL, &md) == 0 &&
+              strstr(md, "- **error** static-check `a?b.c:7` (`cc/W1`): bad\\\\x01 &lt;x&gt;\\\\x00tail\n") &&
+              strstr(md, "- **note** static-check: \n") && strstr(md, "\n1 more finding not shown.\n"), "markdown: %s", md);
+        finding_list_done(&back);
+        finding_list_done(&l);
+}
+
 static void test_settings(void) {
         const char *md =
                 "# Project notes\n\nsecret-scan-ignore: not-in-a-block/**\n\n"
@@ -248,6 +278,7 @@ static void test_checker_quotes_secret(void) {
 
 int main(void) {
         test_escape();
+        test_add_text();
         test_checker_quotes_secret();
         test_settings();
         test_run();
