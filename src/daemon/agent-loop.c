@@ -613,7 +613,7 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
         int r;
 
         if (c->result < 0) {
-                _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
+                _unused_ _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
                 for (size_t i = 0; i < c->n_trace; i++)
                         trace_add(c->trace[i].name, c->trace[i].usec);
                 return agent_fail(run, "Cannot commit step %u: %s", step, c->error ?: strerror(-c->result));
