@@ -31,14 +31,13 @@
 #include "task-store.h"
 #include "run-ledger.h"
 #include "task-job.h"
+#include "time-util.h"
 #include "tools.h"
 #include "trace.h"
 #include "worker.h"
 
 uint64_t agent_now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+        return clock_now_usec(CLOCK_MONOTONIC);
 }
 
 static void agent_step_done_reset(AgentRun *run) {

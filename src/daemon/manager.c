@@ -21,13 +21,8 @@
 #include "stream.h"
 #include "string-util.h"
 #include "task-store.h"
+#include "time-util.h"
 #include "worker.h"
-
-static uint64_t now_monotonic(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         _cleanup_(manager_freep) Manager *m = NULL;
@@ -71,7 +66,7 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         if (r < 0)
                 return log_oom();
 
-        m->last_activity_usec = now_monotonic();
+        m->last_activity_usec = clock_now_usec(CLOCK_MONOTONIC);
         *ret = TAKE_PTR(m);
         return 0;
 }
@@ -110,7 +105,7 @@ Manager *manager_free(Manager *m) {
 }
 
 void manager_touch(Manager *m) {
-        m->last_activity_usec = now_monotonic();
+        m->last_activity_usec = clock_now_usec(CLOCK_MONOTONIC);
 }
 
 /* Where id is in tasks_by_id, or would go. */
@@ -543,7 +538,7 @@ static int on_idle_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                         manager_touch(m);
 
                 deadline = m->last_activity_usec + m->config.idle_timeout_usec;
-                if (now_monotonic() < deadline) {
+                if (clock_now_usec(CLOCK_MONOTONIC) < deadline) {
                         r = sd_event_source_set_time(s, deadline);
                         if (r < 0)
                                 return r;
@@ -576,7 +571,7 @@ static int on_idle_timer(sd_event_source *s, uint64_t usec, void *userdata) {
          * Looked at again shortly; the loop serves them meanwhile, and
          * starts no agent (on_schedule()). */
         if (m->name_released && (m->n_submissions > 0 || m->n_jobs > 0 || polkit_registry_pending(m->polkit) > 0)) {
-                r = sd_event_source_set_time(s, now_monotonic() + USEC_PER_SEC / 10);
+                r = sd_event_source_set_time(s, clock_now_usec(CLOCK_MONOTONIC) + USEC_PER_SEC / 10);
                 if (r < 0)
                         return r;
                 return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);

@@ -11,11 +11,10 @@
 #include "task-save.h"
 #include "task-store.h"
 #include "task.h"
+#include "time-util.h"
 
 uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+        return clock_now_usec(CLOCK_REALTIME);
 }
 
 bool task_id_is_valid(const char *id) {

@@ -6,6 +6,7 @@
 #include "bus-polkit.h"
 #include "log.h"
 #include "macro.h"
+#include "time-util.h"
 
 typedef struct PolkitQuery PolkitQuery;
 
@@ -78,13 +79,6 @@ static uint64_t keep_usec_from_env(void) {
         return v * USEC_PER_SEC;
 }
 
-static uint64_t now_monotonic(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000U;
-}
-
 static PolkitQuery *polkit_query_free(PolkitQuery *q) {
         if (!q)
                 return NULL;
@@ -142,7 +136,7 @@ static bool registry_is_kept(PolkitRegistry *reg, const char *sender, const char
 
         if (reg->watching < 2 || reg->keep_usec == 0)
                 return false;
-        now = now_monotonic();
+        now = clock_now_usec(CLOCK_MONOTONIC);
         for (size_t i = 0; i < POLKIT_KEPT_MAX; i++)
                 if (reg->kept[i].until > now && streq(reg->kept[i].sender, sender) &&
                     streq(reg->kept[i].action, action))
@@ -172,7 +166,7 @@ static void registry_keep(PolkitRegistry *reg, const char *sender, const char *a
         }
         free(k->sender);
         free(k->action);
-        *k = (PolkitKept) { .sender = s, .action = a, .until = now_monotonic() + reg->keep_usec };
+        *k = (PolkitKept) { .sender = s, .action = a, .until = clock_now_usec(CLOCK_MONOTONIC) + reg->keep_usec };
 }
 
 /* Whether a kept question of the same connection is with polkitd now: its

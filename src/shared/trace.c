@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "macro.h"
+#include "time-util.h"
 #include "trace.h"
 
 static int enabled = -1;
@@ -26,11 +27,8 @@ void trace_set_enabled(bool b) {
 }
 
 uint64_t trace_now_usec(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
         /* Never 0: TRACE_END() takes 0 for "not tracing". */
-        return (uint64_t) ts.tv_sec * UINT64_C(1000000) + (uint64_t) ts.tv_nsec / 1000U + 1;
+        return clock_now_usec(CLOCK_MONOTONIC) + 1;
 }
 
 void trace_add(const char *phase, uint64_t usec) {
