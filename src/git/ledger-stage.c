@@ -4,10 +4,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <liburing.h>
 #include <stdio.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +14,7 @@
 #include "log.h"
 #include "string-util.h"
 #include "trace.h"
+#include "tree-scan.h"
 
 /* Staging: what a checkpoint records, found without reading the whole tree.
  *
@@ -28,7 +27,7 @@
  *   - all of them (a "scan"): after a command ran in the sandbox, after a
  *     reset, when the caller does not report changes (ledger_track_changes()
  *     off, the default), and whenever a reported path is odd. The scan
- *     reads each directory with getdents64() on a directory fd opened
+ *     (tree-scan.c) reads each directory with getdents64() on a directory fd opened
  *     relative to its parent (O_NOFOLLOW) and asks for the metadata of its
  *     entries with statx() relative to that fd, many at a time through
  *     io_uring: no path is ever looked up from the top, no symlink followed.
@@ -169,8 +168,6 @@ typedef struct Edit {
         bool stat_only;         /* same blob and mode: the tree stays */
 } Edit;
 
-typedef struct ScanDir ScanDir;
-
 typedef struct Stage {
         Ledger *ledger;
         git_repository *repo;
@@ -183,41 +180,16 @@ typedef struct Stage {
         size_t n_index;
         Edit *edits;
         size_t n_edits, n_alloc;
-        unsigned entries;
         unsigned hashed;
         uint64_t hash_usec;
-        struct io_uring ring;
-        bool have_ring;
-        unsigned inflight;
         char **error;
 } Stage;
-
-struct ScanDir {
-        ScanDir *parent;
-        ScanDir *next;          /* on the stack of directories to read */
-        int fd;
-        unsigned refs;
-        unsigned depth;
-        int only_tracked;       /* -1: not known yet (asked when an untracked entry shows up) */
-        char *name;             /* in the parent */
-        char *path;             /* "" or "a/b/" */
-};
-
-typedef struct ScanItem {
-        ScanDir *dir;
-        char *path;
-        const char *name;       /* in path */
-        unsigned char d_type;
-        struct statx stx;
-} ScanItem;
 
 static void stage_done(Stage *s) {
         for (size_t i = 0; i < s->n_edits; i++)
                 free(s->edits[i].path);
         free(s->edits);
         free(s->seen);
-        if (s->have_ring)
-                io_uring_queue_exit(&s->ring);
 }
 
 static bool ts_before(int64_t sec, uint32_t nsec, const struct timespec *t) {
@@ -503,94 +475,38 @@ static bool path_ignored(Stage *s, const char *path) {
         return git_ignore_path_is_ignored(&ignored, s->repo, path) >= 0 && ignored;
 }
 
-/* Whether only tracked files count below d (d or a parent is ignored).
- * Asked only when an untracked entry shows up: a tree without untracked
- * files costs no lookup of ignore rules at all. */
-static bool dir_only_tracked(Stage *s, ScanDir *d) {
-        if (d->only_tracked < 0)
-                d->only_tracked = (d->parent && dir_only_tracked(s, d->parent)) || (!isempty(d->path) && path_ignored(s, d->path));
-        return d->only_tracked > 0;
+/* Whether only tracked files count below d (d or a parent is ignored),
+ * kept in the directory's mark. Asked only when an untracked entry shows
+ * up: a tree without untracked files costs no lookup of ignore rules. */
+static bool dir_only_tracked(Stage *s, TreeScanDir *d) {
+        if (d->mark < 0)
+                d->mark = (d->parent && dir_only_tracked(s, d->parent)) || (!isempty(d->path) && path_ignored(s, d->path));
+        return d->mark > 0;
 }
 
-static ScanDir *scan_dir_unref(ScanDir *d) {
-        while (d && --d->refs == 0) {
-                ScanDir *parent = d->parent;
-                safe_close(d->fd);
-                free(d->name);
-                free(d->path);
-                free(d);
-                d = parent;
-        }
-        return NULL;
-}
-
-static int scan_dir_new(ScanDir *parent, const char *name, const char *path, ScanDir **ret) {
-        ScanDir *d = calloc(1, sizeof(ScanDir));
-        if (!d)
-                return -ENOMEM;
-        d->fd = -EBADF;
-        d->refs = 1;
-        d->only_tracked = -1;
-        d->name = strdup(name);
-        if (asprintf(&d->path, "%s%s", path, isempty(path) ? "" : "/") < 0)
-                d->path = NULL;
-        if (!d->name || !d->path) {
-                free(d->name);
-                free(d->path);
-                free(d);
-                return -ENOMEM;
-        }
-        if (parent) {
-                d->parent = parent;
-                d->depth = parent->depth + 1;
-                parent->refs++;
-        }
-        *ret = d;
-        return 0;
-}
-
-/* A directory entry of the workspace: a directory to descend into later, or
- * anything else, whose statx result is in item->stx. */
-static int scan_item(Stage *s, ScanItem *item, ScanDir **stack);
-
-static int scan_entry_dir(Stage *s, ScanDir *d, const char *name, const char *path, ScanDir **stack) {
+static int scan_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const char *path, void *userdata) {
+        Stage *s = userdata;
         const git_index_entry *e = index_lookup(s, path, false);
         _cleanup_free_ char *prefix = NULL;
+        int r;
 
         /* A gitlink (a submodule of base). A file the index has here is
          * not marked: it is gone, a directory stands there now. */
         if (e && e->mode == GIT_FILEMODE_COMMIT) {
                 (void) index_lookup(s, path, true);
-                return stage_gitlink(s, d->fd, name, path, e);
+                r = stage_gitlink(s, parent->fd, sub->name, path, e);
+                return r < 0 ? r : 0;
         }
 
         if (asprintf(&prefix, "%s/", path) < 0)
                 return -ENOMEM;
-        bool tracked = index_has_prefix(s->index, prefix);
-        ScanDir *sub = NULL;
-        int r = scan_dir_new(d, name, path, &sub);
-        if (r < 0)
-                return r;
-        if (!tracked && dir_only_tracked(s, sub)) {
-                scan_dir_unref(sub);    /* Ignored and nothing tracked inside. */
-                return 0;
-        }
-        if (sub->depth > SCAN_DEPTH_MAX) {
-                scan_dir_unref(sub);
-                return error_set(s->error, -ELOOP, "Directory '%s' is nested too deeply.", path);
-        }
-        sub->next = *stack;
-        *stack = sub;
-        return 0;
+        /* Ignored and nothing tracked inside: not read at all. */
+        return index_has_prefix(s->index, prefix) || !dir_only_tracked(s, sub);
 }
 
-static int scan_item(Stage *s, ScanItem *item, ScanDir **stack) {
-        ScanDir *d = item->dir;
-        const struct statx *x = &item->stx;
-        const char *path = item->path;
-
-        if (S_ISDIR(x->stx_mode))
-                return scan_entry_dir(s, d, item->name, path, stack);
+static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const char *path, const struct statx *x,
+                      void *userdata) {
+        Stage *s = userdata;
 
         /* A gitlink replaced by a file is recorded as what stands there:
          * its mode differs, so it is never clean. */
@@ -603,201 +519,37 @@ static int scan_item(Stage *s, ScanItem *item, ScanDir **stack) {
         if (!S_ISLNK(x->stx_mode)) {
                 if (!S_ISREG(x->stx_mode))
                         return error_set(s->error, -EPERM,
-                                                "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
+                                         "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
                 if (s->max != UINT64_MAX && x->stx_size > s->max)
                         return error_set(s->error, -EFBIG,
-                                                "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
-                                                path, s->max);
+                                         "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
+                                         path, s->max);
         }
         if (e && entry_clean(s, e, x))
                 return 0;
 
-        int r = stage_file(s, d->fd, item->name, path, e);
+        int r = stage_file(s, d->fd, name, path, e);
         if (r == -EAGAIN) {     /* It became a directory meanwhile. */
                 if (e && (r = edit_add(s, path, NULL)) < 0)
                         return r;
-                return scan_entry_dir(s, d, item->name, path, stack);
+                return tree_scan_descend(scan, d, name, path);
         }
         return r;
 }
 
-static void scan_item_free(ScanItem *item) {
-        if (!item)
-                return;
-        scan_dir_unref(item->dir);
-        free(item->path);
-        free(item);
-}
-
-/* Handles one statx completion (or a synchronous result). */
-static int scan_item_done(Stage *s, ScanItem *item, int res, ScanDir **stack) {
-        int r = 0;
-
-        if (res == -ENOENT)
-                r = 0;          /* Gone meanwhile: its entry goes. */
-        else if (res < 0)
-                r = error_set(s->error, res, "Cannot look at '%s': %s", item->path, strerror(-res));
-        else
-                r = scan_item(s, item, stack);
-        scan_item_free(item);
-        return r;
-}
-
-static int ring_reap(Stage *s, bool wait, ScanDir **stack) {
-        struct io_uring_cqe *cqe;
-        int r = 0;
-
-        while (s->inflight > 0) {
-                int k = wait ? io_uring_wait_cqe(&s->ring, &cqe) : io_uring_peek_cqe(&s->ring, &cqe);
-                if (k == -EINTR)
-                        continue;
-                if (k == -EAGAIN)
-                        break;
-                if (k < 0)
-                        return k;
-                ScanItem *item = io_uring_cqe_get_data(cqe);
-                int res = cqe->res;
-                io_uring_cqe_seen(&s->ring, cqe);
-                s->inflight--;
-                int q = scan_item_done(s, item, res, stack);
-                if (q < 0 && r == 0)
-                        r = q;
-                wait = false;
-        }
-        return r;
-}
-
-/* Asks for the metadata of one entry: through the ring, or right away. */
-static int scan_submit(Stage *s, ScanDir *d, const char *name, unsigned char d_type, ScanDir **stack) {
-        ScanItem *item = calloc(1, sizeof(ScanItem));
-        if (!item)
-                return -ENOMEM;
-        if (asprintf(&item->path, "%s%s", d->path, name) < 0) {
-                free(item);
-                return -ENOMEM;
-        }
-        item->name = item->path + strlen(d->path);
-        item->d_type = d_type;
-        item->dir = d;
-        d->refs++;
-
-        if (s->have_ring) {
-                struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
-                if (!sqe) {
-                        int r = io_uring_submit(&s->ring);
-                        if (r < 0) {
-                                scan_item_free(item);
-                                return r;
-                        }
-                        sqe = io_uring_get_sqe(&s->ring);
-                }
-                if (sqe) {
-                        io_uring_prep_statx(sqe, d->fd, item->name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
-                                            STATX_TYPE | STATX_MODE | STATX_INO | STATX_SIZE | STATX_MTIME | STATX_CTIME,
-                                            &item->stx);
-                        io_uring_sqe_set_data(sqe, item);
-                        s->inflight++;
-                        /* Keep the ring from overflowing: harvest what is done. */
-                        if (s->inflight >= RING_ENTRIES) {
-                                int r = io_uring_submit(&s->ring);
-                                if (r < 0)
-                                        return r;
-                                return ring_reap(s, true, stack);
-                        }
-                        return 0;
-                }
-        }
-
-        int res = statx(d->fd, item->name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
-                        STATX_TYPE | STATX_MODE | STATX_INO | STATX_SIZE | STATX_MTIME | STATX_CTIME, &item->stx) < 0 ? -errno : 0;
-        return scan_item_done(s, item, res, stack);
-}
-
-struct linux_dirent64_ {
-        uint64_t d_ino;
-        int64_t d_off;
-        unsigned short d_reclen;
-        unsigned char d_type;
-        char d_name[];
-};
-
-/* Reads one directory and submits its entries. Directories (by d_type)
- * are pushed on the stack without a statx: opening them with O_DIRECTORY |
- * O_NOFOLLOW checks what they are. */
-static int scan_read_dir(Stage *s, ScanDir *d, ScanDir **stack) {
-        _cleanup_free_ char *buf = NULL;
-        const size_t size = 64 * 1024;
-        int r;
-
-        buf = malloc(size);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                long n = syscall(SYS_getdents64, d->fd, buf, size);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return error_set(s->error, -errno, "Cannot read the directory '%s': %m", isempty(d->path) ? "." : d->path);
-                }
-                if (n == 0)
-                        return 0;
-                for (long off = 0; off < n;) {
-                        struct linux_dirent64_ *de = (struct linux_dirent64_ *) (buf + off);
-                        off += de->d_reclen;
-
-                        if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
-                                continue;
-                        if (++s->entries > SCAN_ENTRIES_MAX)
-                                return error_set(s->error, -E2BIG, "The workspace has more than %u files.", SCAN_ENTRIES_MAX);
-                        if (de->d_type == DT_DIR) {
-                                _cleanup_free_ char *path = NULL;
-                                if (asprintf(&path, "%s%s", d->path, de->d_name) < 0)
-                                        return -ENOMEM;
-                                r = scan_entry_dir(s, d, de->d_name, path, stack);
-                        } else
-                                r = scan_submit(s, d, de->d_name, de->d_type, stack);
-                        if (r < 0)
-                                return r;
-                }
-        }
-}
-
-/* Opens a directory popped off the stack and reads it. One that is not a
- * directory any more is looked at as a file. */
-static int scan_open_dir(Stage *s, ScanDir *d, ScanDir **stack) {
-        int r;
-
-        if (d->parent) {
-                d->fd = openat(d->parent->fd, d->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                if (d->fd < 0) {
-                        if (errno == ENOENT)
-                                return 0;
-                        if (errno == ENOTDIR || errno == ELOOP)
-                                return scan_submit(s, d->parent, d->name, DT_UNKNOWN, stack);
-                        return error_set(s->error, -errno, "Cannot open '%.*s': %m",
-                                                (int) strlen(d->path) - 1, d->path);
-                }
-        } else {
-                /* A new open file description: reading must not move the
-                 * offset of the workspace fd we hand out. */
-                d->fd = openat(s->ledger->workspace_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (d->fd < 0)
-                        return -errno;
-        }
-        r = scan_read_dir(s, d, stack);
-        if (r >= 0 && s->have_ring && s->inflight > 0)
-                r = io_uring_submit(&s->ring) < 0 ? -EIO : 0;
-        return r;
-}
-
-/* Walks the whole workspace without following symlinks. This is done here
- * rather than with git_index_add_all(): libgit2 stops at directories holding
- * a .git (an agent's "git init" or "cargo new") and refuses them, while
- * their files belong to the work like any other. Anything named .git is
- * skipped. Below an ignored directory only files the index has already
- * count. */
+/* Walks the whole workspace (tree-scan.c) rather than using
+ * git_index_add_all(): libgit2 stops at directories holding a .git (an
+ * agent's "git init" or "cargo new") and refuses them, while their files
+ * belong to the work like any other. Anything named .git is skipped. Below
+ * an ignored directory only files the index has already count. */
 static int stage_scan(Stage *s) {
-        ScanDir *stack = NULL, *root = NULL;
+        static const TreeScanOps ops = { .dir = scan_dir, .entry = scan_entry };
+        static const TreeScanLimits limits = {
+                .depth_max = SCAN_DEPTH_MAX,
+                .entries_max = SCAN_ENTRIES_MAX,
+                .ring_entries = RING_ENTRIES,
+                .ring_workers_max = RING_WORKERS_MAX,
+        };
         int r;
 
         s->n_index = git_index_entrycount(s->index);
@@ -805,51 +557,7 @@ static int stage_scan(Stage *s) {
         if (!s->seen)
                 return -ENOMEM;
 
-        /* Without a ring (too old a kernel, a filter that forbids it), the
-         * same statx() calls, one at a time. */
-        s->have_ring = use_ring && io_uring_queue_init(RING_ENTRIES, &s->ring, 0) >= 0;
-        if (s->have_ring) {
-                unsigned workers[2] = { RING_WORKERS_MAX, RING_WORKERS_MAX };   /* bounded, unbounded */
-                /* Older kernels lack the call: they keep their default. */
-                (void) io_uring_register_iowq_max_workers(&s->ring, workers);
-        }
-
-        r = scan_dir_new(NULL, "", "", &root);
-        if (r < 0)
-                return r;
-        root->only_tracked = 0;
-        stack = root;
-
-        while (r >= 0 && (stack || s->inflight > 0)) {
-                if (stack) {
-                        ScanDir *d = stack;
-                        stack = d->next;
-                        r = scan_open_dir(s, d, &stack);
-                        scan_dir_unref(d);
-                        /* Completions first when many are waiting: they hold fds. */
-                        if (r >= 0 && s->have_ring)
-                                r = ring_reap(s, false, &stack);
-                } else
-                        r = ring_reap(s, true, &stack);
-        }
-
-        /* On failure: wait for what is in flight (the kernel writes into the
-         * items), then drop the rest. */
-        if (s->have_ring && s->inflight > 0)
-                (void) io_uring_submit(&s->ring);
-        while (s->have_ring && s->inflight > 0) {
-                struct io_uring_cqe *cqe;
-                if (io_uring_wait_cqe(&s->ring, &cqe) < 0)
-                        break;
-                scan_item_free(io_uring_cqe_get_data(cqe));
-                io_uring_cqe_seen(&s->ring, cqe);
-                s->inflight--;
-        }
-        while (stack) {
-                ScanDir *d = stack;
-                stack = d->next;
-                scan_dir_unref(d);
-        }
+        r = tree_scan_run(s->ledger->workspace_fd, use_ring, &limits, &ops, s, s->error);
         if (r < 0)
                 return r;
 
@@ -917,8 +625,7 @@ static int stage_noted(Stage *s, const char *noted) {
         }
 
         struct statx x;
-        if (statx(fd, c, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
-                  STATX_TYPE | STATX_MODE | STATX_INO | STATX_SIZE | STATX_MTIME | STATX_CTIME, &x) < 0) {
+        if (statx(fd, c, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, TREE_SCAN_STATX_MASK, &x) < 0) {
                 if (errno != ENOENT)
                         return 0;
                 _cleanup_free_ char *prefix = NULL;
