@@ -98,7 +98,7 @@ struct AgentRun {
         unsigned bad_calls;        /* and those that did not */
         char *finish_summary;
 
-        bool sandbox_opening;      /* the launcher makes our sandbox: one of agent-loop.c's sandbox_opening */
+        bool sandbox_opening;      /* the launcher makes our sandbox: one of agent-prepare.c's sandbox_opening */
         bool sandbox_waiting;      /* in line for that, in sandbox_waiters */
         AgentRun *sandbox_next;
         struct ReviewJob *review;  /* the review stage's, while its checkers run (review-stage.c) */
@@ -123,10 +123,17 @@ int agent_save(AgentRun *run);
 /* Moves the task to state; a state that is not active stops the run. */
 void agent_set_state(AgentRun *run, TaskState state, const char *reason);
 
+/* agent-prepare.c. Opens the task's workspace, making it if create: 0 it
+ * is there; 1 it is being made (in a worker thread) and agent_advance()
+ * runs again when it is; < 0 the task failed. */
+int agent_open_workspace(AgentRun *run, bool create);
 /* Opens the task's sandbox unless it is open: 0 it is there; > 0 it is
  * being made (or waits its turn) and agent_advance() runs again when it is;
  * < 0 the task failed. */
 int agent_open_sandbox(AgentRun *run);
+/* The run's turn at the launcher is over (or given up): the next in line
+ * goes. */
+void agent_sandbox_release(AgentRun *run);
 
 /* The timeout of one command of the task. */
 uint64_t agent_command_timeout_usec(AgentRun *run);
