@@ -4,7 +4,9 @@
  * rules, the checkpoint, the changes since base and the size breakers), as
  * agent-loop.c does it, with the ledger tracking changes as the agent does.
  * Three steps: one that wrote a file through the write_file tool, one whose
- * run_command touched nothing, one whose run_command rewrote 1,000 files.
+ * run_command touched nothing, one whose run_command rewrote 1,000 files;
+ * and a reset to the last checkpoint (how a task begins after its baseline
+ * tests, and how it resumes), with nothing or 1,000 files to restore.
  * Baselines, on the same tree in the same run: `git add -A && git
  * write-tree` and `git status --porcelain` (git's own stat index, by full
  * path names), and the change list the way every step computed it before
@@ -415,12 +417,56 @@ static int bench_size(unsigned files) {
                 sh_time(&rewrite.status, "%s status --porcelain >/dev/null", git);
         }
 
+        /* A reset to the last checkpoint, the way a task begins (after its
+         * baseline tests ran) or resumes, and its next stage: once with
+         * nothing changed, once after 1,000 files were rewritten. Baseline:
+         * git reset --hard of the same rewrite in git's own work tree. */
+        Row reset_none = { .what = "reset, nothing changed" },
+            reset_some = { .what = "reset, 1,000 files rewritten" };
+        unsigned resets = MAX(arg_steps / 5, 2U);
+        for (unsigned k = 0; k < resets; k++) {
+                for (int changed = 0; changed <= (files >= REWRITE_FILES); changed++) {
+                        Row *row = changed ? &reset_some : &reset_none;
+                        unsigned start = (k * 4001U) % files;
+
+                        if (changed) {
+                                for (unsigned i = 0; i < REWRITE_FILES; i++) {
+                                        file_name((start + i) % files, name, sizeof(name));
+                                        if ((r = write_text(ws, name, step * 7000 + i)) < 0)
+                                                return r;
+                                }
+                        }
+                        usleep(10 * 1000);
+                        (void) trace_take((TracePhase[TRACE_PHASES_MAX]) {});
+                        Clock c = clock_now();
+                        r = ledger_reset(l, before);
+                        if (r >= 0) {
+                                ledger_note_all(l);
+                                r = step_end(l, before, step++);
+                        }
+                        timing_add(&row->ours, c);
+                        row_trace(row);
+                        if (r < 0)
+                                return r;
+                        if (changed)
+                                for (unsigned i = 0; i < REWRITE_FILES; i++) {
+                                        file_name((start + i) % files, name, sizeof(name));
+                                        if ((r = write_text(ws, name, step * 9000 + i)) < 0)
+                                                return r;
+                                }
+                        sh_time(&row->add, "%s reset -q --hard", git);
+                }
+        }
+
         double target = files <= 1000 ? 5 : files <= 10000 ? 20 : files <= 100000 ? 200 : 0;
         row_print(files, &write, target);
         row_print(files, &nothing, 0);
         row_print(files, &nothing_sync, 0);
         if (rewrite.ours.wall.n > 0)
                 row_print(files, &rewrite, 0);
+        row_print(files, &reset_none, 0);
+        if (reset_some.ours.wall.n > 0)
+                row_print(files, &reset_some, 0);
         fflush(stdout);
 
         l = ledger_free(l);
@@ -469,8 +515,9 @@ int main(int argc, char *argv[]) {
 
         printf("# per-step daemon cost in ms: the step's changes + breakers, the checkpoint, the changes since base + "
                "breakers; medians of %u steps (wall clock, and CPU time of the process and its children)\n", arg_steps);
-        printf("# baselines on the same tree: git add -A && git write-tree; git status --porcelain; "
-               "the change lists as every step made them before (libgit2's walk, twice a step); ratios of CPU times\n");
+        printf("# baselines on the same tree: git add -A && git write-tree (for the resets: git reset --hard of the same "
+               "change); git status --porcelain; the change lists as every step made them before (libgit2's walk, "
+               "twice a step); ratios of CPU times\n");
         printf("%7s  %-34s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "files", "step", "wall", "wall p90", "cpu",
                "add wall", "add cpu", "ratio", "stat wall", "stat cpu", "ratio", "old wall", "old cpu", "ratio");
 

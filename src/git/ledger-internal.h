@@ -113,6 +113,16 @@ void ledger_submodules_free(LedgerSubmodule *s, size_t n);
 bool ledger_submodule_name_safe(const char *name);
 bool ledger_submodule_path_safe(const char *path);
 
+/* ledger-stage.c. The stat index (l->index), read again if another Ledger
+ * wrote it; 1 when it was. *ret_racy: entries whose file changed at or
+ * after it are not trusted (git's racy rule; now bounds it). */
+int ledger_index_refresh(Ledger *l, const struct timespec *now, struct timespec *ret_racy, char **ret_error);
+/* The entry still describes the file: its stat data match and it was not
+ * racy when recorded. */
+bool ledger_entry_clean(const git_index_entry *e, const struct statx *x, const struct timespec *racy);
+/* The submodule fetched at path, or NULL. */
+LedgerSubmodule *ledger_submodule_by_path(Ledger *l, const char *path);
+
 /* A bundle's header (ledger-export.c), exposed for tests/fuzz: the text up
  * to and including the newline before the blank line, NUL-terminated and
  * modified in place. */

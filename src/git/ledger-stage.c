@@ -204,15 +204,19 @@ static uint32_t stx_git_mode(const struct statx *x) {
 /* The entry still describes the file (what git calls "stat clean"), and it
  * was not racy when it was recorded. ctime is compared too: no one can set
  * it back, unlike mtime. */
-static bool entry_clean(const Stage *s, const git_index_entry *e, const struct statx *x) {
+bool ledger_entry_clean(const git_index_entry *e, const struct statx *x, const struct timespec *racy) {
         if (e->ctime.nanoseconds == SMUDGED_NSEC)
                 return false;
         if (!(e->mode == stx_git_mode(x) && e->file_size == (uint32_t) x->stx_size && e->ino == (uint32_t) x->stx_ino &&
               e->mtime.seconds == (int32_t) x->stx_mtime.tv_sec && e->mtime.nanoseconds == x->stx_mtime.tv_nsec &&
               e->ctime.seconds == (int32_t) x->stx_ctime.tv_sec && e->ctime.nanoseconds == x->stx_ctime.tv_nsec))
                 return false;
-        return ts_before(x->stx_mtime.tv_sec, x->stx_mtime.tv_nsec, &s->racy) &&
-               ts_before(x->stx_ctime.tv_sec, x->stx_ctime.tv_nsec, &s->racy);
+        return ts_before(x->stx_mtime.tv_sec, x->stx_mtime.tv_nsec, racy) &&
+               ts_before(x->stx_ctime.tv_sec, x->stx_ctime.tv_nsec, racy);
+}
+
+static bool entry_clean(const Stage *s, const git_index_entry *e, const struct statx *x) {
+        return ledger_entry_clean(e, x, &s->racy);
 }
 
 static int edit_add(Stage *s, const char *path, const git_index_entry *entry) {
@@ -418,13 +422,6 @@ static bool index_has_prefix(git_index *index, const char *prefix) {
         return git_index_find_prefix(&pos, index, prefix) == 0;
 }
 
-static LedgerSubmodule *submodule_by_path(Ledger *l, const char *path) {
-        for (size_t i = 0; i < l->n_subs; i++)
-                if (streq(l->subs[i].path, path))
-                        return &l->subs[i];
-        return NULL;
-}
-
 /* The entry at path; mark: it stands in the workspace (not deleted). */
 static const git_index_entry *index_lookup(Stage *s, const char *path, bool mark) {
         size_t pos;
@@ -441,7 +438,7 @@ static const git_index_entry *index_lookup(Stage *s, const char *path, bool mark
  * was not fetched must stay empty: whatever the task put there cannot be
  * recorded, and must not vanish without a word. */
 static int stage_gitlink(Stage *s, int dir_fd, const char *name, const char *path, const git_index_entry *e) {
-        LedgerSubmodule *sub = submodule_by_path(s->ledger, path);
+        LedgerSubmodule *sub = ledger_submodule_by_path(s->ledger, path);
 
         if (sub) {
                 if (!sub->have_staged)
@@ -742,13 +739,9 @@ static int stage_tree_update(Stage *s, const git_oid *last, git_oid *ret) {
         return git_tree_create_updated(ret, s->repo, baseline, n, u) < 0 ? -EXDEV : 0;
 }
 
-int ledger_stage(Ledger *l, bool full, char **ret_error) {
-        _cleanup_(git_odb_freep) git_odb *odb = NULL;
+int ledger_index_refresh(Ledger *l, const struct timespec *now, struct timespec *ret_racy, char **ret_error) {
         struct stat ist = {};
-        uint64_t t0 = TRACE_BEGIN();
-        int r, ir;
-
-        assert(l);
+        int ir;
 
         if (!l->index) {
                 if (git_repository_index(&l->index, l->repo) < 0)
@@ -759,17 +752,38 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
          * resume resets the workspace anyway). Someone else wrote it (a
          * reset, by another Ledger of this task): read it again, and trust
          * nothing staged before. */
-        bool loaded = false;
         ir = index_file_stat(l, &ist);
-        if (ir < 0 || !l->have_index_st || !same_file_version(&ist, &l->index_st)) {
-                if (git_index_read(l->index, 1) < 0)
-                        return error_set(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
-                l->have_staged = false;
-                l->index_dirty = false;
-                l->index_st = ist;
-                l->have_index_st = ir >= 0;
-                loaded = true;
+        if (ir >= 0 && l->have_index_st && same_file_version(&ist, &l->index_st)) {
+                /* Entries this Ledger recorded were smudged when they were racy. */
+                *ret_racy = (struct timespec) { .tv_sec = INT64_MAX };
+                return 0;
         }
+        if (git_index_read(l->index, 1) < 0)
+                return error_set(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
+        l->have_staged = false;
+        l->index_dirty = false;
+        l->index_st = ist;
+        l->have_index_st = ir >= 0;
+        /* Entries read from the file: git's rule (not older than the file:
+         * hashed again). */
+        *ret_racy = ir >= 0 ? ist.st_mtim : *now;
+        if (ts_before(now->tv_sec, (uint32_t) now->tv_nsec, ret_racy))
+                *ret_racy = *now;
+        return 1;
+}
+
+int ledger_stage(Ledger *l, bool full, char **ret_error) {
+        _cleanup_(git_odb_freep) git_odb *odb = NULL;
+        struct timespec start, racy;
+        uint64_t t0 = TRACE_BEGIN();
+        int r;
+
+        assert(l);
+
+        (void) clock_gettime(CLOCK_REALTIME_COARSE, &start);
+        r = ledger_index_refresh(l, &start, &racy, ret_error);
+        if (r < 0)
+                return r;
 
         bool need_scan = full || !l->track || !l->have_staged || l->dirty_all;
         if (!need_scan && l->n_dirty == 0)
@@ -778,17 +792,8 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
         if (git_repository_odb(&odb, l->repo) < 0)
                 return error_set(ret_error, -EIO, "Cannot open the ledger's objects: %s", ledger_git_message());
 
-        Stage s = { .ledger = l, .repo = l->repo, .odb = odb, .index = l->index, .max = l->max_bytes, .error = ret_error };
-        (void) clock_gettime(CLOCK_REALTIME_COARSE, &s.start);
-        /* Entries read from the file: git's rule (not older than the file:
-         * hashed again). Entries this Ledger recorded were smudged when
-         * they were racy. */
-        if (loaded) {
-                s.racy = ir >= 0 ? ist.st_mtim : s.start;
-                if (ts_before(s.start.tv_sec, (uint32_t) s.start.tv_nsec, &s.racy))
-                        s.racy = s.start;
-        } else
-                s.racy = (struct timespec) { .tv_sec = INT64_MAX };
+        Stage s = { .ledger = l, .repo = l->repo, .odb = odb, .index = l->index, .max = l->max_bytes, .error = ret_error,
+                    .start = start, .racy = racy };
 
         /* Taken over: what the stage itself notes (a file still moving) is
          * for the next one. */

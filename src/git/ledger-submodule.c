@@ -455,3 +455,10 @@ int ledger_submodules_read(git_repository *repo, git_tree *tree, const char *sup
         *ret_n = n;
         return 0;
 }
+
+LedgerSubmodule *ledger_submodule_by_path(Ledger *l, const char *path) {
+        for (size_t i = 0; i < l->n_subs; i++)
+                if (streq(l->subs[i].path, path))
+                        return &l->subs[i];
+        return NULL;
+}

@@ -221,8 +221,19 @@ static int scan_read_dir(TreeScan *scan, TreeScanDir *d) {
                         struct linux_dirent64_ *de = (struct linux_dirent64_ *) (buf + off);
                         off += de->d_reclen;
 
-                        if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
+                        if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                                 continue;
+                        if (strcasecmp(de->d_name, ".git") == 0) {
+                                if (!scan->ops->git_entry)
+                                        continue;
+                                _cleanup_free_ char *path = NULL;
+                                if (asprintf(&path, "%s%s", d->path, de->d_name) < 0)
+                                        return -ENOMEM;
+                                r = scan->ops->git_entry(scan, d, de->d_name, path, scan->userdata);
+                                if (r < 0)
+                                        return r;
+                                continue;
+                        }
                         if (++scan->entries > scan->limits->entries_max)
                                 return error_set(scan->error, -E2BIG, "The workspace has more than %u files.",
                                                  scan->limits->entries_max);

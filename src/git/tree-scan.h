@@ -10,7 +10,8 @@
  * parent (O_NOFOLLOW), read with getdents64(), and the metadata of its
  * entries is asked for with statx() relative to it, many at a time through
  * io_uring (one at a time without a ring). Entries named .git (any case)
- * are skipped. What to do with each entry is the caller's. */
+ * are skipped, or handed to git_entry() when there is one. What to do with
+ * each entry is the caller's. */
 
 typedef struct TreeScan TreeScan;
 
@@ -37,6 +38,9 @@ typedef struct TreeScanOps {
          * MTIME, CTIME). An entry gone meanwhile is not handed out. */
         int (*entry)(TreeScan *scan, TreeScanDir *dir, const char *name, const char *path, const struct statx *x,
                      void *userdata);
+        /* Optional: an entry named .git (any case), whatever it is, never
+         * looked at nor descended into by the walk. */
+        int (*git_entry)(TreeScan *scan, TreeScanDir *dir, const char *name, const char *path, void *userdata);
 } TreeScanOps;
 
 typedef struct TreeScanLimits {

@@ -13,6 +13,7 @@
 #include "ledger-internal.h"
 #include "ledger.h"
 #include "tap.h"
+#include "trace.h"
 
 static char root[] = "/tmp/test-ledger-stage-XXXXXX";
 static unsigned step = 1;
@@ -447,6 +448,122 @@ static void run_tests(bool ring) {
         ledger_set_stage_hook(NULL, NULL);
 }
 
+/* Whether the last reset went by the stat index (its walk was traced). */
+static bool reset_walked(void) {
+        TracePhase p[TRACE_PHASES_MAX];
+        size_t n = trace_take(p);
+
+        for (size_t i = 0; i < n; i++)
+                if (streq(p[i].name, "reset_walk"))
+                        return true;
+        return false;
+}
+
+/* Resets by the stat index (src/git/ledger-reset.c): whatever the sandbox
+ * did, the workspace is the checkpoint again, exactly; nothing is written
+ * through a link; what still stands as it should is not written; and the
+ * stat index is right afterwards. */
+static void run_reset_tests(void) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        _cleanup_close_ int task = -EBADF;
+        char path[4096], c1[41], *error = NULL, *s;
+        struct stat before, after;
+        int r;
+
+        printf("# resets\n");
+        trace_set_enabled(true);
+        ledger_set_stage_hook(hook_cb, &hook);
+        step = 1;
+        (void) run("rm -rf task src outside");
+        CHECK(run(GIT "init -q src && cd src && mkdir -p d/e && echo one > a.txt && echo two > b.txt && "
+                  "echo three > d/e/c.txt && echo four > d/f.txt && ln -s a.txt l && printf '#!/bin/sh\\n' > x.sh && "
+                  "chmod +x x.sh && printf 'build/\\n*.o\\n' > .gitignore && " GIT "add . && " GIT "commit -q -m base") == 0 &&
+              run("mkdir outside && echo SECRET > outside/c.txt") == 0,
+              "source repository");
+        (void) snprintf(path, sizeof(path), "%s/task", root);
+        (void) mkdir(path, 0755);
+        task = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        (void) snprintf(path, sizeof(path), "%s/src", root);
+        LedgerOptions o = { .max_bytes = 1024 * 1024 };
+        r = ledger_create(task, path, -EBADF, NULL, "agentfab/t", &o, &error, &l);
+        CHECK(r == 0, "ledger made: %s", strempty(error));
+        if (r < 0)
+                return;
+        ledger_track_changes(l, true);
+        CHECK(ws_write("a.txt", "one, then\n") == 0 && ws_write("n.txt", "new\n") == 0, "a step's work");
+        ledger_note_all(l);
+        CHECK(checkpoint(l, &error) == 1 && ledger_head(l, c1) == 0, "checkpoint 1: %s", strempty(error));
+
+        /* A half-done step of every kind. */
+        CHECK(run("cd task/workspace && echo half > a.txt && rm b.txt && echo u > u.txt && mkdir -p build newdir && "
+                  "echo o > build/out.o && echo o > d/x.o && echo f > newdir/f && chmod -x x.sh && mkfifo d/.git && "
+                  "mkdir -p .GIT/objects && rm d/f.txt && mkfifo d/f.txt && rm -r d/e && ln -s ../../../outside d/e && "
+                  "rm l && echo file > l") == 0,
+              "a half-done step: edits, deletions, untracked and ignored files, a mode, .git entries, a FIFO, links");
+        (void) trace_take((TracePhase[TRACE_PHASES_MAX]) {});
+        alarm(20);
+        r = ledger_reset(l, c1);
+        alarm(0);
+        CHECK(r == 0, "reset to checkpoint 1: %d", r);
+        CHECK(reset_walked(), "by the stat index");
+        s = capture(TIP "--work-tree=task/workspace status --porcelain --ignored --untracked-files=all");
+        CHECK(streq(s, ""), "the workspace is the checkpoint exactly, nothing untracked or ignored: '%s'", s);
+        free(s);
+        s = capture("cat outside/c.txt; ls outside | wc -l; readlink task/workspace/l; test -x task/workspace/x.sh && echo x; "
+                    "cat task/workspace/a.txt task/workspace/d/e/c.txt task/workspace/d/f.txt; "
+                    "ls -A task/workspace task/workspace/d | tr '\\n' ' '");
+        CHECK(streq(s, "SECRET\n1\na.txt\nx\none, then\nthree\nfour\n"
+                       "task/workspace: .gitignore a.txt b.txt d l n.txt x.sh  task/workspace/d: e f.txt "),
+              "nothing written through the link; links, modes, contents back; no .git");
+        if (!streq(s, "SECRET\n1\na.txt\nx\none, then\nthree\nfour\n"
+                      "task/workspace: .gitignore a.txt b.txt d l n.txt x.sh  task/workspace/d: e f.txt "))
+                for (char *p = s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+                        printf("# %.*s\n", (int) strcspn(p, "\n"), p);
+        free(s);
+        CHECK(ledger_head(l, path) == 0 && streq(path, c1), "the tip is checkpoint 1");
+
+        /* The stat index is right: the next stages read only what the
+         * reset wrote in its last tick (racy), then nothing. */
+        settle();
+        hook_reset();
+        ledger_note_all(l);
+        CHECK(checkpoint(l, &error) == 0, "nothing to commit after the reset: %s", strempty(error));
+        CHECK(reads_total() <= 6, "the first stage after it hashed %u files", reads_total());
+        hook_reset();
+        ledger_note_all(l);
+        CHECK(checkpoint(l, &error) == 0 && reads_total() == 0, "the next hashed nothing (%u)", reads_total());
+        CHECK(same_as_walk(l), "changes since base as libgit2's walk finds them");
+
+        /* Nothing changed: nothing written. */
+        CHECK(ws_stat("a.txt", &before) == 0, "a.txt before");
+        (void) trace_take((TracePhase[TRACE_PHASES_MAX]) {});
+        CHECK(ledger_reset(l, c1) == 0 && reset_walked(), "reset with nothing changed");
+        CHECK(ws_stat("a.txt", &after) == 0 && after.st_ino == before.st_ino &&
+              after.st_ctim.tv_nsec == before.st_ctim.tv_nsec && after.st_ctim.tv_sec == before.st_ctim.tv_sec,
+              "a file that stood as it should was not written");
+
+        /* A change that keeps size and mtime is still seen (by its ctime). */
+        struct timespec mtime = after.st_mtim;
+        CHECK(ws_write("a.txt", "ONE, THEN\n") == 0 && ws_set_mtime("a.txt", &mtime) == 0, "same size, mtime set back");
+        CHECK(ledger_reset(l, c1) == 0, "reset over it");
+        s = capture("cat task/workspace/a.txt");
+        CHECK(streq(s, "one, then"), "restored: %s", s);
+        free(s);
+
+        /* Back to base: the step's files go, the deleted come back. */
+        char base[41];
+        CHECK(ledger_base(l, base) == 0 && ledger_reset(l, base) == 0, "reset to base");
+        s = capture("ls task/workspace | tr '\\n' ' '; cat task/workspace/a.txt; " TIP
+                    "--work-tree=task/workspace status --porcelain --ignored --untracked-files=all");
+        CHECK(streq(s, "a.txt b.txt d l x.sh one"), "base again: %s", s);
+        free(s);
+
+        l = ledger_free(l);
+        free(error);
+        ledger_set_stage_hook(NULL, NULL);
+        trace_set_enabled(false);
+}
+
 int main(void) {
         if (!mkdtemp(root) || chmod(root, 0755) < 0)
                 return 1;
@@ -456,6 +573,7 @@ int main(void) {
         }
         run_tests(true);
         run_tests(false);
+        run_reset_tests();
         (void) run("rm -rf '%s'", root);
         return tap_done();
 }
