@@ -36,14 +36,19 @@ scope_events() {
 
 scope_active() { hx systemctl is-active --quiet "agentfab-task-$1.scope"; }
 
-# wait_spinning ID: until the spinner runs in the task's sandbox (30 s).
+# wait_spinning ID: until the spinner runs in the task's sandbox (90 s: the
+# task prepares, runs its baseline tests and asks the model twice first,
+# which took over 30 s on a CI machine at load 12). On a timeout, says where
+# the task was.
 wait_spinning() {
         local i before
         before=$(scope_cpu_usec "$1")
-        for i in $(seq 300); do
+        for i in $(seq 900); do
                 hx pgrep -f 'agentfab-spin' >/dev/null 2>&1 && [ "$(scope_cpu_usec "$1")" -gt $((before + 200000)) ] && return 0
                 sleep 0.1
         done
+        echo "    task $1: $(task_prop "$1" State) ($(task_prop "$1" Reason)), step $(task_prop "$1" Step)," \
+                "scope CPU $before -> $(scope_cpu_usec "$1") us, spinner $(hx pgrep -f agentfab-spin >/dev/null 2>&1 && echo running || echo absent)"
         return 1
 }
 
