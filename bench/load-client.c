@@ -26,8 +26,10 @@
  *       ListTasks(), every task ever submitted.
  *   agentfab-load submit --count=N --repo=PATH
  *       Submits N tasks, one after the other; prints the time it took.
- *   agentfab-load list --count=N
- *       Calls ListTasks N times; prints tasks listed and p50/p99/max.
+ *   agentfab-load list --count=N [--list=filtered|full]
+ *       Calls ListTasks (the default here, or with --list=filtered
+ *       ListTasksFiltered() of the states not finished) N times; prints
+ *       tasks listed and p50/p99/max.
  *   agentfab-load first
  *       One ListTasks call, retried until answered (at most 30 s): prints
  *       the milliseconds to the first answer, e.g. while the daemon starts.
@@ -73,10 +75,14 @@ static bool arg_closed = false;
 /* The list call of the mix: what "agentfabctl list" calls by default, the
  * tasks not finished (ListTasksFiltered()), or with --list=full every task
  * (ListTasks()), the cost of which grows with every task ever submitted. */
-static bool arg_list_full = false;
+static bool arg_list_full = false, arg_list_set = false;
 static const char *const unfinished_states[] = {
         "queued", "preparing", "running", "awaiting-approval", "delivering", "paused", NULL
 };
+
+static const char *list_method(void) {
+        return arg_list_full ? "ListTasks" : "ListTasksFiltered";
+}
 
 static int list_call_async(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
@@ -92,10 +98,12 @@ static int list_call_async(sd_bus *bus, sd_bus_message_handler_t callback, void 
         return r;
 }
 
-/* The same, waiting for the answer, whose entries are read as a client would. */
-static int list_call(sd_bus *bus, sd_bus_error *error) {
+/* The same, waiting for the answer, whose entries are read as a client
+ * would; *ret_n (if given) says how many there were. */
+static int list_call(sd_bus *bus, unsigned *ret_n, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
         const char *id, *state, *path;
+        unsigned n = 0;
         int r;
 
         if (arg_list_full)
@@ -110,7 +118,9 @@ static int list_call(sd_bus *bus, sd_bus_error *error) {
         if (r >= 0)
                 r = sd_bus_message_enter_container(reply, 'a', "(sso)");
         while (r >= 0 && (r = sd_bus_message_read(reply, "(sso)", &id, &state, &path)) > 0)
-                ;
+                n++;
+        if (ret_n)
+                *ret_n = n;
         return r;
 }
 
@@ -530,7 +540,7 @@ static int client_run(unsigned index, int fd) {
                 t0 = now_usec();
                 switch (op) {
                 case OP_LIST:
-                        r = list_call(bus, &error);
+                        r = list_call(bus, NULL, &error);
                         break;
                 case OP_PROPS: {
                         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -702,13 +712,13 @@ static int run_list(void) {
                 return fprintf(stderr, "cannot connect to the bus: %s\n", strerror(-r)), 1;
         for (unsigned i = 0; i < arg_count; i++) {
                 uint64_t t0 = now_usec();
-                r = list_tasks(bus, &tasks, NULL, &error);
+                r = list_call(bus, &tasks, &error);
                 if (r < 0)
-                        return fprintf(stderr, "ListTasks: %s\n", error.message ?: strerror(-r)), 1;
+                        return fprintf(stderr, "%s: %s\n", list_method(), error.message ?: strerror(-r)), 1;
                 lat[i] = (uint32_t) (now_usec() - t0);
         }
         qsort(lat, arg_count, sizeof(*lat), cmp_u32);
-        printf("ListTasks of %u tasks, %u calls: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", tasks, arg_count,
+        printf("%s of %u tasks, %u calls: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", list_method(), tasks, arg_count,
                lat[arg_count / 2] / 1000.0, lat[arg_count * 99 / 100] / 1000.0, lat[arg_count - 1] / 1000.0);
         return 0;
 }
@@ -864,7 +874,7 @@ int main(int argc, char *argv[]) {
                                 arg_list_full = true;
                         else if (strcmp(optarg, "filtered") != 0)
                                 return fprintf(stderr, "--list= is filtered or full\n"), 2;
-                        op_name[OP_LIST] = arg_list_full ? "ListTasks" : "ListFiltered";
+                        arg_list_set = true;
                         break;
                 case 'm': {
                         unsigned v[_OP_MAX], sum = 0;
@@ -882,12 +892,18 @@ int main(int argc, char *argv[]) {
                 fprintf(stderr, "usage: agentfab-load rate|submit|list|first [OPTIONS]\n");
                 return 2;
         }
-        if (strcmp(argv[optind], "rate") == 0)
+        if (strcmp(argv[optind], "rate") == 0) {
+                op_name[OP_LIST] = arg_list_full ? "ListTasks" : "ListFiltered";
                 return run_rate();
+        }
         if (strcmp(argv[optind], "submit") == 0)
                 return run_submit();
-        if (strcmp(argv[optind], "list") == 0)
+        if (strcmp(argv[optind], "list") == 0) {
+                /* ListTasks() unless told: the figure of the queued tasks' phase. */
+                if (!arg_list_set)
+                        arg_list_full = true;
                 return run_list();
+        }
         if (strcmp(argv[optind], "first") == 0)
                 return run_first();
         if (strcmp(argv[optind], "script") == 0)

@@ -151,6 +151,16 @@ echo "=== $RATE D-Bus calls a second for $DURATION s from $CLIENTS clients, two 
                      END { for (k in n) printf "%8d  %s\n", n[k], k; printf "%8d  all\n", t }' "$MONITOR/profile.txt" | sort -rn | head -30
         fi
         echo "active tasks after: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
+        # What one list costs among the tasks the calls left (most of them
+        # cancelled), the whole list against the unfinished tasks, one call
+        # at a time: latency, and the CPU time of the daemon and dbus-daemon.
+        for l in full filtered; do
+                for c in agentfabd dbus-daemon; do cpu0[$c]=$(cpu_ticks "$c"); done
+                out=$(hx_as alice agentfab-load list --count="${LIST_CALLS:-1000}" --list="$l")
+                echo "$out; CPU a call: $(for c in agentfabd dbus-daemon; do
+                        awk -v a="${cpu0[$c]}" -v b="$(cpu_ticks "$c")" -v hz="$(getconf CLK_TCK)" -v n="${LIST_CALLS:-1000}" -v c="$c" \
+                            'BEGIN { printf "%s %.0f us  ", c, (b - a) / hz / n * 1e6 }'; done)"
+        done
         
 fi
 if [ "${PHASES:-all}" = rate ]; then
