@@ -6,7 +6,7 @@
  *
  *   agentfab-load rate --clients=N --rate=CALLS_PER_SEC --seconds=S --repo=PATH [--socket=PATH] [--closed]
  *       N processes, each with its own bus connection, share the rate: the
- *       calls of each are spread evenly over time. The mix: ListTasks,
+ *       calls of each are spread evenly over time. The mix: a list,
  *       GetAll of a task's properties, SubmitTask of PATH, Cancel of a task
  *       the client submitted, and a watch of a task's history on the
  *       stream socket. Prints calls, errors and p50/p99/max latency per
@@ -18,13 +18,18 @@
  *       calls. The client's own lag behind its schedule is printed too.
  *       With --closed, each client waits for an answer before its next call
  *       (a late call goes at once, and the achieved rate says so).
- *       --mix=L,P,S,C,W: the shares of ListTasks, GetAll, SubmitTask, Cancel
+ *       --mix=L,P,S,C,W: the shares of the list, GetAll, SubmitTask, Cancel
  *       and watch out of 100 (default 40,30,5,5,20), e.g. 100,0,0,0,0 for
  *       the cost of one kind alone.
+ *       --list=filtered (the default): the list is what "agentfabctl list"
+ *       asks, ListTasksFiltered() of the states not finished; --list=full:
+ *       ListTasks(), every task ever submitted.
  *   agentfab-load submit --count=N --repo=PATH
  *       Submits N tasks, one after the other; prints the time it took.
- *   agentfab-load list --count=N
- *       Calls ListTasks N times; prints tasks listed and p50/p99/max.
+ *   agentfab-load list --count=N [--list=filtered|full]
+ *       Calls ListTasks (the default here, or with --list=filtered
+ *       ListTasksFiltered() of the states not finished) N times; prints
+ *       tasks listed and p50/p99/max.
  *   agentfab-load first
  *       One ListTasks call, retried until answered (at most 30 s): prints
  *       the milliseconds to the first answer, e.g. while the daemon starts.
@@ -58,7 +63,7 @@
 #define TASK_IFACE "org.agentfab.Task1"
 
 enum { OP_LIST, OP_PROPS, OP_SUBMIT, OP_CANCEL, OP_WATCH, _OP_MAX };
-static const char *const op_name[_OP_MAX] = { "ListTasks", "GetAll", "SubmitTask", "Cancel", "watch" };
+static const char *op_name[_OP_MAX] = { "ListFiltered", "GetAll", "SubmitTask", "Cancel", "watch" };
 /* Out of every 100 calls. Submissions and cancels are few: each submission
  * copies a repository, which is the daemon's real work, not the bus's. */
 static unsigned op_share[_OP_MAX] = { 40, 30, 5, 5, 20 };
@@ -67,6 +72,57 @@ static const char *arg_repo = NULL;
 static const char *arg_socket = "/run/agentfab/agentfab.sock";
 static unsigned arg_clients = 8, arg_rate = 1000, arg_seconds = 60, arg_count = 1000;
 static bool arg_closed = false;
+/* The list call of the mix: what "agentfabctl list" calls by default, the
+ * tasks not finished (ListTasksFiltered()), or with --list=full every task
+ * (ListTasks()), the cost of which grows with every task ever submitted. */
+static bool arg_list_full = false, arg_list_set = false;
+static const char *const unfinished_states[] = {
+        "queued", "preparing", "running", "awaiting-approval", "delivering", "paused", NULL
+};
+
+static const char *list_method(void) {
+        return arg_list_full ? "ListTasks" : "ListTasksFiltered";
+}
+
+static int list_call_async(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        if (arg_list_full)
+                return sd_bus_call_method_async(bus, NULL, BUS_NAME, BUS_PATH, BUS_IFACE, "ListTasks", callback, userdata, NULL);
+        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, BUS_IFACE, "ListTasksFiltered");
+        if (r >= 0)
+                r = sd_bus_message_append_strv(m, (char **) unfinished_states);
+        if (r >= 0)
+                r = sd_bus_call_async(bus, NULL, m, callback, userdata, 0);
+        return r;
+}
+
+/* The same, waiting for the answer, whose entries are read as a client
+ * would; *ret_n (if given) says how many there were. */
+static int list_call(sd_bus *bus, unsigned *ret_n, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        const char *id, *state, *path;
+        unsigned n = 0;
+        int r;
+
+        if (arg_list_full)
+                r = sd_bus_call_method(bus, BUS_NAME, BUS_PATH, BUS_IFACE, "ListTasks", error, &reply, NULL);
+        else {
+                r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, BUS_IFACE, "ListTasksFiltered");
+                if (r >= 0)
+                        r = sd_bus_message_append_strv(m, (char **) unfinished_states);
+                if (r >= 0)
+                        r = sd_bus_call(bus, m, 0, error, &reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_enter_container(reply, 'a', "(sso)");
+        while (r >= 0 && (r = sd_bus_message_read(reply, "(sso)", &id, &state, &path)) > 0)
+                n++;
+        if (ret_n)
+                *ret_n = n;
+        return r;
+}
 
 static uint64_t now_usec(void) {
         struct timespec ts;
@@ -81,11 +137,11 @@ static int cmp_u32(const void *a, const void *b) {
 
 static void print_latencies(const char *what, uint32_t *v, size_t n, unsigned errors) {
         if (n == 0) {
-                printf("  %-11s %8zu %8u\n", what, n, errors);
+                printf("  %-12s %8zu %8u\n", what, n, errors);
                 return;
         }
         qsort(v, n, sizeof(*v), cmp_u32);
-        printf("  %-11s %8zu %8u %9.2f %9.2f %9.2f\n", what, n, errors, v[n / 2] / 1000.0,
+        printf("  %-12s %8zu %8u %9.2f %9.2f %9.2f\n", what, n, errors, v[n / 2] / 1000.0,
                v[n * 99 / 100 < n ? n * 99 / 100 : n - 1] / 1000.0, v[n - 1] / 1000.0);
 }
 
@@ -337,7 +393,7 @@ static int call_start(OpenClient *c, unsigned op) {
         *k = (Call) { .c = c, .op = op, .t0 = now_usec(), .fd = -EBADF };
         switch (op) {
         case OP_LIST:
-                r = sd_bus_call_method_async(c->bus, NULL, BUS_NAME, BUS_PATH, BUS_IFACE, "ListTasks", on_reply, k, NULL);
+                r = list_call_async(c->bus, on_reply, k);
                 break;
         case OP_PROPS:
                 r = task_path(c->known, path, sizeof(path));
@@ -484,7 +540,7 @@ static int client_run(unsigned index, int fd) {
                 t0 = now_usec();
                 switch (op) {
                 case OP_LIST:
-                        r = list_tasks(bus, NULL, NULL, &error);
+                        r = list_call(bus, NULL, &error);
                         break;
                 case OP_PROPS: {
                         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -611,7 +667,7 @@ static int run_rate(void) {
                total / (elapsed / 1e6), total_errors);
         printf("  the clients' lag behind their schedule: max %.1f ms, %u calls sent more than 10 ms late\n",
                lag_max / 1000.0, late);
-        printf("  %-11s %8s %8s %9s %9s %9s\n", "call", "n", "errors", "p50 ms", "p99 ms", "max ms");
+        printf("  %-12s %8s %8s %9s %9s %9s\n", "call", "n", "errors", "p50 ms", "p99 ms", "max ms");
         for (int i = 0; i < _OP_MAX; i++)
                 print_latencies(op_name[i], lat[i], n[i], errors[i]);
         print_latencies("all", all, total, total_errors);
@@ -656,13 +712,13 @@ static int run_list(void) {
                 return fprintf(stderr, "cannot connect to the bus: %s\n", strerror(-r)), 1;
         for (unsigned i = 0; i < arg_count; i++) {
                 uint64_t t0 = now_usec();
-                r = list_tasks(bus, &tasks, NULL, &error);
+                r = list_call(bus, &tasks, &error);
                 if (r < 0)
-                        return fprintf(stderr, "ListTasks: %s\n", error.message ?: strerror(-r)), 1;
+                        return fprintf(stderr, "%s: %s\n", list_method(), error.message ?: strerror(-r)), 1;
                 lat[i] = (uint32_t) (now_usec() - t0);
         }
         qsort(lat, arg_count, sizeof(*lat), cmp_u32);
-        printf("ListTasks of %u tasks, %u calls: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", tasks, arg_count,
+        printf("%s of %u tasks, %u calls: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", list_method(), tasks, arg_count,
                lat[arg_count / 2] / 1000.0, lat[arg_count * 99 / 100] / 1000.0, lat[arg_count - 1] / 1000.0);
         return 0;
 }
@@ -799,6 +855,7 @@ int main(int argc, char *argv[]) {
                 { "socket",  required_argument, NULL, 'S' },
                 { "closed",  no_argument,       NULL, 'C' },
                 { "mix",     required_argument, NULL, 'm' },
+                { "list",    required_argument, NULL, 'L' },
                 {}
         };
         int c;
@@ -812,6 +869,13 @@ int main(int argc, char *argv[]) {
                 case 'R': arg_repo = optarg; break;
                 case 'S': arg_socket = optarg; break;
                 case 'C': arg_closed = true; break;
+                case 'L':
+                        if (strcmp(optarg, "full") == 0)
+                                arg_list_full = true;
+                        else if (strcmp(optarg, "filtered") != 0)
+                                return fprintf(stderr, "--list= is filtered or full\n"), 2;
+                        arg_list_set = true;
+                        break;
                 case 'm': {
                         unsigned v[_OP_MAX], sum = 0;
                         if (sscanf(optarg, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) != _OP_MAX)
@@ -828,12 +892,18 @@ int main(int argc, char *argv[]) {
                 fprintf(stderr, "usage: agentfab-load rate|submit|list|first [OPTIONS]\n");
                 return 2;
         }
-        if (strcmp(argv[optind], "rate") == 0)
+        if (strcmp(argv[optind], "rate") == 0) {
+                op_name[OP_LIST] = arg_list_full ? "ListTasks" : "ListFiltered";
                 return run_rate();
+        }
         if (strcmp(argv[optind], "submit") == 0)
                 return run_submit();
-        if (strcmp(argv[optind], "list") == 0)
+        if (strcmp(argv[optind], "list") == 0) {
+                /* ListTasks() unless told: the figure of the queued tasks' phase. */
+                if (!arg_list_set)
+                        arg_list_full = true;
                 return run_list();
+        }
         if (strcmp(argv[optind], "first") == 0)
                 return run_first();
         if (strcmp(argv[optind], "script") == 0)

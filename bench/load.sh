@@ -4,14 +4,19 @@
 # dbus-daemon, polkitd, journald), with figures printed, not judged:
 #
 #  1. RATE D-Bus calls a second for DURATION seconds from CLIENTS clients at once
-#     (ListTasks, GetAll of a task's properties, SubmitTask, Cancel, and a
+#     (a list of tasks, GetAll of a task's properties, SubmitTask, Cancel, and a
 #     watch of a task's history on the stream socket) while two tasks are
 #     at work: calls, errors, p50/p99/max latency per kind.
 #  2. COUNT queued tasks: ListTasks latency against an empty daemon, the
 #     daemon's memory growth per task (VmRSS), and the time from a stopped
 #     daemon to its first answer with COUNT records against one with none.
 #
-#   bench/load.sh [BUILDDIR]        RATE=1000 DURATION=60 CLIENTS=8 COUNT=1000 LOOP=open
+#   bench/load.sh [BUILDDIR]        RATE=1000 DURATION=60 CLIENTS=8 COUNT=1000 LOOP=open LIST=filtered
+#
+# LIST=filtered (the default): the list call is the one "agentfabctl list"
+# makes, ListTasksFiltered() of the states that are not finished; LIST=full:
+# ListTasks(), every task, which grows with each task submitted (the mix
+# submits 50 a second: 3,000 by the end of a 60-s run).
 #
 # LOOP=open (the default): each client sends every call when it is due,
 # answered or not, as many callers behind one connection would, so that the
@@ -82,7 +87,7 @@ rss() { hx awk '/^VmRSS/ {print $2 * 1024}' "/proc/$(hx systemctl show -p MainPI
 rc=0
 
 if [ "${PHASES:-all}" != queued ]; then
-echo "=== $RATE D-Bus calls a second for $DURATION s from $CLIENTS clients, two tasks at work"
+echo "=== $RATE D-Bus calls a second for $DURATION s from $CLIENTS clients, two tasks at work, list: ${LIST:-filtered}"
         for i in 1 2; do
                 hx_as alice agentfabctl submit --repo /home/alice/proj --goal "work" --test true >/dev/null || rc=1
         done
@@ -122,10 +127,19 @@ echo "=== $RATE D-Bus calls a second for $DURATION s from $CLIENTS clients, two 
         }
         declare -A cpu0
         for c in agentfabd dbus-daemon polkitd; do cpu0[$c]=$(cpu_ticks "$c"); done
+        # The load average every 5 s during the calls (the machine is shared), and the daemon's memory.
+        ( while sleep 5; do cut -d' ' -f1 /proc/loadavg; done ) > "$WORK/loadavg" &
+        LOADAVG_PID=$!
+        rss_calls0=$(rss)
         t0=$(date +%s%N)
         hx_as alice agentfab-load rate --clients="$CLIENTS" --rate="$RATE" --seconds="$DURATION" --repo=/home/alice/proj \
-                $([ "${LOOP:-open}" = closed ] && echo --closed) || rc=1
+                --list="${LIST:-filtered}" $([ "${LOOP:-open}" = closed ] && echo --closed) || rc=1
         t1=$(date +%s%N)
+        kill "$LOADAVG_PID" 2>/dev/null; wait "$LOADAVG_PID" 2>/dev/null
+        echo "load average during the calls (every 5 s): $(sort -n "$WORK/loadavg" | sed -n '1p;$p' | paste -sd- -) (median $(sort -n "$WORK/loadavg" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'))"
+        echo "daemon VmRSS: $rss_calls0 bytes before the calls, $(rss) after"
+        echo "tasks after the calls, by state: $(hx busctl --json=short call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks |
+                python3 -c 'import collections, json, sys; c = collections.Counter(t[1] for t in json.load(sys.stdin)["data"][0]); print(sum(c.values()), dict(c))')"
         echo "CPU during the calls (share of one core): $(for c in agentfabd dbus-daemon polkitd; do
                 awk -v a="${cpu0[$c]}" -v b="$(cpu_ticks "$c")" -v hz="$(getconf CLK_TCK)" -v ns=$((t1 - t0)) -v c="$c" \
                     'BEGIN { printf "%s %.0f %%  ", c, (b - a) / hz / (ns / 1e9) * 100 }'; done)load average: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -137,6 +151,16 @@ echo "=== $RATE D-Bus calls a second for $DURATION s from $CLIENTS clients, two 
                      END { for (k in n) printf "%8d  %s\n", n[k], k; printf "%8d  all\n", t }' "$MONITOR/profile.txt" | sort -rn | head -30
         fi
         echo "active tasks after: $(hx busctl get-property org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ActiveTasks)"
+        # What one list costs among the tasks the calls left (most of them
+        # cancelled), the whole list against the unfinished tasks, one call
+        # at a time: latency, and the CPU time of the daemon and dbus-daemon.
+        for l in full filtered; do
+                for c in agentfabd dbus-daemon; do cpu0[$c]=$(cpu_ticks "$c"); done
+                out=$(hx_as alice agentfab-load list --count="${LIST_CALLS:-1000}" --list="$l")
+                echo "$out; CPU a call: $(for c in agentfabd dbus-daemon; do
+                        awk -v a="${cpu0[$c]}" -v b="$(cpu_ticks "$c")" -v hz="$(getconf CLK_TCK)" -v n="${LIST_CALLS:-1000}" -v c="$c" \
+                            'BEGIN { printf "%s %.0f us  ", c, (b - a) / hz / n * 1e6 }'; done)"
+        done
         
 fi
 if [ "${PHASES:-all}" = rate ]; then

@@ -17,6 +17,7 @@
 #include "string-util.h"
 #include "submit-request.h"
 #include "task-info.h"
+#include "task-list.h"
 #include "task-state.h"
 
 static bool arg_json = false;
@@ -45,6 +46,8 @@ static const char *arg_ref = NULL;
 static bool arg_verify = false;
 static char **arg_limits = NULL;
 static char **arg_allow_hosts = NULL;
+static char **arg_states = NULL;
+static bool arg_all = false;
 
 static void help(void) {
         printf("%s [OPTIONS...] COMMAND ...\n\n"
@@ -52,7 +55,8 @@ static void help(void) {
                "Commands:\n"
                "  submit --repo PATH --goal TEXT [--test CMD] [--base REF]\n"
                "                               Submit a task; prints its id\n"
-               "  list                         List tasks\n"
+               "  list [--all] [--state=STATE,...]\n"
+               "                               List the tasks not finished (all with --all)\n"
                "  status ID                    Show a task\n"
                "  cancel ID                    Cancel a task\n"
                "  approve ID [--comment=TEXT] [--allow-host=HOST...]\n"
@@ -84,6 +88,8 @@ static void help(void) {
                "     --session, --user         Talk to a development daemon on the session bus\n"
                "     --bus-address=ADDRESS     Talk to the daemon on this bus\n"
                "     --socket=PATH             Stream socket (default: $AGENTFAB_SOCKET or " AGENTFAB_DEFAULT_SOCKET ")\n"
+               "  -a --all                     With list: show finished tasks too\n"
+               "     --state=STATE[,STATE...]  With list: show tasks in these states ('help' lists them)\n"
                "  -f --follow                  With logs: keep following\n"
                "     --comment=TEXT            With approve and reject: the approver's words\n"
                "     --allow-host=HOST[:PORT]  With approve: add to the task's network allowlist (repeatable)\n"
@@ -229,65 +235,8 @@ static int verb_cache(sd_bus *bus, int argc, char *argv[]) {
 }
 
 static int verb_list(sd_bus *bus, int argc, char *argv[]) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_json_ json_object *array = NULL;
-        const char *id, *state, *path;
-        unsigned n = 0;
-        int r;
-
         (void) argc, (void) argv;
-
-        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
-                               "ListTasks", &error, &reply, NULL);
-        if (r < 0)
-                return bus_fail("list tasks", &error, r);
-
-        if (arg_json)
-                array = json_object_new_array();
-        else
-                printf("%-12s  %-17s  %-6s  %-19s  %s\n", "ID", "STATE", "OWNER", "CREATED", "GOAL");
-
-        r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "(sso)");
-        if (r < 0)
-                return EXIT_FAIL;
-        while ((r = sd_bus_message_read(reply, "(sso)", &id, &state, &path)) > 0) {
-                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
-                _cleanup_(sd_bus_message_unrefp) sd_bus_message *props = NULL;
-                TaskInfo info = { .id = id, .state = state };
-
-                n++;
-                /* A task may vanish from sight between the calls; show what we have. */
-                (void) task_info_get(bus, path, &props, &info, &e);
-                if (!info.id)
-                        info.id = id;
-                if (!info.state)
-                        info.state = state;
-
-                if (arg_json) {
-                        json_object *j = task_info_to_json(&info);
-                        if (j)
-                                json_object_array_add(array, j);
-                } else {
-                        char created[64];
-                        _cleanup_free_ char *goal = strshorten_line(strempty(info.goal), 60);
-                        time_t tt = (time_t) (info.created / USEC_PER_SEC);
-                        struct tm tm;
-                        if (info.created && localtime_r(&tt, &tm))
-                                strftime(created, sizeof(created), "%Y-%m-%d %H:%M:%S", &tm);
-                        else
-                                strcpy(created, "-");
-                        printf("%-12s  %-17s  %-6u  %-19s  %s\n", info.id, info.state, info.owner, created, strempty(goal));
-                }
-        }
-        if (r < 0)
-                return EXIT_FAIL;
-
-        if (arg_json)
-                printf("%s\n", json_object_to_json_string_ext(array, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
-        else
-                printf("\n%u task%s listed.\n", n, n == 1 ? "" : "s");
-        return EXIT_OK;
+        return task_list(bus, arg_states, arg_all, arg_json);
 }
 
 /* "Checkpoints:" lines, one per commit of the task's branch (step, short
@@ -766,6 +715,7 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_PUSH_URL, ARG_FORGE, ARG_FORGE_REPOSITORY, ARG_PR_BASE, ARG_SUBMODULES, ARG_ENVIRONMENT, ARG_REF, ARG_VERIFY,
                 ARG_ALLOW_HOST,
                 ARG_COVERAGE_REPORT,
+                ARG_STATE,
         };
         static const struct option options[] = {
                 { "help",            no_argument,       NULL, 'h'                 },
@@ -797,11 +747,13 @@ static int parse_argv(int argc, char *argv[]) {
                 { "verify",          no_argument,       NULL, ARG_VERIFY          },
                 { "allow-host",      required_argument, NULL, ARG_ALLOW_HOST      },
                 { "coverage-report", required_argument, NULL, ARG_COVERAGE_REPORT },
+                { "all",             no_argument,       NULL, 'a'                 },
+                { "state",           required_argument, NULL, ARG_STATE           },
                 {}
         };
         int c;
 
-        while ((c = getopt_long(argc, argv, "hf", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "hfa", options, NULL)) >= 0)
                 switch (c) {
                 case 'h': help(); return 0;
                 case ARG_VERSION: printf("agentfab %s\n", PROJECT_VERSION); return 0;
@@ -812,6 +764,13 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_BUS_ADDRESS: arg_bus_address = optarg; break;
                 case ARG_SOCKET: arg_socket = optarg; break;
                 case 'f': arg_follow = true; break;
+                case 'a': arg_all = true; break;
+                case ARG_STATE: {
+                        int r = task_list_parse_states(optarg, &arg_states);
+                        if (r <= 0)
+                                return r;
+                        break;
+                }
                 case ARG_REPO: arg_repo = optarg; break;
                 case ARG_GOAL: arg_goal = optarg; break;
                 case ARG_ACCEPTANCE: arg_acceptance = optarg; break;
@@ -853,6 +812,7 @@ int main(int argc, char *argv[]) {
         if (r <= 0) {
                 strv_free(arg_limits);
                 strv_free(arg_allow_hosts);
+                strv_free(arg_states);
                 return r < 0 ? EXIT_USAGE : EXIT_OK;
         }
 
@@ -883,5 +843,6 @@ int main(int argc, char *argv[]) {
         polkit_agent_close();
         strv_free(arg_limits);
         strv_free(arg_allow_hosts);
+        strv_free(arg_states);
         return r;
 }

@@ -106,10 +106,16 @@ static bool session_caller_trusted(Manager *m, uid_t uid) {
         return m->bus_kind == BUS_SESSION && (uid == 0 || uid == getuid());
 }
 
-bool manager_uid_may_view(Manager *m, uid_t uid, const char *sender, Task *t) {
-        if (uid == 0 || uid == t->owner || session_caller_trusted(m, uid))
+/* Whether uid (the sender) sees every task, not only its own: root, and
+ * a connection that passed org.agentfab.manage (GetTask()). */
+static bool manager_uid_sees_all(Manager *m, uid_t uid, const char *sender) {
+        if (uid == 0 || session_caller_trusted(m, uid))
                 return true;
         return sender && sd_bus_track_count_name(m->viewers, sender) > 0;
+}
+
+bool manager_uid_may_view(Manager *m, uid_t uid, const char *sender, Task *t) {
+        return uid == t->owner || manager_uid_sees_all(m, uid, sender);
 }
 
 int manager_caller_may_view(Manager *m, sd_bus_message *message, Task *t) {
@@ -430,21 +436,23 @@ int manager_submit_finish(Manager *m, sd_bus_message *message, Task *t) {
         return sd_bus_reply_method_return(message, "so", t->id, path);
 }
 
-static int method_list_tasks(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+/* The answer of ListTasks() and ListTasksFiltered(): one entry per task
+ * the caller may see, thousands of them in a busy factory, appended field
+ * by field (no format string to parse for each), the path made in place
+ * rather than allocated. Seeing others' tasks is org.agentfab.manage.
+ * Listing never prompts: without the grant (kept for the connection that
+ * got it from GetTask()), a caller simply sees their own tasks. */
+static int reply_task_list(Manager *m, sd_bus_message *message, Task *const *tasks, size_t n) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        Manager *m = userdata;
+        char path[(sizeof(AGENTFAB_TASK_PATH_PREFIX) - 1) + 1 + AGENTFAB_TASK_ID_LEN + 1] = AGENTFAB_TASK_PATH_PREFIX "/";
         uid_t uid;
+        bool all;
         int r;
-
-        (void) error;
 
         r = bus_message_get_caller(message, &uid);
         if (r < 0)
                 return r;
-
-        /* Seeing others' tasks is org.agentfab.manage. Listing never prompts:
-         * without the grant, a caller simply sees their own tasks. */
-        const char *sender = sd_bus_message_get_sender(message);
+        all = manager_uid_sees_all(m, uid, sd_bus_message_get_sender(message));
 
         r = sd_bus_message_new_method_return(message, &reply);
         if (r < 0)
@@ -452,14 +460,10 @@ static int method_list_tasks(sd_bus_message *message, void *userdata, sd_bus_err
         r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(sso)");
         if (r < 0)
                 return r;
-        /* One entry per task the caller may see, thousands of them in a busy
-         * factory: appended field by field (no format string to parse for
-         * each), the path made in place rather than allocated. */
-        char path[(sizeof(AGENTFAB_TASK_PATH_PREFIX) - 1) + 1 + AGENTFAB_TASK_ID_LEN + 1] = AGENTFAB_TASK_PATH_PREFIX "/";
-        for (size_t i = 0; i < m->n_tasks; i++) {
-                Task *t = m->tasks[i];
+        for (size_t i = 0; i < n; i++) {
+                Task *t = tasks[i];
 
-                if (!manager_uid_may_view(m, uid, sender, t))
+                if (!all && t->owner != uid)
                         continue;
                 if (strlen(t->id) != AGENTFAB_TASK_ID_LEN)
                         return -EINVAL;
@@ -480,6 +484,62 @@ static int method_list_tasks(sd_bus_message *message, void *userdata, sd_bus_err
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
+}
+
+static int method_list_tasks(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+
+        (void) error;
+        return reply_task_list(m, message, m->tasks, m->n_tasks);
+}
+
+/* As systemd's ListUnitsFiltered(): the tasks in the states named, an
+ * empty list meaning all. It walks the tasks of those states only (the
+ * manager keeps them by state, task-index.h), so a client that asks many
+ * times a second for what is not finished does not pay for the thousands
+ * of finished tasks a factory keeps. */
+static int method_list_tasks_filtered(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        _cleanup_free_ Task **tasks = NULL;
+        Manager *m = userdata;
+        TaskStateMask states = 0;
+        const char *name;
+        size_t n = 0, n_names = 0;
+        int r;
+
+        /* Read in place, nothing allocated for each name: a caller may send
+         * as many as a message holds. */
+        r = sd_bus_message_enter_container(message, SD_BUS_TYPE_ARRAY, "s");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read_basic(message, SD_BUS_TYPE_STRING, &name)) > 0) {
+                n_names++;
+                if (task_state_mask_add_name(&states, name) >= 0)
+                        continue;
+                /* The caller's own string, said back only when it is short
+                 * and plain. */
+                bool plain = strlen(name) <= 32;
+                for (const char *c = name; plain && *c; c++)
+                        plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                                *c == '-' || *c == '_';
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Unknown task state%s%s%s; the states are queued, preparing, running, "
+                                         "awaiting-approval, delivering, paused, succeeded, failed and cancelled.",
+                                         plain ? " '" : "", plain ? name : "", plain ? "'" : "");
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(message);
+        if (r < 0)
+                return r;
+        if (n_names == 0)
+                states = TASK_STATE_MASK_ALL;
+
+        if (states == TASK_STATE_MASK_ALL)
+                return reply_task_list(m, message, m->tasks, m->n_tasks);
+        r = manager_tasks_in_states(m, states, &tasks, &n);
+        if (r < 0)
+                return r;
+        return reply_task_list(m, message, tasks, n);
 }
 
 static int method_get_task(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -570,6 +630,11 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("a(sso)", tasks),
                                 method_list_tasks,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListTasksFiltered",
+                                SD_BUS_ARGS("as", states),
+                                SD_BUS_RESULT("a(sso)", tasks),
+                                method_list_tasks_filtered,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetTask",
                                 SD_BUS_ARGS("s", id),

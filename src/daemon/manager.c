@@ -159,27 +159,36 @@ int manager_add_task(Manager *m, Task *t) {
         m->tasks = a;
         memmove(m->tasks_by_id + i + 1, m->tasks_by_id + i, sizeof(Task *) * (m->n_tasks - i));
         m->tasks_by_id[i] = t;
+        t->position = m->n_tasks;
         m->tasks[m->n_tasks++] = t;
+        task_index_add(&m->by_state, t);
         t->manager = m;
         t->tasks_fd = m->tasks_fd;
         manager_schedule(m);
         return 0;
 }
 
+/* These are asked at every submission and change of state: they count
+ * (or walk) the tasks that are not finished, never all of them. */
 unsigned manager_active_tasks(Manager *m) {
-        unsigned n = 0;
-        for (size_t i = 0; i < m->n_tasks; i++)
-                if (task_state_is_active(m->tasks[i]->state))
-                        n++;
-        return n;
+        return (unsigned) task_index_count(&m->by_state, task_state_mask_active());
 }
 
 unsigned manager_unfinished_tasks_of(Manager *m, uid_t uid) {
         unsigned n = submissions_of(m, uid);
-        for (size_t i = 0; i < m->n_tasks; i++)
-                if ((uid == UID_INVALID || m->tasks[i]->owner == uid) && !task_state_is_final(m->tasks[i]->state))
-                        n++;
+
+        if (uid == UID_INVALID)
+                return n + (unsigned) task_index_count(&m->by_state, task_state_mask_unfinished());
+        for (TaskState s = 0; s < _TASK_STATE_MAX; s++)
+                if (!task_state_is_final(s))
+                        TASK_INDEX_FOREACH(t, &m->by_state, s)
+                                if (t->owner == uid)
+                                        n++;
         return n;
+}
+
+int manager_tasks_in_states(Manager *m, TaskStateMask states, Task ***ret, size_t *ret_n) {
+        return task_index_collect(&m->by_state, states, ret, ret_n);
 }
 
 void manager_update_status(Manager *m) {
@@ -187,6 +196,8 @@ void manager_update_status(Manager *m) {
 }
 
 void manager_task_state_changed(Manager *m, Task *t, TaskState old_state, uid_t caller) {
+        task_index_update(&m->by_state, t);
+
         /* A task that stopped being worked on (cancelled, failed, waiting
          * for approval) loses its agent; one that may be worked on gets one.
          * A paused one keeps it, frozen with its sandbox (freezer.h). */
@@ -265,21 +276,25 @@ int manager_load_tasks(Manager *m) {
         return 0;
 }
 
+/* Whether t may be started now: one being cancelled is not started meanwhile. */
+static bool task_may_start(Task *t) {
+        return !t->run && !t->broken && !t->pending_save;
+}
+
 static Task *manager_next_to_start(Manager *m) {
         Task *best = NULL;
 
         /* Tasks that were at work when the daemon stopped come first, then
-         * the queue, oldest first. */
-        for (size_t i = 0; i < m->n_tasks; i++) {
-                Task *t = m->tasks[i];
-                /* One being cancelled is not started meanwhile. */
-                if (t->run || t->broken || t->pending_save)
-                        continue;
-                if (task_state_is_active(t->state))
-                        return t;
-                if (t->state == TASK_QUEUED && (!best || t->created_usec < best->created_usec))
+         * the queue, oldest first. Only those states are walked: this runs
+         * at every change of state, among thousands of finished tasks. */
+        for (TaskState s = 0; s < _TASK_STATE_MAX; s++)
+                if (task_state_is_active(s))
+                        TASK_INDEX_FOREACH(t, &m->by_state, s)
+                                if (task_may_start(t))
+                                        return t;
+        TASK_INDEX_FOREACH(t, &m->by_state, TASK_QUEUED)
+                if (task_may_start(t) && (!best || t->created_usec < best->created_usec))
                         best = t;
-        }
         return best;
 }
 
@@ -291,9 +306,12 @@ static int on_schedule(sd_event_source *s, void *userdata) {
         /* On the way out after idling: the next instance starts them. */
         if (m->name_released)
                 return 0;
-        for (size_t i = 0; i < m->n_tasks; i++)
-                if (m->tasks[i]->run)
-                        running++;
+        /* A finished task has no agent (agent_stop() at the change). */
+        for (TaskState st = 0; st < _TASK_STATE_MAX; st++)
+                if (!task_state_is_final(st))
+                        TASK_INDEX_FOREACH(t, &m->by_state, st)
+                                if (t->run)
+                                        running++;
 
         while (running < m->config.max_active_tasks) {
                 Task *t = manager_next_to_start(m);

@@ -11,6 +11,7 @@
 #include "model-client.h"
 #include "model-profile.h"
 #include "task.h"
+#include "task-index.h"
 
 typedef struct StreamServer StreamServer;
 
@@ -34,6 +35,7 @@ typedef struct Manager {
         Task **tasks;
         size_t n_tasks;
         Task **tasks_by_id;        /* the same, sorted by id: every call on a task looks it up */
+        TaskIndex by_state;        /* the same, by state: the few unfinished among thousands */
 
         PolkitRegistry *polkit;
         /* Bus peers that passed polkit's org.agentfab.manage check: they may
@@ -77,6 +79,9 @@ int manager_submit_finish(Manager *m, sd_bus_message *message, Task *t);
 /* Unfinished tasks of uid, or of everybody with UID_INVALID (submissions
  * still importing their repository included). */
 unsigned manager_unfinished_tasks_of(Manager *m, uid_t uid);
+/* The tasks in the given states, in ListTasks()' order, in an array the
+ * caller frees (task_index_collect()). */
+int manager_tasks_in_states(Manager *m, TaskStateMask states, Task ***ret, size_t *ret_n);
 
 void manager_update_status(Manager *m);
 

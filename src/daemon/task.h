@@ -94,6 +94,14 @@ typedef struct Task {
         ino_t events_ino;
         unsigned save_seq;         /* counts the writes of the state file */
 
+        /* Its place among the manager's tasks (task-index.h): the list of
+         * the state it was last seen in, and its position in
+         * Manager.tasks, the order ListTasks() gives. */
+        TaskState indexed_state;
+        bool indexed;
+        struct Task *state_prev, *state_next;
+        size_t position;
+
         /* A frozen sandbox kept without an agent (freezer.c): while the task
          * waits for approval, or is paused after a restart of the daemon. */
         SandboxSession *sandbox;

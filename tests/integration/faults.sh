@@ -649,7 +649,7 @@ PY
         echo "    agentfabd holds $(hx ls "/proc/$mainpid/fd" 2>/dev/null | wc -l) descriptors;" \
                 "$(hx grep 'Max open files' "/proc/$mainpid/limits" 2>/dev/null | tr -s ' ')"
         hx systemctl show -p NRestarts agentfab.service | sed 's/^/    /'
-        hx "${CTL[@]}" list 2>&1 | awk '{print $2}' | sort | uniq -c | sed 's/^/    states:/'
+        hx "${CTL[@]}" list --all 2>&1 | awk '{print $2}' | sort | uniq -c | sed 's/^/    states:/'
         local bad=0 done_ok=0 want_steps want_msgs s n
         want_steps=$(seq -s ' ' 1 $((writes + 1)))' '
         want_msgs=$((writes + 3))

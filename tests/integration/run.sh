@@ -185,7 +185,7 @@ t_dbus_activation() {
 t_introspect() {
         local x
         x=$(hx busctl introspect org.agentfab.Factory1 /org/agentfab/Factory1 2>&1)
-        for m in .SubmitTask .ListTasks .GetTask .Version .ActiveTasks .TaskStateChanged; do
+        for m in .SubmitTask .ListTasks .ListTasksFiltered .GetTask .Version .ActiveTasks .TaskStateChanged; do
                 grep -q -- "^$m " <<<"$x" && ok "introspection lists $m" || fail "introspection lacks $m"
         done
         hx busctl introspect --xml-interface org.agentfab.Factory1 /org/agentfab/Factory1 | grep -q 'name="spec"' &&
@@ -323,6 +323,44 @@ t_visibility() {
         hx journalctl -q -o cat MESSAGE_ID=cb26254e4387488080e48734aad9a9ab AGENTFAB_TASK="$id" | grep -q 'org.agentfab.manage' &&
                 ok "denial audited in the journal" || fail "denial not audited"
         hx agentfabctl list | grep -q "$id" && ok "root sees everything" || fail "root does not see alice's task"
+}
+
+# ListTasksFiltered(as states): only the states asked for, the same
+# visibility as ListTasks (no polkit), an unknown state refused; and
+# "agentfabctl list", which uses it: what is not finished, all with --all.
+t_list_filtered() {
+        local id=$SUBMITTED cancelled=$CANCELLED out rc
+        call_filtered() { local u=$1; shift; hx_as "$u" busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasksFiltered as "$@" 2>&1; }
+        out=$(call_filtered alice 1 queued)
+        grep -q "\"$id\" \"queued\"" <<<"$out" && ! grep -q "$cancelled" <<<"$out" &&
+                ok "queued: alice's queued task, not her cancelled one" || fail "queued: $out"
+        out=$(call_filtered alice 2 cancelled failed)
+        grep -q "\"$cancelled\" \"cancelled\"" <<<"$out" && ! grep -q "$id" <<<"$out" &&
+                ok "cancelled and failed: the cancelled task only" || fail "cancelled: $out"
+        [ "$(call_filtered alice 0)" = "$(hx_as alice busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks 2>&1)" ] &&
+                ok "no state named: the same answer as ListTasks" || fail "empty filter differs from ListTasks"
+        # dbus-send prints the error's name, busctl its message only.
+        out=$(hx_as alice dbus-send --system --print-reply --dest=org.agentfab.Factory1 /org/agentfab/Factory1 \
+                org.agentfab.Factory1.ListTasksFiltered array:string:queued,bogus 2>&1)
+        grep -q "org.freedesktop.DBus.Error.InvalidArgs: Unknown task state 'bogus'" <<<"$out" &&
+                ok "an unknown state: InvalidArgs naming it" || fail "bogus state: $out"
+        out=$(hx_as alice busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasksFiltered as 1 "$(printf 'x%.0s' $(seq 1 100))" 2>&1)
+        grep -q "Unknown task state;" <<<"$out" && ok "a long unknown state is not echoed" || fail "long state: $out"
+        # Visibility: bob sees none of alice's tasks, without being asked for a password; root sees them.
+        out=$(hx_as bob busctl --allow-interactive-authorization=no call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasksFiltered as 2 queued cancelled 2>&1); rc=$?
+        [ "$rc" = 0 ] && ! grep -q "$id\|$cancelled" <<<"$out" && ok "bob's filtered list: none of alice's tasks, no error" || fail "bob: rc=$rc $out"
+        out=$(hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasksFiltered as 2 queued cancelled 2>&1)
+        grep -q "$id" <<<"$out" && grep -q "$cancelled" <<<"$out" && ok "root's filtered list: alice's tasks" || fail "root: $out"
+
+        out=$(out_as alice "${CTL[@]}" list)
+        grep -q "^$id  queued" <<<"$out" && ! grep -q "^$cancelled " <<<"$out" && grep -q 'Pass --all' <<<"$out" &&
+                ok "agentfabctl list: unfinished tasks, and says so" || fail "list: $out"
+        out_as alice "${CTL[@]}" list --all | grep -q "^$cancelled  cancelled" && ok "list --all: the cancelled task too" || fail "list --all"
+        out=$(out_as alice "${CTL[@]}" list --state=cancelled,failed)
+        grep -q "^$cancelled  cancelled" <<<"$out" && ! grep -q "^$id " <<<"$out" && ok "list --state=cancelled,failed" || fail "list --state: $out"
+        rc=0; out=$(hx_as alice "${CTL[@]}" list --state=done 2>&1) || rc=$?
+        [ "$rc" = 2 ] && grep -q "Unknown task state 'done'" <<<"$out" && ok "list --state=done: exit 2, the daemon's message" || fail "list --state=done: rc=$rc $out"
+        hx_as alice "${CTL[@]}" list --state=help | grep -qx 'awaiting-approval' && ok "list --state=help names the states" || fail "--state=help"
 }
 
 # A repository the daemon cannot reach by its path (it sits in a private
@@ -582,10 +620,10 @@ t_idle_exit() {
 t_kill9() {
         local id before after
         id=$(out_as alice "${CTL[@]}" submit --repo /home/alice/repo --goal "Survive SIGKILL")
-        before=$(hx agentfabctl list --json | python3 -c 'import json,sys; print(sorted((t["id"],t["state"]) for t in json.load(sys.stdin)))')
+        before=$(hx agentfabctl list --all --json | python3 -c 'import json,sys; print(sorted((t["id"],t["state"]) for t in json.load(sys.stdin)))')
         hx systemctl kill -s KILL agentfab.service
         sleep 0.5
-        after=$(hx agentfabctl list --json | python3 -c 'import json,sys; print(sorted((t["id"],t["state"]) for t in json.load(sys.stdin)))')
+        after=$(hx agentfabctl list --all --json | python3 -c 'import json,sys; print(sorted((t["id"],t["state"]) for t in json.load(sys.stdin)))')
         [ -n "$before" ] && [ "$before" = "$after" ] && ok "every task and state back after kill -9" || fail "before=$before after=$after"
         [ "$(task_state "$id")" = queued ] && ok "acknowledged task present" || fail "task $id missing"
         hx_alice "${CTL[@]}" cancel "$id"
@@ -628,7 +666,7 @@ main() {
 
         SUBMITTED=
         for t in t_install_layout t_socket_activation t_dbus_activation t_cli t_introspect t_submit_list_status_cancel \
-                 t_signals t_submit_denied_by_rule t_bad_specs t_quota t_visibility t_journal t_watch t_idle_exit t_kill9 t_corrupt_state t_private_repo_by_fd t_submodules t_import_in_background t_approve_polkit; do
+                 t_signals t_submit_denied_by_rule t_bad_specs t_quota t_visibility t_list_filtered t_journal t_watch t_idle_exit t_kill9 t_corrupt_state t_private_repo_by_fd t_submodules t_import_in_background t_approve_polkit; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 run_test "$t"
         done

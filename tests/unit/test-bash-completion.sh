@@ -17,8 +17,9 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 cat > "$bin/agentfabctl" <<'EOS'
 #!/bin/sh
-# what "agentfabctl list" prints
-case " $* " in *" list "*) ;; *) exit 2 ;; esac
+# what "agentfabctl list --all" prints (without --all, finished tasks are
+# left out: the completion must ask for all, to complete their ids too)
+case " $* " in *" list --all "*) ;; *) exit 2 ;; esac
 printf 'ID            STATE              OWNER   CREATED              GOAL\n'
 printf '0123456789ab  running            1000    2026-12-01 10:00:00  Fix add\n'
 printf '0123456789cd  failed             1000    2026-12-01 10:01:00  Other\n'
@@ -56,6 +57,8 @@ check "task ids from list" "0123456789ab 0123456789cd" "$(complete_words agentfa
 check "all task ids" "0123456789ab 0123456789cd fedcba987654" "$(complete_words agentfabctl approve '')"
 check "reset's second argument" "base" "$(complete_words agentfabctl reset 0123456789ab b)"
 check "export formats" "bundle" "$(complete_words agentfabctl export 0123456789ab --format=b)"
+check "list --state= values" "awaiting-approval" "$(complete_words agentfabctl list --state=aw)"
+check "list options" "--all --state=" "$(complete_words agentfabctl list -- | xargs -n1 | grep -E -- '^--(all|state=)$' | sort | xargs)"
 check "no id after the id" "" "$(complete_words agentfabctl status 0123456789ab '')"
 check "nothing positional for submit" "" "$(complete_words agentfabctl submit '')"
 
