@@ -282,15 +282,7 @@ static int fast_write(FastReset *f, int dir_fd, const char *name, git_index_entr
                 if (fstat(fd, &st) < 0)
                         return -errno;
         }
-        entry->ctime.seconds = (int32_t) st.st_ctim.tv_sec;
-        entry->ctime.nanoseconds = (uint32_t) st.st_ctim.tv_nsec;
-        entry->mtime.seconds = (int32_t) st.st_mtim.tv_sec;
-        entry->mtime.nanoseconds = (uint32_t) st.st_mtim.tv_nsec;
-        entry->dev = (uint32_t) st.st_dev;
-        entry->ino = (uint32_t) st.st_ino;
-        entry->uid = (uint32_t) st.st_uid;
-        entry->gid = (uint32_t) st.st_gid;
-        entry->file_size = (uint32_t) st.st_size;
+        ledger_entry_set_stat(entry, &st);
         return 0;
 }
 

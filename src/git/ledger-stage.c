@@ -238,7 +238,7 @@ static int edit_add(Stage *s, const char *path, const git_index_entry *entry) {
         return 0;
 }
 
-static void stat_to_entry(git_index_entry *entry, const struct stat *st) {
+void ledger_entry_set_stat(git_index_entry *entry, const struct stat *st) {
         entry->ctime.seconds = (int32_t) st->st_ctim.tv_sec;
         entry->ctime.nanoseconds = (uint32_t) st->st_ctim.tv_nsec;
         entry->mtime.seconds = (int32_t) st->st_mtim.tv_sec;
@@ -406,7 +406,7 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
                 break;
         }
 
-        stat_to_entry(&entry, &after);
+        ledger_entry_set_stat(&entry, &after);
         if (racy_now(s, &after))
                 entry.ctime.nanoseconds = SMUDGED_NSEC;
         r = edit_add(s, path, &entry);

@@ -199,12 +199,28 @@ static void rewrite_a(void) {
         (void) ws_write("a.txt", text);
 }
 
+/* The task's ledger (task/) from the repository in src/. */
+static int make_ledger(int *ret_task, Ledger **ret) {
+        _cleanup_free_ char *error = NULL;
+        char path[4096];
+        int r;
+
+        (void) snprintf(path, sizeof(path), "%s/task", root);
+        (void) mkdir(path, 0755);
+        *ret_task = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        (void) snprintf(path, sizeof(path), "%s/src", root);
+        LedgerOptions o = { .max_bytes = 1024 * 1024 };
+        r = ledger_create(*ret_task, path, -EBADF, NULL, "agentfab/t", &o, &error, ret);
+        CHECK(r == 0, "ledger made: %s", strempty(error));
+        return r;
+}
+
 static void run_tests(bool ring) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
         _cleanup_close_ int task = -EBADF;
         FileChange *changes = NULL;
         size_t n = 0;
-        char path[4096], *error = NULL, *s;
+        char *error = NULL, *s;
         struct stat st;
         int r;
 
@@ -219,13 +235,7 @@ static void run_tests(bool ring) {
                   "echo three > d/e/c.txt && echo four > d/f.txt && echo link > l.txt && "
                   "printf 'build/\\n*.o\\n' > .gitignore && " GIT "add . && " GIT "commit -q -m base") == 0,
               "source repository");
-        (void) snprintf(path, sizeof(path), "%s/task", root);
-        (void) mkdir(path, 0755);
-        task = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        (void) snprintf(path, sizeof(path), "%s/src", root);
-        LedgerOptions o = { .max_bytes = 1024 * 1024 };
-        r = ledger_create(task, path, -EBADF, NULL, "agentfab/t", &o, &error, &l);
-        CHECK(r == 0, "ledger made: %s", strempty(error));
+        r = make_ledger(&task, &l);
         if (r < 0)
                 return;
 
@@ -480,13 +490,7 @@ static void run_reset_tests(void) {
                   "chmod +x x.sh && printf 'build/\\n*.o\\n' > .gitignore && " GIT "add . && " GIT "commit -q -m base") == 0 &&
               run("mkdir outside && echo SECRET > outside/c.txt") == 0,
               "source repository");
-        (void) snprintf(path, sizeof(path), "%s/task", root);
-        (void) mkdir(path, 0755);
-        task = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        (void) snprintf(path, sizeof(path), "%s/src", root);
-        LedgerOptions o = { .max_bytes = 1024 * 1024 };
-        r = ledger_create(task, path, -EBADF, NULL, "agentfab/t", &o, &error, &l);
-        CHECK(r == 0, "ledger made: %s", strempty(error));
+        r = make_ledger(&task, &l);
         if (r < 0)
                 return;
         ledger_track_changes(l, true);
