@@ -416,8 +416,15 @@ static void on_begin_reset_done(AgentRun *run, int r) {
         agent_schedule(run);
 }
 
-/* 0: the run may go on; 1: a reset runs in a worker thread (agent_advance()
- * runs again when it is done); negative: the task failed. */
+static void on_conversation_loaded(AgentRun *run, int r) {
+        if (r < 0)
+                return agent_fail(run, "The conversation record is damaged: %s", strerror(-r));
+        agent_schedule(run);
+}
+
+/* 0: the run may go on; 1: a reset or the conversation's reading runs in a
+ * worker thread (agent_advance() runs again when it is done); negative: the
+ * task failed. */
 static int agent_begin_running(AgentRun *run) {
         Task *t = run->task;
         int r;
@@ -443,11 +450,12 @@ static int agent_begin_running(AgentRun *run) {
                                 return agent_fail(run, "Out of memory."), r;
                         task_bus_send_progress(t);
                 }
-                r = conversation_load(run);
+                r = conversation_load(run, on_conversation_loaded);
                 if (r < 0) {
-                        agent_fail(run, "The conversation record is damaged: %s", strerror(-r));
+                        agent_fail(run, "Cannot read the conversation record: %s", strerror(-r));
                         return r;
                 }
+                return 1;
         }
         return 0;
 }

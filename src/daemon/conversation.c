@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <assert.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include "fs-util.h"
 #include "json-util.h"
 #include "string-util.h"
+#include "task-job.h"
 #include "task-save.h"
 #include "tools.h"
 
@@ -58,33 +60,88 @@ int conversation_parse(const char *text, size_t size, unsigned want, json_object
         return 0;
 }
 
-int conversation_load(AgentRun *run) {
+/* Reading a long conversation (up to 64 MiB) and parsing it takes long:
+ * it is done in the task's job queue, on data of its own. */
+typedef struct LoadJob {
+        int dir_fd;
+        unsigned want;
+        json_object *messages;
+        conversation_loaded_t done;
+} LoadJob;
+
+static void load_job_free(void *p) {
+        LoadJob *j = p;
+
+        if (!j)
+                return;
+        safe_close(j->dir_fd);
+        json_object_put(j->messages);
+        free(j);
+}
+
+static int load_job_run(void *p) {
+        LoadJob *j = p;
         _cleanup_free_ char *text = NULL;
-        unsigned want = run->task->progress.messages;
         size_t size = 0, good = 0;
         int r;
 
-        run->messages = json_object_new_array();
-        if (!run->messages)
-                return -ENOMEM;
-
-        r = read_file_at(run->dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &text, &size);
+        r = read_file_at(j->dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &text, &size);
         if (r == -ENOENT)
-                return want == 0 ? 0 : -EBADMSG;
+                return j->want == 0 ? 0 : -EBADMSG;
         if (r < 0)
                 return r;
 
-        r = conversation_parse(text, size, want, run->messages, &good);
+        r = conversation_parse(text, size, j->want, j->messages, &good);
         if (r < 0)
                 return r;
 
         /* Whatever follows belongs to a step the state file never
          * acknowledged: cut it off, so it cannot count later. */
         if (good < size) {
-                _cleanup_close_ int fd = openat(run->dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+                _cleanup_close_ int fd = openat(j->dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
                 if (fd < 0 || ftruncate(fd, (off_t) good) < 0 || fsync(fd) < 0)
                         return -errno;
         }
+        return 0;
+}
+
+static void on_load_done(Task *t, int r, void *p, void *userdata) {
+        LoadJob *j = p;
+        AgentRun *run = userdata;
+
+        run->job = NULL;
+        run->phase = PHASE_IDLE;
+        if (!run->task)
+                return;
+        if (r >= 0)
+                run->messages = TAKE_PTR(j->messages);
+        j->done(run, r);
+}
+
+int conversation_load(AgentRun *run, conversation_loaded_t done) {
+        LoadJob *j;
+        int r;
+
+        assert(!run->job && !run->messages);
+        j = calloc(1, sizeof(LoadJob));
+        if (!j)
+                return -ENOMEM;
+        *j = (LoadJob) {
+                .dir_fd = fcntl(run->dir_fd, F_DUPFD_CLOEXEC, 3),
+                .want = run->task->progress.messages,
+                .messages = json_object_new_array(),
+                .done = done,
+        };
+        if (j->dir_fd < 0 || !j->messages) {
+                load_job_free(j);
+                return -ENOMEM;
+        }
+        r = task_job_enqueue(run->task, "conversation", load_job_run, on_load_done, load_job_free, j, run, &run->job);
+        if (r < 0) {
+                load_job_free(j);
+                return r;
+        }
+        run->phase = PHASE_LEDGER;
         return 0;
 }
 

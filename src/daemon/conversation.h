@@ -23,9 +23,13 @@ int conversation_add(AgentRun *run, json_object *message);
  * behind conversation_load(), exposed for tests/fuzz. */
 int conversation_parse(const char *text, size_t size, unsigned want, json_object *messages, size_t *ret_good);
 
-/* Reads the acknowledged messages into run->messages and cuts off what
- * follows them. -EBADMSG if fewer are there than the state file counts. */
-int conversation_load(AgentRun *run);
+/* Reads the acknowledged messages and cuts off what follows them, in the
+ * task's job queue (run->job, phase PHASE_LEDGER meanwhile); then sets
+ * run->messages and calls done() on the loop, with -EBADMSG if fewer are
+ * there than the state file counts. done() is not called when the run
+ * stopped meanwhile. */
+typedef void (*conversation_loaded_t)(AgentRun *run, int r);
+int conversation_load(AgentRun *run, conversation_loaded_t done);
 
 /* A chat message {role, content}; NULL when out of memory. */
 json_object *conversation_message_new(const char *role, const char *content);
