@@ -127,7 +127,8 @@ static bool flags_write(int flags) {
 
 int workspace_dir_in_git(int ws_fd, int dir_fd) {
         struct stat ws, git, st;
-        _cleanup_close_ int cur = -EBADF;
+        _cleanup_close_ int up_fd = -EBADF;
+        int cur = dir_fd;
 
         if (fstat(ws_fd, &ws) < 0)
                 return -errno;
@@ -136,17 +137,16 @@ int workspace_dir_in_git(int ws_fd, int dir_fd) {
         /* A ".git" file (worktrees, submodules) points elsewhere, outside. */
         if (!S_ISDIR(git.st_mode))
                 return 0;
-
-        cur = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
-        if (cur < 0)
+        if (fstat(dir_fd, &st) < 0)
                 return -errno;
 
-        /* Walk up until the workspace top: any ancestor that is .git counts. */
+        /* Walk up until the workspace top: any ancestor that is .git counts.
+         * st is what cur is: the fstat() of a level is that of the next
+         * one's start (one open, one fstat and one close a level; write_file
+         * walks this for each path, the fuzzer's paths are deep). */
         for (unsigned i = 0; i < PATH_MAX / 2; i++) {
                 struct stat up_st;
 
-                if (fstat(cur, &st) < 0)
-                        return -errno;
                 if (st.st_dev == git.st_dev && st.st_ino == git.st_ino)
                         return 1;
                 if (st.st_dev == ws.st_dev && st.st_ino == ws.st_ino)
@@ -160,8 +160,9 @@ int workspace_dir_in_git(int ws_fd, int dir_fd) {
                         safe_close(up);
                         return 0;
                 }
-                safe_close(cur);
-                cur = up;
+                safe_close(up_fd);
+                cur = up_fd = up;
+                st = up_st;
         }
         return 0;
 }

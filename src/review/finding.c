@@ -126,8 +126,15 @@ char *finding_escape(const char *s, size_t n, size_t max) {
 
         if (!s)
                 n = 0;
-        /* First the whole width, to know whether a cut (and room for "…") is needed. */
+        /* First the whole width, to know whether a cut (and room for "…") is needed.
+         * Printable ASCII, most of what a finding holds, is itself: one byte
+         * wide, without a call of escape_one() for each byte. */
         for (size_t i = 0, w; i < n && total <= max;) {
+                if (u[i] >= 0x20 && u[i] < 0x7F) {
+                        i++;
+                        total++;
+                        continue;
+                }
                 i += escape_one(u + i, n - i, esc, &w);
                 total += w;
         }
@@ -140,6 +147,12 @@ char *finding_escape(const char *s, size_t n, size_t max) {
         if (!r)
                 return NULL;
         for (size_t i = 0, w, k; i < n;) {
+                if (u[i] >= 0x20 && u[i] < 0x7F) {
+                        if (out + 1 > limit)
+                                break;
+                        r[out++] = (char) u[i++];
+                        continue;
+                }
                 k = escape_one(u + i, n - i, esc, &w);
                 if (out + w > limit)
                         break;

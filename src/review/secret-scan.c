@@ -118,13 +118,20 @@ static bool is_alnum(char c) {
 
 double secret_entropy(const char *s, size_t n) {
         size_t counts[256] = {};
+        unsigned lo = 255, hi = 0;
         double h = 0;
 
         if (n == 0)
                 return 0;
-        for (size_t i = 0; i < n; i++)
-                counts[(unsigned char) s[i]]++;
-        for (size_t i = 0; i < 256; i++)
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char) s[i];
+                counts[c]++;
+                lo = MIN(lo, (unsigned) c);
+                hi = MAX(hi, (unsigned) c);
+        }
+        /* The bytes that occur, in the same order as over all 256 (the same
+         * sum to the last bit): a value is a few dozen of them. */
+        for (size_t i = lo; i <= hi; i++)
                 if (counts[i] > 0) {
                         double p = (double) counts[i] / (double) n;
                         h -= p * log2(p);

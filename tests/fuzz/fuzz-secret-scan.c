@@ -7,7 +7,13 @@
  * secret_redact() keeps: at most min(4, n/4) of its bytes); an ignored file
  * is not scanned; the findings survive JSON and markdown; and
  * secret_redact_text() (for text others wrote about the files) is the text
- * with each match replaced by its redacted form and nothing else changed. */
+ * with each match replaced by its redacted form and nothing else changed.
+ *
+ * The harness scans each line once, and both the findings and the
+ * redacted text are compared with those matches (they were scanned twice:
+ * secret_scan_line() is a function of the line's bytes up to its '\n' or
+ * NUL, whichever comes first, and the lines of either check begin at the
+ * same places, which is checked). */
 #include "fuzz-review.h"
 #include "secret-scan.h"
 
@@ -37,17 +43,29 @@ static int match_compare(const void *a, const void *b) {
         return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-static void check_redact_text(const char *text) {
+/* The matches of each line, as the harness scanned it once: both checks
+ * below compare the product with them. */
+typedef struct LineMatches {
+        SecretMatch m[SECRET_MATCHES_PER_LINE_MAX];
+        size_t n;
+} LineMatches;
+
+/* The text as secret_redact_text() must give it: each line up to the first
+ * NUL (which ends the text; the line that holds it was scanned up to it
+ * too: secret_scan_line() stops there), its matches replaced. */
+static void check_redact_text(const char *text, const ReviewLine *lines, const LineMatches *lm) {
         _cleanup_free_ char *red = secret_redact_text(NULL, text), *expected = NULL;
-        size_t size = 0;
+        size_t size = 0, i = 0;
         FILE *f = open_memstream(&expected, &size);
 
         FUZZ_CHECK(red && f, "redact_text failed");
-        for (const char *line = text; *line;) {
-                size_t length = strcspn(line, "\n"), k = 0, at = 0;
+        for (const char *line = text; *line; i++) {
+                size_t length = strcspn(line, "\n"), at = 0;
                 SecretMatch m[SECRET_MATCHES_PER_LINE_MAX];
+                size_t k = lm[i].n;
 
-                FUZZ_CHECK(secret_scan_line(NULL, line, length, m, ELEMENTSOF(m), &k) >= 0, "scan");
+                FUZZ_CHECK(line == lines[i].text, "line %zu", i + 1);
+                memcpy(m, lm[i].m, k * sizeof(SecretMatch));
                 qsort(m, k, sizeof(SecretMatch), match_compare);
                 for (size_t x = 0; x < k; x++) {
                         _cleanup_free_ char *r = secret_redact(line + m[x].offset, m[x].length);
@@ -67,6 +85,7 @@ static void check_redact_text(const char *text) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         _cleanup_free_ char *text = NULL;
         _cleanup_free_ ReviewLine *lines = NULL;
+        _cleanup_free_ LineMatches *lm = NULL;
         FindingList l = {};
         size_t n = 0, expected = 0;
         ReviewFile f = { .path = "src/config.py" };
@@ -77,17 +96,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size > 256 * 1024)
                 return 0;
         text = fuzz_text(data, size);
-        check_redact_text(text);
-        lines = calloc(size + 1, sizeof(ReviewLine));
-        if (!lines)
+        /* One entry a line: not one for each byte of the input. */
+        for (const char *c = text; (c = memchr(c, '\n', (size_t) (text + size - c))); c++)
+                n++;
+        lines = malloc((n + 1) * sizeof(ReviewLine));
+        lm = malloc((n + 1) * sizeof(LineMatches));
+        if (!lines || !lm)
                 abort();
+        n = 0;
         for (char *s = text, *nl; s; s = nl) {
                 nl = memchr(s, '\n', (size_t) (text + size - s));
+                lines[n] = (ReviewLine) { (unsigned) n + 1, s, (size_t) ((nl ? nl : text + size) - s) };
                 if (nl)
-                        *nl++ = '\0';
-                lines[n] = (ReviewLine) { (unsigned) n + 1, s, (size_t) ((nl ? nl - 1 : text + size) - s) };
+                        nl++;
+                FUZZ_CHECK(secret_scan_line(NULL, lines[n].text, lines[n].length, lm[n].m, ELEMENTSOF(lm[n].m), &lm[n].n) >= 0,
+                           "line %zu", n + 1);
                 n++;
         }
+        /* Before the lines are cut at their '\n': the text as a whole. */
+        check_redact_text(text, lines, lm);
+        for (size_t i = 0; i + 1 < n; i++)
+                text[lines[i + 1].text - text - 1] = '\0';
         f.lines = lines;
         f.n_lines = n;
 
@@ -95,11 +124,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(r >= 0, "the scan failed: %d", r);
 
         for (size_t i = 0; i < n; i++) {
-                SecretMatch m[SECRET_MATCHES_PER_LINE_MAX];
-                size_t k = SIZE_MAX, len = strnlen(lines[i].text, lines[i].length);
+                const SecretMatch *m = lm[i].m;
+                size_t k = lm[i].n, len = strnlen(lines[i].text, lines[i].length);
 
-                FUZZ_CHECK(secret_scan_line(NULL, lines[i].text, lines[i].length, m, ELEMENTSOF(m), &k) >= 0, "line %zu", i + 1);
-                FUZZ_CHECK(k <= ELEMENTSOF(m), "%zu matches", k);
+                FUZZ_CHECK(k <= ELEMENTSOF(lm[i].m), "%zu matches", k);
                 for (size_t a = 0; a < k; a++) {
                         FUZZ_CHECK(m[a].kind >= 0 && m[a].kind < _SECRET_KIND_MAX, "kind %d", (int) m[a].kind);
                         FUZZ_CHECK(m[a].length > 0 && m[a].offset <= len && m[a].length <= len - m[a].offset,

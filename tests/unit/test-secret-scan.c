@@ -117,6 +117,14 @@ static void test_entropy(void) {
         CHECK(scan1("signingKey := `Zx8qL2vR9tY4wP7mK3nB6cD1`", NULL, NULL) == SECRET_HIGH_ENTROPY, "go, camelCase key");
         CHECK(scan1("const dbPassword = 'e3b0c44298fc1c149afbf4c8996fb924';", NULL, NULL) == SECRET_HIGH_ENTROPY, "hex value");
 
+        /* Shannon entropy in bits a byte, over whatever bytes occur. */
+        unsigned char all[256];
+        for (size_t i = 0; i < sizeof(all); i++)
+                all[i] = (unsigned char) i;
+        CHECK(secret_entropy("", 0) == 0 && secret_entropy("aaaa", 4) == 0 && secret_entropy("abab", 4) == 1.0 &&
+              secret_entropy("\x01\xff", 2) == 1.0 && secret_entropy((const char *) all, sizeof(all)) == 8.0,
+              "entropy of none, one, two and all 256 byte values");
+
         /* What is code, not a secret. */
         CHECK(scan1("password = get_password_from_vault()", NULL, NULL) == _SECRET_KIND_INVALID, "a call");
         CHECK(scan1("token = os.environ['GITHUB_TOKEN']", NULL, NULL) == _SECRET_KIND_INVALID, "an environment look-up");

@@ -111,9 +111,41 @@ static void test_send_fds(void) {
         close(sv[1]);
 }
 
+/* rm_rf_at() removes a tree of every kind of entry, follows no symlink (what
+ * one points to stays), and takes a file or a symlink given as the top. */
+static void test_rm_rf_at(void) {
+        char top[] = "/tmp/test-util-rm.XXXXXX", p[256];
+        struct stat st;
+        int fd;
+
+        if (!mkdtemp(top)) {
+                CHECK(false, "mkdtemp: %s", strerror(errno));
+                return;
+        }
+        fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(fd >= 0 && mkdirat(fd, "keep", 0755) == 0 && mkdirat(fd, "t", 0755) == 0 && mkdirat(fd, "t/a", 0755) == 0 &&
+              mkdirat(fd, "t/a/b", 0755) == 0 && mkdirat(fd, "t/empty", 0755) == 0 && mkfifoat(fd, "t/a/fifo", 0644) == 0 &&
+              symlinkat("../../keep", fd, "t/a/up") == 0 && symlinkat(top, fd, "t/abs") == 0 &&
+              symlinkat("keep", fd, "link") == 0, "a tree");
+        close(openat(fd, "t/a/b/f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+        close(openat(fd, "keep/k", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+        for (int i = 0; i < 100; i++) {
+                snprintf(p, sizeof(p), "t/a/f%d", i);
+                close(openat(fd, p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+        }
+        CHECK(rm_rf_at(fd, "t") == 0 && fstatat(fd, "t", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT, "the tree is gone");
+        CHECK(fstatat(fd, "keep/k", &st, 0) == 0, "what its symlinks point to is not");
+        CHECK(rm_rf_at(fd, "link") == 0 && fstatat(fd, "link", &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+              fstatat(fd, "keep/k", &st, 0) == 0, "a symlink as the top is removed, not followed");
+        CHECK(rm_rf_at(fd, "missing") == 0, "nothing to remove");
+        CHECK(rm_rf_at(AT_FDCWD, top) == 0 && stat(top, &st) < 0, "the rest");
+        close(fd);
+}
+
 int main(void) {
         uint64_t u;
 
+        test_rm_rf_at();
         test_send_fds();
         CHECK(parse_sec("30", &u) == 0 && u == 30 * USEC_PER_SEC, "bare number is seconds");
         CHECK(parse_sec("250ms", &u) == 0 && u == 250 * USEC_PER_MSEC, "milliseconds");
