@@ -29,7 +29,15 @@ fi
 PASSED=0
 FAILED=0
 ok()   { echo "  ok: $*"; PASSED=$((PASSED + 1)); }
-fail() { echo "  FAIL: $*"; FAILED=$((FAILED + 1)); }
+fail() {
+        echo "  FAIL: $*"; FAILED=$((FAILED + 1))
+        # Once in CI the scripted model server was unreachable for a task
+        # (ASan run, load 12): say what became of it, should it recur.
+        [[ "$*" == *"Couldn't connect"* || "$*" == *"Couldn\\'t connect"* ]] || return 0
+        echo "    model server (pid ${MODEL_PID:-none}, port $PORT):" \
+                "$([ -n "$MODEL_PID" ] && kill -0 "$MODEL_PID" 2>/dev/null && echo alive || echo gone)," \
+                "listening: $(ss -Hltn "sport = :$PORT" 2>/dev/null | wc -l), errors: $(tail -c 300 "$WORK/model.err" 2>/dev/null)"
+}
 check() { local what=$1; shift; if "$@" >/dev/null 2>&1; then ok "$what"; else fail "$what"; fi; }
 
 WORK=$(mktemp -d /tmp/agentfab-agent.XXXXXX)
