@@ -31,6 +31,7 @@
 #include "task-store.h"
 #include "run-ledger.h"
 #include "task-job.h"
+#include "task-ledger.h"
 #include "time-util.h"
 #include "tools.h"
 #include "trace.h"
@@ -389,6 +390,8 @@ static void agent_step_acked(AgentRun *run, StepCommit *c) {
                 trace_add("state_save", c->save_usec);
 
         audit_step(t, step, c->committed ? c->commit : NULL, run->subject, c->tests);
+        if (c->committed && c->checkpoints)
+                task_ledger_checkpoints_set(t, c->checkpoints);
         task_bus_send_progress(t);
 
         r = agent_check_breakers(run, c);

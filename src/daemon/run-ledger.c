@@ -144,8 +144,12 @@ static int step_commit_work(StepCommit *c) {
         if (c->delivery) {
                 c->head_result = ledger_head(c->ledger, c->head);
                 (void) ledger_diffstat(c->ledger, &c->diffstat);
-                (void) ledger_checkpoints(c->ledger, &c->checkpoints);
         }
+        /* The list of checkpoints: for the summary, and for the Checkpoints
+         * property, which every GetAll() asks for and which follows each
+         * new tip; read here rather than on the loop when the bus asks. */
+        if (c->delivery || c->committed)
+                (void) ledger_checkpoints(c->ledger, &c->checkpoints);
         return 0;
 }
 

@@ -150,6 +150,17 @@ char *task_ledger_checkpoints_key(const Task *t) {
         return key;
 }
 
+void task_ledger_checkpoints_set(Task *t, json_object *list) {
+        char *key = task_ledger_checkpoints_key(t);
+
+        if (!key)
+                return;         /* The next GetAll() reads it. */
+        json_object_put(t->checkpoints);
+        t->checkpoints = json_object_get(list);
+        free(t->checkpoints_key);
+        t->checkpoints_key = key;
+}
+
 int task_ledger_checkpoints(Task *t, json_object **ret) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
         _cleanup_free_ char *key = NULL;

@@ -26,6 +26,9 @@ int task_ledger_base_commit(Task *t, char ret[static 41]);
  * while a job of the task is at work on it, the list read last (-EBUSY if none). */
 int task_ledger_checkpoints(Task *t, json_object **ret);
 char *task_ledger_checkpoints_key(const Task *t);
+/* The list read in a worker right after the commit of the tip that the
+ * task's progress names now. */
+void task_ledger_checkpoints_set(Task *t, json_object *list);
 
 /* ListCommits(): answers message with every commit on the task's branch,
  * base..tip, as a(sus) (commit, step: 0 without an Agentfab-Step
