@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -337,7 +338,22 @@ static int fast_write_missing(FastReset *f, git_index_entry **ret, size_t *ret_n
         return r;
 }
 
-/* -EOPNOTSUPP: the checkpoint has gitlinks, the way by checkout handles them. */
+/* Every component a plain name: not empty, not "." or "..", not .git in
+ * any case. */
+static bool reset_path_ok(const char *path) {
+        for (const char *p = path;;) {
+                size_t n = strcspn(p, "/");
+                if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && strneq(p, "..", 2)) ||
+                    (n == 4 && strncasecmp(p, ".git", 4) == 0))
+                        return false;
+                if (!p[n])
+                        return true;
+                p += n + 1;
+        }
+}
+
+/* -EOPNOTSUPP: the checkpoint has gitlinks or odd paths; the way by
+ * checkout handles them. */
 static int reset_fast(Ledger *l, git_tree *tree) {
         static const TreeScanOps ops = { .dir = fast_dir, .entry = fast_entry, .git_entry = fast_git_entry };
         static const TreeScanLimits limits = {
@@ -362,7 +378,12 @@ static int reset_fast(Ledger *l, git_tree *tree) {
         FastReset f = { .ledger = l, .want = want, .n_want = git_index_entrycount(want) };
         for (size_t i = 0; i < f.n_want; i++) {
                 const git_index_entry *e = git_index_get_byindex(want, i);
-                if (e && e->mode == GIT_FILEMODE_COMMIT)
+                if (!e)
+                        return -EIO;
+                /* SECURITY: the checkpoint comes from an imported
+                 * repository; a path libgit2's checkout would refuse (a
+                 * .git, "..") goes there, and is refused there. */
+                if (e->mode == GIT_FILEMODE_COMMIT || !reset_path_ok(e->path))
                         return -EOPNOTSUPP;
         }
         (void) clock_gettime(CLOCK_REALTIME_COARSE, &now);
