@@ -77,6 +77,9 @@ static int step_commit_run(void *p) {
         StepCommit *c = p;
         int r;
 
+        /* What another job did on this thread before (a reset traces its
+         * phases too) is not this step's. */
+        (void) trace_take((TracePhase[TRACE_PHASES_MAX]) {});
         r = step_commit_work(c);
         c->n_trace = trace_take(c->trace);
         return r;
