@@ -120,6 +120,9 @@ int ledger_index_refresh(Ledger *l, const struct timespec *now, struct timespec 
 /* The entry still describes the file: its stat data match and it was not
  * racy when recorded. */
 bool ledger_entry_clean(const git_index_entry *e, const struct statx *x, const struct timespec *racy);
+/* Whether the index has an entry below the directory path: 1, 0, or
+ * -ENOMEM. */
+int ledger_index_has_dir(git_index *index, const char *path);
 /* Copies st's stat data into the entry. */
 void ledger_entry_set_stat(git_index_entry *entry, const struct stat *st);
 /* The submodule fetched at path, or NULL. */

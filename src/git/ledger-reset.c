@@ -200,20 +200,12 @@ typedef struct FastReset {
         unsigned removed;
 } FastReset;
 
-static bool want_has_dir(FastReset *f, const char *path) {
-        _cleanup_free_ char *prefix = NULL;
-        size_t pos;
-
-        if (asprintf(&prefix, "%s/", path) < 0)
-                return true;    /* Kept: an error later is better than a loss. */
-        return git_index_find_prefix(&pos, f->want, prefix) == 0;
-}
-
 static int fast_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const char *path, void *userdata) {
         FastReset *f = userdata;
 
-        if (want_has_dir(f, path))
-                return 1;
+        int r = ledger_index_has_dir(f->want, path);
+        if (r != 0)
+                return r;
         /* Not in the checkpoint: goes whole, without a look inside. */
         f->removed++;
         return rm_rf_at(parent->fd, sub->name);

@@ -417,8 +417,12 @@ finish:
         return r;
 }
 
-static bool index_has_prefix(git_index *index, const char *prefix) {
+int ledger_index_has_dir(git_index *index, const char *path) {
+        _cleanup_free_ char *prefix = NULL;
         size_t pos;
+
+        if (asprintf(&prefix, "%s/", path) < 0)
+                return -ENOMEM;
         return git_index_find_prefix(&pos, index, prefix) == 0;
 }
 
@@ -484,7 +488,6 @@ static bool dir_only_tracked(Stage *s, TreeScanDir *d) {
 static int scan_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const char *path, void *userdata) {
         Stage *s = userdata;
         const git_index_entry *e = index_lookup(s, path, false);
-        _cleanup_free_ char *prefix = NULL;
         int r;
 
         /* A gitlink (a submodule of base). A file the index has here is
@@ -495,10 +498,9 @@ static int scan_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const
                 return r < 0 ? r : 0;
         }
 
-        if (asprintf(&prefix, "%s/", path) < 0)
-                return -ENOMEM;
         /* Ignored and nothing tracked inside: not read at all. */
-        return index_has_prefix(s->index, prefix) || !dir_only_tracked(s, sub);
+        r = ledger_index_has_dir(s->index, path);
+        return r != 0 ? r : !dir_only_tracked(s, sub);
 }
 
 static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const char *path, const struct statx *x,
@@ -625,11 +627,9 @@ static int stage_noted(Stage *s, const char *noted) {
         if (statx(fd, c, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, TREE_SCAN_STATX_MASK, &x) < 0) {
                 if (errno != ENOENT)
                         return 0;
-                _cleanup_free_ char *prefix = NULL;
-                if (asprintf(&prefix, "%s/", path) < 0)
-                        return -ENOMEM;
-                if (index_has_prefix(s->index, prefix))
-                        return 0;
+                r = ledger_index_has_dir(s->index, path);
+                if (r != 0)
+                        return r < 0 ? r : 0;
                 return git_index_get_bypath(s->index, path, 0) ? edit_add(s, path, NULL) : 1;
         }
         if (S_ISDIR(x.stx_mode))
