@@ -278,6 +278,15 @@ static void row_print(unsigned files, Row *r, double target) {
         }
 }
 
+/* The watch against the scan it replaces, both measured in this run. */
+static void row_vs(unsigned files, const char *what, Row *ours, Row *scan) {
+        double oc = sample_median(&ours->ours.cpu), sc = sample_median(&scan->ours.cpu);
+        double ow = sample_median(&ours->ours.wall), sw = sample_median(&scan->ours.wall);
+
+        printf("# %u files, %s: the watch %.2f ms CPU (%.2f wall) against the scan %.2f ms CPU (%.2f wall): %.3fx CPU, %.3fx wall\n",
+               files, what, oc, ow, sc, sw, sc > 0 ? oc / sc : 0, sw > 0 ? ow / sw : 0);
+}
+
 static int bench_size(unsigned files) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
         _cleanup_free_ char *src = NULL, *task = NULL, *ws = NULL, *gitdir = NULL, *git = NULL, *error = NULL;
@@ -333,8 +342,10 @@ static int bench_size(unsigned files) {
         int ws_fd = ledger_workspace_fd(l);
         Row write = { .what = "write_file, one file" },
             nothing = { .what = "run_command touched nothing" },
-            nothing_sync = { .what = "  the same, statx without io_uring" },
-            rewrite = { .what = "run_command rewrote 1,000 files" };
+            nothing_scan = { .what = "  the same, scanned (no watch)" },
+            nothing_sync = { .what = "  scanned, statx without io_uring" },
+            rewrite = { .what = "run_command rewrote 1,000 files" },
+            rewrite_scan = { .what = "  the same, scanned (no watch)" };
 
         for (unsigned k = 0; k < arg_steps; k++) {
                 /* A step that wrote one file through the tool. */
@@ -370,7 +381,7 @@ static int bench_size(unsigned files) {
                         timing_add(&write.old, c0);
                 }
 
-                /* A command that changed nothing. */
+                /* A command that changed nothing: what the watch saw. */
                 ledger_set_io_uring(true);
                 ledger_note_all(l);
                 (void) trace_take((TracePhase[TRACE_PHASES_MAX]) {});
@@ -382,8 +393,18 @@ static int bench_size(unsigned files) {
                         return r;
                 sh_time(&nothing.add, "%s add -A && %s write-tree >/dev/null", git, git);
                 sh_time(&nothing.status, "%s status --porcelain >/dev/null", git);
+                /* The baselines: the scan of every file's metadata (what
+                 * each step after a command did before the watch). */
+                ledger_note_rescan(l);
+                (void) trace_take((TracePhase[TRACE_PHASES_MAX]) {});
+                c = clock_now();
+                r = step_end(l, before, step++);
+                timing_add(&nothing_scan.ours, c);
+                row_trace(&nothing_scan);
+                if (r < 0)
+                        return r;
                 ledger_set_io_uring(false);
-                ledger_note_all(l);
+                ledger_note_rescan(l);
                 (void) trace_take((TracePhase[TRACE_PHASES_MAX]) {});
                 c = clock_now();
                 r = step_end(l, before, step++);
@@ -415,6 +436,23 @@ static int bench_size(unsigned files) {
                         return r;
                 sh_time(&rewrite.add, "%s add -A && %s write-tree >/dev/null", git, git);
                 sh_time(&rewrite.status, "%s status --porcelain >/dev/null", git);
+
+                /* The same rewrite again, found by a scan. */
+                for (unsigned i = 0; i < REWRITE_FILES; i++) {
+                        file_name((start + i) % files, name, sizeof(name));
+                        r = write_text(ws, name, step * 1000 + i + 500);
+                        if (r < 0)
+                                return r;
+                }
+                usleep(10 * 1000);
+                ledger_note_rescan(l);
+                (void) trace_take((TracePhase[TRACE_PHASES_MAX]) {});
+                c = clock_now();
+                r = step_end(l, before, step++);
+                timing_add(&rewrite_scan.ours, c);
+                row_trace(&rewrite_scan);
+                if (r < 0)
+                        return r;
         }
 
         /* A reset to the last checkpoint, the way a task begins (after its
@@ -460,10 +498,16 @@ static int bench_size(unsigned files) {
 
         double target = files <= 1000 ? 5 : files <= 10000 ? 20 : files <= 100000 ? 200 : 0;
         row_print(files, &write, target);
-        row_print(files, &nothing, 0);
+        row_print(files, &nothing, target);
+        row_print(files, &nothing_scan, 0);
         row_print(files, &nothing_sync, 0);
-        if (rewrite.ours.wall.n > 0)
+        if (rewrite.ours.wall.n > 0) {
                 row_print(files, &rewrite, 0);
+                row_print(files, &rewrite_scan, 0);
+        }
+        row_vs(files, "a command that touched nothing", &nothing, &nothing_scan);
+        if (rewrite.ours.wall.n > 0)
+                row_vs(files, "a command that rewrote 1,000 files", &rewrite, &rewrite_scan);
         row_print(files, &reset_none, 0);
         if (reset_some.ours.wall.n > 0)
                 row_print(files, &reset_some, 0);

@@ -538,7 +538,10 @@ void delivery_start(AgentRun *run) {
         if (t->progress.verified)
                 return delivery_read(run);
 
-        /* Anything left uncommitted is committed as a last step. */
+        /* Anything left uncommitted is committed as a last step, found
+         * by a scan of the whole tree: the last word does not rest on
+         * what the watch saw. */
+        ledger_note_rescan(run->ledger);
         c = delivery_step_commit(run, t->progress.step + 1, "Final state of the workspace");
         if (!c)
                 return agent_fail(run, "Out of memory.");

@@ -53,6 +53,9 @@ struct Ledger {
         bool have_staged;
         bool track;             /* the caller reports changes (ledger_note_*()) */
         bool dirty_all;         /* a scan is needed */
+        bool dirty_command;     /* a command ran: ask the watch what it changed */
+        struct TreeWatch *watch; /* inotify on the workspace's directories (tree-watch.c); NULL: scans */
+        const char *last_stage_kind;
         char **dirty;           /* paths reported since the last stage */
         size_t n_dirty;
         LedgerLines *lines;     /* sorted by (old_id, new_id) */

@@ -15,6 +15,7 @@
 #include "string-util.h"
 #include "trace.h"
 #include "tree-scan.h"
+#include "tree-watch.h"
 
 /* Staging: what a checkpoint records, found without reading the whole tree.
  *
@@ -24,9 +25,13 @@
  * stat data with it and hashes only files whose stat data moved, then makes
  * the tree from the index. Which files it looks at:
  *
- *   - all of them (a "scan"): after a command ran in the sandbox, after a
- *     reset, when the caller does not report changes (ledger_track_changes()
- *     off, the default), and whenever a reported path is odd. The scan
+ *   - the paths the watch (tree-watch.c, inotify on every directory the
+ *     last scan read) says changed, after a command ran in the sandbox;
+ *   - all of them (a "scan"): when the watch cannot say (see
+ *     ledger_note_rescan()), after a reset, when the caller does not report
+ *     changes (ledger_track_changes() off, the default), and whenever a
+ *     reported path is odd (a new directory that is not ignored, a
+ *     .gitignore, a file that was a directory). The scan
  *     (tree-scan.c) reads each directory with getdents64() on a directory fd opened
  *     relative to its parent (O_NOFOLLOW) and asks for the metadata of its
  *     entries with statx() relative to that fd, many at a time through
@@ -67,11 +72,20 @@
 #define SMUDGED_NSEC 1999999999U      /* > any tv_nsec: never matches */
 
 static bool use_ring = true;
+static bool use_watch = true;
 static LedgerStageHook stage_hook = NULL;
 static void *stage_hook_userdata = NULL;
 
 void ledger_set_io_uring(bool b) {
         use_ring = b;
+}
+
+void ledger_set_watch(bool b) {
+        use_watch = b;
+}
+
+const char *ledger_last_stage_kind(Ledger *l) {
+        return l->last_stage_kind ?: "none";
 }
 
 void ledger_set_stage_hook(LedgerStageHook hook, void *userdata) {
@@ -99,9 +113,26 @@ void ledger_track_changes(Ledger *l, bool track) {
          * scans anyway (see ledger_checkpoint()). */
         l->track = track;
         l->dirty_all = true;
+        if (!track || !use_watch || l->n_subs > 0)
+                l->watch = tree_watch_free(l->watch);
+        else if (!l->watch) {
+                /* None left (fs.inotify.max_user_instances): scans, as before. */
+                int r = tree_watch_new(&l->watch);
+                if (r < 0)
+                        log_debug("Not watching the workspace (scanning it after each command): %s", strerror(-r));
+        }
 }
 
 void ledger_note_all(Ledger *l) {
+        if (!l)
+                return;
+        if (tree_watch_complete(l->watch))
+                l->dirty_command = true;
+        else
+                l->dirty_all = true;
+}
+
+void ledger_note_rescan(Ledger *l) {
         if (l)
                 l->dirty_all = true;
 }
@@ -153,6 +184,7 @@ void ledger_stage_free(Ledger *l) {
             same_file_version(&st, &l->index_st))
                 (void) git_index_write(l->index);
         noted_clear(l);
+        l->watch = tree_watch_free(l->watch);
         git_index_free(l->index);
         l->index = NULL;
         free(l->lines);
@@ -182,6 +214,7 @@ typedef struct Stage {
         size_t n_edits, n_alloc;
         unsigned hashed;
         uint64_t hash_usec;
+        bool saw_gitlink;       /* a watch cannot see into their directories */
         char **error;
 } Stage;
 
@@ -493,6 +526,7 @@ static int scan_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const
         /* A gitlink (a submodule of base). A file the index has here is
          * not marked: it is gone, a directory stands there now. */
         if (e && e->mode == GIT_FILEMODE_COMMIT) {
+                s->saw_gitlink = true;
                 (void) index_lookup(s, path, true);
                 r = stage_gitlink(s, parent->fd, sub->name, path, e);
                 return r < 0 ? r : 0;
@@ -536,6 +570,15 @@ static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const ch
         return r;
 }
 
+static int scan_dir_opened(TreeScan *scan, TreeScanDir *d, void *userdata) {
+        Stage *s = userdata;
+
+        /* Before it is read: what changes from now on is an event. A
+         * failure leaves the watch incomplete, and the next stage scans. */
+        (void) tree_watch_add(s->ledger->watch, d->fd, d->path);
+        return 0;
+}
+
 /* Walks the whole workspace (tree-scan.c) rather than using
  * git_index_add_all(): libgit2 stops at directories holding a .git (an
  * agent's "git init" or "cargo new") and refuses them, while their files
@@ -543,6 +586,8 @@ static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const ch
  * an ignored directory only files the index has already count. */
 static int stage_scan(Stage *s) {
         static const TreeScanOps ops = { .dir = scan_dir, .entry = scan_entry };
+        static const TreeScanOps ops_watch = { .dir = scan_dir, .entry = scan_entry, .dir_opened = scan_dir_opened };
+        TreeWatch *w = s->ledger->watch;
         static const TreeScanLimits limits = {
                 .depth_max = SCAN_DEPTH_MAX,
                 .entries_max = SCAN_ENTRIES_MAX,
@@ -556,9 +601,16 @@ static int stage_scan(Stage *s) {
         if (!s->seen)
                 return -ENOMEM;
 
-        r = tree_scan_run(s->ledger->workspace_fd, use_ring, &limits, &ops, s, s->error);
+        if (w)
+                tree_watch_walk_begin(w);
+        r = tree_scan_run(s->ledger->workspace_fd, use_ring, &limits, w ? &ops_watch : &ops, s, s->error);
         if (r < 0)
                 return r;
+        if (w) {
+                tree_watch_walk_done(w);
+                if (s->saw_gitlink)
+                        tree_watch_invalidate(w);
+        }
 
         /* Every entry the scan did not see is gone from the workspace. */
         for (size_t i = 0; i < s->n_index; i++) {
@@ -576,8 +628,62 @@ static int stage_scan(Stage *s) {
 
 /* ---- only what the tools reported ---- */
 
-/* Looks at one reported path. 1: done; 0: it needs a scan (anything but a
- * plain file or link below plain, untracked-as-a-file directories). */
+/* Untracked path (a file, or a directory with a trailing slash): whether
+ * it or a directory above it is ignored, i.e. it is not recorded. */
+static bool untracked_ignored(Stage *s, char *path) {
+        for (char *q = path; (q = strchr(q, '/')) && q[1]; q++) {
+                char save = q[1];
+                q[1] = '\0';
+                bool ignored = path_ignored(s, path);
+                q[1] = save;
+                if (ignored)
+                        return true;
+        }
+        return path_ignored(s, path);
+}
+
+/* path (a directory once) is gone: so is everything the index has below
+ * it. 1: done; 0: a gitlink was there, a scan sorts that out. */
+static int stage_gone_dir(Stage *s, const char *path) {
+        _cleanup_free_ char *prefix = NULL;
+        size_t pos, n = git_index_entrycount(s->index);
+        int r;
+
+        if (asprintf(&prefix, "%s/", path) < 0)
+                return -ENOMEM;
+        if (git_index_find_prefix(&pos, s->index, prefix) < 0)
+                return 1;
+        for (; pos < n; pos++) {
+                const git_index_entry *e = git_index_get_byindex(s->index, pos);
+                if (!e || strncmp(e->path, prefix, strlen(prefix)) != 0)
+                        break;
+                if (e->mode == GIT_FILEMODE_COMMIT)
+                        return 0;
+                r = edit_add(s, e->path, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 1;
+}
+
+/* path is gone, and everything below it. */
+static int stage_gone(Stage *s, const char *path) {
+        int r = stage_gone_dir(s, path);
+        if (r <= 0)
+                return r;
+        if (git_index_get_bypath(s->index, path, 0)) {
+                r = edit_add(s, path, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 1;
+}
+
+/* Looks at one reported path (a file the tools wrote, or what the watch
+ * says changed). 1: done; 0: it needs a scan (anything but a plain file
+ * or link below plain, untracked-as-a-file directories, a directory gone
+ * or an ignored one created; and .gitignore, whose change may bring in
+ * what was ignored). */
 static int stage_noted(Stage *s, const char *noted) {
         _cleanup_free_ char *path = NULL, *copy = NULL;
         _cleanup_close_ int fd = -EBADF;
@@ -603,6 +709,9 @@ static int stage_noted(Stage *s, const char *noted) {
         if (len == 0)
                 return 0;
         path[len] = '\0';
+        const char *base = strrchr(path, '/');
+        if (strcasecmp(base ? base + 1 : path, ".gitignore") == 0)
+                return 0;
 
         fd = openat(s->ledger->workspace_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
@@ -618,38 +727,41 @@ static int stage_noted(Stage *s, const char *noted) {
                 int sub = openat(fd, c, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
                 *p = '/';
                 if (sub < 0)
-                        return 0;
+                        return errno == ENOENT ? stage_gone(s, path) : 0;
                 safe_close(fd);
                 fd = sub;
         }
 
         struct statx x;
         if (statx(fd, c, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, TREE_SCAN_STATX_MASK, &x) < 0) {
-                if (errno != ENOENT)
+                return errno == ENOENT ? stage_gone(s, path) : 0;
+        }
+        if (S_ISDIR(x.stx_mode)) {
+                /* A new directory that is ignored (a build's output): nothing
+                 * in it is recorded. Anything else: a scan reads it. */
+                if (git_index_get_bypath(s->index, path, 0))
                         return 0;
                 r = ledger_index_has_dir(s->index, path);
                 if (r != 0)
                         return r < 0 ? r : 0;
-                return git_index_get_bypath(s->index, path, 0) ? edit_add(s, path, NULL) : 1;
+                _cleanup_free_ char *dir = NULL;
+                if (asprintf(&dir, "%s/", path) < 0)
+                        return -ENOMEM;
+                return untracked_ignored(s, dir) ? 1 : 0;
         }
-        if (S_ISDIR(x.stx_mode))
-                return 0;
         const git_index_entry *e = git_index_get_bypath(s->index, path, 0);
         if (e && e->mode == GIT_FILEMODE_COMMIT)
                 return 0;
+        /* A directory once (the watch reports its replacement by a file
+         * or a link as one path): a scan drops what was below it. */
         if (!e) {
-                /* Untracked: not recorded if it or a directory above is ignored. */
-                for (char *q = path; (q = strchr(q, '/')); q++) {
-                        char save = q[1];
-                        q[1] = '\0';
-                        bool ignored = path_ignored(s, path);
-                        q[1] = save;
-                        if (ignored)
-                                return 1;
-                }
-                if (path_ignored(s, path))
-                        return 1;
+                r = ledger_index_has_dir(s->index, path);
+                if (r != 0)
+                        return r < 0 ? r : 0;
         }
+        /* Untracked: not recorded if it or a directory above is ignored. */
+        if (!e && untracked_ignored(s, path))
+                return 1;
         if (!S_ISLNK(x.stx_mode)) {
                 if (!S_ISREG(x.stx_mode))
                         return error_set(s->error, -EPERM,
@@ -706,6 +818,18 @@ static int stage_tree_update(Stage *s, const git_oid *last, git_oid *ret) {
                 return 0;
         }
         qsort(s->edits, s->n_edits, sizeof(Edit), edit_path_cmp);
+        /* A path removed twice (below a directory that went, and on its
+         * own): once. */
+        size_t k = 0;
+        for (size_t i = 0; i < s->n_edits; i++) {
+                if (k > 0 && streq(s->edits[k - 1].path, s->edits[i].path) && s->edits[k - 1].entry.mode == 0 &&
+                    s->edits[i].entry.mode == 0) {
+                        free(s->edits[i].path);
+                        continue;
+                }
+                s->edits[k++] = s->edits[i];
+        }
+        s->n_edits = k;
         for (size_t i = 0; i < s->n_edits; i++) {
                 const char *p = s->edits[i].path;
                 for (const char *slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
@@ -786,8 +910,16 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
                 return r;
 
         bool need_scan = full || !l->track || !l->have_staged || l->dirty_all;
-        if (!need_scan && l->n_dirty == 0)
-                return 0;       /* Nothing reported since the last stage: it stands. */
+        bool command = l->dirty_command;
+        l->dirty_command = false;
+        _cleanup_strv_free_ char **changed = NULL;
+        size_t n_changed = 0;
+        if (!need_scan && command && tree_watch_changes(l->watch, &changed, &n_changed) < 0)
+                need_scan = true;       /* The watch lost track: a scan, which watches anew. */
+        if (!need_scan && l->n_dirty == 0 && n_changed == 0) {
+                l->last_stage_kind = command ? "watch" : "none";
+                return 0;       /* Nothing changed since the last stage: it stands. */
+        }
 
         if (git_repository_odb(&odb, l->repo) < 0)
                 return error_set(ret_error, -EIO, "Cannot open the ledger's objects: %s", ledger_git_message());
@@ -806,6 +938,10 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
                 r = stage_noted(&s, noted[i]);
                 need_scan = r == 0;
         }
+        for (size_t i = 0; !need_scan && r >= 0 && i < n_changed; i++) {
+                r = stage_noted(&s, changed[i]);
+                need_scan = r == 0;
+        }
         for (size_t i = 0; i < n_noted; i++)
                 free(noted[i]);
         free(noted);
@@ -817,7 +953,8 @@ int ledger_stage(Ledger *l, bool full, char **ret_error) {
                 r = stage_scan(&s);
         }
         uint64_t t1 = TRACE_BEGIN();
-        TRACE_END(need_scan ? "scan" : "noted", t0);
+        l->last_stage_kind = need_scan ? "scan" : command ? "watch" : "noted";
+        TRACE_END(l->last_stage_kind, t0);
         if (t0 != 0 && s.hashed > 0)
                 trace_add("hash", s.hash_usec);
         if (r < 0) {

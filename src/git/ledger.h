@@ -179,6 +179,20 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
 void ledger_track_changes(Ledger *l, bool track);
 void ledger_note_path(Ledger *l, const char *path);
 void ledger_note_all(Ledger *l);
+/* With tracking on, the workspace's directories are watched (inotify,
+ * tree-watch.c) from the first scan on, so that after ledger_note_all()
+ * a stage looks only at the paths that changed, not at every file; when
+ * the watch cannot say (no inotify instance or watch left, its queue
+ * overflowed, a directory was renamed, gitlinks or submodules) the stage
+ * scans as before. ledger_note_rescan(): the next stage scans whatever the
+ * watch says (a final checkpoint: inotify does not see writes through a
+ * shared mapping after close). */
+void ledger_note_rescan(Ledger *l);
+/* For tests and benchmarks: watch (true, the default) or always scan. */
+void ledger_set_watch(bool b);
+/* For tests: how the last stage of l found its paths: "scan", "watch",
+ * "noted" or "none". */
+const char *ledger_last_stage_kind(Ledger *l);
 
 /* For tests: called with the workspace-relative path right before a file's
  * content is read by a stage, on the thread that stages. NULL: none. */

@@ -271,6 +271,11 @@ static int scan_open_dir(TreeScan *scan, TreeScanDir *d, int root_fd) {
                 if (d->fd < 0)
                         return -errno;
         }
+        if (scan->ops->dir_opened) {
+                r = scan->ops->dir_opened(scan, d, scan->userdata);
+                if (r < 0)
+                        return r;
+        }
         r = scan_read_dir(scan, d);
         if (r >= 0 && scan->have_ring && scan->inflight > 0)
                 r = io_uring_submit(&scan->ring) < 0 ? -EIO : 0;

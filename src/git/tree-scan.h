@@ -41,6 +41,9 @@ typedef struct TreeScanOps {
         /* Optional: an entry named .git (any case), whatever it is, never
          * looked at nor descended into by the walk. */
         int (*git_entry)(TreeScan *scan, TreeScanDir *dir, const char *name, const char *path, void *userdata);
+        /* Optional: dir (the top too) is open as dir->fd and about to be
+         * read. < 0: stop. */
+        int (*dir_opened)(TreeScan *scan, TreeScanDir *dir, void *userdata);
 } TreeScanOps;
 
 typedef struct TreeScanLimits {

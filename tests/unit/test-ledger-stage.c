@@ -568,6 +568,169 @@ static void run_reset_tests(void) {
         trace_set_enabled(false);
 }
 
+/* The step after a command, from the watch (tree-watch.c): what the stage
+ * records is what a scan would (git status is clean against the tip, the
+ * change list is libgit2's walk's), while only what changed is looked at;
+ * what the watch cannot say exactly makes the stage scan. */
+static bool ws_clean(void) {
+        char *s = capture("rm -f tmp-index && GIT_INDEX_FILE=$PWD/tmp-index " TIP "--work-tree=task/workspace add -A . && "
+                          "test \"$(GIT_INDEX_FILE=$PWD/tmp-index " TIP "write-tree)\" = \"$(" TIP "rev-parse 'agentfab/t^{tree}')\" || "
+                          "GIT_INDEX_FILE=$PWD/tmp-index " TIP "--work-tree=task/workspace diff --cached --name-status agentfab/t");
+        bool clean = streq(s, "");
+        if (!clean)
+                printf("# not recorded: %s\n", s);
+        free(s);
+        return clean;
+}
+
+static int step_after(Ledger *l, const char *command, char **error) {
+        if (command && run("cd task/workspace && %s", command) != 0)
+                return -EIO;
+        settle();
+        hook_reset();
+        ledger_note_all(l);
+        return checkpoint(l, error);
+}
+
+static void run_watch_tests(void) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        _cleanup_close_ int task = -EBADF;
+        char *error = NULL, *s;
+        int r;
+
+        printf("# the watch\n");
+        ledger_set_io_uring(true);
+        ledger_set_stage_hook(hook_cb, &hook);
+        step = 1;
+        (void) run("rm -rf task src");
+        CHECK(run(GIT "init -q src && cd src && mkdir -p d/e m && echo one > a.txt && echo two > b.txt && "
+                  "echo three > d/e/c.txt && echo four > d/f.txt && echo five > m/g.txt && "
+                  "printf 'build/\\n*.o\\n' > .gitignore && " GIT "add . && " GIT "commit -q -m base") == 0,
+              "source repository");
+        r = make_ledger(&task, &l);
+        if (r < 0)
+                return;
+        ledger_track_changes(l, true);
+        CHECK(step_after(l, NULL, &error) == 0 && streq(ledger_last_stage_kind(l), "scan"), "the first stage scans (%s)",
+              ledger_last_stage_kind(l));
+
+        CHECK(step_after(l, "true", &error) == 0 && streq(ledger_last_stage_kind(l), "watch") && reads_total() == 0,
+              "a command that touched nothing: nothing looked at (%s, %u)", ledger_last_stage_kind(l), reads_total());
+
+        r = step_after(l, "echo 3 > d/e/c.txt && echo new > d/n.txt && rm b.txt && chmod +x d/f.txt && "
+                          "rm a.txt && ln -s d a.txt && mv m/g.txt m/h.txt && mv d/n.txt m/n.txt", &error);
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "watch"), "edits, a new file, a deletion, a mode, a link, renames: "
+              "from the watch (%d %s %s)", r, ledger_last_stage_kind(l), strempty(error));
+        CHECK(ws_clean() && same_as_walk(l), "recorded as a scan would");
+        CHECK(reads("d/e/c.txt") == 1 && reads("m/n.txt") == 1 && reads("m/h.txt") == 1 && reads("a.txt") == 1 &&
+              reads("d/f.txt") <= 1 && reads_total() <= 5, "only they were read (%u)", reads_total());
+
+        struct stat st;
+        CHECK(ws_stat("d/e/c.txt", &st) == 0, "c.txt");
+        struct timespec mtime = st.st_mtim;
+        CHECK(ws_write("d/e/c.txt", "X\n") == 0 && ws_set_mtime("d/e/c.txt", &mtime) == 0, "same size, mtime set back");
+        CHECK(step_after(l, NULL, &error) == 1 && reads("d/e/c.txt") == 1, "seen: the watch does not go by stat data");
+        s = at_tip("d/e/c.txt");
+        CHECK(streq(s, "100644 blob X "), "recorded: %s", s);
+        free(s);
+
+        r = step_after(l, "mkdir -p build/deep && echo o > build/deep/x && echo o > d/y.o", &error);
+        CHECK(r == 0 && streq(ledger_last_stage_kind(l), "watch") && reads_total() == 0,
+              "an ignored directory made and an ignored file: nothing recorded, nothing read (%d %s %u)", r,
+              ledger_last_stage_kind(l), reads_total());
+
+        r = step_after(l, "rm -r d/e", &error);
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "watch") && ws_clean(), "a directory removed: from the watch (%s)",
+              ledger_last_stage_kind(l));
+        s = capture(TIP "ls-tree -r --name-only agentfab/t | grep -c '^d/e/'");
+        CHECK(streq(s, "0"), "nothing of it is left on the branch (%s)", s);
+        free(s);
+
+        r = step_after(l, "mkdir -p p/q && echo p > p/q/r.txt", &error);
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "scan") && ws_clean(), "a new directory: a scan reads it (%s)",
+              ledger_last_stage_kind(l));
+        r = step_after(l, "echo pp > p/q/r.txt", &error);
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "watch") && reads_total() == 1, "watched since (%s %u)",
+              ledger_last_stage_kind(l), reads_total());
+
+        r = step_after(l, "mv p p2", &error);
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "scan") && ws_clean() && same_as_walk(l),
+              "a directory renamed: a scan (%s)", ledger_last_stage_kind(l));
+        r = step_after(l, "echo moved > p2/q/r.txt", &error);
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "watch") && reads("p2/q/r.txt") == 1 && ws_clean(),
+              "below it, watched at its new path (%s)", ledger_last_stage_kind(l));
+
+        r = step_after(l, "rm -r m && echo file > m", &error);
+        CHECK(r == 1 && ws_clean() && same_as_walk(l), "a directory replaced by a file (%s)", ledger_last_stage_kind(l));
+        r = step_after(l, "rm m && mkdir m && echo in > m/i.txt", &error);
+        CHECK(r == 1 && ws_clean() && same_as_walk(l), "a file replaced by a directory (%s)", ledger_last_stage_kind(l));
+
+        r = step_after(l, "printf '*.o\\n' > .gitignore", &error);
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "scan") && ws_clean(), ".gitignore changed: a scan (%s)",
+              ledger_last_stage_kind(l));
+        s = at_tip("build/deep/x");
+        CHECK(streq(s, "100644 blob o "), "what it no longer ignores is recorded: %s", s);
+        free(s);
+
+        /* Changes between a step's change list and its checkpoint wait for
+         * the next command: both record the same tree. */
+        FileChange *changes = NULL;
+        size_t n = 0;
+        CHECK(run("cd task/workspace && echo again > a2.txt") == 0, "a command ran");
+        ledger_note_all(l);
+        CHECK(ledger_changes(l, NULL, &changes, &n) == 0 && has_change(changes, n, "a2.txt", 'A'), "listed");
+        file_changes_free(changes, n);
+        CHECK(ws_write("late.txt", "late\n") == 0, "written after the list");
+        CHECK(checkpoint(l, &error) == 1, "committed");
+        s = at_tip("late.txt");
+        CHECK(streq(s, ""), "not in this step: %s", s);
+        free(s);
+        CHECK(step_after(l, NULL, &error) == 1 && streq(ledger_last_stage_kind(l), "watch") && ws_clean(),
+              "in the next (%s)", ledger_last_stage_kind(l));
+
+        /* More events than the kernel queues: a scan. */
+        unsigned max_queued = 16384;
+        s = capture("cat /proc/sys/fs/inotify/max_queued_events");
+        (void) sscanf(s, "%u", &max_queued);
+        free(s);
+        /* Two files written in turns: the kernel merges only identical
+         * events in a row, so each write is one. */
+        char p1[4096], p2[4096];
+        (void) snprintf(p1, sizeof(p1), "%s/task/workspace/w1.txt", root);
+        (void) snprintf(p2, sizeof(p2), "%s/task/workspace/w2.txt", root);
+        _cleanup_close_ int f1 = open(p1, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        _cleanup_close_ int f2 = open(p2, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        unsigned writes = 0;
+        for (unsigned i = 0; f1 >= 0 && f2 >= 0 && i < max_queued / 2 + 100; i++)
+                writes += (write(f1, "x", 1) == 1) + (write(f2, "y", 1) == 1);
+        hook_reset();
+        ledger_note_all(l);
+        r = checkpoint(l, &error);
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "scan") && ws_clean(),
+              "%u writes in turns: the queue overflowed, a scan (%s)", writes, ledger_last_stage_kind(l));
+        CHECK(step_after(l, "echo m > w1.txt", &error) == 1 && streq(ledger_last_stage_kind(l), "watch"),
+              "watched again after it (%s)", ledger_last_stage_kind(l));
+
+        ledger_note_rescan(l);
+        CHECK(step_after(l, NULL, &error) == 0, "nothing changed");
+        hook_reset();
+        ledger_note_rescan(l);
+        CHECK(checkpoint(l, &error) == 0 && streq(ledger_last_stage_kind(l), "scan"), "a rescan asked for: a scan (%s)",
+              ledger_last_stage_kind(l));
+
+        /* Without the watch (the benchmarks' baseline): scans. */
+        ledger_set_watch(false);
+        ledger_track_changes(l, true);
+        CHECK(step_after(l, NULL, &error) == 0 && step_after(l, "echo w > a3.txt", &error) == 1 &&
+              streq(ledger_last_stage_kind(l), "scan") && ws_clean(), "without the watch: a scan (%s)",
+              ledger_last_stage_kind(l));
+        ledger_set_watch(true);
+
+        l = ledger_free(l);
+        free(error);
+        ledger_set_stage_hook(NULL, NULL);
+}
+
 int main(void) {
         if (!mkdtemp(root) || chmod(root, 0755) < 0)
                 return 1;
@@ -578,6 +741,7 @@ int main(void) {
         run_tests(true);
         run_tests(false);
         run_reset_tests();
+        run_watch_tests();
         (void) run("rm -rf '%s'", root);
         return tap_done();
 }
