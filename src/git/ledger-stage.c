@@ -584,26 +584,36 @@ static int scan_dir_opened(TreeScan *scan, TreeScanDir *d, void *userdata) {
  * agent's "git init" or "cargo new") and refuses them, while their files
  * belong to the work like any other. Anything named .git is skipped. Below
  * an ignored directory only files the index has already count. */
-static int stage_scan(Stage *s) {
-        static const TreeScanOps ops = { .dir = scan_dir, .entry = scan_entry };
-        static const TreeScanOps ops_watch = { .dir = scan_dir, .entry = scan_entry, .dir_opened = scan_dir_opened };
-        TreeWatch *w = s->ledger->watch;
-        static const TreeScanLimits limits = {
-                .depth_max = SCAN_DEPTH_MAX,
-                .entries_max = SCAN_ENTRIES_MAX,
-                .ring_entries = RING_ENTRIES,
-                .ring_workers_max = RING_WORKERS_MAX,
-        };
-        int r;
+static const TreeScanOps scan_ops = { .dir = scan_dir, .entry = scan_entry };
+static const TreeScanOps scan_ops_watch = { .dir = scan_dir, .entry = scan_entry, .dir_opened = scan_dir_opened };
+static const TreeScanLimits scan_limits = {
+        .depth_max = SCAN_DEPTH_MAX,
+        .entries_max = SCAN_ENTRIES_MAX,
+        .ring_entries = RING_ENTRIES,
+        .ring_workers_max = RING_WORKERS_MAX,
+};
 
+static int stage_seen_alloc(Stage *s) {
+        if (s->seen)
+                return 0;
         s->n_index = git_index_entrycount(s->index);
         s->seen = calloc(s->n_index / 8 + 1, 1);
-        if (!s->seen)
-                return -ENOMEM;
+        return s->seen ? 0 : -ENOMEM;
+}
+
+static int stage_scan(Stage *s) {
+        TreeWatch *w = s->ledger->watch;
+        int r;
+
+        free(s->seen);
+        s->seen = NULL;
+        r = stage_seen_alloc(s);
+        if (r < 0)
+                return r;
 
         if (w)
                 tree_watch_walk_begin(w);
-        r = tree_scan_run(s->ledger->workspace_fd, use_ring, &limits, w ? &ops_watch : &ops, s, s->error);
+        r = tree_scan_run(s->ledger->workspace_fd, use_ring, &scan_limits, w ? &scan_ops_watch : &scan_ops, s, s->error);
         if (r < 0)
                 return r;
         if (w) {
@@ -659,6 +669,46 @@ static int stage_gone_dir(Stage *s, const char *path) {
                         break;
                 if (e->mode == GIT_FILEMODE_COMMIT)
                         return 0;
+                r = edit_add(s, e->path, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 1;
+}
+
+/* The directory name in dir_fd, at path, is new or was renamed or made
+ * anew: a scan of it alone (which watches it) records what is in it, and
+ * what the index has below it and it does not hold is gone. */
+static int stage_subtree(Stage *s, int dir_fd, const char *name, const char *path, int mark) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *prefix = NULL;
+        TreeWatch *w = s->ledger->watch;
+        size_t pos;
+        int r;
+
+        r = stage_seen_alloc(s);
+        if (r < 0)
+                return r;
+        fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return 0;       /* Replaced meanwhile: a scan. */
+        s->saw_gitlink = false;
+        r = tree_scan_run_at(fd, path, mark, use_ring, &scan_limits, w ? &scan_ops_watch : &scan_ops, s, s->error);
+        if (r < 0)
+                return r;
+        if (s->saw_gitlink)
+                return 0;       /* Its directory is not watched: a scan, and scans from then on. */
+
+        if (asprintf(&prefix, "%s/", path) < 0)
+                return -ENOMEM;
+        if (git_index_find_prefix(&pos, s->index, prefix) < 0)
+                return 1;
+        for (; pos < s->n_index; pos++) {
+                const git_index_entry *e = git_index_get_byindex(s->index, pos);
+                if (!e || strncmp(e->path, prefix, strlen(prefix)) != 0)
+                        break;
+                if (s->seen[pos / 8] & (1U << (pos % 8)))
+                        continue;
                 r = edit_add(s, e->path, NULL);
                 if (r < 0)
                         return r;
@@ -737,17 +787,25 @@ static int stage_noted(Stage *s, const char *noted) {
                 return errno == ENOENT ? stage_gone(s, path) : 0;
         }
         if (S_ISDIR(x.stx_mode)) {
-                /* A new directory that is ignored (a build's output): nothing
-                 * in it is recorded. Anything else: a scan reads it. */
-                if (git_index_get_bypath(s->index, path, 0))
+                /* A directory new, renamed or made anew (the watch says so),
+                 * or the tools wrote a file that is one now. */
+                const git_index_entry *e = git_index_get_bypath(s->index, path, 0);
+                if (e && e->mode == GIT_FILEMODE_COMMIT)
                         return 0;
-                r = ledger_index_has_dir(s->index, path);
-                if (r != 0)
-                        return r < 0 ? r : 0;
+                int tracked = ledger_index_has_dir(s->index, path);
+                if (tracked < 0)
+                        return tracked;
                 _cleanup_free_ char *dir = NULL;
                 if (asprintf(&dir, "%s/", path) < 0)
                         return -ENOMEM;
-                return untracked_ignored(s, dir) ? 1 : 0;
+                bool ignored = untracked_ignored(s, dir);
+                /* Ignored, and nothing tracked below (a build's output):
+                 * nothing in it is recorded. */
+                if (!e && !tracked && ignored)
+                        return 1;
+                if (e && (r = edit_add(s, path, NULL)) < 0)
+                        return r;
+                return stage_subtree(s, fd, c, path, ignored ? 1 : 0);
         }
         const git_index_entry *e = git_index_get_bypath(s->index, path, 0);
         if (e && e->mode == GIT_FILEMODE_COMMIT)

@@ -284,6 +284,11 @@ static int scan_open_dir(TreeScan *scan, TreeScanDir *d, int root_fd) {
 
 int tree_scan_run(int root_fd, bool use_ring, const TreeScanLimits *limits, const TreeScanOps *ops, void *userdata,
                   char **ret_error) {
+        return tree_scan_run_at(root_fd, "", 0, use_ring, limits, ops, userdata, ret_error);
+}
+
+int tree_scan_run_at(int root_fd, const char *prefix, int root_mark, bool use_ring, const TreeScanLimits *limits, const TreeScanOps *ops,
+                     void *userdata, char **ret_error) {
         TreeScan scan = { .limits = limits, .ops = ops, .userdata = userdata, .error = ret_error };
         TreeScanDir *root = NULL;
         int r;
@@ -301,9 +306,10 @@ int tree_scan_run(int root_fd, bool use_ring, const TreeScanLimits *limits, cons
                 (void) io_uring_register_iowq_max_workers(&scan.ring, workers);
         }
 
-        r = scan_dir_new(NULL, "", "", &root);
+        assert(prefix);
+        r = scan_dir_new(NULL, "", prefix, &root);
         if (r >= 0) {
-                root->mark = 0;
+                root->mark = root_mark;
                 scan.stack = root;
         }
 

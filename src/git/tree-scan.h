@@ -61,6 +61,12 @@ typedef struct TreeScanLimits {
 int tree_scan_run(int root_fd, bool use_ring, const TreeScanLimits *limits, const TreeScanOps *ops, void *userdata,
                   char **ret_error);
 
+/* The same below a directory of a bigger tree: root_fd is that directory,
+ * prefix its path in the tree ("a/b"); paths handed out begin with it.
+ * root_mark is the mark its TreeScanDir starts with. */
+int tree_scan_run_at(int root_fd, const char *prefix, int root_mark, bool use_ring, const TreeScanLimits *limits, const TreeScanOps *ops,
+                     void *userdata, char **ret_error);
+
 /* From entry(): what was handed out as name in dir is a directory after
  * all (it became one meanwhile); goes through dir() like any other. */
 int tree_scan_descend(TreeScan *scan, TreeScanDir *dir, const char *name, const char *path);

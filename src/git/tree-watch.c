@@ -133,7 +133,9 @@ int tree_watch_add(TreeWatch *w, int dir_fd, const char *path) {
         snprintf(proc, sizeof(proc), "/proc/self/fd/%i", dir_fd);
         int wd = inotify_add_watch(w->fd, proc, WATCH_MASK);
         if (wd < 0) {
+                /* In a walk: incomplete at its end. Outside one: from now. */
                 w->add_failed = true;
+                w->complete = false;
                 return -errno;
         }
         if (isempty(path))
@@ -149,6 +151,7 @@ int tree_watch_add(TreeWatch *w, int dir_fd, const char *path) {
         copy = strdup(path);
         if (!copy) {
                 w->add_failed = true;
+                w->complete = false;
                 return -ENOMEM;
         }
         if (d) {
@@ -163,6 +166,7 @@ int tree_watch_add(TreeWatch *w, int dir_fd, const char *path) {
                 if (!t) {
                         (void) inotify_rm_watch(w->fd, wd);
                         w->add_failed = true;
+                        w->complete = false;
                         return -ENOMEM;
                 }
                 w->dirs = t;
@@ -224,15 +228,20 @@ static int event_path(TreeWatch *w, const struct inotify_event *e, char **ret) {
         const WatchedDir *d = dir_find(w, e->wd, NULL);
         if (!d)
                 return 0;       /* A watch removed after a walk: not ours any more. */
-        if (e->mask & (IN_MOVE_SELF | IN_UNMOUNT))
-                return -ESTALE; /* The paths below it are not what the map says. */
-        if (e->mask & IN_DELETE_SELF)
+        if (e->mask & IN_UNMOUNT)
+                return -ESTALE;
+        if (e->mask & (IN_MOVE_SELF | IN_DELETE_SELF))
+                /* Its parent names it (below, as a directory moved or
+                 * removed), unless it is the top. */
                 return e->wd == w->top_wd ? -ESTALE : 0;
         if (e->len == 0 || isempty(e->name))
                 return 0;       /* The directory's own attributes: git has none. */
-        if ((e->mask & IN_ISDIR) && (e->mask & (IN_MOVED_FROM | IN_MOVED_TO)))
-                return -ESTALE; /* A directory renamed: everything below it moved. */
-        if ((e->mask & IN_ISDIR) && !(e->mask & (IN_CREATE | IN_DELETE)))
+        /* A directory renamed is one gone and one new: the caller walks
+         * the new one, which moves the watches below it to their new
+         * paths (inotify keeps a directory's wd through a rename). Until
+         * then their events name the old paths, which are gone: looking
+         * at them finds nothing, and the walk finds everything. */
+        if ((e->mask & IN_ISDIR) && !(e->mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)))
                 return 0;
         if (asprintf(ret, "%s%s", d->path, e->name) < 0)
                 return -ENOMEM;

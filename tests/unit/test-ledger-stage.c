@@ -647,18 +647,29 @@ static void run_watch_tests(void) {
         free(s);
 
         r = step_after(l, "mkdir -p p/q && echo p > p/q/r.txt", &error);
-        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "scan") && ws_clean(), "a new directory: a scan reads it (%s)",
-              ledger_last_stage_kind(l));
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "watch") && ws_clean() && reads_total() == 1,
+              "a new directory: read alone (%s, %u)", ledger_last_stage_kind(l), reads_total());
         r = step_after(l, "echo pp > p/q/r.txt", &error);
         CHECK(r == 1 && streq(ledger_last_stage_kind(l), "watch") && reads_total() == 1, "watched since (%s %u)",
               ledger_last_stage_kind(l), reads_total());
 
         r = step_after(l, "mv p p2", &error);
-        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "scan") && ws_clean() && same_as_walk(l),
-              "a directory renamed: a scan (%s)", ledger_last_stage_kind(l));
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "watch") && ws_clean() && same_as_walk(l),
+              "a directory renamed: from the watch (%s)", ledger_last_stage_kind(l));
         r = step_after(l, "echo moved > p2/q/r.txt", &error);
         CHECK(r == 1 && streq(ledger_last_stage_kind(l), "watch") && reads("p2/q/r.txt") == 1 && ws_clean(),
               "below it, watched at its new path (%s)", ledger_last_stage_kind(l));
+
+        r = step_after(l, "mv p2 build/p3 && mkdir -p p2/q && echo again > p2/q/r.txt && echo new > p2/s.txt", &error);
+        CHECK(r == 1 && ws_clean() && same_as_walk(l), "renamed into an ignored directory, made anew where it was (%s)",
+              ledger_last_stage_kind(l));
+        r = step_after(l, "echo ignored > build/p3/q/r.txt && echo more > p2/q/r.txt", &error);
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "watch") && ws_clean() && reads_total() == 1,
+              "what moved away is not recorded, what stands at its path is (%s, %u)", ledger_last_stage_kind(l),
+              reads_total());
+        r = step_after(l, "mkdir -p d/k/l && echo k > d/k/l/m.txt && mkdir build/b2 && echo b > build/b2/x", &error);
+        CHECK(r == 1 && streq(ledger_last_stage_kind(l), "watch") && ws_clean(), "nested new directories (%s)",
+              ledger_last_stage_kind(l));
 
         r = step_after(l, "rm -r m && echo file > m", &error);
         CHECK(r == 1 && ws_clean() && same_as_walk(l), "a directory replaced by a file (%s)", ledger_last_stage_kind(l));
