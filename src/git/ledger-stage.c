@@ -30,8 +30,9 @@
  *   - all of them (a "scan"): when the watch cannot say (see
  *     ledger_note_rescan()), after a reset, when the caller does not report
  *     changes (ledger_track_changes() off, the default), and whenever a
- *     reported path is odd (a new directory that is not ignored, a
- *     .gitignore, a file that was a directory). The scan
+ *     reported path is odd (a .gitignore, a file that was a directory, a
+ *     gitlink). A directory the watch names (made, renamed, made anew) is
+ *     scanned alone. The scan
  *     (tree-scan.c) reads each directory with getdents64() on a directory fd opened
  *     relative to its parent (O_NOFOLLOW) and asks for the metadata of its
  *     entries with statx() relative to that fd, many at a time through

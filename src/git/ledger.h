@@ -181,10 +181,10 @@ void ledger_note_path(Ledger *l, const char *path);
 void ledger_note_all(Ledger *l);
 /* With tracking on, the workspace's directories are watched (inotify,
  * tree-watch.c) from the first scan on, so that after ledger_note_all()
- * a stage looks only at the paths that changed, not at every file; when
- * the watch cannot say (no inotify instance or watch left, its queue
- * overflowed, a directory was renamed, gitlinks or submodules) the stage
- * scans as before. ledger_note_rescan(): the next stage scans whatever the
+ * a stage looks only at the paths that changed (a directory made or
+ * renamed: what is in it), not at every file; when the watch cannot say
+ * (no inotify instance or watch left, its queue overflowed, a .gitignore
+ * changed, gitlinks or submodules) the stage scans as before. ledger_note_rescan(): the next stage scans whatever the
  * watch says (a final checkpoint: inotify does not see writes through a
  * shared mapping after close). */
 void ledger_note_rescan(Ledger *l);
