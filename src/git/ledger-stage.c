@@ -14,6 +14,7 @@
 #include "log.h"
 #include "string-util.h"
 #include "trace.h"
+#include "ledger-stage.h"
 #include "tree-scan.h"
 #include "tree-watch.h"
 
@@ -59,27 +60,13 @@
  * of every file, never a mix, and what it could not pin down shows up in
  * the next step. */
 
-#define SCAN_DEPTH_MAX 128U
-#define SCAN_ENTRIES_MAX 1000000U
 #define NOTED_MAX 1024U
-#define RING_ENTRIES 256U
-/* The kernel's io-wq threads that run the ring's statx() calls, at most:
- * by default up to four a CPU, each as runnable as the daemon's event loop,
- * which then waits for a core (the slowest bus answers while a 100,000-file
- * tree was scanned, 100-290 ms on two CPUs at load 13). Two keep the
- * calls spread and leave room for the loop. */
-#define RING_WORKERS_MAX 2U
 #define HASH_ATTEMPTS 3U
 #define SMUDGED_NSEC 1999999999U      /* > any tv_nsec: never matches */
 
-static bool use_ring = true;
 static bool use_watch = true;
 static LedgerStageHook stage_hook = NULL;
 static void *stage_hook_userdata = NULL;
-
-void ledger_set_io_uring(bool b) {
-        use_ring = b;
-}
 
 void ledger_set_watch(bool b) {
         use_watch = b;
@@ -195,29 +182,6 @@ void ledger_stage_free(Ledger *l) {
 
 /* ---- one stage ---- */
 
-typedef struct Edit {
-        char *path;
-        git_index_entry entry;  /* mode 0: remove the entry */
-        bool stat_only;         /* same blob and mode: the tree stays */
-} Edit;
-
-typedef struct Stage {
-        Ledger *ledger;
-        git_repository *repo;
-        git_odb *odb;
-        git_index *index;
-        uint64_t max;
-        struct timespec racy;   /* the index file's mtime: entries changed at or after it are hashed again */
-        struct timespec start;  /* the scan's start: what changed at or after it is smudged */
-        uint8_t *seen;          /* a bit per index position */
-        size_t n_index;
-        Edit *edits;
-        size_t n_edits, n_alloc;
-        unsigned hashed;
-        uint64_t hash_usec;
-        bool saw_gitlink;       /* a watch cannot see into their directories */
-        char **error;
-} Stage;
 
 static void stage_done(Stage *s) {
         for (size_t i = 0; i < s->n_edits; i++)
@@ -249,11 +213,11 @@ bool ledger_entry_clean(const git_index_entry *e, const struct statx *x, const s
                ts_before(x->stx_ctime.tv_sec, x->stx_ctime.tv_nsec, racy);
 }
 
-static bool entry_clean(const Stage *s, const git_index_entry *e, const struct statx *x) {
+bool stage_entry_clean(const Stage *s, const git_index_entry *e, const struct statx *x) {
         return ledger_entry_clean(e, x, &s->racy);
 }
 
-static int edit_add(Stage *s, const char *path, const git_index_entry *entry) {
+int stage_edit_add(Stage *s, const char *path, const git_index_entry *entry) {
         if (s->n_edits >= s->n_alloc) {
                 size_t n = MAX(s->n_alloc * 2, (size_t) 64);
                 Edit *t = realloc(s->edits, n * sizeof(Edit));
@@ -336,7 +300,7 @@ static bool racy_now(const Stage *s, const struct stat *st) {
  * the workspace fd) with O_NOFOLLOW, never by path; O_NONBLOCK keeps a FIFO
  * swapped in from blocking us. No filters apply: content is stored as it
  * is, as checkout writes it back. */
-static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const git_index_entry *old) {
+int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const git_index_entry *old) {
         git_index_entry entry = {};
         struct stat before = {}, after = {};
         uint64_t t0 = trace_now_usec();
@@ -352,7 +316,7 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
                         if (old) {
                                 git_index_entry keep = *old;
                                 keep.ctime.nanoseconds = SMUDGED_NSEC;
-                                r = edit_add(s, path, &keep);
+                                r = stage_edit_add(s, path, &keep);
                                 if (r >= 0)
                                         s->edits[s->n_edits - 1].stat_only = true;
                         } else
@@ -362,7 +326,7 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
 
                 if (fstatat(dir_fd, name, &before, AT_SYMLINK_NOFOLLOW) < 0) {
                         if (errno == ENOENT) {
-                                r = old ? edit_add(s, path, NULL) : 0;  /* Gone meanwhile. */
+                                r = old ? stage_edit_add(s, path, NULL) : 0;  /* Gone meanwhile. */
                                 goto finish;
                         }
                         r = error_set(s->error, -errno, "Cannot look at '%s': %m", path);
@@ -443,399 +407,12 @@ static int stage_file(Stage *s, int dir_fd, const char *name, const char *path, 
         ledger_entry_set_stat(&entry, &after);
         if (racy_now(s, &after))
                 entry.ctime.nanoseconds = SMUDGED_NSEC;
-        r = edit_add(s, path, &entry);
+        r = stage_edit_add(s, path, &entry);
         if (r >= 0 && old && old->mode == entry.mode && git_oid_equal(&old->id, &entry.id))
                 s->edits[s->n_edits - 1].stat_only = true;
 finish:
         s->hash_usec += trace_now_usec() - t0;
         return r;
-}
-
-int ledger_index_has_dir(git_index *index, const char *path) {
-        _cleanup_free_ char *prefix = NULL;
-        size_t pos;
-
-        if (asprintf(&prefix, "%s/", path) < 0)
-                return -ENOMEM;
-        return git_index_find_prefix(&pos, index, prefix) == 0;
-}
-
-/* The entry at path; mark: it stands in the workspace (not deleted). */
-static const git_index_entry *index_lookup(Stage *s, const char *path, bool mark) {
-        size_t pos;
-
-        if (git_index_find(&pos, s->index, path) < 0)
-                return NULL;
-        if (mark && s->seen && pos < s->n_index)
-                s->seen[pos / 8] |= (uint8_t) (1U << (pos % 8));
-        return git_index_get_byindex(s->index, pos);
-}
-
-/* A gitlink's directory. A fetched submodule was checkpointed in its own
- * ledger already: the gitlink moves to its tip. The directory of one that
- * was not fetched must stay empty: whatever the task put there cannot be
- * recorded, and must not vanish without a word. */
-static int stage_gitlink(Stage *s, int dir_fd, const char *name, const char *path, const git_index_entry *e) {
-        LedgerSubmodule *sub = ledger_submodule_by_path(s->ledger, path);
-
-        if (sub) {
-                if (!sub->have_staged)
-                        return error_set(s->error, -EBUSY, "Submodule '%s' changed while it was checkpointed.", path);
-                if (!git_oid_equal(&e->id, &sub->staged)) {
-                        git_index_entry entry = { .mode = GIT_FILEMODE_COMMIT, .id = sub->staged };
-                        return edit_add(s, path, &entry);
-                }
-                return 0;
-        }
-
-        DIR *d = xopendirat(dir_fd, name, O_NOFOLLOW);
-        if (!d)
-                return error_set(s->error, -errno, "Cannot open '%s': %m", path);
-        int r = 0;
-        for (struct dirent *de; (de = readdir(d));) {
-                if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
-                        continue;
-                r = error_set(s->error, -ENOTEMPTY,
-                                     "'%s/%s' is inside '%s', a submodule that was not fetched: it cannot be checkpointed. "
-                                     "Move it out of '%s' (or create the task with submodules).",
-                                     path, de->d_name, path, path);
-                break;
-        }
-        closedir(d);
-        return r;
-}
-
-static bool path_ignored(Stage *s, const char *path) {
-        int ignored = 0;
-        return git_ignore_path_is_ignored(&ignored, s->repo, path) >= 0 && ignored;
-}
-
-/* Whether only tracked files count below d (d or a parent is ignored),
- * kept in the directory's mark. Asked only when an untracked entry shows
- * up: a tree without untracked files costs no lookup of ignore rules. */
-static bool dir_only_tracked(Stage *s, TreeScanDir *d) {
-        if (d->mark < 0)
-                d->mark = (d->parent && dir_only_tracked(s, d->parent)) || (!isempty(d->path) && path_ignored(s, d->path));
-        return d->mark > 0;
-}
-
-static int scan_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const char *path, void *userdata) {
-        Stage *s = userdata;
-        const git_index_entry *e = index_lookup(s, path, false);
-        int r;
-
-        /* A gitlink (a submodule of base). A file the index has here is
-         * not marked: it is gone, a directory stands there now. */
-        if (e && e->mode == GIT_FILEMODE_COMMIT) {
-                s->saw_gitlink = true;
-                (void) index_lookup(s, path, true);
-                r = stage_gitlink(s, parent->fd, sub->name, path, e);
-                return r < 0 ? r : 0;
-        }
-
-        /* Ignored and nothing tracked inside: not read at all. */
-        r = ledger_index_has_dir(s->index, path);
-        return r != 0 ? r : !dir_only_tracked(s, sub);
-}
-
-static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const char *path, const struct statx *x,
-                      void *userdata) {
-        Stage *s = userdata;
-
-        /* A gitlink replaced by a file is recorded as what stands there:
-         * its mode differs, so it is never clean. */
-        const git_index_entry *e = index_lookup(s, path, true);
-
-        /* An ignored file is recorded only if it is tracked already. */
-        if (!e && (dir_only_tracked(s, d) || path_ignored(s, path)))
-                return 0;
-
-        if (!S_ISLNK(x->stx_mode)) {
-                if (!S_ISREG(x->stx_mode))
-                        return error_set(s->error, -EPERM,
-                                         "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
-                if (s->max != UINT64_MAX && x->stx_size > s->max)
-                        return error_set(s->error, -EFBIG,
-                                         "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
-                                         path, s->max);
-        }
-        if (e && entry_clean(s, e, x))
-                return 0;
-
-        int r = stage_file(s, d->fd, name, path, e);
-        if (r == -EAGAIN) {     /* It became a directory meanwhile. */
-                if (e && (r = edit_add(s, path, NULL)) < 0)
-                        return r;
-                return tree_scan_descend(scan, d, name, path);
-        }
-        return r;
-}
-
-static int scan_dir_opened(TreeScan *scan, TreeScanDir *d, void *userdata) {
-        Stage *s = userdata;
-
-        /* Before it is read: what changes from now on is an event. A
-         * failure leaves the watch incomplete, and the next stage scans. */
-        (void) tree_watch_add(s->ledger->watch, d->fd, d->path);
-        return 0;
-}
-
-/* Walks the whole workspace (tree-scan.c) rather than using
- * git_index_add_all(): libgit2 stops at directories holding a .git (an
- * agent's "git init" or "cargo new") and refuses them, while their files
- * belong to the work like any other. Anything named .git is skipped. Below
- * an ignored directory only files the index has already count. */
-static const TreeScanOps scan_ops = { .dir = scan_dir, .entry = scan_entry };
-static const TreeScanOps scan_ops_watch = { .dir = scan_dir, .entry = scan_entry, .dir_opened = scan_dir_opened };
-static const TreeScanLimits scan_limits = {
-        .depth_max = SCAN_DEPTH_MAX,
-        .entries_max = SCAN_ENTRIES_MAX,
-        .ring_entries = RING_ENTRIES,
-        .ring_workers_max = RING_WORKERS_MAX,
-};
-
-static int stage_seen_alloc(Stage *s) {
-        if (s->seen)
-                return 0;
-        s->n_index = git_index_entrycount(s->index);
-        s->seen = calloc(s->n_index / 8 + 1, 1);
-        return s->seen ? 0 : -ENOMEM;
-}
-
-static int stage_scan(Stage *s) {
-        TreeWatch *w = s->ledger->watch;
-        int r;
-
-        free(s->seen);
-        s->seen = NULL;
-        r = stage_seen_alloc(s);
-        if (r < 0)
-                return r;
-
-        if (w)
-                tree_watch_walk_begin(w);
-        r = tree_scan_run(s->ledger->workspace_fd, use_ring, &scan_limits, w ? &scan_ops_watch : &scan_ops, s, s->error);
-        if (r < 0)
-                return r;
-        if (w) {
-                tree_watch_walk_done(w);
-                if (s->saw_gitlink)
-                        tree_watch_invalidate(w);
-        }
-
-        /* Every entry the scan did not see is gone from the workspace. */
-        for (size_t i = 0; i < s->n_index; i++) {
-                if (s->seen[i / 8] & (1U << (i % 8)))
-                        continue;
-                const git_index_entry *e = git_index_get_byindex(s->index, i);
-                if (!e)
-                        continue;
-                r = edit_add(s, e->path, NULL);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-/* ---- only what the tools reported ---- */
-
-/* Untracked path (a file, or a directory with a trailing slash): whether
- * it or a directory above it is ignored, i.e. it is not recorded. */
-static bool untracked_ignored(Stage *s, char *path) {
-        for (char *q = path; (q = strchr(q, '/')) && q[1]; q++) {
-                char save = q[1];
-                q[1] = '\0';
-                bool ignored = path_ignored(s, path);
-                q[1] = save;
-                if (ignored)
-                        return true;
-        }
-        return path_ignored(s, path);
-}
-
-/* path (a directory once) is gone: so is everything the index has below
- * it. 1: done; 0: a gitlink was there, a scan sorts that out. */
-static int stage_gone_dir(Stage *s, const char *path) {
-        _cleanup_free_ char *prefix = NULL;
-        size_t pos, n = git_index_entrycount(s->index);
-        int r;
-
-        if (asprintf(&prefix, "%s/", path) < 0)
-                return -ENOMEM;
-        if (git_index_find_prefix(&pos, s->index, prefix) < 0)
-                return 1;
-        for (; pos < n; pos++) {
-                const git_index_entry *e = git_index_get_byindex(s->index, pos);
-                if (!e || strncmp(e->path, prefix, strlen(prefix)) != 0)
-                        break;
-                if (e->mode == GIT_FILEMODE_COMMIT)
-                        return 0;
-                r = edit_add(s, e->path, NULL);
-                if (r < 0)
-                        return r;
-        }
-        return 1;
-}
-
-/* The directory name in dir_fd, at path, is new or was renamed or made
- * anew: a scan of it alone (which watches it) records what is in it, and
- * what the index has below it and it does not hold is gone. */
-static int stage_subtree(Stage *s, int dir_fd, const char *name, const char *path, int mark) {
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *prefix = NULL;
-        TreeWatch *w = s->ledger->watch;
-        size_t pos;
-        int r;
-
-        r = stage_seen_alloc(s);
-        if (r < 0)
-                return r;
-        fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return 0;       /* Replaced meanwhile: a scan. */
-        s->saw_gitlink = false;
-        r = tree_scan_run_at(fd, path, mark, use_ring, &scan_limits, w ? &scan_ops_watch : &scan_ops, s, s->error);
-        if (r < 0)
-                return r;
-        if (s->saw_gitlink)
-                return 0;       /* Its directory is not watched: a scan, and scans from then on. */
-
-        if (asprintf(&prefix, "%s/", path) < 0)
-                return -ENOMEM;
-        if (git_index_find_prefix(&pos, s->index, prefix) < 0)
-                return 1;
-        for (; pos < s->n_index; pos++) {
-                const git_index_entry *e = git_index_get_byindex(s->index, pos);
-                if (!e || strncmp(e->path, prefix, strlen(prefix)) != 0)
-                        break;
-                if (s->seen[pos / 8] & (1U << (pos % 8)))
-                        continue;
-                r = edit_add(s, e->path, NULL);
-                if (r < 0)
-                        return r;
-        }
-        return 1;
-}
-
-/* path is gone, and everything below it. */
-static int stage_gone(Stage *s, const char *path) {
-        int r = stage_gone_dir(s, path);
-        if (r <= 0)
-                return r;
-        if (git_index_get_bypath(s->index, path, 0)) {
-                r = edit_add(s, path, NULL);
-                if (r < 0)
-                        return r;
-        }
-        return 1;
-}
-
-/* Looks at one reported path (a file the tools wrote, or what the watch
- * says changed). 1: done; 0: it needs a scan (anything but a plain file
- * or link below plain, untracked-as-a-file directories, a directory gone
- * or an ignored one created; and .gitignore, whose change may bring in
- * what was ignored). */
-static int stage_noted(Stage *s, const char *noted) {
-        _cleanup_free_ char *path = NULL, *copy = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        char *p, *c;
-        size_t len = 0;
-        int r;
-
-        /* Normalized: no "", "." components; "..", .git: a scan decides. */
-        path = malloc(strlen(noted) + 1);
-        copy = strdup(noted);
-        if (!path || !copy)
-                return -ENOMEM;
-        for (char *save = NULL, *tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
-                if (streq(tok, "."))
-                        continue;
-                if (streq(tok, "..") || strcasecmp(tok, ".git") == 0)
-                        return 0;
-                if (len > 0)
-                        path[len++] = '/';
-                memcpy(path + len, tok, strlen(tok));
-                len += strlen(tok);
-        }
-        if (len == 0)
-                return 0;
-        path[len] = '\0';
-        const char *base = strrchr(path, '/');
-        if (strcasecmp(base ? base + 1 : path, ".gitignore") == 0)
-                return 0;
-
-        fd = openat(s->ledger->workspace_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        for (c = path; (p = strchr(c, '/')); c = p + 1) {
-                *p = '\0';
-                /* A directory of the path that the index has as a file or a
-                 * gitlink: a scan sorts that out. */
-                if (git_index_get_bypath(s->index, path, 0)) {
-                        *p = '/';
-                        return 0;
-                }
-                int sub = openat(fd, c, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                *p = '/';
-                if (sub < 0)
-                        return errno == ENOENT ? stage_gone(s, path) : 0;
-                safe_close(fd);
-                fd = sub;
-        }
-
-        struct statx x;
-        if (statx(fd, c, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, TREE_SCAN_STATX_MASK, &x) < 0) {
-                return errno == ENOENT ? stage_gone(s, path) : 0;
-        }
-        if (S_ISDIR(x.stx_mode)) {
-                /* A directory new, renamed or made anew (the watch says so),
-                 * or the tools wrote a file that is one now. */
-                const git_index_entry *e = git_index_get_bypath(s->index, path, 0);
-                if (e && e->mode == GIT_FILEMODE_COMMIT)
-                        return 0;
-                int tracked = ledger_index_has_dir(s->index, path);
-                if (tracked < 0)
-                        return tracked;
-                _cleanup_free_ char *dir = NULL;
-                if (asprintf(&dir, "%s/", path) < 0)
-                        return -ENOMEM;
-                bool ignored = untracked_ignored(s, dir);
-                /* Ignored, and nothing tracked below (a build's output):
-                 * nothing in it is recorded. */
-                if (!e && !tracked && ignored)
-                        return 1;
-                if (e && (r = edit_add(s, path, NULL)) < 0)
-                        return r;
-                return stage_subtree(s, fd, c, path, ignored ? 1 : 0);
-        }
-        const git_index_entry *e = git_index_get_bypath(s->index, path, 0);
-        if (e && e->mode == GIT_FILEMODE_COMMIT)
-                return 0;
-        /* A directory once (the watch reports its replacement by a file
-         * or a link as one path): a scan drops what was below it. */
-        if (!e) {
-                r = ledger_index_has_dir(s->index, path);
-                if (r != 0)
-                        return r < 0 ? r : 0;
-        }
-        /* Untracked: not recorded if it or a directory above is ignored. */
-        if (!e && untracked_ignored(s, path))
-                return 1;
-        if (!S_ISLNK(x.stx_mode)) {
-                if (!S_ISREG(x.stx_mode))
-                        return error_set(s->error, -EPERM,
-                                                "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
-                if (s->max != UINT64_MAX && x.stx_size > s->max)
-                        return error_set(s->error, -EFBIG,
-                                                "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
-                                                path, s->max);
-        }
-        if (e && entry_clean(s, e, &x))
-                return 1;
-        r = stage_file(s, fd, c, path, e);
-        if (r == -EAGAIN)
-                return 0;
-        return r < 0 ? r : 1;
 }
 
 /* ---- the stage ---- */

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "ledger-internal.h"
+
+/* One stage (ledger-stage.c), shared with what finds the paths it looks at
+ * (ledger-stage-paths.c: the scan, a directory alone, a named path). */
+
+typedef struct Edit {
+        char *path;
+        git_index_entry entry;  /* mode 0: remove the entry */
+        bool stat_only;         /* same blob and mode: the tree stays */
+} Edit;
+
+typedef struct Stage {
+        Ledger *ledger;
+        git_repository *repo;
+        git_odb *odb;
+        git_index *index;
+        uint64_t max;
+        struct timespec racy;   /* the index file's mtime: entries changed at or after it are hashed again */
+        struct timespec start;  /* the scan's start: what changed at or after it is smudged */
+        uint8_t *seen;          /* a bit per index position */
+        size_t n_index;
+        Edit *edits;
+        size_t n_edits, n_alloc;
+        unsigned hashed;
+        uint64_t hash_usec;
+        bool saw_gitlink;       /* a watch cannot see into their directories */
+        char **error;
+} Stage;
+
+/* Records that path changes to entry (NULL: it goes). */
+int stage_edit_add(Stage *s, const char *path, const git_index_entry *entry);
+/* Records one non-directory entry whose stat data moved (or that is new),
+ * read through dir_fd. -EAGAIN: it is a directory now. */
+int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const git_index_entry *old);
+bool stage_entry_clean(const Stage *s, const git_index_entry *e, const struct statx *x);
+
+/* ledger-stage-paths.c */
+/* Every file's metadata (and the watch made anew). */
+int stage_scan(Stage *s);
+/* One path the tools wrote or the watch named. 1: done; 0: a scan is needed. */
+int stage_noted(Stage *s, const char *noted);
