@@ -166,6 +166,15 @@ int diff_base_head(Ledger *l, git_repository *repo, bool binary, git_diff **ret)
 int ledger_stage(Ledger *l, bool full, char **ret_error);
 /* After a reset or a failed stage: the next stage scans. */
 void ledger_stage_forget(Ledger *l);
+/* A reset's walk watched every directory it read (tree_watch_walk_begin()
+ * .. _done() on l->watch) and wrote the index file for tree, with the
+ * stat data of what it kept and wrote (racy ones smudged, see
+ * ledger_entry_smudge_racy()): the stage stands at tree, and with a
+ * complete watch the next one looks only at what changed since. */
+void ledger_stage_take_reset(Ledger *l, const git_oid *tree);
+/* An entry written at or after start could change again within the
+ * timestamp granularity: the next look at it hashes it again. */
+void ledger_entry_smudge_racy(git_index_entry *e, const struct timespec *start);
 void ledger_stage_free(Ledger *l);
 
 /* ledger_changes() by libgit2's walk of the workspace, for comparison. */

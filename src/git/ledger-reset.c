@@ -14,6 +14,7 @@
 #include "string-util.h"
 #include "trace.h"
 #include "tree-scan.h"
+#include "tree-watch.h"
 
 /* A reset: the workspace back to a checkpoint, exactly (nothing untracked
  * or ignored left, nothing named .git), its stat index with it, and the
@@ -237,6 +238,15 @@ static int fast_entry(TreeScan *scan, TreeScanDir *dir, const char *name, const 
 /* SECURITY: libgit2 follows a .git it finds (a "gitdir:" file, a FIFO
  * even) when it looks at what it takes for a submodule; nothing named .git
  * is ever tracked. */
+/* Before a directory the checkpoint has is read: the watch (the next
+ * stage's) sees what changes in it from now on. */
+static int fast_dir_opened(TreeScan *scan, TreeScanDir *dir, void *userdata) {
+        FastReset *f = userdata;
+
+        (void) tree_watch_add(f->ledger->watch, dir->fd, dir->path);
+        return 0;
+}
+
 static int fast_git_entry(TreeScan *scan, TreeScanDir *dir, const char *name, const char *path, void *userdata) {
         FastReset *f = userdata;
 
@@ -348,6 +358,8 @@ static bool reset_path_ok(const char *path) {
  * checkout handles them. */
 static int reset_fast(Ledger *l, git_tree *tree) {
         static const TreeScanOps ops = { .dir = fast_dir, .entry = fast_entry, .git_entry = fast_git_entry };
+        static const TreeScanOps ops_watch = { .dir = fast_dir, .entry = fast_entry, .git_entry = fast_git_entry,
+                                               .dir_opened = fast_dir_opened };
         static const TreeScanLimits limits = {
                 .depth_max = SCAN_DEPTH_MAX,
                 .entries_max = RESET_ENTRIES_MAX,
@@ -389,10 +401,14 @@ static int reset_fast(Ledger *l, git_tree *tree) {
         TRACE_END("reset_index", t0);
 
         t0 = TRACE_BEGIN();
-        r = tree_scan_run(l->workspace_fd, true, &limits, &ops, &f, &error);
+        if (l->watch)
+                tree_watch_walk_begin(l->watch);
+        r = tree_scan_run(l->workspace_fd, true, &limits, l->watch ? &ops_watch : &ops, &f, &error);
         TRACE_END("reset_walk", t0);
         if (r < 0)
                 return log_debug_errno(r, "Cannot walk the workspace: %s", error ?: strerror(-r));
+        if (l->watch)
+                tree_watch_walk_done(l->watch);
 
         t0 = TRACE_BEGIN();
         r = fast_write_missing(&f, &written, &n_written);
@@ -408,12 +424,14 @@ static int reset_fast(Ledger *l, git_tree *tree) {
         t0 = TRACE_BEGIN();
         if (git_index_read_tree(l->index, tree) < 0)
                 return -EIO;
-        for (size_t i = 0; i < n_written; i++)
+        for (size_t i = 0; i < n_written; i++) {
+                ledger_entry_smudge_racy(&written[i], &now);
                 if (git_index_add(l->index, &written[i]) < 0)
                         return -EIO;
+        }
         if (git_index_write(l->index) < 0)
                 return log_debug_errno(-EIO, "Cannot write the index: %s", ledger_git_message());
-        l->index_dirty = false;
+        ledger_stage_take_reset(l, git_tree_id(tree));
         TRACE_END("reset_index", t0);
         log_debug("Reset by the stat index: %u removed, %zu written, %zu kept.", f.removed, n_written,
                   f.n_want - n_written);

@@ -319,8 +319,8 @@ static int stage_gone(Stage *s, const char *path) {
 /* Looks at one reported path (a file the tools wrote, or what the watch
  * says changed). 1: done; 0: it needs a scan (anything but a plain file
  * or link below plain, untracked-as-a-file directories, a directory gone
- * or an ignored one created; and .gitignore, whose change may bring in
- * what was ignored). */
+ * or an ignored one created; and a .gitignore that came, went or holds
+ * other rules now, which may bring in what was ignored). */
 int stage_noted(Stage *s, const char *noted) {
         _cleanup_free_ char *path = NULL, *copy = NULL;
         _cleanup_close_ int fd = -EBADF;
@@ -336,8 +336,11 @@ int stage_noted(Stage *s, const char *noted) {
         for (char *save = NULL, *tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
                 if (streq(tok, "."))
                         continue;
-                if (streq(tok, "..") || strcasecmp(tok, ".git") == 0)
+                if (streq(tok, ".."))
                         return 0;
+                /* Nothing named .git is recorded, nor anything in it. */
+                if (strcasecmp(tok, ".git") == 0)
+                        return 1;
                 if (len > 0)
                         path[len++] = '/';
                 memcpy(path + len, tok, strlen(tok));
@@ -347,8 +350,7 @@ int stage_noted(Stage *s, const char *noted) {
                 return 0;
         path[len] = '\0';
         const char *base = strrchr(path, '/');
-        if (strcasecmp(base ? base + 1 : path, ".gitignore") == 0)
-                return 0;
+        bool rules = strcasecmp(base ? base + 1 : path, ".gitignore") == 0;
 
         fd = openat(s->ledger->workspace_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
@@ -364,15 +366,17 @@ int stage_noted(Stage *s, const char *noted) {
                 int sub = openat(fd, c, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
                 *p = '/';
                 if (sub < 0)
-                        return errno == ENOENT ? stage_gone(s, path) : 0;
+                        return errno == ENOENT && !rules ? stage_gone(s, path) : 0;
                 safe_close(fd);
                 fd = sub;
         }
 
         struct statx x;
         if (statx(fd, c, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, TREE_SCAN_STATX_MASK, &x) < 0) {
-                return errno == ENOENT ? stage_gone(s, path) : 0;
+                return errno == ENOENT && !rules ? stage_gone(s, path) : 0;
         }
+        if (S_ISDIR(x.stx_mode) && rules)
+                return 0;
         if (S_ISDIR(x.stx_mode)) {
                 /* A directory new, renamed or made anew (the watch says so),
                  * or the tools wrote a file that is one now. */
@@ -405,7 +409,7 @@ int stage_noted(Stage *s, const char *noted) {
                         return r < 0 ? r : 0;
         }
         /* Untracked: not recorded if it or a directory above is ignored. */
-        if (!e && untracked_ignored(s, path))
+        if (!e && !rules && untracked_ignored(s, path))
                 return 1;
         if (!S_ISLNK(x.stx_mode)) {
                 if (!S_ISREG(x.stx_mode))
@@ -418,9 +422,16 @@ int stage_noted(Stage *s, const char *noted) {
         }
         if (e && stage_entry_clean(s, e, &x))
                 return 1;
+        size_t n_edits = s->n_edits;
         r = stage_file(s, fd, c, path, e);
         if (r == -EAGAIN)
                 return 0;
-        return r < 0 ? r : 1;
+        if (r < 0)
+                return r;
+        /* Rules written again as they were (a reset does that): nothing
+         * else changes. */
+        if (rules && !(e && s->n_edits == n_edits + 1 && s->edits[n_edits].stat_only))
+                return 0;
+        return 1;
 }
 

@@ -93,6 +93,10 @@ static bool same_file_version(const struct stat *a, const struct stat *b) {
                a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
+static bool ts_before(int64_t sec, uint32_t nsec, const struct timespec *t) {
+        return sec < (int64_t) t->tv_sec || (sec == (int64_t) t->tv_sec && (long) nsec < t->tv_nsec);
+}
+
 /* ---- what the caller reports ---- */
 
 void ledger_track_changes(Ledger *l, bool track) {
@@ -163,6 +167,30 @@ void ledger_stage_forget(Ledger *l) {
         noted_clear(l);
 }
 
+void ledger_stage_take_reset(Ledger *l, const git_oid *tree) {
+        struct stat st;
+
+        noted_clear(l);
+        l->dirty_command = false;
+        l->staged_tree = *tree;
+        l->have_staged = true;
+        /* The file as the reset wrote it: not read again, its entries are
+         * this Ledger's own (smudged where racy). */
+        l->have_index_st = index_file_stat(l, &st) >= 0;
+        if (l->have_index_st)
+                l->index_st = st;
+        l->index_dirty = false;
+        /* Without a complete watch a command's changes cannot be told
+         * from the reset's: the next stage scans, as after any reset. */
+        l->dirty_all = !l->have_index_st || !tree_watch_complete(l->watch);
+}
+
+void ledger_entry_smudge_racy(git_index_entry *e, const struct timespec *start) {
+        if (!ts_before(e->mtime.seconds, e->mtime.nanoseconds, start) ||
+            !ts_before(e->ctime.seconds, e->ctime.nanoseconds, start))
+                e->ctime.nanoseconds = SMUDGED_NSEC;
+}
+
 void ledger_stage_free(Ledger *l) {
         struct stat st;
 
@@ -188,10 +216,6 @@ static void stage_done(Stage *s) {
                 free(s->edits[i].path);
         free(s->edits);
         free(s->seen);
-}
-
-static bool ts_before(int64_t sec, uint32_t nsec, const struct timespec *t) {
-        return sec < (int64_t) t->tv_sec || (sec == (int64_t) t->tv_sec && (long) nsec < t->tv_nsec);
 }
 
 static uint32_t stx_git_mode(const struct statx *x) {
