@@ -424,6 +424,9 @@ static int reset_fast(Ledger *l, git_tree *tree) {
         t0 = TRACE_BEGIN();
         if (git_index_read_tree(l->index, tree) < 0)
                 return -EIO;
+        /* git's racy rule: what was written in the clock's last tick
+         * could change again unseen by its stat data. */
+        (void) clock_gettime(CLOCK_REALTIME_COARSE, &now);
         for (size_t i = 0; i < n_written; i++) {
                 ledger_entry_smudge_racy(&written[i], &now);
                 if (git_index_add(l->index, &written[i]) < 0)
