@@ -59,6 +59,27 @@ static int buf_append(Buf *b, const char *s, size_t n) {
         return 0;
 }
 
+/* Text for people (the reply's content): a NUL, which JSON allows as
+ * \u0000 but a C string ends at, becomes U+FFFD, so that nothing after it
+ * is lost and the text is never empty while its JSON was not. */
+static int buf_append_text(Buf *b, const char *s, size_t n) {
+        while (n > 0) {
+                const char *nul = memchr(s, '\0', n);
+                size_t k = nul ? (size_t) (nul - s) : n;
+                int r = buf_append(b, s, k);
+                if (r < 0)
+                        return r;
+                if (!nul)
+                        break;
+                r = buf_append(b, "\xEF\xBF\xBD", 3);
+                if (r < 0)
+                        return r;
+                s += k + 1;
+                n -= k + 1;
+        }
+        return 0;
+}
+
 static void buf_reset(Buf *b) {
         free(b->s);
         *b = (Buf) {};
@@ -119,12 +140,12 @@ static int acc_add_content(Acc *a, json_object *content) {
         if (!content)
                 return 0;
         if (json_object_is_type(content, json_type_string))
-                return buf_append(&a->content, json_object_get_string(content), json_object_get_string_len(content));
+                return buf_append_text(&a->content, json_object_get_string(content), json_object_get_string_len(content));
         if (json_object_is_type(content, json_type_array)) {
                 for (size_t i = 0; i < json_object_array_length(content); i++) {
                         json_object *t = get(json_object_array_get_idx(content, i), "text");
                         if (t && json_object_is_type(t, json_type_string)) {
-                                int r = buf_append(&a->content, json_object_get_string(t), json_object_get_string_len(t));
+                                int r = buf_append_text(&a->content, json_object_get_string(t), json_object_get_string_len(t));
                                 if (r < 0)
                                         return r;
                         }

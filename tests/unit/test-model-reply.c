@@ -68,6 +68,18 @@ int main(void) {
         CHECK(parse("{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"\\u0000\",\"function\":{\"name\":\"read_file\"}}]}}]}",
                     false, &r, NULL) == -EBADMSG, "a NUL in an id: -EBADMSG");
 
+        /* A NUL in the content made it an empty C string, the text after
+         * it lost (found by fuzz-model-reply, in a part of a streamed
+         * content array): U+FFFD in its place, whole and streamed. */
+        CHECK(parse("{\"choices\":[{\"message\":{\"content\":\"\\u0000c!\"}}]}", false, &r, NULL) == 0 &&
+              streq_ptr(r->content, "\xEF\xBF\xBD" "c!"), "a NUL in the content: U+FFFD (%s)", r && r->content ? r->content : "none");
+        r = model_reply_free(r);
+        CHECK(parse("data: {\"choices\":[{\"delta\":{\"content\":[{\"text\":\"\\u0000\"}]}}]}\n\n"
+                    "data: {\"choices\":[{\"delta\":{\"content\":\"x\\u0000\"},\"finish_reason\":\"stop\"}]}\n\n",
+                    true, &r, NULL) == 0 && streq_ptr(r->content, "\xEF\xBF\xBD" "x" "\xEF\xBF\xBD"),
+              "NULs in streamed content, as parts and as text");
+        r = model_reply_free(r);
+
         /* Content as an array of parts; unknown fields everywhere ignored. */
         CHECK(parse("{\"id\":\"x\",\"weird\":[1],\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":\"hm\","
                     "\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"image\"},{\"type\":\"text\",\"text\":\"b\"}]},"
