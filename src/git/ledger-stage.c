@@ -313,11 +313,6 @@ static int hash_fd(git_odb *odb, int fd, uint64_t size, git_oid *ret) {
         return r;
 }
 
-static bool racy_now(const Stage *s, const struct stat *st) {
-        return !ts_before(st->st_mtim.tv_sec, (uint32_t) st->st_mtim.tv_nsec, &s->start) ||
-               !ts_before(st->st_ctim.tv_sec, (uint32_t) st->st_ctim.tv_nsec, &s->start);
-}
-
 /* Records one non-directory entry whose stat data moved (or that is new):
  * a symlink as a link, a regular file by its content. SECURITY: read
  * through dir_fd (opened without following symlinks, all the way down from
@@ -429,8 +424,7 @@ int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const g
         }
 
         ledger_entry_set_stat(&entry, &after);
-        if (racy_now(s, &after))
-                entry.ctime.nanoseconds = SMUDGED_NSEC;
+        ledger_entry_smudge_racy(&entry, &s->start);
         r = stage_edit_add(s, path, &entry);
         if (r >= 0 && old && old->mode == entry.mode && git_oid_equal(&old->id, &entry.id))
                 s->edits[s->n_edits - 1].stat_only = true;
