@@ -172,16 +172,14 @@ int agent_save(AgentRun *run) {
         return task_save(run->task);
 }
 
-void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+/* After a change of state was written (r): a task that could not change
+ * fails all the same, one no longer at work loses its agent. */
+static void agent_state_set(AgentRun *run, TaskState state, const char *reason, int r, const sd_bus_error *error) {
         Task *t = run->task;
-        int r;
 
-        agent_count_clock(run);
-        r = task_set_state(t, state, reason, UID_INVALID, &error);
         if (r < 0)
                 log_error("Task '%s': cannot become %s: %s", t->id, task_state_to_string(state),
-                          error.message ?: strerror(-r));
+                          error && error->message ? error->message : strerror(-r));
         if (r < 0 && !t->broken && task_state_is_active(t->state) && task_state_transition_allowed(t->state, TASK_FAILED)) {
                 _cleanup_free_ char *why = NULL;
                 if (state != TASK_FAILED && asprintf(&why, "Cannot become %s", task_state_to_string(state)) < 0)
@@ -193,6 +191,51 @@ void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
                                                                   t->spec.environment ?: ENVIRONMENT_DEFAULT), t->owner);
                 agent_stop(t);
         }
+}
+
+void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        agent_count_clock(run);
+        r = task_set_state(run->task, state, reason, UID_INVALID, &error);
+        agent_state_set(run, state, reason, r, &error);
+}
+
+static void on_state_saved(Task *t, int r, void *userdata) {
+        AgentRun *run = userdata;
+
+        (void) t;
+        run->phase = PHASE_IDLE;
+        if (!run->task)
+                return;
+        /* The state moved meanwhile (paused, say), and what that change
+         * means for the agent was done then: agent_advance() looks at the
+         * task as it is now. */
+        if (r != -ESTALE)
+                agent_state_set(run, run->next_state, NULL, r, NULL);
+        if (run->task)
+                agent_schedule(run);
+}
+
+/* agent_advance()'s moves between the states of work: the state file is
+ * written in a worker thread, and agent_advance() runs again once it holds
+ * the new state (task-save.h). Meanwhile nothing else of the run is in
+ * flight. */
+static void agent_advance_to(AgentRun *run, TaskState state) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        agent_count_clock(run);
+        run->next_state = state;
+        r = task_set_state_then(run->task, run->manager->event, state, NULL, on_state_saved, run, &error);
+        if (r > 0) {
+                run->phase = PHASE_STATE;
+                return;
+        }
+        agent_state_set(run, state, NULL, r, &error);
+        if (run->task)
+                agent_schedule(run);
 }
 
 void agent_fail(AgentRun *run, const char *fmt, ...) {
@@ -332,12 +375,7 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
          * takes the step once the file holds it, and only then is it
          * reported and do the breakers look at it. */
         size_t n = json_object_array_length(run->messages);
-        FILE *f = open_memstream(&lines, &lines_size);
-        if (!f)
-                return agent_fail(run, "Out of memory.");
-        for (size_t i = p->messages; i < n; i++)
-                fprintf(f, "%s\n", json_to_line(json_object_array_get_idx(run->messages, i)));
-        if (fclose(f) != 0)
+        if (conversation_unsaved_lines(run, &lines, &lines_size) < 0)
                 return agent_fail(run, "Out of memory.");
 
         ack.step = step;
@@ -375,7 +413,6 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
 /* The step is acknowledged: reported, and its breakers checked. */
 static void agent_step_acked(AgentRun *run, StepCommit *c) {
         Task *t = run->task;
-        TaskProgress *p = &t->progress;
         unsigned step = c->step;
         _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
         int r;
@@ -401,12 +438,8 @@ static void agent_step_acked(AgentRun *run, StepCommit *c) {
         if (r > 0)
                 return;
 
-        /* A finish goes through the review stage first (agent_advance()). */
-        if (p->finished && p->reviewed) {
-                agent_set_state(run, TASK_DELIVERING, NULL);
-                if (!t->run)
-                        return;
-        }
+        /* A finish goes through the review stage first; agent_advance()
+         * delivers a reviewed one. */
         agent_schedule(run);
 }
 
@@ -476,10 +509,7 @@ static void agent_advance(AgentRun *run) {
 
         switch (t->state) {
         case TASK_QUEUED:
-                agent_set_state(run, TASK_PREPARING, NULL);
-                if (!t->run)
-                        return;
-                _fallthrough_;
+                return agent_advance_to(run, TASK_PREPARING);
         case TASK_PREPARING:
                 /* Before the first step the workspace may be made (again, if
                  * an earlier try was cut short); after it, only found. */
@@ -501,10 +531,7 @@ static void agent_advance(AgentRun *run) {
                         return;   /* continues in agent_on_command_done() */
                 }
                 t->progress.baseline_done = true;
-                agent_set_state(run, TASK_RUNNING, NULL);
-                if (!t->run)
-                        return;
-                _fallthrough_;
+                return agent_advance_to(run, TASK_RUNNING);
         case TASK_RUNNING:
                 if (agent_begin_running(run) != 0)
                         return;
@@ -514,18 +541,17 @@ static void agent_advance(AgentRun *run) {
                          * again when it passes. */
                         if (!t->progress.reviewed)
                                 return review_stage_start(run);
-                        agent_set_state(run, TASK_DELIVERING, NULL);
-                        if (t->run)
-                                agent_schedule(run);
-                        return;
+                        return agent_advance_to(run, TASK_DELIVERING);
                 }
                 if (agent_open_sandbox(run) != 0)
                         return;   /* failed, or continues when the sandbox is there */
                 r = agent_begin_conversation(run);
-                if (r >= 0)
+                if (r == 0)
                         r = agent_start_plan_steps(run);
                 if (r < 0)
                         return agent_fail(run, "Cannot record the conversation: %s", strerror(-r));
+                if (r > 0)
+                        return;   /* being written: then we come back here */
                 return agent_call_model(run);
 
         case TASK_DELIVERING:

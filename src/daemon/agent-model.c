@@ -30,6 +30,7 @@
 #include "task-store.h"
 #include "run-ledger.h"
 #include "task-job.h"
+#include "task-save.h"
 #include "tools.h"
 #include "trace.h"
 #include "worker.h"
@@ -93,11 +94,79 @@ static char *step_body_from(const ModelReply *reply) {
         return buf;
 }
 
+static int agent_add_message(AgentRun *run, const char *role, const char *content) {
+        json_object *m = conversation_message_new(role, content);
+
+        if (!m || conversation_add(run, m) < 0) {
+                json_object_put(m);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* The messages are written and counted (and the plan, if the run was
+ * planning): the plan is reported, and the run goes on. */
+static void agent_messages_saved(AgentRun *run) {
+        Task *t = run->task;
+
+        if (run->saving_plan) {
+                run->saving_plan = false;
+                audit_plan(t, t->progress.plan);
+                task_bus_send_progress(t);
+        }
+        agent_schedule(run);
+}
+
+static void on_messages_saved(Task *t, int r, void *userdata) {
+        AgentRun *run = userdata;
+
+        (void) t;
+        run->phase = PHASE_IDLE;
+        if (!run->task)
+                return;
+        if (r < 0)
+                return agent_fail(run, "Cannot record the conversation: %s", strerror(-r));
+        agent_messages_saved(run);
+}
+
+int agent_save_messages(AgentRun *run, const char *plan) {
+        _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
+        _cleanup_free_ char *lines = NULL;
+        Task *t = run->task;
+        TaskProgress *p = &t->progress;
+        size_t size = 0;
+        int r;
+
+        r = conversation_unsaved_lines(run, &lines, &size);
+        if (r < 0)
+                return r;
+        ack = (TaskProgressAck) {
+                .step = p->step,
+                .messages = (unsigned) json_object_array_length(run->messages),
+                .malformed = p->malformed,
+                .finished = p->finished,
+                .set_plan = plan,
+        };
+        if (plan && !(ack.plan = strdup(plan)))
+                return -ENOMEM;
+        run->saving_plan = plan;
+
+        agent_count_clock(run);
+        r = task_save_progress_async(t, run->manager->event, TASK_CONVERSATION_FILE, &ack, TAKE_PTR(lines), size,
+                                     on_messages_saved, run);
+        if (r > 0)
+                run->phase = PHASE_STATE;
+        if (r < 0)
+                run->saving_plan = false;
+        return r;
+}
+
 static void on_model_reply(ModelCall *call, int error, const char *error_message, const ModelReply *reply, void *userdata) {
         AgentRun *run = userdata;
         Task *t = run->task;
         TaskProgress *p;
         bool planning;
+        int r;
 
         (void) call;
         if (!t)
@@ -141,19 +210,16 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
 
         if (planning) {
                 json_object *m = conversation_message_new("assistant", reply->content);
-                if (!m || conversation_append(run, m) < 0) {
+                if (!m || conversation_add(run, m) < 0) {
                         json_object_put(m);
                         return agent_fail(run, "Cannot record the plan.");
                 }
-                json_object_put(m);
-                p->messages = (unsigned) json_object_array_length(run->messages);
-                if (free_and_strdup(&p->plan, isempty(reply->content) ? "(the model gave no plan)" : reply->content) < 0)
-                        return agent_fail(run, "Out of memory.");
-                if (agent_save(run) < 0)
-                        return agent_fail(run, "Cannot save the task's state.");
-                audit_plan(t, p->plan);
-                task_bus_send_progress(t);
-                return agent_schedule(run);
+                r = agent_save_messages(run, isempty(reply->content) ? "(the model gave no plan)" : reply->content);
+                if (r < 0)
+                        return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
+                if (r == 0)
+                        agent_messages_saved(run);   /* written here */
+                return;   /* else on_messages_saved() goes on */
         }
 
         /* The step: the assistant's message, then its tool calls. */
@@ -215,7 +281,6 @@ void agent_call_model(AgentRun *run) {
 /* The first messages: the system prompt and the request for a plan. */
 int agent_begin_conversation(AgentRun *run) {
         _cleanup_free_ char *prompt = NULL;
-        json_object *m;
         int r;
 
         if (json_object_array_length(run->messages) > 0)
@@ -224,24 +289,15 @@ int agent_begin_conversation(AgentRun *run) {
         r = conversation_system_prompt(run, &prompt);
         if (r < 0)
                 return r;
-        m = conversation_message_new("system", prompt);
-        if (!m)
-                return -ENOMEM;
-        r = conversation_append(run, m);
-        json_object_put(m);
+        r = agent_add_message(run, "system", prompt);
         if (r < 0)
                 return r;
-        m = conversation_message_new("user",
+        r = agent_add_message(run, "user",
                         "First write a plan: the steps you intend to take, the ambiguities you see in the goal, and "
                         "the risks. Do not call tools yet; answer with the plan only.");
-        if (!m)
-                return -ENOMEM;
-        r = conversation_append(run, m);
-        json_object_put(m);
         if (r < 0)
                 return r;
-        run->task->progress.messages = (unsigned) json_object_array_length(run->messages);
-        return agent_save(run);
+        return agent_save_messages(run, NULL);
 }
 
 int agent_start_plan_steps(AgentRun *run) {
@@ -260,14 +316,9 @@ int agent_start_plan_steps(AgentRun *run) {
         if (!streq_ptr(role, "assistant"))
                 return 0;
 
-        json_object *m = conversation_message_new("user", "Now carry out the plan, step by step, with the tools.");
-        if (!m)
-                return -ENOMEM;
-        r = conversation_append(run, m);
-        json_object_put(m);
+        r = agent_add_message(run, "user", "Now carry out the plan, step by step, with the tools.");
         if (r < 0)
                 return r;
-        t->progress.messages = (unsigned) json_object_array_length(run->messages);
-        return agent_save(run);
+        return agent_save_messages(run, NULL);
 }
 

@@ -37,6 +37,7 @@ typedef enum AgentPhase {
         PHASE_REVIEW,              /* the review stage: a checker in the sandbox, or the analysis in a worker thread */
         PHASE_LEDGER,              /* a checkpoint, a reset or the delivery's commit, in a worker thread */
         PHASE_SAVE,                /* a step's acknowledgement is written, in a worker thread (task-save.h) */
+        PHASE_STATE,               /* a move to the next state of work, or the first messages, are written, likewise */
         PHASE_DELIVER,             /* the push and the pull request, in a worker thread */
 } AgentPhase;
 
@@ -69,6 +70,8 @@ struct AgentRun {
          * its change lists, for the breakers once the file holds it. */
         StepCommit *saving;
         uint64_t save_start_usec;  /* AGENTFAB_TRACE=1: when that write began */
+        TaskState next_state;      /* the state being written (PHASE_STATE) */
+        bool saving_plan;          /* the messages being written (PHASE_STATE) end with the plan */
         bool tools_held;           /* a file tool came back while paused: the next call waits for the resume */
         struct ReviewJob *held_review;   /* the same for the review's analysis (review-stage.c) */
         int held_review_result;
@@ -172,7 +175,15 @@ void agent_next_tool(AgentRun *run);
 void agent_take_held_tools(AgentRun *run);
 
 /* agent-model.c. The first messages of the conversation (or of the plan's
- * steps), and one model call for the step. */
+ * steps), and one model call for the step. The first two return 0 when
+ * the run may go on, 1 when their messages are being written (PHASE_STATE,
+ * agent_advance() runs again once the file holds them), negative on
+ * failure. */
 int agent_begin_conversation(AgentRun *run);
 int agent_start_plan_steps(AgentRun *run);
+/* Writes the messages of run->messages the state file does not count
+ * yet, then the state file that counts them (and holds plan, if not NULL),
+ * in a worker thread (task-save.h); memory counts them once the file does.
+ * 1: under way (PHASE_STATE); 0: written here; negative: failed. */
+int agent_save_messages(AgentRun *run, const char *plan);
 void agent_call_model(AgentRun *run);

@@ -37,6 +37,23 @@ int conversation_add(AgentRun *run, json_object *message) {
         return json_object_array_add(run->messages, message) < 0 ? -ENOMEM : 0;
 }
 
+int conversation_unsaved_lines(AgentRun *run, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *lines = NULL;
+        size_t size = 0, n = json_object_array_length(run->messages);
+        FILE *f;
+
+        f = open_memstream(&lines, &size);
+        if (!f)
+                return -ENOMEM;
+        for (size_t i = run->task->progress.messages; i < n; i++)
+                fprintf(f, "%s\n", json_to_line(json_object_array_get_idx(run->messages, i)));
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(lines);
+        *ret_size = size;
+        return 0;
+}
+
 int conversation_parse(const char *text, size_t size, unsigned want, json_object *messages, size_t *ret_good) {
         unsigned n = 0;
         size_t good = 0;

@@ -16,6 +16,10 @@ int conversation_append(AgentRun *run, json_object *message);
 /* Adds message (owned) to run->messages only: the step in flight. */
 int conversation_add(AgentRun *run, json_object *message);
 
+/* The messages of run->messages the state file does not count yet
+ * (t->progress.messages on), as the lines of the conversation file. */
+int conversation_unsaved_lines(AgentRun *run, char **ret, size_t *ret_size);
+
 /* Reads the first want messages of a conversation file's text (JSON
  * objects, one a line) into the array messages; -EBADMSG when there are
  * fewer complete lines or one is not an object. *ret_good is the length of

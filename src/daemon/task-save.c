@@ -29,14 +29,16 @@ struct TaskSave {
         /* The loop's. */
         Task *task;                /* NULL once the task is gone */
         Worker *worker;
+        /* Who hears of it when it is done, if anyone. */
+        task_save_done_t done;
+        void *userdata;
         /* A step's acknowledgement (task_save_progress_async()): what memory
-         * takes once the file holds it, and who hears of it. */
+         * takes once the file holds it. */
         bool progress;
         bool applied;
         TaskProgressAck ack;
-        task_save_done_t done;
-        void *userdata;
-        /* A state change (task_set_state_async()). */
+        /* A state change (task_set_state_async(), task_set_state_then()). */
+        bool redo;                 /* made again on the loop if something came in between */
         sd_bus_message *message;
         TaskState from, state;
         char *reason;
@@ -65,6 +67,7 @@ void task_progress_ack_done(TaskProgressAck *a) {
         free(a->checkpoint);
         free(a->head);
         free(a->summary);
+        free(a->plan);
         *a = (TaskProgressAck) {};
 }
 
@@ -82,6 +85,8 @@ static void task_progress_ack_swap(TaskProgress *p, TaskProgressAck *a) {
         }
         if (a->set_summary)
                 SWAP(p->summary, a->summary);
+        if (a->set_plan)
+                SWAP(p->plan, a->plan);
 #undef SWAP
 }
 
@@ -131,6 +136,41 @@ static void task_save_apply(TaskSave *s) {
         s->applied = true;
 }
 
+/* A state change's write is done (r): memory takes the change if the
+ * file holds it. Returns the change's result. */
+static int task_save_land_state(TaskSave *s, int r, sd_bus_error *error) {
+        Task *t = s->task;
+
+        if (r < 0)
+                /* As task_set_state() does: nothing changed in memory. */
+                return sd_bus_error_set_errnof(error, r, "Failed to save task '%s': %m", t->id);
+
+        if (t->save_seq == s->seq && t->state == s->from && !t->progress_unsaved) {
+                /* The file holds what memory held plus the change: apply it. */
+                TaskState old = t->state;
+
+                free(t->reason);
+                t->reason = TAKE_PTR(s->reason);
+                t->state = s->state;
+                t->updated_usec = s->updated_usec;
+                t->save_seq++;
+                if (t->manager)
+                        manager_task_state_changed(t->manager, t, old, s->caller);
+                return 0;
+        }
+
+        /* Something else was written meanwhile (after this, as it waited),
+         * or the state moved. A caller's change is made again from what
+         * memory holds now, and written on the loop. The agent's is not,
+         * once the state moved under it (a Pause(), a Cancel()): it looks
+         * at the task again. */
+        if (t->state == s->state)
+                return 0;
+        if (!s->redo && t->state != s->from)
+                return -ESTALE;
+        return task_set_state(t, s->state, s->reason, s->caller, error);
+}
+
 static void on_task_save_done(Worker *w, int r, void *p, void *userdata) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         TaskSave *s = p;
@@ -149,41 +189,15 @@ static void on_task_save_done(Worker *w, int r, void *p, void *userdata) {
                 return;
         }
 
-        if (r < 0) {
-                /* As task_set_state() does: nothing changed in memory. */
-                (void) sd_bus_error_set_errnof(&error, r, "Failed to save task '%s': %m", t->id);
-                task_save_reply(s, r, &error);
-                return;
-        }
-
-        if (t->save_seq == s->seq && t->state == s->from && !t->progress_unsaved) {
-                /* The file holds what memory held plus the change: apply it. */
-                TaskState old = t->state;
-
-                free(t->reason);
-                t->reason = TAKE_PTR(s->reason);
-                t->state = s->state;
-                t->updated_usec = s->updated_usec;
-                t->save_seq++;
-                if (t->manager)
-                        manager_task_state_changed(t->manager, t, old, s->caller);
-                task_save_reply(s, 0, NULL);
-                return;
-        }
-
-        /* Something else was written meanwhile (after this, as it waited),
-         * or the state moved: the change is made again from what memory
-         * holds now, and written on the loop. */
-        if (t->state == s->state) {
-                task_save_reply(s, 0, NULL);
-                return;
-        }
-        r = task_set_state(t, s->state, s->reason, s->caller, &error);
+        r = task_save_land_state(s, r, &error);
         task_save_reply(s, r, &error);
+        if (s->done)
+                s->done(t, r, s->userdata);
 }
 
-int task_set_state_async(Task *t, sd_event *e, TaskState state, const char *reason, uid_t caller,
-                         sd_bus_message *message, sd_bus_error *error) {
+static int task_set_state_start(Task *t, sd_event *e, TaskState state, const char *reason, uid_t caller,
+                                sd_bus_message *message, bool redo, task_save_done_t done, void *userdata,
+                                sd_bus_error *error) {
         TaskSave *s;
         int r;
 
@@ -199,6 +213,9 @@ int task_set_state_async(Task *t, sd_event *e, TaskState state, const char *reas
                 .lock = PTHREAD_MUTEX_INITIALIZER,
                 .written = PTHREAD_COND_INITIALIZER,
                 .task = t,
+                .done = done,
+                .userdata = userdata,
+                .redo = redo,
                 .message = sd_bus_message_ref(message),
                 .from = t->state,
                 .state = state,
@@ -243,6 +260,16 @@ int task_set_state_async(Task *t, sd_event *e, TaskState state, const char *reas
         }
         t->pending_save = s;
         return 1;
+}
+
+int task_set_state_async(Task *t, sd_event *e, TaskState state, const char *reason, uid_t caller,
+                         sd_bus_message *message, sd_bus_error *error) {
+        return task_set_state_start(t, e, state, reason, caller, message, true, NULL, NULL, error);
+}
+
+int task_set_state_then(Task *t, sd_event *e, TaskState state, const char *reason, task_save_done_t done,
+                        void *userdata, sd_bus_error *error) {
+        return task_set_state_start(t, e, state, reason, UID_INVALID, NULL, false, done, userdata, error);
 }
 
 /* Both writes on the loop, as before there were threads for them. */
@@ -331,7 +358,7 @@ int task_save_progress_async(Task *t, sd_event *e, const char *conversation_file
 }
 
 void task_save_forget(Task *t, void *userdata) {
-        if (t && t->pending_save && t->pending_save->progress && t->pending_save->userdata == userdata)
+        if (t && t->pending_save && t->pending_save->done && t->pending_save->userdata == userdata)
                 t->pending_save->done = NULL;
 }
 

@@ -33,6 +33,8 @@ typedef struct TaskProgressAck {
         bool finished;
         bool set_summary;
         char *summary;             /* with set_summary */
+        bool set_plan;
+        char *plan;                /* with set_plan */
 } TaskProgressAck;
 
 void task_progress_ack_done(TaskProgressAck *a);
@@ -57,8 +59,9 @@ typedef void (*task_save_done_t)(Task *t, int r, void *userdata);
 int task_save_progress_async(Task *t, sd_event *e, const char *conversation_file, TaskProgressAck *ack,
                              char *append, size_t append_size, task_save_done_t done, void *userdata);
 
-/* done() of the acknowledgement under way for userdata will not be called:
- * its caller went away. The write itself lands (or fails) as it would. */
+/* done() of the acknowledgement or state change under way for userdata
+ * will not be called: its caller went away. The write itself lands (or
+ * fails) as it would. */
 void task_save_forget(Task *t, void *userdata);
 
 /* Makes t's state `state`, as task_set_state() does, and answers message
@@ -68,6 +71,16 @@ void task_save_forget(Task *t, void *userdata);
  * (<= 0, error set), and message is not answered. */
 int task_set_state_async(Task *t, sd_event *e, TaskState state, const char *reason, uid_t caller,
                          sd_bus_message *message, sd_bus_error *error);
+
+/* The same for t's agent (agent-loop.c), which moves it between the states
+ * of work: done(t, r, userdata) is called on the loop once the write is
+ * done, with r 0 when file and memory hold the change, negative when the
+ * write failed (nothing changed), -ESTALE when the state moved meanwhile (a
+ * Pause(), a Cancel(), written on the loop after this): the change is then
+ * not made, and the agent looks at the task again. Returns 1 if under way in
+ * a thread; otherwise as task_set_state_async(), and done() is not called. */
+int task_set_state_then(Task *t, sd_event *e, TaskState state, const char *reason, task_save_done_t done,
+                        void *userdata, sd_bus_error *error);
 
 /* Whether a state change of t is being written. */
 bool task_save_pending(const Task *t);

@@ -6,7 +6,9 @@
  * leaves the thread to finish alone. The same for a step's acknowledgement
  * (task_save_progress_async()): conversation lines, then the state file;
  * memory takes the step when the file has it, or when a write on the loop
- * waits for it. No bus, no root. */
+ * waits for it. The agent's own moves between states of work
+ * (task_set_state_then()): done() hears of each, and a move overtaken by a
+ * Pause() or a Cancel() is not made again over it. No bus, no root. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +250,89 @@ static void test_progress_freed(void) {
         CHECK(n_done == 0 && u && IN_SET(u->progress.step, 0u, 6u), "a task freed meanwhile: the file has one step or the other");
 }
 
+/* ---- The agent's own moves (task_set_state_then()) ---- */
+
+static void test_then_plain(void) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        _cleanup_(task_freep) Task *t = make_task("00000000002a"), *u = NULL;
+
+        n_done = 0, last_r = 1;
+        CHECK(task_set_state_then(t, event, TASK_PREPARING, NULL, on_done, &n_done, &e) == 1,
+              "the agent's move to preparing is written in a thread");
+        CHECK(t->state == TASK_QUEUED && task_save_pending(t) && n_done == 0, "memory keeps the old state meanwhile");
+        CHECK(settle(t) && n_done == 1 && last_r == 0 && t->state == TASK_PREPARING, "then done() hears of it, memory has it");
+        u = load("00000000002a");
+        CHECK(u && u->state == TASK_PREPARING, "and so has the file");
+
+        CHECK(task_set_state_then(t, event, TASK_SUCCEEDED, NULL, on_done, &n_done, &e) < 0 && n_done == 1 &&
+              !task_save_pending(t), "a move the state machine refuses is refused at once; done() is not called");
+        sd_bus_error_free(&e);
+}
+
+static void test_then_paused_meanwhile(void) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        _cleanup_(task_freep) Task *t = make_task("00000000002b"), *u = NULL;
+
+        CHECK(task_set_state(t, TASK_PREPARING, NULL, UID_INVALID, &e) >= 0, "a task being prepared");
+        n_done = 0, last_r = 1;
+        CHECK(task_set_state_then(t, event, TASK_RUNNING, NULL, on_done, &n_done, &e) == 1, "its move to running under way");
+        /* Pause() comes meanwhile and is written on the loop, after it. */
+        t->progress.paused_from = TASK_PREPARING;
+        CHECK(task_set_state(t, TASK_PAUSED, "Paused", 1000, &e) >= 0, "the task is paused meanwhile");
+        CHECK(settle(t) && n_done == 1 && last_r == -ESTALE, "done() hears that the state moved");
+        u = load("00000000002b");
+        CHECK(t->state == TASK_PAUSED && u && u->state == TASK_PAUSED,
+              "the move is not made again over the pause: file and memory say paused");
+        sd_bus_error_free(&e);
+}
+
+static void test_then_forgotten(void) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        _cleanup_(task_freep) Task *t = make_task("00000000002c"), *u = NULL;
+
+        CHECK(task_set_state(t, TASK_PREPARING, NULL, UID_INVALID, &e) >= 0, "a task being prepared");
+        n_done = 0;
+        CHECK(task_set_state_then(t, event, TASK_RUNNING, NULL, on_done, &n_done, &e) == 1, "its move to running under way");
+        task_save_forget(t, &n_done);
+        CHECK(task_set_state(t, TASK_CANCELLED, "Cancelled", 1000, &e) >= 0, "cancelled meanwhile, its agent gone");
+        CHECK(settle(t) && n_done == 0, "done() is not called");
+        u = load("00000000002c");
+        CHECK(t->state == TASK_CANCELLED && u && u->state == TASK_CANCELLED, "the cancel stands");
+        sd_bus_error_free(&e);
+}
+
+static void test_then_save_in_between(void) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        _cleanup_(task_freep) Task *t = make_task("00000000002d"), *u = NULL;
+
+        n_done = 0, last_r = 1;
+        CHECK(task_set_state_then(t, event, TASK_PREPARING, NULL, on_done, &n_done, &e) == 1, "a move under way");
+        t->progress.tokens = 9;
+        CHECK(task_save(t) >= 0, "the loop writes the task meanwhile, its state unchanged");
+        CHECK(settle(t) && n_done == 1 && last_r == 0, "done() hears of success");
+        u = load("00000000002d");
+        CHECK(t->state == TASK_PREPARING && u && u->state == TASK_PREPARING && u->progress.tokens == 9,
+              "the move is made again from memory: file and memory agree, the progress kept");
+        sd_bus_error_free(&e);
+}
+
+static void test_progress_plan(void) {
+        _cleanup_(task_freep) Task *t = make_task("00000000002e"), *u = NULL;
+        _cleanup_free_ char *conv = NULL;
+        TaskProgressAck ack = { .messages = 3, .set_plan = true, .plan = strdup("1. read\n2. fix") };
+
+        n_done = 0, last_r = 1;
+        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{\"role\":\"assistant\"}\n"), 23,
+                                       on_done, &n_done) == 1, "a plan's acknowledgement under way");
+        CHECK(!t->progress.plan && t->progress.messages == 0, "memory has no plan until the file does");
+        CHECK(settle(t) && n_done == 1 && last_r >= 0, "the write ends");
+        u = load("00000000002e");
+        conv = conversation("00000000002e");
+        CHECK(streq_ptr(t->progress.plan, "1. read\n2. fix") && t->progress.messages == 3 && u &&
+              streq_ptr(u->progress.plan, "1. read\n2. fix") && u->progress.messages == 3 &&
+              streq_ptr(conv, "{\"role\":\"assistant\"}\n"), "then memory, file and conversation have the plan");
+}
+
 int main(void) {
         char dir[] = "/tmp/test-task-save-XXXXXX";
 
@@ -267,6 +352,11 @@ int main(void) {
         test_progress_fails();
         test_progress_here();
         test_progress_freed();
+        test_then_plain();
+        test_then_paused_meanwhile();
+        test_then_forgotten();
+        test_then_save_in_between();
+        test_progress_plan();
 
         sd_event_unref(event);
         (void) rm_rf_at(AT_FDCWD, dir);
