@@ -320,9 +320,10 @@ static void test_progress_plan(void) {
         _cleanup_(task_freep) Task *t = make_task("00000000002e"), *u = NULL;
         _cleanup_free_ char *conv = NULL;
         TaskProgressAck ack = { .messages = 3, .set_plan = true, .plan = strdup("1. read\n2. fix") };
+        const char *line = "{\"role\":\"assistant\"}\n";
 
         n_done = 0, last_r = 1;
-        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{\"role\":\"assistant\"}\n"), 23,
+        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup(line), strlen(line),
                                        on_done, &n_done) == 1, "a plan's acknowledgement under way");
         CHECK(!t->progress.plan && t->progress.messages == 0, "memory has no plan until the file does");
         CHECK(settle(t) && n_done == 1 && last_r >= 0, "the write ends");
@@ -330,7 +331,7 @@ static void test_progress_plan(void) {
         conv = conversation("00000000002e");
         CHECK(streq_ptr(t->progress.plan, "1. read\n2. fix") && t->progress.messages == 3 && u &&
               streq_ptr(u->progress.plan, "1. read\n2. fix") && u->progress.messages == 3 &&
-              streq_ptr(conv, "{\"role\":\"assistant\"}\n"), "then memory, file and conversation have the plan");
+              streq_ptr(conv, line), "then memory, file and conversation have the plan");
 }
 
 int main(void) {
