@@ -174,9 +174,8 @@ int agent_save(AgentRun *run) {
 
 /* After a change of state was written (r): a task that could not change
  * fails all the same, one no longer at work loses its agent. */
-static void agent_state_set(AgentRun *run, TaskState state, const char *reason, int r, const sd_bus_error *error) {
-        Task *t = run->task;
-
+static void agent_state_set(AgentRun *run, Task *t, TaskState state, const char *reason, int r,
+                            const sd_bus_error *error) {
         if (r < 0)
                 log_error("Task '%s': cannot become %s: %s", t->id, task_state_to_string(state),
                           error && error->message ? error->message : strerror(-r));
@@ -195,17 +194,17 @@ static void agent_state_set(AgentRun *run, TaskState state, const char *reason, 
 
 void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        Task *t = run->task;   /* a final state stops the run: run->task is NULL then */
         int r;
 
         agent_count_clock(run);
-        r = task_set_state(run->task, state, reason, UID_INVALID, &error);
-        agent_state_set(run, state, reason, r, &error);
+        r = task_set_state(t, state, reason, UID_INVALID, &error);
+        agent_state_set(run, t, state, reason, r, &error);
 }
 
 static void on_state_saved(Task *t, int r, void *userdata) {
         AgentRun *run = userdata;
 
-        (void) t;
         run->phase = PHASE_IDLE;
         if (!run->task)
                 return;
@@ -213,7 +212,7 @@ static void on_state_saved(Task *t, int r, void *userdata) {
          * means for the agent was done then: agent_advance() looks at the
          * task as it is now. */
         if (r != -ESTALE)
-                agent_state_set(run, run->next_state, NULL, r, NULL);
+                agent_state_set(run, t, run->next_state, NULL, r, NULL);
         if (run->task)
                 agent_schedule(run);
 }
@@ -224,16 +223,17 @@ static void on_state_saved(Task *t, int r, void *userdata) {
  * flight. */
 static void agent_advance_to(AgentRun *run, TaskState state) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        Task *t = run->task;
         int r;
 
         agent_count_clock(run);
         run->next_state = state;
-        r = task_set_state_then(run->task, run->manager->event, state, NULL, on_state_saved, run, &error);
+        r = task_set_state_then(t, run->manager->event, state, NULL, on_state_saved, run, &error);
         if (r > 0) {
                 run->phase = PHASE_STATE;
                 return;
         }
-        agent_state_set(run, state, NULL, r, &error);
+        agent_state_set(run, t, state, NULL, r, &error);
         if (run->task)
                 agent_schedule(run);
 }
