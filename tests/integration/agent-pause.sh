@@ -6,7 +6,8 @@
 # usage stands still while the task is paused, across a restart of the
 # daemon too; after a resume the command finishes within its timeout and
 # the step completes. A task that waits for approval is frozen the same
-# way; MaxPausedSec= tears a frozen sandbox down.
+# way; MaxPausedSec= tears a frozen sandbox down. A pause right after the
+# submission holds.
 
 # The spinner: uses SPIN_CPU seconds of CPU time (not wall-clock time, so a
 # freeze cannot shorten it), then exits 0.
@@ -156,6 +157,41 @@ t_pause_restart() {
         frozen_cpu_check "$id" "after the restart"
         hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 && ok "resume after the restart" || fail "resume"
         if wait_state "$id" succeeded; then ok "the task finished after the restart and resume"; else
+                fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+}
+
+t_pause_at_start() {
+        echo "=== a pause right after the submission holds, and the task goes on from there"
+        cat > "$WORK/quick.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: fix add()."}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds"}}]}}
+]
+EOF
+        model "$WORK/quick.json" --by-step || { fail "model server"; return; }
+        make_repo pstart
+        local id i from paused=
+        id=$(submit pstart) || { fail "submit: $id"; return; }
+        # Pause() is refused while the task is queued (the agent's move to
+        # preparing is written in a thread): tried until it is taken.
+        for i in $(seq 300); do
+                hx_as alice "${CTL[@]}" pause "$id" >/dev/null 2>&1 && { paused=1; break; }
+                case $(task_prop "$id" State) in succeeded|failed|cancelled) break ;; esac
+                sleep 0.02
+        done
+        [ -n "$paused" ] || { fail "the pause was never taken: $(task_prop "$id" State)"; return; }
+        from=$(hx python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["progress"].get("paused_from"))' \
+                "/var/lib/agentfab/tasks/$id/state.json" 2>/dev/null)
+        ok "paused at its start (paused from $from)"
+        sleep 2
+        [ "$(task_prop "$id" State)" = paused ] &&
+                hx python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["state"] != "paused")' \
+                        "/var/lib/agentfab/tasks/$id/state.json" &&
+                ok "still paused 2 s later, in memory and in the state file" ||
+                fail "the pause did not hold: $(task_prop "$id" State)"
+        hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 || { fail "resume"; return; }
+        if wait_state "$id" succeeded; then ok "resumed, it went on and succeeded"; else
                 fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
 }
 
