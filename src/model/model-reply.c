@@ -2,6 +2,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,9 +160,15 @@ static int acc_find_call(Acc *a, json_object *tc, bool delta, PartialCall **ret)
         json_object *idx = get(tc, "index"), *id = get(tc, "id");
         int64_t index;
 
-        if (delta && idx && json_object_is_type(idx, json_type_int))
+        if (delta && idx && json_object_is_type(idx, json_type_int)) {
+                /* Servers count a reply's calls from 0. A larger number than
+                 * an int holds is garbage (json-c clamps a huge one to
+                 * INT64_MAX), and the next call's "last plus one" below must
+                 * not overflow. */
                 index = json_object_get_int64(idx);
-        else if (delta) {
+                if (index < 0 || index > INT32_MAX)
+                        return acc_fail(a, -EBADMSG, "A tool call's index is out of range: %" PRIi64 ".", index);
+        } else if (delta) {
                 /* No index (some older servers): a delta with a new id begins
                  * a new call, one without continues the last. */
                 const char *s = id && json_object_is_type(id, json_type_string) ? json_object_get_string(id) : NULL;

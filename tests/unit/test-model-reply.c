@@ -80,6 +80,21 @@ int main(void) {
               "NULs in streamed content, as parts and as text");
         r = model_reply_free(r);
 
+        /* A huge index (json-c makes it INT64_MAX), then a delta without
+         * an index and with a new id, the next call: "the last plus one"
+         * overflowed (found by fuzz-model-reply). Out of range is garbage. */
+        CHECK(parse("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":46666666666666666666666,\"id\":\"a\",\"function\":{\"name\":\"r\"}}]}}]}\n\n"
+                    "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"b\",\"function\":{\"name\":\"r\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+                    true, &r, &err) == -EBADMSG && err && strstr(err, "index"), "a huge tool call index: %s", strempty(err));
+        err = mfree_ptr(err);
+        CHECK(parse("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":-1,\"id\":\"a\",\"function\":{\"name\":\"r\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+                    true, &r, NULL) == -EBADMSG, "a negative tool call index: -EBADMSG");
+        CHECK(parse("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":2147483647,\"id\":\"a\",\"function\":{\"name\":\"r\"}}]}}]}\n\n"
+                    "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"b\",\"function\":{\"name\":\"s\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+                    true, &r, NULL) == 0 && r->n_tool_calls == 2 && streq_ptr(r->tool_calls[1].name, "s"),
+              "the largest index taken, and a call after it without one");
+        r = model_reply_free(r);
+
         /* Content as an array of parts; unknown fields everywhere ignored. */
         CHECK(parse("{\"id\":\"x\",\"weird\":[1],\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":\"hm\","
                     "\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"image\"},{\"type\":\"text\",\"text\":\"b\"}]},"
