@@ -164,7 +164,7 @@ t_pause_at_start() {
         echo "=== a pause right after the submission holds, and the task goes on from there"
         cat > "$WORK/quick.json" <<'EOF'
 [
- {"reply": {"content": "Plan: fix add()."}},
+ {"reply": {"content": "Plan: fix add()."}, "delay": 3},
  {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
  {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds"}}]}}
 ]
@@ -174,7 +174,8 @@ EOF
         local id i from paused=
         id=$(submit pstart) || { fail "submit: $id"; return; }
         # Pause() is refused while the task is queued (the agent's move to
-        # preparing is written in a thread): tried until it is taken.
+        # preparing is written in a thread): tried until it is taken. The
+        # plan takes the model 3 s, so a slow machine has its chance too.
         for i in $(seq 300); do
                 hx_as alice "${CTL[@]}" pause "$id" >/dev/null 2>&1 && { paused=1; break; }
                 case $(task_prop "$id" State) in succeeded|failed|cancelled) break ;; esac
