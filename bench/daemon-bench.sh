@@ -18,6 +18,8 @@
 #
 #   bench/daemon-bench.sh [BUILDDIR]          FILES=100000 FLOOD_MB=1024 TASKS=20
 #   FILES=2000 FLOOD_MB=128 bench/daemon-bench.sh build    (the short form CI runs)
+#   HOLD_PAGE_REPORTING=1 bench/daemon-bench.sh build      (the output capture on memory the
+#       VM's host has backed: free page reporting held off during it, put back after)
 #
 # Prints "figure:" lines; asserts nothing (exit status 0 when it ran).
 set -u
