@@ -8,7 +8,6 @@
 
 #include "agent-loop.h"
 #include "agent-run.h"
-#include "cache.h"
 #include "conversation.h"
 #include "delivery.h"
 #include "egress.h"
@@ -167,77 +166,6 @@ void agent_count_clock(AgentRun *run) {
         run->clock_usec = now;
 }
 
-int agent_save(AgentRun *run) {
-        agent_count_clock(run);
-        return task_save(run->task);
-}
-
-/* After a change of state was written (r): a task that could not change
- * fails all the same, one no longer at work loses its agent. */
-static void agent_state_set(AgentRun *run, Task *t, TaskState state, const char *reason, int r,
-                            const sd_bus_error *error) {
-        if (r < 0)
-                log_error("Task '%s': cannot become %s: %s", t->id, task_state_to_string(state),
-                          error && error->message ? error->message : strerror(-r));
-        if (r < 0 && !t->broken && task_state_is_active(t->state) && task_state_transition_allowed(t->state, TASK_FAILED)) {
-                _cleanup_free_ char *why = NULL;
-                if (state != TASK_FAILED && asprintf(&why, "Cannot become %s", task_state_to_string(state)) < 0)
-                        why = NULL;
-                task_fail_unsaved(t, state == TASK_FAILED ? reason : why, r);
-        }
-        if (!task_state_is_active(t->state)) {
-                cache_prune_later(run->manager, environments_find(&run->manager->environments,
-                                                                  t->spec.environment ?: ENVIRONMENT_DEFAULT), t->owner);
-                agent_stop(t);
-        }
-}
-
-void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        Task *t = run->task;   /* a final state stops the run: run->task is NULL then */
-        int r;
-
-        agent_count_clock(run);
-        r = task_set_state(t, state, reason, UID_INVALID, &error);
-        agent_state_set(run, t, state, reason, r, &error);
-}
-
-static void on_state_saved(Task *t, int r, void *userdata) {
-        AgentRun *run = userdata;
-
-        run->phase = PHASE_IDLE;
-        if (!run->task)
-                return;
-        /* The state moved meanwhile (paused, say), and what that change
-         * means for the agent was done then: agent_advance() looks at the
-         * task as it is now. */
-        if (r != -ESTALE)
-                agent_state_set(run, t, run->next_state, NULL, r, NULL);
-        if (run->task)
-                agent_schedule(run);
-}
-
-/* agent_advance()'s moves between the states of work: the state file is
- * written in a worker thread, and agent_advance() runs again once it holds
- * the new state (task-save.h). Meanwhile nothing else of the run is in
- * flight. */
-static void agent_advance_to(AgentRun *run, TaskState state) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        Task *t = run->task;
-        int r;
-
-        agent_count_clock(run);
-        run->next_state = state;
-        r = task_set_state_then(t, run->manager->event, state, NULL, on_state_saved, run, &error);
-        if (r > 0) {
-                run->phase = PHASE_STATE;
-                return;
-        }
-        agent_state_set(run, t, state, NULL, r, &error);
-        if (run->task)
-                agent_schedule(run);
-}
-
 void agent_fail(AgentRun *run, const char *fmt, ...) {
         _cleanup_free_ char *reason = NULL;
         va_list ap;
@@ -317,34 +245,6 @@ void agent_end_step(AgentRun *run) {
 
 static void agent_step_acked(AgentRun *run, StepCommit *c);
 
-/* The step's acknowledgement is in the state file (task-save.h): memory
- * has it now, and what follows from it may follow. */
-static void on_step_saved(Task *t, int r, void *userdata) {
-        AgentRun *run = userdata;
-        _cleanup_(step_commit_freep) StepCommit *c = TAKE_PTR(run->saving);
-
-        (void) t;
-        run->phase = PHASE_IDLE;
-        if (!run->task || !c)
-                return;
-        if (run->save_start_usec > 0) {
-                c->save_usec = trace_now_usec() - run->save_start_usec;
-                run->save_start_usec = 0;
-        }
-        if (r < 0)
-                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
-        if (run->task->state == TASK_PAUSED) {
-                /* Paused meanwhile: the step counts (the file says so), but
-                 * its breakers and the next step wait for the resume, as a
-                 * step's end that came back paused does (run-ledger.h). */
-                run->held = TAKE_PTR(c);
-                run->held_done = agent_step_acked;
-                run->phase = PHASE_LEDGER;
-                return;
-        }
-        agent_step_acked(run, c);
-}
-
 static void agent_end_step_done(AgentRun *run, StepCommit *c) {
         _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
         _cleanup_free_ char *lines = NULL;
@@ -352,7 +252,6 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
         TaskProgress *p = &t->progress;
         unsigned step = c->step;
         size_t lines_size = 0;
-        int r;
 
         if (c->result < 0) {
                 _unused_ _cleanup_(audit_trace_end) AuditTrace trace = audit_trace_begin(t, step);
@@ -390,24 +289,7 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
                         return agent_fail(run, "Out of memory.");
         }
 
-        agent_count_clock(run);
-        run->save_start_usec = trace_enabled() ? trace_now_usec() : 0;
-        r = task_save_progress_async(t, run->manager->event, TASK_CONVERSATION_FILE, &ack, TAKE_PTR(lines), lines_size,
-                                     on_step_saved, run);
-        if (r < 0)
-                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
-        if (r == 0) {
-                /* Written here (task-save.h says when). */
-                if (run->save_start_usec > 0)
-                        c->save_usec = trace_now_usec() - run->save_start_usec;
-                run->save_start_usec = 0;
-                return agent_step_acked(run, c);
-        }
-        /* The job frees c after we return: what the breakers need moves. */
-        run->saving = step_commit_steal(c);
-        if (!run->saving)
-                return agent_fail(run, "Out of memory.");
-        run->phase = PHASE_SAVE;
+        agent_save_progress_then(run, &ack, TAKE_PTR(lines), lines_size, c, agent_step_acked);
 }
 
 /* The step is acknowledged: reported, and its breakers checked. */
@@ -509,7 +391,7 @@ static void agent_advance(AgentRun *run) {
 
         switch (t->state) {
         case TASK_QUEUED:
-                return agent_advance_to(run, TASK_PREPARING);
+                return agent_set_state_then(run, TASK_PREPARING, NULL);
         case TASK_PREPARING:
                 /* Before the first step the workspace may be made (again, if
                  * an earlier try was cut short); after it, only found. */
@@ -531,7 +413,7 @@ static void agent_advance(AgentRun *run) {
                         return;   /* continues in agent_on_command_done() */
                 }
                 t->progress.baseline_done = true;
-                return agent_advance_to(run, TASK_RUNNING);
+                return agent_set_state_then(run, TASK_RUNNING, NULL);
         case TASK_RUNNING:
                 if (agent_begin_running(run) != 0)
                         return;
@@ -541,7 +423,7 @@ static void agent_advance(AgentRun *run) {
                          * again when it passes. */
                         if (!t->progress.reviewed)
                                 return review_stage_start(run);
-                        return agent_advance_to(run, TASK_DELIVERING);
+                        return agent_set_state_then(run, TASK_DELIVERING, NULL);
                 }
                 if (agent_open_sandbox(run) != 0)
                         return;   /* failed, or continues when the sandbox is there */

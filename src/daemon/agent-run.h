@@ -20,6 +20,7 @@
 #include "model-profile.h"
 #include "run-ledger.h"
 #include "task.h"
+#include "task-save.h"
 #include "tools.h"
 #include "task-job.h"
 #include "worker.h"
@@ -66,9 +67,11 @@ struct AgentRun {
          * follows from it while the task says "paused". */
         StepCommit *held;
         void (*held_done)(AgentRun *run, StepCommit *c);
-        /* The step whose acknowledgement is being written (PHASE_SAVE):
-         * its change lists, for the breakers once the file holds it. */
+        /* The ledger job's result whose acknowledgement is being written
+         * (PHASE_SAVE), and what follows once the file holds it: a step's
+         * change lists for its breakers, the delivery's next stage. */
         StepCommit *saving;
+        void (*saving_done)(AgentRun *run, StepCommit *c);
         uint64_t save_start_usec;  /* AGENTFAB_TRACE=1: when that write began */
         TaskState next_state;      /* the state being written (PHASE_STATE) */
         bool saving_plan;          /* the messages being written (PHASE_STATE) end with the plan */
@@ -125,6 +128,28 @@ int agent_save(AgentRun *run);
 
 /* Moves the task to state; a state that is not active stops the run. */
 void agent_set_state(AgentRun *run, TaskState state, const char *reason);
+
+/* The same, with the state file written in a worker thread (PHASE_STATE,
+ * task-save.h): for a move the run makes with nothing else in flight.
+ * agent_advance() runs again once the file holds it, or looks at the task
+ * as it is if a Pause() or Cancel() overtook it. (agent-state.c) */
+void agent_set_state_then(AgentRun *run, TaskState state, const char *reason);
+
+/* A done() for agent_save_progress_then() after which agent_advance()
+ * decides. */
+void agent_saved_go_on(AgentRun *run, StepCommit *c);
+
+/* An acknowledgement of the progress as memory holds it: set its fields,
+ * then agent_save_progress_then(). */
+void agent_progress_ack_init(AgentRun *run, TaskProgressAck *ack);
+
+/* Writes *ack (and append, the conversation's new lines, may be NULL) in a
+ * worker thread (PHASE_SAVE); memory takes it once the file holds it, and
+ * then done(run, c) runs: at once if written here, after the resume if the
+ * task was paused meanwhile. c (a ledger job's result, may be NULL) moves to
+ * the run for that. A failed write fails the task. Takes *ack and append. */
+void agent_save_progress_then(AgentRun *run, TaskProgressAck *ack, char *append, size_t append_size, StepCommit *c,
+                              void (*done)(AgentRun *run, StepCommit *c));
 
 /* agent-prepare.c. Opens the task's workspace, making it if create: 0 it
  * is there; 1 it is being made (in a worker thread) and agent_advance()

@@ -136,7 +136,7 @@ static int deliver_job_run(void *p) {
 
 static void agent_finish_delivery(AgentRun *run, const char *head, const char *diffstat, const char *problem) {
         audit_delivered(run->task, head, diffstat);
-        agent_set_state(run, TASK_SUCCEEDED, problem);
+        agent_set_state_then(run, TASK_SUCCEEDED, problem);
 }
 
 static void on_deliver_done(Task *task, int result, void *p, void *userdata) {
@@ -144,7 +144,6 @@ static void on_deliver_done(Task *task, int result, void *p, void *userdata) {
         DeliverJob *j = p;
         AgentRun *run = userdata;
         Task *t = run->task;
-        int r;
 
         (void) task, (void) result;
         run->job = NULL;
@@ -160,10 +159,9 @@ static void on_deliver_done(Task *task, int result, void *p, void *userdata) {
                                                  j->push_error ?: strerror(-j->push_result));
                         return agent_finish_delivery(run, j->head_commit, j->diffstat, reason);
                 }
+                /* Written with the final state, in one write: a crash
+                 * before it pushes again (the same commit) on resume. */
                 t->progress.pushed = true;
-                r = agent_save(run);
-                if (r < 0)
-                        log_warning_errno(r, "Failed to record the push of task '%s', ignoring: %m", t->id);
                 audit_pushed(t, j->head_commit);
         }
         if (j->pull_request) {
@@ -174,9 +172,6 @@ static void on_deliver_done(Task *task, int result, void *p, void *userdata) {
                         return agent_finish_delivery(run, j->head_commit, j->diffstat, reason);
                 }
                 t->progress.pull_request = TAKE_PTR(j->pr_url);
-                r = agent_save(run);
-                if (r < 0)
-                        log_warning_errno(r, "Failed to record the pull request of task '%s', ignoring: %m", t->id);
                 audit_pull_request(t, t->progress.pull_request);
         }
         agent_finish_delivery(run, j->head_commit, j->diffstat, NULL);
@@ -365,10 +360,14 @@ static void delivery_read(AgentRun *run) {
                 return agent_fail(run, "Cannot read the branch: %s", strerror(-r));
 }
 
+static void on_delivery_record_saved(AgentRun *run, StepCommit *c) {
+        audit_verified(run->task, c->commit, c->tests, c->test_exit, c->have_test_count ? (int) c->test_count : -1);
+        task_bus_send_progress(run->task);
+        delivery_finish(run, c);
+}
+
 static void on_delivery_record_done(AgentRun *run, StepCommit *c) {
-        Task *t = run->task;
-        TaskProgress *p = &t->progress;
-        int r;
+        _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
 
         if (c->result < 0)
                 return agent_fail(run, "Cannot record the verification on the branch: %s",
@@ -376,15 +375,16 @@ static void on_delivery_record_done(AgentRun *run, StepCommit *c) {
 
         /* Acknowledged like a step: a crash before this save resets the
          * branch to the checkpoint, and the verification runs again. */
-        p->verified = true;
-        if (free_and_strdup(&p->checkpoint, c->commit) < 0 || free_and_strdup(&p->head, c->commit) < 0)
+        agent_progress_ack_init(run, &ack);
+        ack.set_verified = ack.verified = true;
+        ack.set_checkpoint = true;
+        if (!(ack.checkpoint = strdup(c->commit)) || !(ack.head = strdup(c->commit)))
                 return agent_fail(run, "Out of memory.");
-        r = agent_save(run);
-        if (r < 0)
-                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
-        audit_verified(t, c->commit, c->tests, c->test_exit, c->have_test_count ? (int) c->test_count : -1);
-        task_bus_send_progress(t);
-        delivery_finish(run, c);
+        agent_save_progress_then(run, &ack, NULL, 0, c, on_delivery_record_saved);
+}
+
+static void on_verified_saved(AgentRun *run, StepCommit *c) {
+        delivery_read(run);
 }
 
 /* Records the evidence on the branch: a commit with the tip's own tree and
@@ -393,8 +393,6 @@ static void on_delivery_record_done(AgentRun *run, StepCommit *c) {
 static void delivery_record(AgentRun *run, const TestRun *tr, int status, bool ran) {
         _cleanup_strv_free_ char **trailers = NULL;
         StepCommit *c;
-        Task *t = run->task;
-        TaskProgress *p = &t->progress;
         int r;
 
         r = delivery_extra_trailers(run, &trailers);
@@ -402,9 +400,10 @@ static void delivery_record(AgentRun *run, const TestRun *tr, int status, bool r
                 return agent_fail(run, "Cannot collect the review's result: %s", strerror(-r));
         if (!ran && (!trailers || !trailers[0])) {
                 /* No test command and nothing else to record: the tip stays. */
-                p->verified = true;
-                (void) agent_save(run);
-                return delivery_read(run);
+                _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
+                agent_progress_ack_init(run, &ack);
+                ack.set_verified = ack.verified = true;
+                return agent_save_progress_then(run, &ack, NULL, 0, NULL, on_verified_saved);
         }
 
         /* Not a step of the model's: no Agentfab-Step: trailer, and not a
@@ -509,24 +508,25 @@ static void delivery_verify(AgentRun *run) {
         }
 }
 
+static void on_delivery_final_saved(AgentRun *run, StepCommit *c) {
+        /* Every commit on the branch has its journal entry. */
+        audit_step(run->task, c->step, c->commit, c->subject, c->tests);
+        delivery_verify(run);
+}
+
 static void on_delivery_final_done(AgentRun *run, StepCommit *c) {
-        Task *t = run->task;
-        int r;
+        _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
 
         if (c->result < 0)
                 return agent_fail(run, "Cannot commit the final state: %s", c->error ?: strerror(-c->result));
-        if (c->committed) {
-                t->progress.step = c->step;
-                if (free_and_strdup(&t->progress.checkpoint, c->commit) < 0 ||
-                    free_and_strdup(&t->progress.head, c->commit) < 0)
-                        return agent_fail(run, "Out of memory.");
-                r = agent_save(run);
-                if (r < 0)
-                        return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
-                /* Every commit on the branch has its journal entry. */
-                audit_step(t, c->step, c->commit, c->subject, c->tests);
-        }
-        delivery_verify(run);
+        if (!c->committed)
+                return delivery_verify(run);
+        agent_progress_ack_init(run, &ack);
+        ack.step = c->step;
+        ack.set_checkpoint = true;
+        if (!(ack.checkpoint = strdup(c->commit)) || !(ack.head = strdup(c->commit)))
+                return agent_fail(run, "Out of memory.");
+        agent_save_progress_then(run, &ack, NULL, 0, c, on_delivery_final_saved);
 }
 
 void delivery_start(AgentRun *run) {

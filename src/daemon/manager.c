@@ -10,6 +10,7 @@
 #include "agent-loop.h"
 #include "agentfab-bus.h"
 #include "audit.h"
+#include "cache.h"
 #include "exec-session.h"
 #include "ledger.h"
 #include "freezer.h"
@@ -202,8 +203,15 @@ void manager_task_state_changed(Manager *m, Task *t, TaskState old_state, uid_t 
          * for approval) loses its agent; one that may be worked on gets one.
          * A paused one keeps it, frozen with its sandbox (freezer.h). */
         freezer_task_state_changed(t);
-        if (!task_state_is_active(t->state) && !IN_SET(t->state, TASK_QUEUED, TASK_PAUSED))
+        if (!task_state_is_active(t->state) && !IN_SET(t->state, TASK_QUEUED, TASK_PAUSED)) {
+                /* After a task worked, its owner's cache of the environment
+                 * is pruned to CacheMaxSize=, in a worker thread. Here,
+                 * where every end of a task passes, however it was written. */
+                if (task_state_is_active(old_state) || old_state == TASK_PAUSED)
+                        cache_prune_later(m, environments_find(&m->environments,
+                                                               t->spec.environment ?: ENVIRONMENT_DEFAULT), t->owner);
                 agent_stop(t);
+        }
         manager_schedule(m);
 
         audit_task_state(t, old_state, caller);

@@ -187,11 +187,10 @@ static void on_reviewer_reply(ModelCall *call, int error, const char *error_mess
                                      json_object_object_get(verdict, "comments")), strempty(summary));
 
         if (streq(v, "approve")) {
-                p->reviewed = true;
-                r = agent_save(run);
-                if (r < 0)
-                        return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
-                return agent_schedule(run);
+                _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
+                agent_progress_ack_init(run, &ack);
+                ack.set_reviewed = ack.reviewed = true;
+                return agent_save_progress_then(run, &ack, NULL, 0, NULL, agent_saved_go_on);
         }
 
         p->review_rounds++;

@@ -446,11 +446,10 @@ static void review_stage_done(AgentRun *run, ReviewJob *j, int r) {
         if (review_model_wanted(run))
                 return review_model_start(run, j->diff, l);
 
-        t->progress.reviewed = true;
-        r = agent_save(run);
-        if (r < 0)
-                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
-        agent_schedule(run);
+        _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
+        agent_progress_ack_init(run, &ack);
+        ack.set_reviewed = ack.reviewed = true;
+        agent_save_progress_then(run, &ack, NULL, 0, NULL, agent_saved_go_on);
 }
 
 static void review_stage_analyse(AgentRun *run, ReviewJob *j) {

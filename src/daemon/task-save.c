@@ -87,6 +87,10 @@ static void task_progress_ack_swap(TaskProgress *p, TaskProgressAck *a) {
                 SWAP(p->summary, a->summary);
         if (a->set_plan)
                 SWAP(p->plan, a->plan);
+        if (a->set_verified)
+                SWAP(p->verified, a->verified);
+        if (a->set_reviewed)
+                SWAP(p->reviewed, a->reviewed);
 #undef SWAP
 }
 
@@ -189,7 +193,11 @@ static void on_task_save_done(Worker *w, int r, void *p, void *userdata) {
                 return;
         }
 
+        /* Landing a final state stops the agent, which forgets its
+         * callback here (task_save_forget()). */
+        t->landing_save = s;
         r = task_save_land_state(s, r, &error);
+        t->landing_save = NULL;
         task_save_reply(s, r, &error);
         if (s->done)
                 s->done(t, r, s->userdata);
@@ -358,8 +366,12 @@ int task_save_progress_async(Task *t, sd_event *e, const char *conversation_file
 }
 
 void task_save_forget(Task *t, void *userdata) {
-        if (t && t->pending_save && t->pending_save->done && t->pending_save->userdata == userdata)
+        if (!t)
+                return;
+        if (t->pending_save && t->pending_save->userdata == userdata)
                 t->pending_save->done = NULL;
+        if (t->landing_save && t->landing_save->userdata == userdata)
+                t->landing_save->done = NULL;
 }
 
 bool task_save_pending(const Task *t) {

@@ -35,6 +35,10 @@ typedef struct TaskProgressAck {
         char *summary;             /* with set_summary */
         bool set_plan;
         char *plan;                /* with set_plan */
+        bool set_verified;         /* delivery's own test run is on the branch */
+        bool verified;
+        bool set_reviewed;         /* the review stage passed */
+        bool reviewed;
 } TaskProgressAck;
 
 void task_progress_ack_done(TaskProgressAck *a);

@@ -86,6 +86,7 @@ typedef struct Task {
         json_object *checkpoints;  /* the Checkpoints property as last read, for while a job runs */
         char *checkpoints_key;     /* the tip and checkpoint it was read at (task_ledger_checkpoints()) */
         TaskSave *pending_save;    /* a state change being written in a thread (task-save.h) */
+        TaskSave *landing_save;    /* the one whose result memory takes now (its callbacks may stop the agent) */
         /* How much of the events file (that inode) a history sent on the
          * stream socket found to be whole JSON lines: the file only grows,
          * so that part is sent as it is, not parsed again (stream.c). */

@@ -7,7 +7,7 @@
 # daemon too; after a resume the command finishes within its timeout and
 # the step completes. A task that waits for approval is frozen the same
 # way; MaxPausedSec= tears a frozen sandbox down. A pause right after the
-# submission holds.
+# submission holds. A cancel during the delivery stands.
 
 # The spinner: uses SPIN_CPU seconds of CPU time (not wall-clock time, so a
 # freeze cannot shorten it), then exits 0.
@@ -194,6 +194,44 @@ EOF
         hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 || { fail "resume"; return; }
         if wait_state "$id" succeeded; then ok "resumed, it went on and succeeded"; else
                 fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+}
+
+t_cancel_delivery() {
+        echo "=== a cancel during the delivery stands, in memory and in the state file"
+        cat > "$WORK/cdeliver.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: fix add()."}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds"}}]}}
+]
+EOF
+        local id i delay st file want taken=0 T=/var/lib/agentfab/tasks
+        # The delivery's own test run takes a second: its records and its
+        # last word come before and after it. A cancel at another moment
+        # of it each time.
+        for delay in 0 0.5 1.05; do
+                model "$WORK/cdeliver.json" --by-step || { fail "model server"; return; }
+                make_repo cdeliver
+                id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/cdeliver --goal "Make add() add" \
+                        --test "sleep 1; python3 -m unittest -v" 2>&1) || { fail "submit: $id"; return; }
+                for i in $(seq 3000); do
+                        st=$(task_prop "$id" State)
+                        case $st in delivering|succeeded|failed|cancelled) break ;; esac
+                        sleep 0.01
+                done
+                [ "$st" = delivering ] || { fail "delivery not seen ($delay s): $st: $(task_prop "$id" Reason)"; continue; }
+                sleep "$delay"
+                hx_as alice "${CTL[@]}" cancel "$id" >/dev/null 2>&1 && taken=$((taken + 1)) && want=cancelled || want=succeeded
+                sleep 1.5
+                for i in $(seq 100); do scope_active "$id" || break; sleep 0.1; done
+                st=$(task_prop "$id" State)
+                file=$(hx python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"])' "$T/$id/state.json")
+                [ "$st" = "$want" ] && [ "$file" = "$want" ] && ! scope_active "$id" &&
+                        ok "delivery + $delay s: $want, in memory and in the state file, no sandbox left" ||
+                        fail "delivery + $delay s: want $want, memory $st, file $file, scope $(scope_active "$id" && echo left || echo gone)"
+        done
+        [ "$taken" -ge 1 ] && ok "$taken of 3 cancels came during the delivery" || fail "no cancel came during the delivery"
+        hx systemctl is-active --quiet agentfab.service && ok "the daemon is fine" || fail "agentfabd died"
 }
 
 t_pause_cancel() {

@@ -334,6 +334,31 @@ static void test_progress_plan(void) {
               streq_ptr(conv, line), "then memory, file and conversation have the plan");
 }
 
+/* The delivery's records (delivery.c, review-stage.c): a flag and the
+ * checkpoint, nothing appended; the fields not set stay as they are. */
+#define COMMIT "0123456789abcdef0123456789abcdef01234567"
+static void test_progress_flags(void) {
+        _cleanup_(task_freep) Task *t = make_task("00000000002f"), *u = NULL;
+        TaskProgressAck ack = { .step = 4, .messages = 9, .set_verified = true, .verified = true, .set_reviewed = true,
+                                .reviewed = true, .set_checkpoint = true, .checkpoint = strdup(COMMIT),
+                                .head = strdup(COMMIT) };
+
+        t->progress.plan = strdup("the plan");
+        n_done = 0, last_r = 1;
+        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, NULL, 0, on_done, &n_done) == 1,
+              "a record of the verification under way");
+        CHECK(!t->progress.verified && !t->progress.reviewed && !t->progress.checkpoint,
+              "memory is not verified until the file is");
+        CHECK(settle(t) && n_done == 1 && last_r >= 0, "the write ends");
+        u = load("00000000002f");
+        CHECK(t->progress.verified && t->progress.reviewed && streq_ptr(t->progress.checkpoint, COMMIT) &&
+              t->progress.step == 4 && u && u->progress.verified && u->progress.reviewed &&
+              streq_ptr(u->progress.head, COMMIT) && u->progress.messages == 9,
+              "then memory and file are verified and reviewed, at the new checkpoint");
+        CHECK(streq_ptr(t->progress.plan, "the plan") && u && streq_ptr(u->progress.plan, "the plan"),
+              "the plan, not part of it, stays");
+}
+
 int main(void) {
         char dir[] = "/tmp/test-task-save-XXXXXX";
 
@@ -358,6 +383,7 @@ int main(void) {
         test_then_forgotten();
         test_then_save_in_between();
         test_progress_plan();
+        test_progress_flags();
 
         sd_event_unref(event);
         (void) rm_rf_at(AT_FDCWD, dir);
