@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
 
+#include "agent-loop.h"
 #include "agent-run.h"
 #include "audit.h"
 #include "delivery.h"
@@ -316,11 +318,62 @@ static StepCommit *delivery_step_commit(AgentRun *run, unsigned step, const char
         return TAKE_PTR(c);
 }
 
+/* The summary, written in the task's job queue (an atomic write is two
+ * fsyncs, not for the loop), with what the delivery goes on with after. */
+typedef struct SummaryJob {
+        int dir_fd;
+        char *text;
+        size_t size;
+        char *head;
+        char *diffstat;
+} SummaryJob;
+
+static void summary_job_free(void *p) {
+        SummaryJob *j = p;
+
+        if (!j)
+                return;
+        safe_close(j->dir_fd);
+        free(j->text);
+        free(j->head);
+        free(j->diffstat);
+        free(j);
+}
+
+static int summary_job_run(void *p) {
+        SummaryJob *j = p;
+
+        return write_file_atomic(j->dir_fd, TASK_SUMMARY_FILE, j->text, j->size, 0600);
+}
+
+/* The summary is written: the push and the pull request if the spec asks
+ * for them, then the last word. */
+static void on_summary_written(Task *task, int r, void *p, void *userdata) {
+        _cleanup_free_ char *problem = NULL;
+        SummaryJob *j = p;
+        AgentRun *run = userdata;
+
+        (void) task;
+        run->job = NULL;
+        run->phase = PHASE_IDLE;
+        if (!run->task)
+                return;
+        if (r < 0)
+                return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
+
+        r = agent_deliver_forge(run, j->head, j->diffstat, &problem);
+        if (r > 0)
+                return;   /* on_deliver_done() finishes */
+        if (r < 0 && !problem)
+                problem = delivery_reason("Delivered here only: the push could not start: %s", strerror(-r));
+        agent_finish_delivery(run, j->head, j->diffstat, problem);
+}
+
 /* The local part of the delivery, once the tip carries its evidence: the
  * summary, then the push and the pull request if the spec asks for them.
  * c holds what the job read of the branch (head, diffstat, checkpoints). */
 static void delivery_finish(AgentRun *run, StepCommit *c) {
-        _cleanup_free_ char *problem = NULL;
+        SummaryJob *j;
         Task *t = run->task;
         int r;
 
@@ -328,16 +381,26 @@ static void delivery_finish(AgentRun *run, StepCommit *c) {
                 return agent_fail(run, "Cannot read the branch: %s", strerror(-c->head_result));
         (void) free_and_strdup(&t->progress.head, c->head);
 
-        r = summary_write(run, c->diffstat, c->checkpoints);
-        if (r < 0)
+        j = calloc(1, sizeof(SummaryJob));
+        if (!j)
+                return agent_fail(run, "Out of memory.");
+        *j = (SummaryJob) {
+                .dir_fd = fcntl(run->dir_fd, F_DUPFD_CLOEXEC, 3),
+                .head = strdup(c->head),
+                .diffstat = c->diffstat ? strdup(c->diffstat) : NULL,
+        };
+        r = j->dir_fd < 0 ? -errno : !j->head || (c->diffstat && !j->diffstat) ? -ENOMEM :
+                summary_text(run, c->diffstat, c->checkpoints, &j->text, &j->size);
+        if (r < 0) {
+                summary_job_free(j);
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
-
-        r = agent_deliver_forge(run, c->head, c->diffstat, &problem);
-        if (r > 0)
-                return;   /* on_deliver_done() finishes */
-        if (r < 0 && !problem)
-                problem = delivery_reason("Delivered here only: the push could not start: %s", strerror(-r));
-        agent_finish_delivery(run, c->head, c->diffstat, problem);
+        }
+        run->phase = PHASE_DELIVER;
+        r = task_job_enqueue(t, "summary", summary_job_run, on_summary_written, summary_job_free, j, run, &run->job);
+        if (r < 0) {
+                run->phase = PHASE_IDLE;
+                return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
+        }
 }
 
 static void on_delivery_read_done(AgentRun *run, StepCommit *c) {

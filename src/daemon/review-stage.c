@@ -185,9 +185,11 @@ typedef struct ReviewJob {
         bool out_truncated;
         bool want_diff;                 /* for the reviewer model */
         uint64_t start_usec;            /* CLOCK_MONOTONIC, for the journal */
+        char *commit;                   /* what is reviewed: the checkpoint, or "base" */
         /* Result. */
         char *diff;                     /* base..tip, at most REVIEW_MODEL_DIFF_MAX bytes */
         ReviewResult result;
+        int save_result;                /* of writing the findings' file */
         char *error;
 } ReviewJob;
 
@@ -217,6 +219,7 @@ static void review_job_free(void *p) {
         free(j->out);
         review_result_done(&j->result);
         free(j->diff);
+        free(j->commit);
         free(j->error);
         free(j);
 }
@@ -245,8 +248,7 @@ static int review_job_diff(ReviewJob *j) {
 
 /* In the worker thread: everything the engine needs, read from the ledger
  * and the task directory, then the engine itself. */
-static int review_job_run(void *p) {
-        ReviewJob *j = p;
+static int review_job_analyse(ReviewJob *j) {
         LedgerFileLines *lines = NULL;
         ReviewFile *files = NULL;
         ReviewManifest *manifests = NULL;
@@ -363,6 +365,19 @@ static int review_stage_save(int dir_fd, const ReviewResult *res, const char *co
         return write_file_atomic(dir_fd, REVIEW_STAGE_FILE, text, strlen(text), 0600);
 }
 
+/* In the worker thread: the analysis, then its findings' file (not on the
+ * loop: an atomic write is two fsyncs). */
+static int review_job_run(void *p) {
+        ReviewJob *j = p;
+        int r;
+
+        r = review_job_analyse(j);
+        if (r < 0)
+                return r;
+        j->save_result = review_stage_save(j->dir_fd, &j->result, j->commit);
+        return 0;
+}
+
 static Breaker breaker_from_review(ReviewBreaker b) {
         switch (b) {
         case REVIEW_BREAKER_SECRET: return BREAKER_SECRET;
@@ -423,10 +438,9 @@ static void review_stage_done(AgentRun *run, ReviewJob *j, int r) {
         if (r < 0)
                 return agent_fail(run, "The review could not run: %s", strerror(-r));
 
-        commit = t->progress.checkpoint ?: "base";
-        r = review_stage_save(run->dir_fd, &j->result, commit);
-        if (r < 0)
-                return agent_fail(run, "Cannot keep the review's findings: %s", strerror(-r));
+        commit = j->commit;
+        if (j->save_result < 0)
+                return agent_fail(run, "Cannot keep the review's findings: %s", strerror(-j->save_result));
 
         for (char **w2 = j->result.warnings; w2 && *w2; w2++)
                 log_notice("Task '%s': .agentfab.md of the base: %s", t->id, *w2);
@@ -455,6 +469,11 @@ static void review_stage_done(AgentRun *run, ReviewJob *j, int r) {
 static void review_stage_analyse(AgentRun *run, ReviewJob *j) {
         int r;
 
+        j->commit = strdup(run->task->progress.checkpoint ?: "base");
+        if (!j->commit) {
+                review_job_free(j);
+                return agent_fail(run, "Out of memory.");
+        }
         j->ledger = TAKE_PTR(run->ledger);
         run->phase = PHASE_REVIEW;
         /* In the task's job queue: nothing else works on its ledger meanwhile. */

@@ -15,14 +15,13 @@
 #include "summary.h"
 #include "task-store.h"
 
-int summary_write(AgentRun *run, const char *diffstat, json_object *checkpoints) {
+int summary_text(AgentRun *run, const char *diffstat, json_object *checkpoints, char **ret, size_t *ret_size) {
         _cleanup_free_ char *events = NULL;
         Task *t = run->task;
         TaskProgress *p = &t->progress;
         FILE *f;
         char *text = NULL;
         size_t size = 0;
-        int r;
 
         (void) read_file_at(run->dir_fd, TASK_EVENTS_FILE, 16 * 1024 * 1024, &events, NULL);
 
@@ -139,9 +138,9 @@ int summary_write(AgentRun *run, const char *diffstat, json_object *checkpoints)
                 free(text);
                 return -ENOMEM;
         }
-        r = write_file_atomic(run->dir_fd, TASK_SUMMARY_FILE, text, size, 0600);
-        free(text);
-        return r;
+        *ret = text;
+        *ret_size = size;
+        return 0;
 }
 
 /* The pull request's body: the summary as written, bounded (forges refuse

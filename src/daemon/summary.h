@@ -8,9 +8,10 @@
 #include "agent-run.h"
 #include "task.h"
 
-/* Writes summary.md of the run's task; diffstat and checkpoints (as
- * ledger_checkpoints() gives them) may be NULL. */
-int summary_write(AgentRun *run, const char *diffstat, json_object *checkpoints);
+/* The text of summary.md (TASK_SUMMARY_FILE) of the run's task, for the
+ * caller to write; diffstat and checkpoints (as ledger_checkpoints() gives
+ * them) may be NULL. */
+int summary_text(AgentRun *run, const char *diffstat, json_object *checkpoints, char **ret, size_t *ret_size);
 
 /* The pull request's body: the summary, bounded and valid UTF-8. */
 int summary_pull_request_body(AgentRun *run, char **ret);
