@@ -398,6 +398,7 @@ static void delivery_finish(AgentRun *run, StepCommit *c) {
         run->phase = PHASE_DELIVER;
         r = task_job_enqueue(t, "summary", summary_job_run, on_summary_written, summary_job_free, j, run, &run->job);
         if (r < 0) {
+                summary_job_free(j);
                 run->phase = PHASE_IDLE;
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
         }
