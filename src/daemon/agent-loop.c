@@ -280,8 +280,7 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
         ack.step = step;
         ack.messages = (unsigned) n;
         ack.finished = p->finished || run->finish;
-        ack.set_checkpoint = c->committed;
-        if (c->committed && (!(ack.checkpoint = strdup(c->commit)) || !(ack.head = strdup(c->commit))))
+        if (c->committed && task_progress_ack_set_checkpoint(&ack, c->commit) < 0)
                 return agent_fail(run, "Out of memory.");
         if (run->finish) {
                 ack.set_summary = true;

@@ -129,14 +129,12 @@ static void on_progress_saved(Task *t, int r, void *userdata) {
 
 void agent_save_progress_then(AgentRun *run, TaskProgressAck *ack, char *append, size_t append_size, StepCommit *c,
                               step_commit_done_t done) {
-        _cleanup_(task_progress_ack_done) TaskProgressAck a = *ack;
         Task *t = run->task;
         int r;
 
-        *ack = (TaskProgressAck) {};
         agent_count_clock(run);
         run->save_start_usec = trace_enabled() ? trace_now_usec() : 0;
-        r = task_save_progress_async(t, run->manager->event, TASK_CONVERSATION_FILE, &a, append, append_size,
+        r = task_save_progress_async(t, run->manager->event, TASK_CONVERSATION_FILE, ack, append, append_size,
                                      on_progress_saved, run);
         if (r < 0) {
                 run->save_start_usec = 0;

@@ -441,8 +441,7 @@ static void on_delivery_record_done(AgentRun *run, StepCommit *c) {
          * branch to the checkpoint, and the verification runs again. */
         agent_progress_ack_init(run, &ack);
         ack.set_verified = ack.verified = true;
-        ack.set_checkpoint = true;
-        if (!(ack.checkpoint = strdup(c->commit)) || !(ack.head = strdup(c->commit)))
+        if (task_progress_ack_set_checkpoint(&ack, c->commit) < 0)
                 return agent_fail(run, "Out of memory.");
         agent_save_progress_then(run, &ack, NULL, 0, c, on_delivery_record_saved);
 }
@@ -587,8 +586,7 @@ static void on_delivery_final_done(AgentRun *run, StepCommit *c) {
                 return delivery_verify(run);
         agent_progress_ack_init(run, &ack);
         ack.step = c->step;
-        ack.set_checkpoint = true;
-        if (!(ack.checkpoint = strdup(c->commit)) || !(ack.head = strdup(c->commit)))
+        if (task_progress_ack_set_checkpoint(&ack, c->commit) < 0)
                 return agent_fail(run, "Out of memory.");
         agent_save_progress_then(run, &ack, NULL, 0, c, on_delivery_final_saved);
 }

@@ -9,6 +9,7 @@
 #include "fs-util.h"
 #include "log.h"
 #include "manager.h"
+#include "string-util.h"
 #include "task-save.h"
 #include "task-store.h"
 #include "worker.h"
@@ -69,6 +70,13 @@ void task_progress_ack_done(TaskProgressAck *a) {
         free(a->summary);
         free(a->plan);
         *a = (TaskProgressAck) {};
+}
+
+int task_progress_ack_set_checkpoint(TaskProgressAck *a, const char *commit) {
+        a->set_checkpoint = true;
+        if (free_and_strdup(&a->checkpoint, commit) < 0 || free_and_strdup(&a->head, commit) < 0)
+                return -ENOMEM;
+        return 0;
 }
 
 /* Swaps the acknowledged fields between memory and *a: once to make the

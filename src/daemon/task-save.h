@@ -43,6 +43,9 @@ typedef struct TaskProgressAck {
 
 void task_progress_ack_done(TaskProgressAck *a);
 
+/* A commit was made: checkpoint and head move to it. -ENOMEM or 0. */
+int task_progress_ack_set_checkpoint(TaskProgressAck *a, const char *commit);
+
 typedef void (*task_save_done_t)(Task *t, int r, void *userdata);
 
 /* A step's acknowledgement, written in a worker thread: append (the step's
