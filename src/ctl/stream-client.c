@@ -78,6 +78,9 @@ static void print_agent_event(const char *when, const char *type, json_object *j
                 a = strshorten_line(event_field(j, "subject"), 72);
                 printf("%s  step %s done%s%.12s: %s\n", when, step, isempty(event_field(j, "commit")) ? "" : ", commit ",
                        event_field(j, "commit"), strempty(a));
+        } else if (streq(type, "left-out")) {
+                a = strshorten_line(event_field(j, "paths"), 120);
+                printf("%s  step %s: left out of the checkpoint (special files): %s\n", when, step, strempty(a));
         } else if (streq(type, "breaker")) {
                 b = strshorten_line(event_field(j, "reason"), 120);
                 printf("%s  breaker %s: %s\n", when, event_field(j, "breaker"), strempty(b));

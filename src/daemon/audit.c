@@ -332,6 +332,60 @@ void audit_step(Task *t, unsigned step, const char *commit, const char *subject,
         task_event(t, "step", UID_INVALID, "step", step_s, commit ? "commit" : NULL, commit, "subject", subject);
 }
 
+/* "'a', 'b' and 3 more": each name cut at 256 bytes, its control bytes
+ * and quotes written as C escapes (a command names these files). */
+static char *paths_quoted(char **paths, size_t n) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, shown = 0;
+        FILE *f = open_memstream(&buf, &size);
+
+        if (!f)
+                return NULL;
+        for (char **p = paths; p && *p; p++, shown++) {
+                fputs(shown == 0 ? "'" : ", '", f);
+                size_t i = 0;
+                for (const unsigned char *c = (const unsigned char *) *p; *c && i < 256; c++, i++) {
+                        if (*c == '\n')
+                                fputs("\\n", f);
+                        else if (*c < 0x20 || *c == 0x7f || *c == '\'' || *c == '\\')
+                                fprintf(f, "\\x%02x", *c);
+                        else
+                                fputc(*c, f);
+                }
+                fputs(**p && strlen(*p) > 256 ? "…'" : "'", f);
+        }
+        if (n > shown)
+                fprintf(f, " and %zu more", n - shown);
+        if (fclose(f) != 0)
+                return NULL;
+        return TAKE_PTR(buf);
+}
+
+void audit_left_out(Task *t, unsigned step, char **paths, size_t n) {
+        _cleanup_free_ char *names = NULL;
+        char step_s[16];
+
+        if (n == 0)
+                return;
+        names = paths_quoted(paths, n);
+        if (!names) {
+                log_oom();
+                return;
+        }
+        snprintf(step_s, sizeof(step_s), "%u", step);
+        journal_send("MESSAGE=Task %s step %u: %zu special file%s (FIFO, socket or device) left out of the checkpoint: %s.",
+                     t->id, step, n, n == 1 ? "" : "s", names,
+                     "MESSAGE_ID=" AGENTFAB_MESSAGE_LEFT_OUT_STR,
+                     "PRIORITY=%i", LOG_WARNING,
+                     "AGENTFAB_EVENT=left-out",
+                     "AGENTFAB_TASK=%s", t->id,
+                     "AGENTFAB_STEP=%u", step,
+                     "AGENTFAB_COUNT=%zu", n,
+                     "AGENTFAB_PATHS=%s", names,
+                     NULL);
+        task_event(t, "left-out", UID_INVALID, "step", step_s, "paths", names, NULL, NULL);
+}
+
 AuditTrace audit_trace_begin(Task *t, unsigned step) {
         TracePhase stale[TRACE_PHASES_MAX];
 

@@ -574,6 +574,7 @@ static void delivery_verify(AgentRun *run) {
 static void on_delivery_final_saved(AgentRun *run, StepCommit *c) {
         /* Every commit on the branch has its journal entry. */
         audit_step(run->task, c->step, c->commit, c->subject, c->tests);
+        audit_left_out(run->task, c->step, c->special, c->n_special);
         delivery_verify(run);
 }
 

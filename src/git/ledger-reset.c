@@ -230,9 +230,11 @@ static int fast_entry(TreeScan *scan, TreeScanDir *dir, const char *name, const 
         }
         /* Not the checkpoint's: written again after the walk, if it has it. */
         f->removed++;
-        if (unlinkat(dir->fd, name, 0) < 0 && errno != ENOENT)
-                return -errno;
-        return 0;
+        int r = RET_NERRNO(unlinkat(dir->fd, name, 0));
+        /* A directory of ours that a command made read-only. */
+        if (r == -EACCES && owner_access_restore_fd(dir->fd) > 0)
+                r = RET_NERRNO(unlinkat(dir->fd, name, 0));
+        return r == -ENOENT ? 0 : r;
 }
 
 /* SECURITY: libgit2 follows a .git it finds (a "gitdir:" file, a FIFO
@@ -271,12 +273,19 @@ static int fast_write(FastReset *f, int dir_fd, const char *name, git_index_entr
                         return -ENOMEM;
                 if (strlen(target) != size)
                         return -EBADMSG;        /* A NUL in a link's target. */
-                if (symlinkat(target, dir_fd, name) < 0 || fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                int r = RET_NERRNO(symlinkat(target, dir_fd, name));
+                if (r == -EACCES && owner_access_restore_fd(dir_fd) > 0)
+                        r = RET_NERRNO(symlinkat(target, dir_fd, name));
+                if (r < 0)
+                        return r;
+                if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         return -errno;
         } else {
                 /* The mode as git's checkout makes it, less the umask. */
                 mode_t mode = entry->mode == GIT_FILEMODE_BLOB_EXECUTABLE ? 0777 : 0666;
                 _cleanup_close_ int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+                if (fd < 0 && errno == EACCES && owner_access_restore_fd(dir_fd) > 0)
+                        fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
                 if (fd < 0)
                         return -errno;
                 int r = ledger_write_all(fd, data, size);

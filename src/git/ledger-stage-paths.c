@@ -138,8 +138,7 @@ static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const ch
 
         if (!S_ISLNK(x->stx_mode)) {
                 if (!S_ISREG(x->stx_mode))
-                        return error_set(s->error, -EPERM,
-                                         "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
+                        return stage_special(s, path, e);
                 if (s->max != UINT64_MAX && x->stx_size > s->max)
                         return error_set(s->error, -EFBIG,
                                          "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
@@ -354,7 +353,7 @@ int stage_noted(Stage *s, const char *noted) {
 
         fd = openat(s->ledger->workspace_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
-                return -errno;
+                return errno == EACCES ? 0 : -errno;     /* A scan gives the top its permissions back. */
         for (c = path; (p = strchr(c, '/')); c = p + 1) {
                 *p = '\0';
                 /* A directory of the path that the index has as a file or a
@@ -412,9 +411,10 @@ int stage_noted(Stage *s, const char *noted) {
         if (!e && !rules && untracked_ignored(s, path))
                 return 1;
         if (!S_ISLNK(x.stx_mode)) {
-                if (!S_ISREG(x.stx_mode))
-                        return error_set(s->error, -EPERM,
-                                                "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
+                if (!S_ISREG(x.stx_mode)) {
+                        r = stage_special(s, path, e);
+                        return r < 0 ? r : 1;
+                }
                 if (s->max != UINT64_MAX && x.stx_size > s->max)
                         return error_set(s->error, -EFBIG,
                                                 "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",

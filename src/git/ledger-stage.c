@@ -191,8 +191,72 @@ void ledger_entry_smudge_racy(git_index_entry *e, const struct timespec *start) 
                 e->ctime.nanoseconds = SMUDGED_NSEC;
 }
 
+static int path_cmp(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+int stage_special(Stage *s, const char *path, const git_index_entry *old) {
+        Ledger *l = s->ledger;
+        int r;
+
+        if (old && (r = stage_edit_add(s, path, NULL)) < 0)
+                return r;
+        /* Reported once. Past the bound of the known list a stage that
+         * meets one reports it again: more, never less. */
+        if (l->n_special_known > 0 &&
+            bsearch(&path, l->special_known, l->n_special_known, sizeof(char *), path_cmp))
+                return 0;
+        if (l->n_special_known < LEDGER_SPECIAL_KNOWN_MAX) {
+                char **k = reallocarray(l->special_known, l->n_special_known + 1, sizeof(char *));
+                if (!k)
+                        return -ENOMEM;
+                l->special_known = k;
+                char *copy = strdup(path);
+                if (!copy)
+                        return -ENOMEM;
+                size_t i = l->n_special_known;
+                while (i > 0 && strcmp(k[i - 1], path) > 0) {
+                        k[i] = k[i - 1];
+                        i--;
+                }
+                k[i] = copy;
+                l->n_special_known++;
+        }
+        if (l->n_special_new < LEDGER_SPECIAL_SHOWN) {
+                char **n = reallocarray(l->special_new, l->n_special_new + 2, sizeof(char *));
+                if (!n)
+                        return -ENOMEM;
+                l->special_new = n;
+                n[l->n_special_new] = strdup(path);
+                if (!n[l->n_special_new])
+                        return -ENOMEM;
+                n[l->n_special_new + 1] = NULL;
+        }
+        l->n_special_new++;
+        return 0;
+}
+
+size_t ledger_take_special(Ledger *l, char ***ret_paths) {
+        size_t n = l->n_special_new;
+
+        *ret_paths = TAKE_PTR(l->special_new);
+        l->n_special_new = 0;
+        return n;
+}
+
+static void ledger_special_free(Ledger *l) {
+        for (size_t i = 0; i < l->n_special_known; i++)
+                free(l->special_known[i]);
+        l->special_known = mfree_ptr(l->special_known);
+        l->n_special_known = 0;
+        strv_free(TAKE_PTR(l->special_new));
+        l->n_special_new = 0;
+}
+
 void ledger_stage_free(Ledger *l) {
         struct stat st;
+
+        ledger_special_free(l);
 
         /* The stat data for the next time, unless someone else wrote the
          * file since we read it. */
@@ -344,6 +408,8 @@ int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const g
                 }
 
                 if (fstatat(dir_fd, name, &before, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno == EACCES && owner_access_restore_fd(dir_fd) > 0)
+                                continue;       /* Made unsearchable: searchable again. */
                         if (errno == ENOENT) {
                                 r = old ? stage_edit_add(s, path, NULL) : 0;  /* Gone meanwhile. */
                                 goto finish;
@@ -381,10 +447,17 @@ int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const g
                         goto finish;
                 }
 
+                if (!S_ISREG(before.st_mode)) {
+                        r = stage_special(s, path, old);
+                        goto finish;
+                }
+
                 _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
                 if (fd < 0) {
                         if (errno == ENOENT || errno == ELOOP)
                                 continue;       /* Replaced meanwhile: look again. */
+                        if (errno == EACCES && owner_access_restore(dir_fd, name) > 0)
+                                continue;       /* Made unreadable (chmod 000): readable again. */
                         r = error_set(s->error, -errno, "Cannot open '%s' (did it change meanwhile?): %m", path);
                         goto finish;
                 }
@@ -392,11 +465,8 @@ int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const g
                         r = -errno;
                         goto finish;
                 }
-                if (!S_ISREG(before.st_mode)) {
-                        r = error_set(s->error, -EPERM,
-                                             "'%s' is a special file (device, FIFO or socket) and cannot be checkpointed.", path);
-                        goto finish;
-                }
+                if (!S_ISREG(before.st_mode))
+                        continue;       /* Replaced meanwhile: look again. */
                 if (s->max != UINT64_MAX && (uint64_t) before.st_size > s->max) {
                         r = error_set(s->error, -EFBIG,
                                              "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",

@@ -40,6 +40,10 @@ int stage_edit_add(Stage *s, const char *path, const git_index_entry *entry);
  * read through dir_fd. -EAGAIN: it is a directory now. */
 int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const git_index_entry *old);
 bool stage_entry_clean(const Stage *s, const git_index_entry *e, const struct statx *x);
+/* A FIFO, a socket or a device node at path: left out, as git leaves it
+ * out (a tracked file that became one goes), and noted for
+ * ledger_take_special(). */
+int stage_special(Stage *s, const char *path, const git_index_entry *old);
 
 /* ledger-stage-paths.c */
 /* Every file's metadata (and the watch made anew). */

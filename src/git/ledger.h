@@ -149,8 +149,11 @@ typedef struct Checkpoint {
  * message is the sanitized subject, the body, then the Agentfab-Task,
  * -Step, -Model, -Command (one each), -Tests and -Submitter trailers; author
  * and committer "agentfab <agentfab@HOSTNAME>". Returns 1 and the commit id
- * when it committed, 0 when nothing changed. Special files (-EPERM) and
- * files over the size bound (-EFBIG) are refused with a message.
+ * when it committed, 0 when nothing changed. Files over the size bound
+ * are refused with a message (-EFBIG). Special files (FIFOs, sockets,
+ * device nodes) are left out, as git leaves them out: they hold nothing a
+ * commit could record (a tracked file that became one goes from the tree);
+ * ledger_take_special() names them.
  *
  * Files are read through directory fds opened without following symlinks,
  * never by path, with O_NONBLOCK: a sandbox still running can make the
@@ -165,6 +168,16 @@ typedef struct Checkpoint {
  * that was not fetched makes the checkpoint fail (-ENOTEMPTY, the message
  * names the file): it could not be recorded, and is not dropped silently. */
 int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41], char **ret_error);
+/* The special files that stages (of checkpoints and of ledger_changes())
+ * left out since the last call and no stage of this Ledger had met before:
+ * how many, and in *ret_paths (a NULL-terminated list the caller frees,
+ * NULL when none) the first LEDGER_SPECIAL_SHOWN of them. A path is
+ * reported once in a Ledger's life (the first LEDGER_SPECIAL_KNOWN_MAX
+ * paths are remembered; past them, again whenever met). */
+#define LEDGER_SPECIAL_SHOWN 8U
+#define LEDGER_SPECIAL_KNOWN_MAX 1024U
+size_t ledger_take_special(Ledger *l, char ***ret_paths);
+
 /* Change tracking. By default every checkpoint and ledger_changes() looks
  * at the metadata of the whole workspace (a scan; only files whose stat
  * data moved are read). A caller that knows what touches the workspace

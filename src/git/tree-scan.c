@@ -108,6 +108,11 @@ static void scan_item_free(ScanItem *item) {
 static int scan_item_done(TreeScan *scan, ScanItem *item, int res) {
         int r;
 
+        /* A directory of ours that a command made unsearchable (chmod
+         * 000): given back its owner's permissions, and asked again. */
+        if (res == -EACCES && owner_access_restore_fd(item->dir->fd) > 0)
+                res = statx(item->dir->fd, item->name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, TREE_SCAN_STATX_MASK,
+                            &item->stx) < 0 ? -errno : 0;
         if (res == -ENOENT)
                 r = 0;          /* Gone meanwhile. */
         else if (res < 0)
@@ -257,6 +262,11 @@ static int scan_open_dir(TreeScan *scan, TreeScanDir *d, int root_fd) {
 
         if (d->parent) {
                 d->fd = openat(d->parent->fd, d->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (d->fd < 0 && errno == EACCES &&
+                    (owner_access_restore_fd(d->parent->fd) > 0 || owner_access_restore(d->parent->fd, d->name) > 0)) {
+                        (void) owner_access_restore(d->parent->fd, d->name);
+                        d->fd = openat(d->parent->fd, d->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                }
                 if (d->fd < 0) {
                         if (errno == ENOENT)
                                 return 0;
@@ -268,6 +278,8 @@ static int scan_open_dir(TreeScan *scan, TreeScanDir *d, int root_fd) {
                 /* A new open file description: reading must not move the
                  * offset of the caller's fd. */
                 d->fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (d->fd < 0 && errno == EACCES && owner_access_restore_fd(root_fd) > 0)
+                        d->fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (d->fd < 0)
                         return -errno;
         }

@@ -153,6 +153,9 @@ DIR *xopendirat(int dir_fd, const char *name, int flags) {
 static int rm_rf_entry(int dir_fd, const char *name, unsigned char type, bool checked) {
         if (type == DT_DIR) {
                 DIR *d = xopendirat(dir_fd, name, O_NOFOLLOW);
+                /* A directory of ours that a command made unreadable. */
+                if (!d && errno == EACCES && owner_access_restore(dir_fd, name) > 0)
+                        d = xopendirat(dir_fd, name, O_NOFOLLOW);
                 if (!d)
                         return !checked && IN_SET(errno, ENOTDIR, ELOOP) ? rm_rf_at(dir_fd, name) : -errno;
                 int r = 0;
@@ -160,6 +163,9 @@ static int rm_rf_entry(int dir_fd, const char *name, unsigned char type, bool ch
                         if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                                 continue;
                         int k = rm_rf_entry(dirfd(d), de->d_name, de->d_type, false);
+                        /* Readable, but not to be changed or searched. */
+                        if (k == -EACCES && owner_access_restore_fd(dirfd(d)) > 0)
+                                k = rm_rf_entry(dirfd(d), de->d_name, de->d_type, false);
                         if (k < 0 && r == 0)
                                 r = k;
                 }
@@ -179,7 +185,7 @@ static int rm_rf_entry(int dir_fd, const char *name, unsigned char type, bool ch
         return rm_rf_at(dir_fd, name);
 }
 
-int rm_rf_at(int dir_fd, const char *name) {
+static int rm_rf_at_once(int dir_fd, const char *name) {
         struct stat st;
 
         if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -187,4 +193,51 @@ int rm_rf_at(int dir_fd, const char *name) {
         if (!S_ISDIR(st.st_mode))
                 return RET_NERRNO(unlinkat(dir_fd, name, 0));
         return rm_rf_entry(dir_fd, name, DT_DIR, true);
+}
+
+int rm_rf_at(int dir_fd, const char *name) {
+        int r = rm_rf_at_once(dir_fd, name);
+
+        /* In a directory of ours that a command made read-only. */
+        if (r == -EACCES && owner_access_restore_fd(dir_fd) > 0)
+                r = rm_rf_at_once(dir_fd, name);
+        return r;
+}
+
+static mode_t owner_access_needed(const struct stat *st) {
+        if (st->st_uid != geteuid())
+                return 0;
+        mode_t need = S_ISDIR(st->st_mode) ? 0700 : S_ISREG(st->st_mode) ? 0600 : 0;
+        return (st->st_mode & need) == need ? 0 : need;
+}
+
+int owner_access_restore(int dir_fd, const char *name) {
+        struct stat st;
+
+        if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        mode_t need = owner_access_needed(&st);
+        if (need == 0)
+                return 0;
+        /* glibc does this through an O_PATH fd: never a symlink's target. */
+        if (fchmodat(dir_fd, name, (st.st_mode | need) & 07777, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        return 1;
+}
+
+int owner_access_restore_fd(int fd) {
+        char path[64];
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        mode_t need = owner_access_needed(&st);
+        if (need == 0)
+                return 0;
+        if (fchmod(fd, (st.st_mode | need) & 07777) >= 0)
+                return 1;
+        if (errno != EBADF)
+                return -errno;
+        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        return chmod(path, (st.st_mode | need) & 07777) < 0 ? -errno : 1;
 }

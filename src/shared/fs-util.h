@@ -28,3 +28,15 @@ int fsync_directory(int dir_fd);
 /* opendir() of dir_fd/name on a new open file description, so that reading
  * it never moves the position of another stream on the same directory. */
 DIR *xopendirat(int dir_fd, const char *name, int flags);
+
+/* A workspace's files are ours on disk (idmapped to a task's uid in its
+ * sandbox), and a command may take its owner's permissions away (chmod
+ * 000), so that a checkpoint could not read the tree or a reset not change
+ * it. These give them back where they are missing: read and write for a
+ * regular file, read, write and search for a directory; nothing else of the
+ * mode changes (git keeps only the executable bit). dir_fd/name is not
+ * followed; the _fd form takes the directory or file itself (O_PATH too).
+ * 1: given back; 0: nothing to do (it has them, is not ours, or is neither
+ * file nor directory); < 0: the error. */
+int owner_access_restore(int dir_fd, const char *name);
+int owner_access_restore_fd(int fd);

@@ -4,8 +4,10 @@
  * being read again is a way to lose work. */
 #include <fcntl.h>
 #include <stdarg.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -289,12 +291,25 @@ static void run_tests(bool ring) {
         free(s);
         CHECK(same_as_walk(l), "changes since base as libgit2's walk has them (a file became a directory)");
         CHECK(run("cd task/workspace && rm l.txt && mkfifo l.txt") == 0, "l.txt now a FIFO");
+        char **special = NULL;
+        CHECK(ledger_take_special(l, &special) == 0 && !special, "no special file met yet");
+        alarm(20);
         r = checkpoint(l, &error);
-        CHECK(r == -EPERM && error && strstr(error, "l.txt"), "FIFO refused: %d %s", r, strempty(error));
-        CHECK(ledger_changes(l, NULL, &changes, &n) == 0, "changes still listed next to the FIFO");
+        alarm(0);
+        CHECK(r == 1, "committed, the FIFO left out: %d %s", r, strempty(error));
+        s = at_tip("l.txt");
+        CHECK(streq(s, ""), "l.txt gone from the tree: '%s'", s);
+        free(s);
+        CHECK(ledger_take_special(l, &special) == 1 && special && streq(special[0], "l.txt") && !special[1],
+              "the FIFO is named");
+        strv_free(special);
+        CHECK(ledger_changes(l, NULL, &changes, &n) == 0, "changes listed next to the FIFO");
         file_changes_free(changes, n);
+        CHECK(same_as_walk(l), "changes since base as libgit2's walk has them (a file became a FIFO)");
+        special = NULL;
+        CHECK(ledger_take_special(l, &special) == 0 && !special, "named once");
         CHECK(run("cd task/workspace && rm l.txt && echo link > l.txt") == 0, "FIFO gone");
-        CHECK(checkpoint(l, &error) == 0, "nothing left to commit: %s", strempty(error));
+        CHECK(checkpoint(l, &error) == 1, "the file again: %s", strempty(error));
 
         /* A directory replaced by a file. */
         CHECK(run("cd task/workspace && rm -r d/e && echo flat > d/e") == 0, "d/e now a file");
@@ -755,6 +770,83 @@ static void run_watch_tests(void) {
         ledger_set_stage_hook(NULL, NULL);
 }
 
+/* Permissions a command took away from the workspace's owner (the daemon,
+ * on disk): chmod 000 of a file, of a directory, a directory that can be
+ * read but not searched or changed. A checkpoint records them all the
+ * same, a reset goes over them, and the workspace can be removed. Run
+ * without the DAC capabilities, as the daemon runs (as root the kernel
+ * would not refuse anything). */
+static void run_owner_access_tests(bool ring) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        _cleanup_close_ int task = -EBADF;
+        char *error = NULL, *s, c1[41];
+        int r;
+
+        printf("# owner permissions taken away (%s)\n", ring ? "io_uring" : "no ring");
+        ledger_set_io_uring(ring);
+        step = 1;
+        (void) run("chmod -R u+rwx task 2>/dev/null; rm -rf task src");
+        CHECK(run(GIT "init -q src && cd src && mkdir -p d/e && echo one > a.txt && echo two > d/b.txt && "
+                  "echo three > d/e/c.txt && " GIT "add . && " GIT "commit -q -m base") == 0, "source repository");
+        r = make_ledger(&task, &l);
+        if (r < 0)
+                return;
+        ledger_track_changes(l, true);
+        CHECK(step_after(l, NULL, &error) == 0, "the first stage: %s", strempty(error));
+        CHECK(step_after(l, "echo new > a.txt && echo new > d/b.txt", &error) == 1 && ledger_head(l, c1) == 0,
+              "checkpoint 1: %s", strempty(error));
+
+        struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct caps[2] = {};
+        bool dropped = syscall(SYS_capget, &h, caps) == 0;
+        if (dropped) {
+                caps[0].effective = caps[1].effective = 0;
+                dropped = syscall(SYS_capset, &h, caps) == 0;
+        }
+        CHECK(dropped || geteuid() != 0, "no DAC capabilities from here on");
+
+        const char *cmds[] = {
+                "echo locked > locked && chmod 000 locked",
+                "mkdir closed && echo x > closed/f && mkdir closed/in && echo y > closed/in/g && chmod 000 closed/in closed",
+                "echo z > d/e/z && chmod 500 d/e && chmod 000 a.txt",
+                "chmod 700 d/e && echo w > d/e/w && chmod 100 d/e && chmod 000 .",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cmds); i++) {
+                r = step_after(l, cmds[i], &error);
+                CHECK(r == 1, "committed after '%s': %d %s", cmds[i], r, strempty(error));
+                (void) run("chmod u+rwx task/workspace");       /* for the shell's cd */
+        }
+        s = capture(TIP "ls-tree -r --name-only agentfab/t | tr '\\n' ' '; " TIP "cat-file -p agentfab/t:closed/in/g");
+        CHECK(streq(s, "a.txt closed/f closed/in/g d/b.txt d/e/c.txt d/e/w d/e/z locked y"), "everything recorded: %s", s);
+        free(s);
+
+        /* Taken away again, then a reset over it. */
+        CHECK(run("cd task/workspace && chmod 000 closed/in closed locked && chmod 500 d && chmod 500 .") == 0,
+              "permissions taken away again");
+        alarm(30);
+        r = ledger_reset(l, c1);
+        alarm(0);
+        CHECK(r == 0, "reset over them: %d", r);
+        (void) run("chmod u+rwx task/workspace");
+        s = capture("cd task/workspace && ls -A | tr '\\n' ' '; cat a.txt d/b.txt | tr '\\n' ' '");
+        CHECK(streq(s, "a.txt d new new "), "checkpoint 1 again: %s", s);
+        free(s);
+        l = ledger_free(l);
+
+        /* Removed whole, as a task's workspace is at its end. */
+        CHECK(run("cd task/workspace && mkdir -p q/r && echo q > q/r/f && chmod 000 q/r q && chmod 500 d") == 0,
+              "unreadable directories again");
+        CHECK(rm_rf_at(task, "workspace") == 0, "the workspace removed");
+        CHECK(faccessat(task, "workspace", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT, "nothing left");
+
+        if (dropped) {
+                caps[0].effective = caps[0].permitted;
+                caps[1].effective = caps[1].permitted;
+                (void) syscall(SYS_capset, &h, caps);
+        }
+        free(error);
+}
+
 int main(void) {
         if (!mkdtemp(root) || chmod(root, 0755) < 0)
                 return 1;
@@ -766,6 +858,8 @@ int main(void) {
         run_tests(false);
         run_reset_tests();
         run_watch_tests();
+        run_owner_access_tests(true);
+        run_owner_access_tests(false);
         (void) run("rm -rf '%s'", root);
         return tap_done();
 }
