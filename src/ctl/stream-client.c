@@ -80,7 +80,7 @@ static void print_agent_event(const char *when, const char *type, json_object *j
                        event_field(j, "commit"), strempty(a));
         } else if (streq(type, "left-out")) {
                 a = strshorten_line(event_field(j, "paths"), 120);
-                printf("%s  step %s: left out of the checkpoint (special files): %s\n", when, step, strempty(a));
+                printf("%s  step %s: left out of the checkpoint: %s\n", when, step, strempty(a));
         } else if (streq(type, "breaker")) {
                 b = strshorten_line(event_field(j, "reason"), 120);
                 printf("%s  breaker %s: %s\n", when, event_field(j, "breaker"), strempty(b));

@@ -110,6 +110,11 @@ static int scan_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const
         const git_index_entry *e = index_lookup(s, path, false);
         int r;
 
+        if (stage_name_refused(sub->name)) {
+                r = stage_special(s, path, NULL);
+                return r < 0 ? r : 0;
+        }
+
         /* A gitlink (a submodule of base). A file the index has here is
          * not marked: it is gone, a directory stands there now. */
         if (e && e->mode == GIT_FILEMODE_COMMIT) {
@@ -135,6 +140,8 @@ static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const ch
         /* An ignored file is recorded only if it is tracked already. */
         if (!e && (dir_only_tracked(s, d) || path_ignored(s, path)))
                 return 0;
+        if (stage_name_refused(name))
+                return stage_special(s, path, e);
 
         if (!S_ISLNK(x->stx_mode)) {
                 if (!S_ISREG(x->stx_mode))
@@ -340,6 +347,8 @@ int stage_noted(Stage *s, const char *noted) {
                 /* Nothing named .git is recorded, nor anything in it. */
                 if (strcasecmp(tok, ".git") == 0)
                         return 1;
+                if (stage_name_refused(tok))
+                        return 0;       /* A scan leaves it out, and says so. */
                 if (len > 0)
                         path[len++] = '/';
                 memcpy(path + len, tok, strlen(tok));

@@ -236,6 +236,20 @@ int stage_special(Stage *s, const char *path, const git_index_entry *old) {
         return 0;
 }
 
+bool stage_name_refused(const char *name) {
+        const char *rest;
+
+        if (strncasecmp(name, ".git", 4) == 0)
+                rest = name + 4;
+        else if (strncasecmp(name, "git~1", 5) == 0)
+                rest = name + 5;
+        else
+                return false;
+        if (*rest == '\\' || *rest == ':')
+                return true;
+        return rest[strspn(rest, ". ")] == '\0';
+}
+
 size_t ledger_take_special(Ledger *l, char ***ret_paths) {
         size_t n = l->n_special_new;
 

@@ -44,6 +44,12 @@ bool stage_entry_clean(const Stage *s, const git_index_entry *e, const struct st
  * out (a tracked file that became one goes), and noted for
  * ledger_take_special(). */
 int stage_special(Stage *s, const char *path, const git_index_entry *old);
+/* A name git refuses to record (libgit2's index, with core.protectNTFS as
+ * it is by default): one NTFS takes for .git, that is ".git" or "git~1" in
+ * any case followed by nothing but dots and spaces, or by a backslash or a
+ * colon (an alternate data stream). Left out and noted like a special
+ * file; a directory of that name with everything in it. */
+bool stage_name_refused(const char *name);
 
 /* ledger-stage-paths.c */
 /* Every file's metadata (and the watch made anew). */

@@ -7,7 +7,7 @@
 # (committed as links), a file replaced by a directory and by a symlink, a
 # mode-only change, a file deleted and written again, a file rewritten with
 # the same size and mtime, names with a space and a newline, and files and a
-# directory the daemon may not read. The model's file tools on the FIFO and
+# directory the daemon may not read, names NTFS takes for .git. The model's file tools on the FIFO and
 # the links leading out are refused, not hung.
 
 # A repository whose files the steps below replace.
@@ -43,7 +43,7 @@ ln -s /etc/passwd passwd-link && ln -s ../../../.. up-link && rm data && mkdir d
 rm other && ln -s calc.py other && chmod +x test_calc.py && rm gone && echo again > gone &&
 echo spaced > "with space" && echo newline > "$(printf "new\nline")" && printf bbbb > same &&
 touch -m -d "2020-01-01 00:00:00" same && printf "def add(a, b):\n    return a + b\n" > calc.py.new &&
-mv calc.py.new calc.py && echo fine; ls -la'
+mv calc.py.new calc.py && echo x > .git. && mkdir GIT~1 && echo y > GIT~1/config && echo fine; ls -la'
         racy='printf cccc > same && touch -m -d "2020-01-01 00:00:00" same && echo racy'
         locked='echo secret > locked && chmod 000 locked && mkdir closed && echo x > closed/f && chmod 000 closed && echo locked'
         python3 - "$WORK/tree.json" "$odd" "$racy" "$locked" <<'PY'
@@ -79,6 +79,7 @@ PY
         tree=$(tree_at "$id" 1) || { fail "no commit for step 1"; return; }
         echo "$tree" | sed 's/^/    step 1: /'
         ! grep -q ' pipe$\| sock$' <<<"$tree" && ok "the FIFO and the socket are not committed" || fail "FIFO or socket committed"
+        ! grep -qi ' \.git\.$\| git~1/' <<<"$tree" && ok "names NTFS takes for .git are not committed" || fail "a .git alias committed"
         grep -qx '120000 blob passwd-link' <<<"$tree" && [ "$(blob_at "$id" 1 passwd-link)" = /etc/passwd ] &&
                 ok "a link to /etc/passwd is committed as a link, not what it names" || fail "passwd-link"
         grep -qx '120000 blob up-link' <<<"$tree" && ok "a link leading up and out is a link" || fail "up-link"
@@ -105,7 +106,10 @@ assert not [c for c in tool if "root:x:0:0" in c]
 assert len([c for c in tool if "escapes the workspace" in c]) == 3
 assert [c for c in tool if c.startswith("read_file") and "'pipe'" in c]
 PY
-        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=left-out | grep -q "\"AGENTFAB_PATHS\":\"'pipe', 'sock'\"" &&
+        hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=left-out | python3 -c '
+import json, sys
+paths = [json.loads(l)["AGENTFAB_PATHS"] for l in sys.stdin]
+assert len(paths) == 1 and sorted(paths[0].split(", ")) == sorted(["\x27pipe\x27", "\x27sock\x27", "\x27.git.\x27", "\x27GIT~1\x27"]), paths' &&
                 ok "the journal names the special files left out" || fail "no left-out entry: $(hx journalctl -q AGENTFAB_TASK="$id" AGENTFAB_EVENT=left-out)"
         hx test ! -e /escaped && hx test ! -e /var/lib/agentfab/escaped && ok "nothing was written through the link" ||
                 fail "a write went through up-link"

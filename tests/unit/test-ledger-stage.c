@@ -14,6 +14,7 @@
 #include "fs-util.h"
 #include "ledger-internal.h"
 #include "ledger.h"
+#include "string-util.h"
 #include "tap.h"
 #include "trace.h"
 
@@ -310,6 +311,26 @@ static void run_tests(bool ring) {
         CHECK(ledger_take_special(l, &special) == 0 && !special, "named once");
         CHECK(run("cd task/workspace && rm l.txt && echo link > l.txt") == 0, "FIFO gone");
         CHECK(checkpoint(l, &error) == 1, "the file again: %s", strempty(error));
+
+        /* Names NTFS takes for .git: git refuses them, they stay out. */
+        CHECK(run("cd task/workspace && echo x > '.GIT. .' && mkdir -p d/git~1 && echo y > d/git~1/config && "
+                  "echo z > '.git:x' && echo w > .gitx && echo v > GIT~2") == 0, "names git refuses");
+        r = checkpoint(l, &error);
+        CHECK(r == 1, "committed beside them: %d %s", r, strempty(error));
+        s = capture(TIP "ls-tree -r --name-only agentfab/t | grep -i git | tr '\\n' ' '");
+        CHECK(streq(s, ".gitignore .gitx GIT~2 "), "only the names git takes: '%s'", s);
+        free(s);
+        special = NULL;
+        size_t n_special = ledger_take_special(l, &special);
+        _cleanup_free_ char *names = special ? strv_join(special, ",") : NULL;
+        CHECK(n_special == 3 && names && strlen(names) == strlen(".GIT. .,.git:x,d/git~1") && strstr(names, ".GIT. .") &&
+              strstr(names, ".git:x") && strstr(names, "d/git~1"), "named: %zu %s", n_special, strempty(names));
+        strv_free(special);
+        CHECK(ledger_changes(l, NULL, &changes, &n) == 0 && !has_change(changes, n, "d/git~1/config", 'A'),
+              "not among the changes either");
+        file_changes_free(changes, n);
+        CHECK(run("cd task/workspace && rm -r '.GIT. .' d/git~1 '.git:x' .gitx GIT~2") == 0, "removed again");
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
 
         /* A directory replaced by a file. */
         CHECK(run("cd task/workspace && rm -r d/e && echo flat > d/e") == 0, "d/e now a file");
