@@ -18,6 +18,7 @@
 #include "submit-request.h"
 #include "task-info.h"
 #include "task-list.h"
+#include "terminal-escape.h"
 #include "task-state.h"
 
 static bool arg_json = false;
@@ -832,6 +833,15 @@ int main(int argc, char *argv[]) {
                         verb->args == 2 ? "a task id and a commit" : verb->args == 1 ? "one task id" : "no arguments");
                 return EXIT_USAGE;
         }
+
+        /* Text from repositories, models and other users never drives the
+         * terminal (terminal-escape.h). A diff or an export that goes to a
+         * pipe or a file is data, and goes as it is. */
+        bool data = streq(verb->name, "diff") || streq(verb->name, "export");
+        if ((!data || isatty(STDOUT_FILENO)) && terminal_escape_stream(&stdout, STDOUT_FILENO, false) < 0)
+                return log_oom(), EXIT_FAIL;
+        if (terminal_escape_stream(&stderr, STDERR_FILENO, true) < 0)
+                return log_oom(), EXIT_FAIL;
 
         if (verb->needs_bus) {
                 r = connect_bus(&bus);

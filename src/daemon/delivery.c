@@ -318,12 +318,12 @@ static StepCommit *delivery_step_commit(AgentRun *run, unsigned step, const char
         return TAKE_PTR(c);
 }
 
-/* The summary, written in the task's job queue (an atomic write is two
- * fsyncs, not for the loop), with what the delivery goes on with after. */
+/* The summary, made and written in the task's job queue (it reads the
+ * task's events and review records, and an atomic write is two fsyncs:
+ * not for the loop), with what the delivery goes on with after. */
 typedef struct SummaryJob {
         int dir_fd;
-        char *text;
-        size_t size;
+        SummaryInput *input;
         char *head;
         char *diffstat;
 } SummaryJob;
@@ -334,16 +334,22 @@ static void summary_job_free(void *p) {
         if (!j)
                 return;
         safe_close(j->dir_fd);
-        free(j->text);
+        summary_input_free(j->input);
         free(j->head);
         free(j->diffstat);
         free(j);
 }
 
 static int summary_job_run(void *p) {
+        _cleanup_free_ char *text = NULL;
         SummaryJob *j = p;
+        size_t size = 0;
+        int r;
 
-        return write_file_atomic(j->dir_fd, TASK_SUMMARY_FILE, j->text, j->size, 0600);
+        r = summary_text(j->input, &text, &size);
+        if (r < 0)
+                return r;
+        return write_file_atomic(j->dir_fd, TASK_SUMMARY_FILE, text, size, 0600);
 }
 
 /* The summary is written: the push and the pull request if the spec asks
@@ -390,7 +396,7 @@ static void delivery_finish(AgentRun *run, StepCommit *c) {
                 .diffstat = c->diffstat ? strdup(c->diffstat) : NULL,
         };
         r = j->dir_fd < 0 ? -errno : !j->head || (c->diffstat && !j->diffstat) ? -ENOMEM :
-                summary_text(run, c->diffstat, c->checkpoints, &j->text, &j->size);
+                summary_input_new(run, c->diffstat, c->checkpoints, &j->input);
         if (r < 0) {
                 summary_job_free(j);
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));

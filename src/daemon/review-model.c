@@ -280,31 +280,36 @@ void review_model_start(AgentRun *run, const char *diff, const FindingList *find
         }
 }
 
-static int review_model_read(Task *t, json_object **ret) {
-        _cleanup_close_ int dir_fd = -EBADF;
+static int review_model_read_at(int dir_fd, json_object **ret) {
         _cleanup_free_ char *text = NULL;
         size_t size;
         int r;
 
-        if (t->tasks_fd < 0)
-                return -ENOENT;
-        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir_fd < 0)
-                return -errno;
         r = read_file_at(dir_fd, REVIEW_MODEL_FILE, 1024U * 1024U, &text, &size);
         if (r < 0)
                 return r;
         return json_parse_strict(text, size, ret);
 }
 
-int review_model_markdown(Task *t, char **ret) {
+static int review_model_read(Task *t, json_object **ret) {
+        _cleanup_close_ int dir_fd = -EBADF;
+
+        if (t->tasks_fd < 0)
+                return -ENOENT;
+        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir_fd < 0)
+                return -errno;
+        return review_model_read_at(dir_fd, ret);
+}
+
+int review_model_markdown(int dir_fd, char **ret) {
         _cleanup_json_ json_object *j = NULL;
         _cleanup_free_ char *comments = NULL;
         const char *model = NULL, *verdict = NULL, *summary = NULL;
         uint64_t round = 0;
 
         *ret = NULL;
-        if (review_model_read(t, &j) < 0)
+        if (review_model_read_at(dir_fd, &j) < 0)
                 return 0;
         (void) json_get_string(j, "model", &model);
         (void) json_get_string(j, "verdict", &verdict);

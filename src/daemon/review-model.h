@@ -34,8 +34,9 @@ json_object *review_model_tools(void);
  * every string escaped and bounded; -EBADMSG for anything else. */
 int review_model_parse_verdict(const char *arguments, json_object **ret);
 
-/* The summary's "### Reviewer model" part; NULL when none answered. */
-int review_model_markdown(Task *t, char **ret);
+/* The summary's "### Reviewer model" part, from the task directory
+ * dir_fd; NULL when none answered. Thread-safe. */
+int review_model_markdown(int dir_fd, char **ret);
 
 /* "Agentfab-Reviewed-By: PROFILE/MODEL" when the reviewer model approved. */
 int review_model_trailers(Task *t, char ***ret);

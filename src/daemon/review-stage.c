@@ -782,21 +782,26 @@ void review_stage_start(AgentRun *run) {
 
 /* ---- What the stage left ---- */
 
-static int review_stage_read(Task *t, json_object **ret) {
-        _cleanup_close_ int dir_fd = -EBADF;
+static int review_stage_read_at(int dir_fd, json_object **ret) {
         _cleanup_free_ char *text = NULL;
         size_t size;
         int r;
+
+        r = read_file_at(dir_fd, REVIEW_STAGE_FILE, 64U * 1024U * 1024U, &text, &size);
+        if (r < 0)
+                return r;
+        return json_parse_strict(text, size, ret);
+}
+
+static int review_stage_read(Task *t, json_object **ret) {
+        _cleanup_close_ int dir_fd = -EBADF;
 
         if (t->tasks_fd < 0)
                 return -ENOENT;
         dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir_fd < 0)
                 return -errno;
-        r = read_file_at(dir_fd, REVIEW_STAGE_FILE, 64U * 1024U * 1024U, &text, &size);
-        if (r < 0)
-                return r;
-        return json_parse_strict(text, size, ret);
+        return review_stage_read_at(dir_fd, ret);
 }
 
 int review_stage_load(Task *t, FindingList *ret) {
@@ -815,7 +820,7 @@ int review_stage_load(Task *t, FindingList *ret) {
         return finding_list_from_json(findings, ret);
 }
 
-int review_stage_markdown(Task *t, char **ret) {
+int review_stage_markdown(int dir_fd, char **ret) {
         _cleanup_(review_result_done) ReviewResult res = {};
         _cleanup_json_ json_object *j = NULL;
         json_object *findings;
@@ -823,7 +828,7 @@ int review_stage_markdown(Task *t, char **ret) {
         int r;
 
         *ret = NULL;
-        r = review_stage_read(t, &j);
+        r = review_stage_read_at(dir_fd, &j);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)
@@ -842,7 +847,7 @@ int review_stage_markdown(Task *t, char **ret) {
         r = review_result_to_markdown(&res, &md);
         if (r < 0)
                 return r;
-        r = review_model_markdown(t, &reviewer);
+        r = review_model_markdown(dir_fd, &reviewer);
         if (r < 0)
                 return r;
         if (asprintf(ret, "%s%s%s", md, reviewer ? "\n" : "", strempty(reviewer)) < 0)

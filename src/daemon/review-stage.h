@@ -55,9 +55,10 @@ int review_stage_decide(Task *t, bool approve, char **ret_text);
  * the stage did not run. */
 int review_stage_trailers(Task *t, char ***ret);
 
-/* The summary's (and pull request's) "## Review" section; NULL when the
- * stage did not run. */
-int review_stage_markdown(Task *t, char **ret);
+/* The summary's (and pull request's) "## Review" section, from the task
+ * directory dir_fd; NULL when the stage did not run. Thread-safe: the
+ * summary is made in the task's job queue. */
+int review_stage_markdown(int dir_fd, char **ret);
 
 bool breaker_is_review(const char *breaker);
 

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,36 +16,77 @@
 #include "summary.h"
 #include "task-store.h"
 
-int summary_text(AgentRun *run, const char *diffstat, json_object *checkpoints, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *events = NULL;
+struct SummaryInput {
+        int dir_fd;             /* the task's directory: its events and review records */
+        char *id, *reference, *goal, *acceptance, *environment, *agent_summary, *plan;
+        char *steps;            /* the "## Steps" list, one line each */
+        char *diffstat;
+        char *test_command, *last_tests, *checkpoint;
+        unsigned requirement, step;
+        int last_test_exit;
+        bool verified;
+        uint64_t tokens, commands, wall_usec;
+};
+
+SummaryInput *summary_input_free(SummaryInput *in) {
+        if (!in)
+                return NULL;
+        safe_close(in->dir_fd);
+        free(in->id);
+        free(in->reference);
+        free(in->goal);
+        free(in->acceptance);
+        free(in->environment);
+        free(in->agent_summary);
+        free(in->plan);
+        free(in->steps);
+        free(in->diffstat);
+        free(in->test_command);
+        free(in->last_tests);
+        free(in->checkpoint);
+        free(in);
+        return NULL;
+}
+
+static int dup_or_null(char **dst, const char *src) {
+        if (!src)
+                return 0;
+        *dst = strdup(src);
+        return *dst ? 0 : -ENOMEM;
+}
+
+int summary_input_new(AgentRun *run, const char *diffstat, json_object *checkpoints, SummaryInput **ret) {
+        _cleanup_(summary_input_freep) SummaryInput *in = NULL;
         Task *t = run->task;
         TaskProgress *p = &t->progress;
-        FILE *f;
-        char *text = NULL;
         size_t size = 0;
+        FILE *f;
 
-        (void) read_file_at(run->dir_fd, TASK_EVENTS_FILE, 16 * 1024 * 1024, &events, NULL);
+        in = calloc(1, sizeof(SummaryInput));
+        if (!in)
+                return -ENOMEM;
+        in->dir_fd = fcntl(run->dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (in->dir_fd < 0)
+                return -errno;
+        in->requirement = task_requirement_version(t);
+        in->step = p->step;
+        in->last_test_exit = p->last_test_exit;
+        in->verified = p->verified;
+        in->tokens = p->tokens;
+        in->commands = p->commands;
+        in->wall_usec = p->wall_usec;
+        if (dup_or_null(&in->id, t->id) < 0 || dup_or_null(&in->reference, t->spec.reference) < 0 ||
+            dup_or_null(&in->goal, t->spec.goal) < 0 || dup_or_null(&in->acceptance, t->spec.acceptance) < 0 ||
+            dup_or_null(&in->environment, p->environment_identity) < 0 ||
+            dup_or_null(&in->agent_summary, p->summary) < 0 || dup_or_null(&in->plan, p->plan) < 0 ||
+            dup_or_null(&in->diffstat, diffstat) < 0 || dup_or_null(&in->test_command, t->spec.test_command) < 0 ||
+            dup_or_null(&in->last_tests, p->last_tests) < 0 || dup_or_null(&in->checkpoint, p->checkpoint) < 0)
+                return -ENOMEM;
 
-        f = open_memstream(&text, &size);
+        /* One line a checkpoint, here: the list is the run's, not the thread's. */
+        f = open_memstream(&in->steps, &size);
         if (!f)
                 return -ENOMEM;
-        fprintf(f, "# agentfab task %s\n\n", t->id);
-        /* The requirement, as the commits name it (Agentfab-Ref:, Agentfab-Requirement:). */
-        if (t->spec.reference)
-                fprintf(f, "Reference: %s\n\n", t->spec.reference);
-        fprintf(f, "Requirement: v%u%s\n\n", task_requirement_version(t),
-                task_requirement_version(t) > 1 ? " (amended while the task ran: see the journal's amended entries)" : "");
-        fprintf(f, "## Goal\n\n%s\n\n", t->spec.goal);
-        if (!isempty(t->spec.acceptance))
-                fprintf(f, "## Acceptance criteria\n\n%s\n\n", t->spec.acceptance);
-        if (p->environment_identity)
-                fprintf(f, "## Environment\n\n%s\n\n", p->environment_identity);
-        if (!isempty(p->summary))
-                fprintf(f, "## What the agent says it did\n\n%s\n\n", p->summary);
-        if (!isempty(p->plan))
-                fprintf(f, "## Plan\n\n%s\n\n", p->plan);
-
-        fprintf(f, "## Steps\n\n");
         for (size_t i = 0; checkpoints && i < json_object_array_length(checkpoints); i++) {
                 json_object *c = json_object_array_get_idx(checkpoints, i);
                 const char *commit = NULL, *subject = NULL;
@@ -54,22 +96,56 @@ int summary_text(AgentRun *run, const char *diffstat, json_object *checkpoints, 
                 (void) json_get_uint64(c, "step", &step);
                 fprintf(f, "- step %llu, %.12s: %s\n", (unsigned long long) step, strempty(commit), strempty(subject));
         }
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(in);
+        return 0;
+}
 
-        fprintf(f, "\n## Files changed\n\n```\n%s```\n\n", strempty(diffstat));
+int summary_text(const SummaryInput *in, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *events = NULL;
+        FILE *f;
+        char *text = NULL;
+        size_t size = 0;
+
+        (void) read_file_at(in->dir_fd, TASK_EVENTS_FILE, 16 * 1024 * 1024, &events, NULL);
+
+        f = open_memstream(&text, &size);
+        if (!f)
+                return -ENOMEM;
+        fprintf(f, "# agentfab task %s\n\n", in->id);
+        /* The requirement, as the commits name it (Agentfab-Ref:, Agentfab-Requirement:). */
+        if (in->reference)
+                fprintf(f, "Reference: %s\n\n", in->reference);
+        fprintf(f, "Requirement: v%u%s\n\n", in->requirement,
+                in->requirement > 1 ? " (amended while the task ran: see the journal's amended entries)" : "");
+        fprintf(f, "## Goal\n\n%s\n\n", strempty(in->goal));
+        if (!isempty(in->acceptance))
+                fprintf(f, "## Acceptance criteria\n\n%s\n\n", in->acceptance);
+        if (in->environment)
+                fprintf(f, "## Environment\n\n%s\n\n", in->environment);
+        if (!isempty(in->agent_summary))
+                fprintf(f, "## What the agent says it did\n\n%s\n\n", in->agent_summary);
+        if (!isempty(in->plan))
+                fprintf(f, "## Plan\n\n%s\n\n", in->plan);
+
+        fprintf(f, "## Steps\n\n%s", strempty(in->steps));
+
+        fprintf(f, "\n## Files changed\n\n```\n%s```\n\n", strempty(in->diffstat));
         fprintf(f, "## Tests\n\n");
-        if (isempty(t->spec.test_command))
+        if (isempty(in->test_command))
                 fprintf(f, "No test command was given.\n\n");
-        else if (p->verified)
+        else if (in->verified)
                 fprintf(f, "`%s`: %s (exit status %i), run by agentfabd itself on the final tree, in the task's "
-                        "sandbox; recorded in commit %.12s, the delivered tip.\n\n", t->spec.test_command,
-                        strempty(p->last_tests), p->last_test_exit, strempty(p->checkpoint));
+                        "sandbox; recorded in commit %.12s, the delivered tip.\n\n", in->test_command,
+                        strempty(in->last_tests), in->last_test_exit, strempty(in->checkpoint));
         else
-                fprintf(f, "`%s`: %s (exit status %i)\n\n", t->spec.test_command, strempty(p->last_tests),
-                        p->last_test_exit);
+                fprintf(f, "`%s`: %s (exit status %i)\n\n", in->test_command, strempty(in->last_tests),
+                        in->last_test_exit);
 
         /* The review stage's findings (a secret's value is never among them). */
         _cleanup_free_ char *review = NULL;
-        if (review_stage_markdown(t, &review) >= 0 && review)
+        if (review_stage_markdown(in->dir_fd, &review) >= 0 && review)
                 fprintf(f, "%s\n", review);
 
         /* Breakers and decisions, from the task's own history. */
@@ -101,7 +177,11 @@ int summary_text(AgentRun *run, const char *diffstat, json_object *checkpoints, 
                         char ts[64] = "";
                         if (gmtime_r(&when, &tm))
                                 strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S UTC", &tm);
-                        struct passwd *pw = uid != UINT64_MAX ? getpwuid((uid_t) uid) : NULL;
+                        /* In a worker thread: getpwuid() is the loop's. */
+                        struct passwd pwbuf, *pw = NULL;
+                        char pwtext[1024];
+                        if (uid != UINT64_MAX && getpwuid_r((uid_t) uid, &pwbuf, pwtext, sizeof(pwtext), &pw) != 0)
+                                pw = NULL;
                         fprintf(f, "- %s by %s (uid %llu) at %s%s%s\n", streq(what, "approve") ? "approved" : "rejected",
                                 pw ? pw->pw_name : "?", (unsigned long long) uid, ts,
                                 comment ? ": " : "", strempty(comment));
@@ -114,12 +194,12 @@ int summary_text(AgentRun *run, const char *diffstat, json_object *checkpoints, 
                 fprintf(f, "None.\n");
 
         fprintf(f, "\n## Budget used\n\n- steps: %u\n- model tokens: %llu\n- commands: %llu\n- wall clock: %llu s\n",
-                p->step, (unsigned long long) p->tokens, (unsigned long long) p->commands,
-                (unsigned long long) (p->wall_usec / USEC_PER_SEC));
+                in->step, (unsigned long long) in->tokens, (unsigned long long) in->commands,
+                (unsigned long long) (in->wall_usec / USEC_PER_SEC));
 
         fprintf(f, "\n## Needs human confirmation\n\n");
         bool needs = false;
-        if (isempty(t->spec.test_command)) {
+        if (isempty(in->test_command)) {
                 fprintf(f, "- There is no test command: nothing checked the change automatically.\n");
                 needs = true;
         }
@@ -127,7 +207,7 @@ int summary_text(AgentRun *run, const char *diffstat, json_object *checkpoints, 
                 fprintf(f, "- A breaker stopped this task and a person let it go on: review those steps above all.\n");
                 needs = true;
         }
-        if (isempty(t->spec.acceptance)) {
+        if (isempty(in->acceptance)) {
                 fprintf(f, "- No acceptance criteria were given: check that the change does what was meant.\n");
                 needs = true;
         }
@@ -138,8 +218,15 @@ int summary_text(AgentRun *run, const char *diffstat, json_object *checkpoints, 
                 free(text);
                 return -ENOMEM;
         }
-        *ret = text;
-        *ret_size = size;
+        /* File names, subjects, the goal and the model's words: none of it
+         * may reach a terminal or a pull request as a control sequence. */
+        utf8_sanitize(text, size);
+        char *shown = text_escape_controls(text);
+        free(text);
+        if (!shown)
+                return -ENOMEM;
+        *ret = shown;
+        *ret_size = strlen(shown);
         return 0;
 }
 

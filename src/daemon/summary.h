@@ -8,10 +8,18 @@
 #include "agent-run.h"
 #include "task.h"
 
-/* The text of summary.md (TASK_SUMMARY_FILE) of the run's task, for the
- * caller to write; diffstat and checkpoints (as ledger_checkpoints() gives
- * them) may be NULL. */
-int summary_text(AgentRun *run, const char *diffstat, json_object *checkpoints, char **ret, size_t *ret_size);
+/* What the summary needs of the run's task, copied on the loop (diffstat
+ * and checkpoints, as ledger_checkpoints() gives them, may be NULL), so
+ * that summary_text() can run in a worker thread: it reads the task's
+ * events and review records, up to tens of MiB on a long task. */
+typedef struct SummaryInput SummaryInput;
+int summary_input_new(AgentRun *run, const char *diffstat, json_object *checkpoints, SummaryInput **ret);
+SummaryInput *summary_input_free(SummaryInput *in);
+DEFINE_TRIVIAL_CLEANUP_FUNC(SummaryInput *, summary_input_free);
+
+/* The text of summary.md (TASK_SUMMARY_FILE), for the caller to write:
+ * valid UTF-8, no control character but newline and tab. */
+int summary_text(const SummaryInput *in, char **ret, size_t *ret_size);
 
 /* The pull request's body: the summary, bounded and valid UTF-8. */
 int summary_pull_request_body(AgentRun *run, char **ret);

@@ -564,8 +564,12 @@ static int method_get_summary(sd_bus_message *message, void *userdata, sd_bus_er
                                          t->id, task_state_to_string(t->state));
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Failed to read the summary of task '%s': %m", t->id);
+        /* Written escaped; a summary of an older version may not be. */
         utf8_sanitize(text, strlen(text));
-        return sd_bus_reply_method_return(message, "s", text);
+        _cleanup_free_ char *shown = text_escape_controls(text);
+        if (!shown)
+                return -ENOMEM;
+        return sd_bus_reply_method_return(message, "s", shown);
 }
 
 static int method_export(sd_bus_message *message, void *userdata, sd_bus_error *error) {

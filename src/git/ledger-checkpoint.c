@@ -56,6 +56,7 @@ static char *body_sanitize(const char *body) {
                 if (((unsigned char) *c < ' ' && *c != '\n' && *c != '\t') || *c == 127)
                         *c = ' ';
         utf8_sanitize(t, strlen(t));
+        utf8_blank_c1(t);
         while (n > 0 && strchr(" \t\n", t[n - 1]))
                 t[--n] = '\0';
         return t;

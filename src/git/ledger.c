@@ -107,6 +107,7 @@ char *ledger_one_line(const char *s, size_t max) {
                 if ((unsigned char) *c < ' ' || *c == 127)
                         *c = ' ';
         utf8_sanitize(t, strlen(t));
+        utf8_blank_c1(t);
 
         /* Trim, so that "subject\n" and "subject" give the same line. */
         char *start = t;

@@ -70,6 +70,35 @@ void utf8_sanitize(char *s, size_t n) {
         }
 }
 
+void utf8_blank_c1(char *s) {
+        for (unsigned char *c = (unsigned char *) s; *c; c++)
+                if (c[0] == 0xC2 && c[1] >= 0x80 && c[1] <= 0x9F)
+                        c[0] = c[1] = ' ';
+}
+
+char *text_escape_controls(const char *s) {
+        size_t n = 0;
+        char *ret, *p;
+
+        for (const unsigned char *c = (const unsigned char *) s; *c; c++)
+                n += (*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f ? 4 :
+                     *c == 0xC2 && c[1] >= 0x80 && c[1] <= 0x9F ? 6 : 1;
+        ret = p = malloc(n + 1);
+        if (!ret)
+                return NULL;
+        for (const unsigned char *c = (const unsigned char *) s; *c; c++) {
+                if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f)
+                        p += sprintf(p, "\\x%02x", *c);
+                else if (*c == 0xC2 && c[1] >= 0x80 && c[1] <= 0x9F) {
+                        p += sprintf(p, "\\u00%02x", c[1]);
+                        c++;
+                } else
+                        *p++ = (char) *c;
+        }
+        *p = '\0';
+        return ret;
+}
+
 int safe_atou64(const char *s, uint64_t *ret) {
         char *end = NULL;
         unsigned long long v;

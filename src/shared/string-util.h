@@ -20,6 +20,17 @@ char *strshorten_line(const char *s, size_t n);
  * "Plan:" (a short line ending in ':'). */
 const char *skip_heading(const char *s);
 
+/* Replaces each C1 control as UTF-8 encodes it (C2 80-9F: CSI, OSC...
+ * to a terminal that takes them) by two spaces, in place. */
+void utf8_blank_c1(char *s);
+
+/* A copy of s for a terminal: every control character but newline and tab
+ * (C0, DEL, and C1 as UTF-8 encodes it: U+0080-U+009F) written as a C
+ * escape ("\x1b", "\u009b"), so that text from a repository or a model
+ * moves no cursor, clears no screen and sets no title. NULL: out of
+ * memory. */
+char *text_escape_controls(const char *s);
+
 int safe_atou64(const char *s, uint64_t *ret);
 
 /* Replaces every byte of s[0..n) that is not part of valid UTF-8 (and NUL)

@@ -43,7 +43,8 @@ ln -s /etc/passwd passwd-link && ln -s ../../../.. up-link && rm data && mkdir d
 rm other && ln -s calc.py other && chmod +x test_calc.py && rm gone && echo again > gone &&
 echo spaced > "with space" && echo newline > "$(printf "new\nline")" && printf bbbb > same &&
 touch -m -d "2020-01-01 00:00:00" same && printf "def add(a, b):\n    return a + b\n" > calc.py.new &&
-mv calc.py.new calc.py && echo x > .git. && mkdir GIT~1 && echo y > GIT~1/config && echo fine; ls -la'
+mv calc.py.new calc.py && echo x > .git. && mkdir GIT~1 && echo y > GIT~1/config &&
+echo latin1 > "$(printf "caf\351")" && printf "esc\033[31m" > "$(printf "esc\033[2Jname")" && echo fine; ls -la'
         racy='printf cccc > same && touch -m -d "2020-01-01 00:00:00" same && echo racy'
         locked='echo secret > locked && chmod 000 locked && mkdir closed && echo x > closed/f && chmod 000 closed && echo locked'
         python3 - "$WORK/tree.json" "$odd" "$racy" "$locked" <<'PY'
@@ -52,8 +53,8 @@ out, odd, racy, locked = sys.argv[1:]
 def cmd(subject, c):
     return {"reply": {"content": subject, "tool_calls": [{"name": "run_command", "arguments": {"command": c}}]}}
 script = [
-    {"reply": {"content": "Plan: leave odd files around, then finish."}},
-    cmd("Odd files", odd),
+    {"reply": {"content": "Plan: leave odd files around\u001b]0;title\u0007\u001b[2J, then finish."}},
+    cmd("Odd files\u001b[2J\u009b2J", odd),
     {"reply": {"content": None, "tool_calls": [
         {"name": "read_file", "arguments": {"path": "pipe"}},
         {"name": "read_file", "arguments": {"path": "passwd-link"}},
@@ -93,6 +94,33 @@ PY
         grep -qx '100644 blob with space' <<<"$tree" && grep -qx '100644 blob "new\\nline"' <<<"$tree" &&
                 ok "names with a space and a newline" || fail "odd names"
         blob_at "$id" 1 calc.py | grep -q 'a + b' && ok "a file replaced by rename" || fail "calc.py"
+        grep -qx '100644 blob "caf\\351"' <<<"$tree" && grep -qx '100644 blob "esc\\033\[2Jname"' <<<"$tree" &&
+                ok "names that are not UTF-8 or hold an escape sequence" || fail "odd bytes: $(grep 'caf\|esc' <<<"$tree")"
+
+        # Such names reach the bus, the stream socket and a terminal: as
+        # valid UTF-8, without the escape byte.
+        local out
+        out=$(hx busctl --json=short call org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id" \
+                org.freedesktop.DBus.Properties GetAll s org.agentfab.Task1 2>&1) &&
+                ok "GetAll of the task answers ($(wc -c <<<"$out") bytes)" || fail "GetAll: $(head -c 300 <<<"$out")"
+        for verb in status summary logs watch replay; do
+                out=$(hx_as alice "${CTL[@]}" "$verb" "$id" 2>&1) && ok "agentfabctl $verb answers" ||
+                        fail "agentfabctl $verb: $(head -c 300 <<<"$out")"
+                ! grep -q $'\x1b\|\xc2\x9b' <<<"$out" && ok "agentfabctl $verb prints no escape sequence of a file name or the model" ||
+                        fail "agentfabctl $verb prints an escape sequence: $(grep -a $'\x1b\|\xc2\x9b' <<<"$out" | head -3 | cat -v)"
+        done
+        # A diff is data: as it is into a pipe, escaped on a terminal.
+        out=$(hx_as alice "${CTL[@]}" diff "$id" 2>&1)
+        grep -q $'^+esc\x1b\[31m' <<<"$out" && ok "agentfabctl diff into a pipe is the patch as it is" ||
+                fail "diff into a pipe: $(grep esc <<<"$out" | cat -v)"
+        out=$(hx_as alice script -qec "${CTL[*]} diff $id" /dev/null 2>&1)
+        grep -q '^+esc\\x1b\[31m' <<<"$out" && ! grep -q $'\x1b' <<<"$out" &&
+                ok "agentfabctl diff on a terminal escapes it" || fail "diff on a terminal: $(grep esc <<<"$out" | cat -v)"
+        out=$(hx_as alice "${CTL[@]}" watch "$id" --json 2>&1 | head -c 200000)
+        python3 -c 'import json, sys
+for l in sys.stdin:
+    if l.strip():
+        json.loads(l)' <<<"$out" && ok "the stream socket's events are JSON" || fail "stream events: $(head -c 300 <<<"$out")"
 
         python3 - "$WORK/requests.jsonl" <<'PY' && ok "file tools on the FIFO and on links out are refused, nothing hangs" || fail "file tools on odd files"
 import json, sys

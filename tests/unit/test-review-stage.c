@@ -95,12 +95,13 @@ static void test_parse_verdict(void) {
  * message come from it. */
 static void test_stage_records(void) {
         _cleanup_(task_freep) Task *t = make_task("0123456789ab");
+        _cleanup_close_ int dir = openat(tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         _cleanup_(finding_list_done) FindingList l = {};
         _cleanup_free_ char *md = NULL, *text = NULL;
         _cleanup_strv_free_ char **trailers = NULL;
 
         CHECK(review_stage_load(t, &l) == 0 && l.n == 0, "no review.json: no findings");
-        CHECK(review_stage_markdown(t, &md) == 0 && !md, "no review.json: no section");
+        CHECK(review_stage_markdown(dir, &md) == 0 && !md, "no review.json: no section");
         CHECK(review_stage_trailers(t, &trailers) == 0 && !trailers, "not reviewed: no trailers");
 
         write_task_file(t, REVIEW_STAGE_FILE,
@@ -110,7 +111,7 @@ static void test_stage_records(void) {
                         "{\"kind\":\"static-check\",\"severity\":\"warning\",\"file\":\"b.sh\",\"line\":1,"
                         "\"message\":\"quote this\"}],\"dropped\":0,\"commit\":\"base\"}");
         CHECK(review_stage_load(t, &l) == 0 && l.n == 2 && l.items[0].line == 3, "findings read back");
-        CHECK(review_stage_markdown(t, &md) == 0 && md && strstr(md, "## Review") && strstr(md, "`secret`"),
+        CHECK(review_stage_markdown(dir, &md) == 0 && md && strstr(md, "## Review") && strstr(md, "`secret`"),
               "the summary's section names the breaker");
 
         /* Rejection: the work stays, the model gets the findings. */
@@ -130,7 +131,7 @@ static void test_stage_records(void) {
         CHECK(review_stage_trailers(t, &trailers) == 0 && strv_length(trailers) == 2 &&
               streq(trailers[0], "Agentfab-Reviewed-By: reviewer/big"), "Agentfab-Reviewed-By");
         md = mfree_ptr(md);
-        CHECK(review_stage_markdown(t, &md) == 0 && md && strstr(md, "reviewer/big (round 2): **approved**"),
+        CHECK(review_stage_markdown(dir, &md) == 0 && md && strstr(md, "reviewer/big (round 2): **approved**"),
               "the summary names the reviewer's verdict");
 
         free(t->progress.breaker);

@@ -172,6 +172,15 @@ int main(void) {
         /* Output of commands goes into JSON: whatever the bytes, the text is UTF-8. */
         char bad[] = { 'o', 'k', (char) 0xff, (char) 0xc3, (char) 0xa9, (char) 0xe2, (char) 0x82, 0, 'x' };
         utf8_sanitize(bad, sizeof(bad));
+        {
+                char *e = text_escape_controls("a\x1b[2Jb\r\n\tc\x7f\xc2\x9b" "31m\xc3\xa9\xc2\xa0");
+                CHECK(e && streq(e, "a\\x1b[2Jb\\x0d\n\tc\\x7f\\u009b31m\xc3\xa9\xc2\xa0"),
+                     "control characters escaped, newline, tab and other UTF-8 kept");
+                free(e);
+                char c1[] = "a\xc2\x9b" "2J\xc2\xa0\xc2";
+                utf8_blank_c1(c1);
+                CHECK(streq(c1, "a  2J\xc2\xa0\xc2"), "C1 controls blanked, other UTF-8 kept");
+        }
         CHECK(memcmp(bad, "ok?\xc3\xa9??" "?x", sizeof(bad)) == 0, "invalid bytes and NUL replaced, valid sequences kept");
 
         CHECK(string_is_safe("tab\there", true) && !string_is_safe("tab\there", false), "tabs only where allowed");
