@@ -5,26 +5,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "io-util.h"
+#include "macro.h"
 #include "terminal-escape.h"
 
 typedef struct EscapeCookie {
         int fd;
         bool c2;        /* the last write ended in 0xC2: a C1 control may follow */
 } EscapeCookie;
-
-static int write_all(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -1;
-                }
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
 
 static ssize_t escape_write(void *cookie, const char *buf, size_t size) {
         EscapeCookie *c = cookie;
@@ -50,39 +38,39 @@ static ssize_t escape_write(void *cookie, const char *buf, size_t size) {
                         out[n++] = (char) b;
         next:
                 if (n >= sizeof(out) - 8) {
-                        if (write_all(c->fd, out, n) < 0)
+                        if (loop_write(c->fd, out, n) < 0)
                                 return -1;
                         n = 0;
                 }
         }
-        if (n > 0 && write_all(c->fd, out, n) < 0)
+        if (n > 0 && loop_write(c->fd, out, n) < 0)
                 return -1;
         return (ssize_t) size;
 }
 
 static int escape_close(void *cookie) {
         EscapeCookie *c = cookie;
-        int r = 0;
 
         /* A lone 0xC2 at the very end: written as it came. */
-        if (c->c2)
-                r = write_all(c->fd, "\xC2", 1);
-        free(c);
-        return r;
+        return c->c2 && loop_write(c->fd, "\xC2", 1) < 0 ? -1 : 0;
 }
 
 int terminal_escape_stream(FILE **f, int fd, int unbuffered) {
-        EscapeCookie *c = calloc(1, sizeof(EscapeCookie));
+        /* Static: the streams live until exit(), which flushes but does
+         * not close them. One each for stdout and stderr. */
+        static EscapeCookie cookies[2];
+        static size_t n_cookies = 0;
+        EscapeCookie *c;
         FILE *e;
 
-        if (!c)
-                return -ENOMEM;
-        c->fd = fd;
+        if (n_cookies >= ELEMENTSOF(cookies))
+                return -ENOSPC;
+        c = &cookies[n_cookies];
+        *c = (EscapeCookie) { .fd = fd };
         e = fopencookie(c, "w", (cookie_io_functions_t) { .write = escape_write, .close = escape_close });
-        if (!e) {
-                free(c);
+        if (!e)
                 return -ENOMEM;
-        }
+        n_cookies++;
         (void) fflush(*f);
         (void) setvbuf(e, NULL, unbuffered ? _IONBF : _IOLBF, 0);
         *f = e;

@@ -13,6 +13,7 @@
  * the same: json-c escapes C0 itself, and "\u009b" is JSON's own escape.
  *
  * Replaces *f (stdout or stderr, writing to fd) by a stream that escapes
- * and writes to fd; line-buffered, or unbuffered if unbuffered. Returns 0,
- * or -ENOMEM (*f is left as it was). */
+ * and writes to fd; line-buffered, or unbuffered if unbuffered. At most
+ * two such streams in a process. Returns 0, or a negative errno (*f is
+ * left as it was). */
 int terminal_escape_stream(FILE **f, int fd, int unbuffered);

@@ -151,6 +151,7 @@ int summary_text(const SummaryInput *in, char **ret, size_t *ret_size) {
         /* Breakers and decisions, from the task's own history. */
         fprintf(f, "## Breakers and approvals\n\n");
         bool any = false, approved = false;
+        unsigned left_out = 0;
         for (char *line = events, *nl; line && *line; line = nl ? nl + 1 : NULL) {
                 _cleanup_json_ json_object *e = NULL;
                 const char *type = NULL, *what = NULL, *reason = NULL, *comment = NULL;
@@ -162,6 +163,10 @@ int summary_text(const SummaryInput *in, char **ret, size_t *ret_size) {
                 (void) json_get_string(e, "type", &type);
                 (void) json_get_uint64(e, "uid", &uid);
                 (void) json_get_uint64(e, "usec", &usec);
+                if (streq_ptr(type, "left-out")) {
+                        left_out++;
+                        continue;
+                }
                 if (streq_ptr(type, "breaker")) {
                         (void) json_get_string(e, "breaker", &what);
                         (void) json_get_string(e, "reason", &reason);
@@ -209,6 +214,12 @@ int summary_text(const SummaryInput *in, char **ret, size_t *ret_size) {
         }
         if (isempty(in->acceptance)) {
                 fprintf(f, "- No acceptance criteria were given: check that the change does what was meant.\n");
+                needs = true;
+        }
+        if (left_out > 0) {
+                fprintf(f, "- Commands left files git cannot record in the workspace (FIFOs, sockets, device nodes, "
+                        "names git refuses, over-long paths): they are not on the branch. `journalctl "
+                        "AGENTFAB_TASK=%s AGENTFAB_EVENT=left-out` names them.\n", in->id);
                 needs = true;
         }
         if (!needs)

@@ -110,7 +110,7 @@ static int scan_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const
         const git_index_entry *e = index_lookup(s, path, false);
         int r;
 
-        if (stage_name_refused(sub->name)) {
+        if (stage_name_refused(sub->name) || strlen(path) >= LEDGER_PATH_MAX) {
                 r = stage_special(s, path, NULL);
                 return r < 0 ? r : 0;
         }
@@ -140,7 +140,7 @@ static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const ch
         /* An ignored file is recorded only if it is tracked already. */
         if (!e && (dir_only_tracked(s, d) || path_ignored(s, path)))
                 return 0;
-        if (stage_name_refused(name))
+        if (stage_name_refused(name) || strlen(path) >= LEDGER_PATH_MAX)
                 return stage_special(s, path, e);
 
         if (!S_ISLNK(x->stx_mode)) {
@@ -347,7 +347,7 @@ int stage_noted(Stage *s, const char *noted) {
                 /* Nothing named .git is recorded, nor anything in it. */
                 if (strcasecmp(tok, ".git") == 0)
                         return 1;
-                if (stage_name_refused(tok))
+                if (stage_name_refused(tok) || len + 1 + strlen(tok) >= LEDGER_PATH_MAX)
                         return 0;       /* A scan leaves it out, and says so. */
                 if (len > 0)
                         path[len++] = '/';

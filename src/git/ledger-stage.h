@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <limits.h>
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -50,6 +52,9 @@ int stage_special(Stage *s, const char *path, const git_index_entry *old);
  * colon (an alternate data stream). Left out and noted like a special
  * file; a directory of that name with everything in it. */
 bool stage_name_refused(const char *name);
+/* A path this long is left out and noted as well: a reset could not write
+ * it again (the kernel takes no longer path), nor could git. */
+#define LEDGER_PATH_MAX (PATH_MAX - 1)
 
 /* ledger-stage-paths.c */
 /* Every file's metadata (and the watch made anew). */

@@ -17,20 +17,13 @@
 #include "json-util.h"
 #include "macro.h"
 #include "sandbox.h"
+#include "io-util.h"
 #include "string-util.h"
 #include "time-util.h"
 
 static void send_all(int fd, const char *s, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, s, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        _exit(0); /* the other side is gone: so are we */
-                }
-                s += k;
-                n -= (size_t) k;
-        }
+        if (loop_write(fd, s, n) < 0)
+                _exit(0); /* the other side is gone: so are we */
 }
 
 static void send_json(int fd, json_object *j) {

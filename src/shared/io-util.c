@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include "io-util.h"
 #include "time-util.h"
@@ -19,4 +20,20 @@ int fd_wait_readable(int fd, uint64_t deadline) {
                 if (n > 0)
                         return 1;
         }
+}
+
+int loop_write(int fd, const void *buf, size_t n) {
+        const char *p = buf;
+
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
 }

@@ -103,12 +103,14 @@ PY
         out=$(hx busctl --json=short call org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id" \
                 org.freedesktop.DBus.Properties GetAll s org.agentfab.Task1 2>&1) &&
                 ok "GetAll of the task answers ($(wc -c <<<"$out") bytes)" || fail "GetAll: $(head -c 300 <<<"$out")"
-        for verb in status summary logs watch replay; do
+        for verb in status summary logs watch; do
                 out=$(hx_as alice "${CTL[@]}" "$verb" "$id" 2>&1) && ok "agentfabctl $verb answers" ||
                         fail "agentfabctl $verb: $(head -c 300 <<<"$out")"
                 ! grep -q $'\x1b\|\xc2\x9b' <<<"$out" && ok "agentfabctl $verb prints no escape sequence of a file name or the model" ||
                         fail "agentfabctl $verb prints an escape sequence: $(grep -a $'\x1b\|\xc2\x9b' <<<"$out" | head -3 | cat -v)"
         done
+        hx_as alice "${CTL[@]}" summary "$id" | grep -q "AGENTFAB_TASK=$id AGENTFAB_EVENT=left-out" &&
+                ok "the summary says files were left out, and where they are named" || fail "the summary says nothing of what was left out"
         # A diff is data: as it is into a pipe, escaped on a terminal.
         out=$(hx_as alice "${CTL[@]}" diff "$id" 2>&1)
         grep -q $'^+esc\x1b\[31m' <<<"$out" && ok "agentfabctl diff into a pipe is the patch as it is" ||

@@ -3,9 +3,11 @@
  * decides what is read, so every way a file can change without its content
  * being read again is a way to lose work. */
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <linux/capability.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -330,6 +332,49 @@ static void run_tests(bool ring) {
               "not among the changes either");
         file_changes_free(changes, n);
         CHECK(run("cd task/workspace && rm -r '.GIT. .' d/git~1 '.git:x' .gitx GIT~2") == 0, "removed again");
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
+
+        /* A path no reset could write again (longer than PATH_MAX) stays
+         * out; what is above it is recorded, and restored by a reset. */
+        {
+                char level[251], path[PATH_MAX];
+                bool made = true;
+                memset(level, '0', 250);
+                level[250] = '\0';
+                (void) snprintf(path, sizeof(path), "%s/task/workspace", root);
+                int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                for (int i = 0; made && i <= 20; i++) {
+                        const char *name = i == 0 ? "long" : level;
+                        made = mkdirat(fd, name, 0755) == 0;
+                        int sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        safe_close(fd);
+                        fd = sub;
+                        made = made && fd >= 0 && (i != 10 || write_file_atomic(fd, "mid", "mid\n", 4, 0644) >= 0);
+                }
+                made = made && write_file_atomic(fd, "f", "deep\n", 5, 0644) >= 0;
+                safe_close(fd);
+                CHECK(made, "a path of 5,000 bytes");
+        }
+        char long_tip[41];
+        r = checkpoint(l, &error);
+        CHECK(r == 1 && ledger_head(l, long_tip) == 0, "committed beside it: %d %s", r, strempty(error));
+        s = capture(TIP "ls-tree -r --name-only agentfab/t -- long | awk '{ print length($0) }' | tr '\\n' ' '");
+        CHECK(streq(s, "2518 "), "only the file above the bound recorded: %s", s);
+        free(s);
+        special = NULL;
+        n_special = ledger_take_special(l, &special);
+        CHECK(n_special == 1 && special && strlen(special[0]) >= PATH_MAX - 1 && strlen(special[0]) < PATH_MAX + 256,
+              "the first directory past the bound named (%zu)", special && special[0] ? strlen(special[0]) : 0);
+        strv_free(special);
+        CHECK(run("rm -rf task/workspace/long/0*") == 0, "the tree lost");
+        alarm(30);
+        r = ledger_reset(l, long_tip);
+        alarm(0);
+        CHECK(r == 0, "reset to it: %d", r);
+        s = capture("find task/workspace/long -name mid | wc -l");
+        CHECK(streq(s, "1"), "restored: %s", s);
+        free(s);
+        CHECK(run("rm -rf task/workspace/long") == 0, "removed");
         CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
 
         /* A directory replaced by a file. */
