@@ -374,7 +374,7 @@ void audit_left_out(Task *t, unsigned step, char **paths, size_t n) {
         }
         snprintf(step_s, sizeof(step_s), "%u", step);
         journal_send("MESSAGE=Task %s step %u: %zu path%s git cannot record (FIFOs, sockets, device nodes, "
-                     "names git refuses, paths over 4095 bytes) left out of the checkpoint: %s.",
+                     "names git refuses, paths over 4095 bytes or 128 directories deep) left out of the checkpoint: %s.",
                      t->id, step, n, n == 1 ? "" : "s", names,
                      "MESSAGE_ID=" AGENTFAB_MESSAGE_LEFT_OUT_STR,
                      "PRIORITY=%i", LOG_WARNING,

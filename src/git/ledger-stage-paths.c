@@ -110,7 +110,12 @@ static int scan_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const
         const git_index_entry *e = index_lookup(s, path, false);
         int r;
 
-        if (stage_name_refused(sub->name) || strlen(path) >= LEDGER_PATH_MAX) {
+        /* Deeper than a scan goes (counted from the top: a directory's
+         * own scan starts lower): left out, as a path too long. */
+        size_t depth = 1;
+        for (const char *c = path; *c; c++)
+                depth += *c == '/';
+        if (stage_name_refused(sub->name) || strlen(path) >= LEDGER_PATH_MAX || depth > SCAN_DEPTH_MAX) {
                 r = stage_special(s, path, NULL);
                 return r < 0 ? r : 0;
         }

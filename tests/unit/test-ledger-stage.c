@@ -377,6 +377,30 @@ static void run_tests(bool ring) {
         CHECK(run("rm -rf task/workspace/long") == 0, "removed");
         CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
 
+        /* Deeper than a scan goes: left out from there, not a failure. */
+        CHECK(run("cd task/workspace && mkdir -p deep && cd deep && for i in $(seq 140); do mkdir d && cd d || exit 1; "
+                  "[ $i = 100 ] && echo mid > mid; done; echo bottom > f") == 0, "a tree 141 directories deep");
+        r = checkpoint(l, &error);
+        CHECK(r == 1, "committed beside it: %d %s", r, strempty(error));
+        s = capture(TIP "ls-tree -r --name-only agentfab/t -- deep | tr '/' '\\n' | grep -c .");
+        CHECK(streq(s, "102"), "the file 101 directories down recorded, the bottom not (%s components)", s);
+        free(s);
+        special = NULL;
+        n_special = ledger_take_special(l, &special);
+        CHECK(n_special == 1, "the first directory past the bound named (%zu)", n_special);
+        strv_free(special);
+        char deep_tip[41];
+        CHECK(ledger_head(l, deep_tip) == 0 && run("echo changed > task/workspace/a.txt") == 0, "a change after it");
+        alarm(30);
+        r = ledger_reset(l, deep_tip);
+        alarm(0);
+        CHECK(r == 0, "reset to it, the deep part still there: %d", r);
+        s = capture("(cat task/workspace/a.txt; find task/workspace/deep -name mid | wc -l) | tr '\\n' ' '");
+        CHECK(s && !strstr(s, "changed") && strstr(s, " 1 "), "restored: %s", s);
+        free(s);
+        CHECK(run("rm -rf task/workspace/deep") == 0, "removed");
+        CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
+
         /* A directory replaced by a file. */
         CHECK(run("cd task/workspace && rm -r d/e && echo flat > d/e") == 0, "d/e now a file");
         CHECK(checkpoint(l, &error) == 1, "committed: %s", strempty(error));
