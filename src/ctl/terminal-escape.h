@@ -9,8 +9,10 @@
  * terminal (or a file that is shown later) as itself: C0 and DEL become
  * "\x1b", C1 as UTF-8 encodes it (C2 80-9F) "\u009b", so that nothing
  * moves the cursor, clears the screen or sets a title, as journalctl keeps
- * a unit's messages from driving the terminal. JSON stays valid and means
- * the same: json-c escapes C0 itself, and "\u009b" is JSON's own escape.
+ * a unit's messages from driving the terminal; and the bidirectional
+ * controls (U+202A-202E, U+2066-2069) "\u202e", so that no name shows
+ * reordered. JSON stays valid and means the same: json-c escapes C0
+ * itself, and "\u009b" is JSON's own escape.
  *
  * Replaces *f (stdout or stderr, writing to fd) by a stream that escapes
  * and writes to fd; line-buffered, or unbuffered if unbuffered. At most
