@@ -14,6 +14,7 @@
 #include "fs-util.h"
 #include "json-util.h"
 #include "known-hosts.h"
+#include "io-util.h"
 #include "ledger-internal.h"
 #include "log.h"
 #include "string-util.h"
@@ -81,21 +82,7 @@ int ledger_git_errno(int error) {
 }
 
 int ledger_write_all(int fd, const void *data, size_t size) {
-        const char *p = data;
-
-        while (size > 0) {
-                ssize_t k = write(fd, p, size);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        return -EIO;
-                p += k;
-                size -= (size_t) k;
-        }
-        return 0;
+        return loop_write(fd, data, size);
 }
 
 char *ledger_one_line(const char *s, size_t max) {

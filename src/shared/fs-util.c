@@ -9,24 +9,9 @@
 #include <unistd.h>
 
 #include "fs-util.h"
+#include "io-util.h"
 #include "log.h"
 #include "macro.h"
-
-static int loop_write(int fd, const void *data, size_t size) {
-        const char *p = data;
-
-        while (size > 0) {
-                ssize_t n = write(fd, p, size);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += n;
-                size -= (size_t) n;
-        }
-        return 0;
-}
 
 int fsync_directory(int dir_fd) {
         return RET_NERRNO(fsync(dir_fd));
