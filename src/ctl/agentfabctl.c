@@ -18,8 +18,8 @@
 #include "submit-request.h"
 #include "task-info.h"
 #include "task-list.h"
-#include "terminal-escape.h"
 #include "task-state.h"
+#include "terminal-escape.h"
 
 static bool arg_json = false;
 static bool arg_ask_password = true;

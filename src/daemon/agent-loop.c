@@ -308,7 +308,7 @@ static void agent_step_acked(AgentRun *run, StepCommit *c) {
                 trace_add("state_save", c->save_usec);
 
         audit_step(t, step, c->committed ? c->commit : NULL, run->subject, c->tests);
-        audit_left_out(t, step, c->special, c->n_special);
+        audit_left_out(t, step, c->left_out, c->n_left_out);
         if (c->committed && c->checkpoints)
                 task_ledger_checkpoints_set(t, c->checkpoints);
         task_bus_send_progress(t);

@@ -352,7 +352,7 @@ static char *paths_quoted(char **paths, size_t n) {
                         else
                                 fputc(*c, f);
                 }
-                fputs(**p && strlen(*p) > 256 ? "…'" : "'", f);
+                fputs(strlen(*p) > 256 ? "…'" : "'", f);
         }
         if (n > shown)
                 fprintf(f, " and %zu more", n - shown);

@@ -35,9 +35,8 @@ void audit_command(Task *t, unsigned step, const char *tool, const char *command
                    bool timed_out, uint64_t duration_usec, uint64_t output_bytes);
 void audit_file_change(Task *t, unsigned step, const char *tool, const char *path);
 void audit_step(Task *t, unsigned step, const char *commit, const char *subject, const char *tests);
-/* What a step's checkpoint left out (ledger_take_special()): special
- * files and names git refuses,
- * n in all, the first of them in paths. */
+/* What a step's checkpoint left out (ledger_take_left_out()): n paths in
+ * all, the first of them in paths. */
 void audit_left_out(Task *t, unsigned step, char **paths, size_t n);
 /* AGENTFAB_TRACE=1 (trace.h): `_cleanup_(audit_trace_end) AuditTrace x =
  * audit_trace_begin(t, step);` journals, when x goes out of scope, how long

@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#include <fcntl.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -322,7 +321,6 @@ static StepCommit *delivery_step_commit(AgentRun *run, unsigned step, const char
  * task's events and review records, and an atomic write is two fsyncs:
  * not for the loop), with what the delivery goes on with after. */
 typedef struct SummaryJob {
-        int dir_fd;
         SummaryInput *input;
         char *head;
         char *diffstat;
@@ -333,7 +331,6 @@ static void summary_job_free(void *p) {
 
         if (!j)
                 return;
-        safe_close(j->dir_fd);
         summary_input_free(j->input);
         free(j->head);
         free(j->diffstat);
@@ -341,15 +338,9 @@ static void summary_job_free(void *p) {
 }
 
 static int summary_job_run(void *p) {
-        _cleanup_free_ char *text = NULL;
         SummaryJob *j = p;
-        size_t size = 0;
-        int r;
 
-        r = summary_text(j->input, &text, &size);
-        if (r < 0)
-                return r;
-        return write_file_atomic(j->dir_fd, TASK_SUMMARY_FILE, text, size, 0600);
+        return summary_write(j->input);
 }
 
 /* The summary is written: the push and the pull request if the spec asks
@@ -391,11 +382,10 @@ static void delivery_finish(AgentRun *run, StepCommit *c) {
         if (!j)
                 return agent_fail(run, "Out of memory.");
         *j = (SummaryJob) {
-                .dir_fd = fcntl(run->dir_fd, F_DUPFD_CLOEXEC, 3),
                 .head = strdup(c->head),
                 .diffstat = c->diffstat ? strdup(c->diffstat) : NULL,
         };
-        r = j->dir_fd < 0 ? -errno : !j->head || (c->diffstat && !j->diffstat) ? -ENOMEM :
+        r = !j->head || (c->diffstat && !j->diffstat) ? -ENOMEM :
                 summary_input_new(run, c->diffstat, c->checkpoints, &j->input);
         if (r < 0) {
                 summary_job_free(j);
@@ -580,7 +570,7 @@ static void delivery_verify(AgentRun *run) {
 static void on_delivery_final_saved(AgentRun *run, StepCommit *c) {
         /* Every commit on the branch has its journal entry. */
         audit_step(run->task, c->step, c->commit, c->subject, c->tests);
-        audit_left_out(run->task, c->step, c->special, c->n_special);
+        audit_left_out(run->task, c->step, c->left_out, c->n_left_out);
         delivery_verify(run);
 }
 

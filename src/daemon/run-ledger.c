@@ -30,7 +30,7 @@ StepCommit *step_commit_free(StepCommit *c) {
         file_changes_free(c->all_changes, c->n_all_changes);
         free(c->diffstat);
         json_object_put(c->checkpoints);
-        strv_free(c->special);
+        strv_free(c->left_out);
         free(c);
         return NULL;
 }
@@ -154,7 +154,7 @@ static int step_commit_work(StepCommit *c) {
          * new tip; read here rather than on the loop when the bus asks. */
         if (c->delivery || c->committed)
                 (void) ledger_checkpoints(c->ledger, &c->checkpoints);
-        c->n_special = ledger_take_special(c->ledger, &c->special);
+        c->n_left_out = ledger_take_left_out(c->ledger, &c->left_out);
         return 0;
 }
 

@@ -55,8 +55,8 @@ typedef struct StepCommit {
         char head[41];
         char *diffstat;
         json_object *checkpoints;
-        char **special;            /* special files left out (ledger_take_special()) */
-        size_t n_special;
+        char **left_out;           /* what the stages left out (ledger_take_left_out()) */
+        size_t n_left_out;
         /* AGENTFAB_TRACE=1: when the step's end began, and the phases the
          * worker thread traced (trace.h keeps them per thread). */
         uint64_t trace_start;

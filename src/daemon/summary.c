@@ -48,13 +48,6 @@ SummaryInput *summary_input_free(SummaryInput *in) {
         return NULL;
 }
 
-static int dup_or_null(char **dst, const char *src) {
-        if (!src)
-                return 0;
-        *dst = strdup(src);
-        return *dst ? 0 : -ENOMEM;
-}
-
 int summary_input_new(AgentRun *run, const char *diffstat, json_object *checkpoints, SummaryInput **ret) {
         _cleanup_(summary_input_freep) SummaryInput *in = NULL;
         Task *t = run->task;
@@ -75,12 +68,12 @@ int summary_input_new(AgentRun *run, const char *diffstat, json_object *checkpoi
         in->tokens = p->tokens;
         in->commands = p->commands;
         in->wall_usec = p->wall_usec;
-        if (dup_or_null(&in->id, t->id) < 0 || dup_or_null(&in->reference, t->spec.reference) < 0 ||
-            dup_or_null(&in->goal, t->spec.goal) < 0 || dup_or_null(&in->acceptance, t->spec.acceptance) < 0 ||
-            dup_or_null(&in->environment, p->environment_identity) < 0 ||
-            dup_or_null(&in->agent_summary, p->summary) < 0 || dup_or_null(&in->plan, p->plan) < 0 ||
-            dup_or_null(&in->diffstat, diffstat) < 0 || dup_or_null(&in->test_command, t->spec.test_command) < 0 ||
-            dup_or_null(&in->last_tests, p->last_tests) < 0 || dup_or_null(&in->checkpoint, p->checkpoint) < 0)
+        if (free_and_strdup(&in->id, t->id) < 0 || free_and_strdup(&in->reference, t->spec.reference) < 0 ||
+            free_and_strdup(&in->goal, t->spec.goal) < 0 || free_and_strdup(&in->acceptance, t->spec.acceptance) < 0 ||
+            free_and_strdup(&in->environment, p->environment_identity) < 0 ||
+            free_and_strdup(&in->agent_summary, p->summary) < 0 || free_and_strdup(&in->plan, p->plan) < 0 ||
+            free_and_strdup(&in->diffstat, diffstat) < 0 || free_and_strdup(&in->test_command, t->spec.test_command) < 0 ||
+            free_and_strdup(&in->last_tests, p->last_tests) < 0 || free_and_strdup(&in->checkpoint, p->checkpoint) < 0)
                 return -ENOMEM;
 
         /* One line a checkpoint, here: the list is the run's, not the thread's. */
@@ -239,6 +232,17 @@ int summary_text(const SummaryInput *in, char **ret, size_t *ret_size) {
         *ret = shown;
         *ret_size = strlen(shown);
         return 0;
+}
+
+int summary_write(const SummaryInput *in) {
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        int r;
+
+        r = summary_text(in, &text, &size);
+        if (r < 0)
+                return r;
+        return write_file_atomic(in->dir_fd, TASK_SUMMARY_FILE, text, size, 0600);
 }
 
 /* The pull request's body: the summary as written, bounded (forges refuse

@@ -21,6 +21,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(SummaryInput *, summary_input_free);
  * valid UTF-8, no control character but newline and tab. */
 int summary_text(const SummaryInput *in, char **ret, size_t *ret_size);
 
+/* summary_text() written atomically into the task's directory. */
+int summary_write(const SummaryInput *in);
+
 /* The pull request's body: the summary, bounded and valid UTF-8. */
 int summary_pull_request_body(AgentRun *run, char **ret);
 

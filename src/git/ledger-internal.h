@@ -58,11 +58,11 @@ struct Ledger {
         const char *last_stage_kind;
         char **dirty;           /* paths reported since the last stage */
         size_t n_dirty;
-        /* Special files the stages left out (ledger_take_special()). */
-        char **special_known;   /* sorted; each reported once */
-        size_t n_special_known;
-        char **special_new;     /* met since the last take, the first LEDGER_SPECIAL_SHOWN */
-        size_t n_special_new;   /* how many in all */
+        /* What the stages left out (ledger_take_left_out()). */
+        char **left_out_known;  /* sorted; each reported once */
+        size_t n_left_out_known;
+        char **left_out_new;    /* met since the last take, the first LEDGER_LEFT_OUT_SHOWN */
+        size_t n_left_out_new;  /* how many in all */
         LedgerLines *lines;     /* sorted by (old_id, new_id) */
         size_t n_lines;
         unsigned long lines_generation;

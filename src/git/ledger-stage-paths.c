@@ -116,7 +116,7 @@ static int scan_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const
         for (const char *c = path; *c; c++)
                 depth += *c == '/';
         if (stage_name_refused(sub->name) || strlen(path) >= LEDGER_PATH_MAX || depth > SCAN_DEPTH_MAX) {
-                r = stage_special(s, path, NULL);
+                r = stage_left_out(s, path, NULL);
                 return r < 0 ? r : 0;
         }
 
@@ -146,11 +146,11 @@ static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const ch
         if (!e && (dir_only_tracked(s, d) || path_ignored(s, path)))
                 return 0;
         if (stage_name_refused(name) || strlen(path) >= LEDGER_PATH_MAX)
-                return stage_special(s, path, e);
+                return stage_left_out(s, path, e);
 
         if (!S_ISLNK(x->stx_mode)) {
                 if (!S_ISREG(x->stx_mode))
-                        return stage_special(s, path, e);
+                        return stage_left_out(s, path, e);
                 if (s->max != UINT64_MAX && x->stx_size > s->max)
                         return error_set(s->error, -EFBIG,
                                          "'%s' is bigger than the limit of %" PRIu64 " bytes and cannot be checkpointed.",
@@ -426,7 +426,7 @@ int stage_noted(Stage *s, const char *noted) {
                 return 1;
         if (!S_ISLNK(x.stx_mode)) {
                 if (!S_ISREG(x.stx_mode)) {
-                        r = stage_special(s, path, e);
+                        r = stage_left_out(s, path, e);
                         return r < 0 ? r : 1;
                 }
                 if (s->max != UINT64_MAX && x.stx_size > s->max)

@@ -195,7 +195,7 @@ static int path_cmp(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-int stage_special(Stage *s, const char *path, const git_index_entry *old) {
+int stage_left_out(Stage *s, const char *path, const git_index_entry *old) {
         Ledger *l = s->ledger;
         int r;
 
@@ -203,36 +203,36 @@ int stage_special(Stage *s, const char *path, const git_index_entry *old) {
                 return r;
         /* Reported once. Past the bound of the known list a stage that
          * meets one reports it again: more, never less. */
-        if (l->n_special_known > 0 &&
-            bsearch(&path, l->special_known, l->n_special_known, sizeof(char *), path_cmp))
+        if (l->n_left_out_known > 0 &&
+            bsearch(&path, l->left_out_known, l->n_left_out_known, sizeof(char *), path_cmp))
                 return 0;
-        if (l->n_special_known < LEDGER_SPECIAL_KNOWN_MAX) {
-                char **k = reallocarray(l->special_known, l->n_special_known + 1, sizeof(char *));
+        if (l->n_left_out_known < LEDGER_LEFT_OUT_KNOWN_MAX) {
+                char **k = reallocarray(l->left_out_known, l->n_left_out_known + 1, sizeof(char *));
                 if (!k)
                         return -ENOMEM;
-                l->special_known = k;
+                l->left_out_known = k;
                 char *copy = strdup(path);
                 if (!copy)
                         return -ENOMEM;
-                size_t i = l->n_special_known;
+                size_t i = l->n_left_out_known;
                 while (i > 0 && strcmp(k[i - 1], path) > 0) {
                         k[i] = k[i - 1];
                         i--;
                 }
                 k[i] = copy;
-                l->n_special_known++;
+                l->n_left_out_known++;
         }
-        if (l->n_special_new < LEDGER_SPECIAL_SHOWN) {
-                char **n = reallocarray(l->special_new, l->n_special_new + 2, sizeof(char *));
+        if (l->n_left_out_new < LEDGER_LEFT_OUT_SHOWN) {
+                char **n = reallocarray(l->left_out_new, l->n_left_out_new + 2, sizeof(char *));
                 if (!n)
                         return -ENOMEM;
-                l->special_new = n;
-                n[l->n_special_new] = strdup(path);
-                if (!n[l->n_special_new])
+                l->left_out_new = n;
+                n[l->n_left_out_new] = strdup(path);
+                if (!n[l->n_left_out_new])
                         return -ENOMEM;
-                n[l->n_special_new + 1] = NULL;
+                n[l->n_left_out_new + 1] = NULL;
         }
-        l->n_special_new++;
+        l->n_left_out_new++;
         return 0;
 }
 
@@ -250,27 +250,27 @@ bool stage_name_refused(const char *name) {
         return rest[strspn(rest, ". ")] == '\0';
 }
 
-size_t ledger_take_special(Ledger *l, char ***ret_paths) {
-        size_t n = l->n_special_new;
+size_t ledger_take_left_out(Ledger *l, char ***ret_paths) {
+        size_t n = l->n_left_out_new;
 
-        *ret_paths = TAKE_PTR(l->special_new);
-        l->n_special_new = 0;
+        *ret_paths = TAKE_PTR(l->left_out_new);
+        l->n_left_out_new = 0;
         return n;
 }
 
-static void ledger_special_free(Ledger *l) {
-        for (size_t i = 0; i < l->n_special_known; i++)
-                free(l->special_known[i]);
-        l->special_known = mfree_ptr(l->special_known);
-        l->n_special_known = 0;
-        strv_free(TAKE_PTR(l->special_new));
-        l->n_special_new = 0;
+static void ledger_left_out_free(Ledger *l) {
+        for (size_t i = 0; i < l->n_left_out_known; i++)
+                free(l->left_out_known[i]);
+        l->left_out_known = mfree_ptr(l->left_out_known);
+        l->n_left_out_known = 0;
+        strv_free(TAKE_PTR(l->left_out_new));
+        l->n_left_out_new = 0;
 }
 
 void ledger_stage_free(Ledger *l) {
         struct stat st;
 
-        ledger_special_free(l);
+        ledger_left_out_free(l);
 
         /* The stat data for the next time, unless someone else wrote the
          * file since we read it. */
@@ -462,7 +462,7 @@ int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const g
                 }
 
                 if (!S_ISREG(before.st_mode)) {
-                        r = stage_special(s, path, old);
+                        r = stage_left_out(s, path, old);
                         goto finish;
                 }
 

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <limits.h>
-
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -42,15 +41,16 @@ int stage_edit_add(Stage *s, const char *path, const git_index_entry *entry);
  * read through dir_fd. -EAGAIN: it is a directory now. */
 int stage_file(Stage *s, int dir_fd, const char *name, const char *path, const git_index_entry *old);
 bool stage_entry_clean(const Stage *s, const git_index_entry *e, const struct statx *x);
-/* A FIFO, a socket or a device node at path: left out, as git leaves it
- * out (a tracked file that became one goes), and noted for
- * ledger_take_special(). */
-int stage_special(Stage *s, const char *path, const git_index_entry *old);
+/* What git cannot record at path (a FIFO, a socket, a device node, a
+ * name it refuses, a path too long or too deep): left out, as git leaves
+ * it out (a tracked file that became one goes), and noted for
+ * ledger_take_left_out(). */
+int stage_left_out(Stage *s, const char *path, const git_index_entry *old);
 /* A name git refuses to record (libgit2's index, with core.protectNTFS as
  * it is by default): one NTFS takes for .git, that is ".git" or "git~1" in
  * any case followed by nothing but dots and spaces, or by a backslash or a
- * colon (an alternate data stream). Left out and noted like a special
- * file; a directory of that name with everything in it. */
+ * colon (an alternate data stream). Left out, a directory of that name
+ * with everything in it. */
 bool stage_name_refused(const char *name);
 /* A path this long is left out and noted as well: a reset could not write
  * it again (the kernel takes no longer path), nor could git. */

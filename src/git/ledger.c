@@ -13,8 +13,8 @@
 
 #include "fs-util.h"
 #include "json-util.h"
-#include "known-hosts.h"
 #include "io-util.h"
+#include "known-hosts.h"
 #include "ledger-internal.h"
 #include "log.h"
 #include "string-util.h"

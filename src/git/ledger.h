@@ -153,7 +153,9 @@ typedef struct Checkpoint {
  * are refused with a message (-EFBIG). Special files (FIFOs, sockets,
  * device nodes) are left out, as git leaves them out: they hold nothing a
  * commit could record (a tracked file that became one goes from the tree);
- * so are names git refuses to record. ledger_take_special() names them.
+ * so are names git refuses to record and paths longer than
+ * LEDGER_PATH_MAX or deeper than the scan goes. ledger_take_left_out()
+ * names them.
  *
  * Files are read through directory fds opened without following symlinks,
  * never by path, with O_NONBLOCK: a sandbox still running can make the
@@ -168,17 +170,16 @@ typedef struct Checkpoint {
  * that was not fetched makes the checkpoint fail (-ENOTEMPTY, the message
  * names the file): it could not be recorded, and is not dropped silently. */
 int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41], char **ret_error);
-/* The special files and the names git refuses (one NTFS takes for .git:
- * ".git.", "GIT~1", with everything below) that stages (of checkpoints and
- * of ledger_changes()) left out since the last call and no stage of this
- * Ledger had met before:
- * how many, and in *ret_paths (a NULL-terminated list the caller frees,
- * NULL when none) the first LEDGER_SPECIAL_SHOWN of them. A path is
- * reported once in a Ledger's life (the first LEDGER_SPECIAL_KNOWN_MAX
+/* What stages (of checkpoints and of ledger_changes()) left out since the
+ * last call and no stage of this Ledger had met before: special files,
+ * names git refuses (one NTFS takes for .git: ".git.", "GIT~1", with
+ * everything below), paths too long or too deep. How many, and in *ret_paths (a NULL-terminated list the caller frees,
+ * NULL when none) the first LEDGER_LEFT_OUT_SHOWN of them. A path is
+ * reported once in a Ledger's life (the first LEDGER_LEFT_OUT_KNOWN_MAX
  * paths are remembered; past them, again whenever met). */
-#define LEDGER_SPECIAL_SHOWN 8U
-#define LEDGER_SPECIAL_KNOWN_MAX 1024U
-size_t ledger_take_special(Ledger *l, char ***ret_paths);
+#define LEDGER_LEFT_OUT_SHOWN 8U
+#define LEDGER_LEFT_OUT_KNOWN_MAX 1024U
+size_t ledger_take_left_out(Ledger *l, char ***ret_paths);
 
 /* Change tracking. By default every checkpoint and ledger_changes() looks
  * at the metadata of the whole workspace (a scan; only files whose stat

@@ -262,10 +262,13 @@ static int scan_open_dir(TreeScan *scan, TreeScanDir *d, int root_fd) {
 
         if (d->parent) {
                 d->fd = openat(d->parent->fd, d->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                if (d->fd < 0 && errno == EACCES &&
-                    (owner_access_restore_fd(d->parent->fd) > 0 || owner_access_restore(d->parent->fd, d->name) > 0)) {
-                        (void) owner_access_restore(d->parent->fd, d->name);
-                        d->fd = openat(d->parent->fd, d->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (d->fd < 0 && errno == EACCES) {
+                        /* Not searchable, or not readable: whichever a command took. */
+                        int a = owner_access_restore_fd(d->parent->fd), b = owner_access_restore(d->parent->fd, d->name);
+                        if (a > 0 || b > 0)
+                                d->fd = openat(d->parent->fd, d->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                        else
+                                errno = EACCES;
                 }
                 if (d->fd < 0) {
                         if (errno == ENOENT)

@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "exec-service.h"
+#include "io-util.h"
 #include "json-util.h"
 #include "macro.h"
 #include "sandbox.h"
-#include "io-util.h"
 #include "string-util.h"
 #include "time-util.h"
 

@@ -196,20 +196,6 @@ static mode_t owner_access_needed(const struct stat *st) {
         return (st->st_mode & need) == need ? 0 : need;
 }
 
-int owner_access_restore(int dir_fd, const char *name) {
-        struct stat st;
-
-        if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return -errno;
-        mode_t need = owner_access_needed(&st);
-        if (need == 0)
-                return 0;
-        /* glibc does this through an O_PATH fd: never a symlink's target. */
-        if (fchmodat(dir_fd, name, (st.st_mode | need) & 07777, AT_SYMLINK_NOFOLLOW) < 0)
-                return -errno;
-        return 1;
-}
-
 int owner_access_restore_fd(int fd) {
         char path[64];
         struct stat st;
@@ -225,4 +211,14 @@ int owner_access_restore_fd(int fd) {
                 return -errno;
         (void) snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
         return chmod(path, (st.st_mode | need) & 07777) < 0 ? -errno : 1;
+}
+
+int owner_access_restore(int dir_fd, const char *name) {
+        /* O_PATH: a symlink is itself, never its target (and has no
+         * permissions to give back). */
+        _cleanup_close_ int fd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        return owner_access_restore_fd(fd);
 }

@@ -32,6 +32,8 @@ int loop_write(int fd, const void *buf, size_t n) {
                                 continue;
                         return -errno;
                 }
+                if (k == 0)
+                        return -EIO;
                 p += k;
                 n -= (size_t) k;
         }

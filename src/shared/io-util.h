@@ -10,5 +10,5 @@
 int fd_wait_readable(int fd, uint64_t deadline);
 
 /* Writes all n bytes of buf to fd, again after EINTR and short writes.
- * 0, or -errno of the write that failed. */
+ * 0, or -errno of the write that failed (-EIO if one wrote nothing). */
 int loop_write(int fd, const void *buf, size_t n);

@@ -295,7 +295,7 @@ static void run_tests(bool ring) {
         CHECK(same_as_walk(l), "changes since base as libgit2's walk has them (a file became a directory)");
         CHECK(run("cd task/workspace && rm l.txt && mkfifo l.txt") == 0, "l.txt now a FIFO");
         char **special = NULL;
-        CHECK(ledger_take_special(l, &special) == 0 && !special, "no special file met yet");
+        CHECK(ledger_take_left_out(l, &special) == 0 && !special, "no special file met yet");
         alarm(20);
         r = checkpoint(l, &error);
         alarm(0);
@@ -303,14 +303,14 @@ static void run_tests(bool ring) {
         s = at_tip("l.txt");
         CHECK(streq(s, ""), "l.txt gone from the tree: '%s'", s);
         free(s);
-        CHECK(ledger_take_special(l, &special) == 1 && special && streq(special[0], "l.txt") && !special[1],
+        CHECK(ledger_take_left_out(l, &special) == 1 && special && streq(special[0], "l.txt") && !special[1],
               "the FIFO is named");
         strv_free(special);
         CHECK(ledger_changes(l, NULL, &changes, &n) == 0, "changes listed next to the FIFO");
         file_changes_free(changes, n);
         CHECK(same_as_walk(l), "changes since base as libgit2's walk has them (a file became a FIFO)");
         special = NULL;
-        CHECK(ledger_take_special(l, &special) == 0 && !special, "named once");
+        CHECK(ledger_take_left_out(l, &special) == 0 && !special, "named once");
         CHECK(run("cd task/workspace && rm l.txt && echo link > l.txt") == 0, "FIFO gone");
         CHECK(checkpoint(l, &error) == 1, "the file again: %s", strempty(error));
 
@@ -323,7 +323,7 @@ static void run_tests(bool ring) {
         CHECK(streq(s, ".gitignore .gitx GIT~2 "), "only the names git takes: '%s'", s);
         free(s);
         special = NULL;
-        size_t n_special = ledger_take_special(l, &special);
+        size_t n_special = ledger_take_left_out(l, &special);
         _cleanup_free_ char *names = special ? strv_join(special, ",") : NULL;
         CHECK(n_special == 3 && names && strlen(names) == strlen(".GIT. .,.git:x,d/git~1") && strstr(names, ".GIT. .") &&
               strstr(names, ".git:x") && strstr(names, "d/git~1"), "named: %zu %s", n_special, strempty(names));
@@ -362,7 +362,7 @@ static void run_tests(bool ring) {
         CHECK(streq(s, "2518 "), "only the file above the bound recorded: %s", s);
         free(s);
         special = NULL;
-        n_special = ledger_take_special(l, &special);
+        n_special = ledger_take_left_out(l, &special);
         CHECK(n_special == 1 && special && strlen(special[0]) >= PATH_MAX - 1 && strlen(special[0]) < PATH_MAX + 256,
               "the first directory past the bound named (%zu)", special && special[0] ? strlen(special[0]) : 0);
         strv_free(special);
@@ -386,7 +386,7 @@ static void run_tests(bool ring) {
         CHECK(streq(s, "102"), "the file 101 directories down recorded, the bottom not (%s components)", s);
         free(s);
         special = NULL;
-        n_special = ledger_take_special(l, &special);
+        n_special = ledger_take_left_out(l, &special);
         CHECK(n_special == 1, "the first directory past the bound named (%zu)", n_special);
         strv_free(special);
         char deep_tip[41];

@@ -516,7 +516,7 @@ int main(void) {
         free(s);
         {
                 char **special = NULL;
-                size_t n_special = ledger_take_special(l, &special);
+                size_t n_special = ledger_take_left_out(l, &special);
                 _cleanup_free_ char *names = special ? strv_join(special, ",") : NULL;
                 CHECK(n_special == 2 && names && streq(names, "fifo,sock"), "both named: %zu %s", n_special, strempty(names));
                 strv_free(special);
