@@ -194,16 +194,21 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
                  * an endpoint that stays unreachable after the retries fails
                  * the task, which Resume() can restart. */
                 if (error == -EBADMSG || error == -EPIPE || error == -EFBIG) {
-                        p->malformed++;
-                        (void) agent_save(run);
-                        if (p->malformed >= run->manager->config.max_malformed) {
+                        if (p->malformed + 1 >= run->manager->config.max_malformed) {
+                                /* The breaker's pause writes the count. */
                                 _cleanup_free_ char *reason = NULL;
+                                p->malformed++;
                                 if (asprintf(&reason, "the model sent %u malformed replies in a row (last: %s)",
                                              p->malformed, error_message ?: strerror(-error)) < 0)
                                         return agent_fail(run, "Out of memory.");
                                 return agent_trip(run, BREAKER_MALFORMED_OUTPUT, reason, p->checkpoint);
                         }
-                        return agent_schedule(run);
+                        /* Counted once the state file has it (in a worker
+                         * thread): a restart does not forget it. */
+                        _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
+                        agent_progress_ack_init(run, &ack);
+                        ack.malformed++;
+                        return agent_save_progress_then(run, &ack, NULL, 0, NULL, agent_saved_go_on);
                 }
                 return agent_fail(run, "The model endpoint failed: %s", error_message ?: strerror(-error));
         }

@@ -260,14 +260,16 @@ int agent_open_sandbox(AgentRun *run) {
                         return r;
                 }
         }
-        /* Where the branch is built, once: every commit names the same. */
+        /* Where the branch is built, once: every commit names the same.
+         * Kept in memory now and written with the state file's next write
+         * (off the loop): no commit is kept before a write acknowledges it,
+         * and a restart before that reads the image again. */
         if (!t->progress.environment_identity) {
                 r = environment_identity(e, &t->progress.environment_identity);
                 if (r < 0) {
                         agent_fail(run, "Cannot read the image of environment '%s': %s", e->name, strerror(-r));
                         return r;
                 }
-                (void) agent_save(run);
         }
         for (char **v = e->vars; v && *v; v++)
                 if (strv_env_set(&env, *v) < 0)

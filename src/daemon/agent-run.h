@@ -123,9 +123,6 @@ void agent_count_clock(AgentRun *run);
 /* Runs agent_advance() from the event loop, soon. */
 void agent_schedule(AgentRun *run);
 
-/* Saves the task's state file, with the wall-clock time counted so far. */
-int agent_save(AgentRun *run);
-
 /* Moves the task to state; a state that is not active stops the run. */
 void agent_set_state(AgentRun *run, TaskState state, const char *reason);
 

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* How the agent writes its task's state file: at once on the loop
- * (agent_save(), agent_set_state(): a run's failure, a breaker's pause), or
- * in a worker thread with the run waiting for it (task-save.h): a step's
- * end, the moves between the states of work, the delivery's records and
- * its last word. A run that waits for a write has nothing else in flight,
- * so no callback of it can come in between. */
+ * (agent_set_state(): a run's failure, a breaker's pause, one write at the
+ * end of a run), or in a worker thread with the run waiting for it
+ * (task-save.h): a step's end, the moves between the states of work, a
+ * malformed reply's count, a reviewer's request for changes, the
+ * delivery's records and its last word. A run that waits for a write has
+ * nothing else in flight, so no callback of it can come in between. */
 #include <errno.h>
 #include <string.h>
 
@@ -15,11 +16,6 @@
 #include "task-save.h"
 #include "task-store.h"
 #include "trace.h"
-
-int agent_save(AgentRun *run) {
-        agent_count_clock(run);
-        return task_save(run->task);
-}
 
 /* After a change of state was written (r): a task that could not change
  * fails all the same, one no longer at work loses its agent. */

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -73,7 +74,9 @@ typedef struct DeliverJob {
         bool push;
         bool pull_request;
         ForgeKind kind;
-        char *api, *owner, *repo, *head, *base, *title, *body, *forge_name;
+        char *api, *owner, *repo, *head, *base, *title, *forge_name;
+        int dir_fd;                /* the task's directory, for its summary: the pull request's body */
+        char *task_id;
         char head_commit[41];
         char *diffstat;            /* for the delivered entry, computed once */
         /* Results. */
@@ -98,7 +101,8 @@ static void deliver_job_free(void *p) {
         free(j->head);
         free(j->base);
         free(j->title);
-        free(j->body);
+        safe_close(j->dir_fd);
+        free(j->task_id);
         free(j->forge_name);
         free(j->diffstat);
         free(j->push_error);
@@ -119,6 +123,14 @@ static int deliver_job_run(void *p) {
                         return 0;
         }
         if (j->pull_request) {
+                _cleanup_free_ char *body = NULL;
+                int r = summary_pull_request_body(j->dir_fd, j->task_id, &body);
+                if (r < 0) {
+                        j->pr_result = r;
+                        if (asprintf(&j->pr_error, "cannot read the task's summary for its body: %s", strerror(-r)) < 0)
+                                j->pr_error = NULL;
+                        return 0;
+                }
                 ForgeRequest req = {
                         .kind = j->kind,
                         .api = j->api,
@@ -128,7 +140,7 @@ static int deliver_job_run(void *p) {
                         .head = j->head,
                         .base = j->base,
                         .title = j->title,
-                        .body = j->body,
+                        .body = body,
                 };
                 j->pr_result = forge_open_pull_request(&req, &j->pr_url, &j->pr_error);
         }
@@ -216,6 +228,7 @@ static int agent_deliver_forge(AgentRun *run, const char *head, const char *diff
         j = calloc(1, sizeof(DeliverJob));
         if (!j)
                 return -ENOMEM;
+        j->dir_fd = -EBADF;
         j->push = !t->progress.pushed;
         j->pull_request = f && !t->progress.pull_request;
         j->push_url = strdup(t->spec.push_url);
@@ -239,8 +252,15 @@ static int agent_deliver_forge(AgentRun *run, const char *head, const char *diff
                         utf8_sanitize(j->title, strlen(j->title));
                 if (r >= 0)
                         r = forge_repository_split(t->spec.forge_repository, &j->owner, &j->repo);
-                if (r >= 0)
-                        r = summary_pull_request_body(run, &j->body);
+                if (r >= 0) {
+                        /* The summary is read in the job: it may be megabytes. */
+                        j->task_id = strdup(t->id);
+                        j->dir_fd = fcntl(run->dir_fd, F_DUPFD_CLOEXEC, 3);
+                        if (!j->task_id)
+                                r = -ENOMEM;
+                        else if (j->dir_fd < 0)
+                                r = -errno;
+                }
                 if (r < 0 && r != -ENOMEM) {
                         audit_delivery_failed(t, "pull-request", strerror(-r));
                         j->pull_request = false;

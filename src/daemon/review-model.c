@@ -210,18 +210,23 @@ static void on_reviewer_reply(ModelCall *call, int error, const char *error_mess
                      "Make them, run the tests and call finish again.", run->review_model_name, p->review_rounds,
                      c->max_review_rounds, strempty(summary), comments) < 0)
                 return agent_fail(run, "Out of memory.");
-        _cleanup_json_ json_object *m = conversation_message_new("user", text);
-        if (!m)
+        json_object *m = conversation_message_new("user", text);
+        if (!m || conversation_add(run, m) < 0) {
+                json_object_put(m);
                 return agent_fail(run, "Out of memory.");
-        r = conversation_append(run, m);
+        }
+        /* The message and the state that counts it are written in a worker
+         * thread, as a step's end is; the run goes on when they are. */
+        _cleanup_free_ char *lines = NULL;
+        size_t size = 0;
+        r = conversation_unsaved_lines(run, &lines, &size);
         if (r < 0)
                 return agent_fail(run, "Cannot record the conversation: %s", strerror(-r));
-        p->messages++;
-        p->finished = false;
-        r = agent_save(run);
-        if (r < 0)
-                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
-        agent_schedule(run);
+        _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
+        agent_progress_ack_init(run, &ack);
+        ack.messages = (unsigned) json_object_array_length(run->messages);
+        ack.finished = false;
+        agent_save_progress_then(run, &ack, TAKE_PTR(lines), size, NULL, agent_saved_go_on);
 }
 
 void review_model_start(AgentRun *run, const char *diff, const FindingList *findings) {

@@ -8,12 +8,14 @@
 
 #include "review-stage.h"
 #include "agent-loop.h"
+#include "agentfab-bus.h"
 #include "agent-run.h"
 #include "forge.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "string-util.h"
 #include "summary.h"
+#include "task-job.h"
 #include "task-store.h"
 
 struct SummaryInput {
@@ -247,12 +249,12 @@ int summary_write(const SummaryInput *in) {
 
 /* The pull request's body: the summary as written, bounded (forges refuse
  * very long bodies) and valid UTF-8 (it goes into JSON). */
-int summary_pull_request_body(AgentRun *run, char **ret) {
+int summary_pull_request_body(int dir_fd, const char *id, char **ret) {
         _cleanup_free_ char *text = NULL;
         size_t size = 0;
         int r;
 
-        r = read_file_at(run->dir_fd, TASK_SUMMARY_FILE, 16u * 1024u * 1024u, &text, &size);
+        r = read_file_at(dir_fd, TASK_SUMMARY_FILE, 16u * 1024u * 1024u, &text, &size);
         if (r < 0)
                 return r;
         if (size > FORGE_BODY_MAX - 256) {
@@ -261,7 +263,7 @@ int summary_pull_request_body(AgentRun *run, char **ret) {
                 utf8_sanitize(text, size);
                 char *cut = NULL;
                 if (asprintf(&cut, "%s\n\n*(The summary is cut here: \"agentfabctl summary %s\" shows all of it.)*\n",
-                             text, run->task->id) < 0)
+                             text, id) < 0)
                         return -ENOMEM;
                 *ret = cut;
                 return 0;
@@ -271,9 +273,81 @@ int summary_pull_request_body(AgentRun *run, char **ret) {
         return 0;
 }
 
-int summary_read(Task *t, char **ret) {
-        _cleanup_close_ int dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (dir_fd < 0)
-                return -errno;
-        return read_file_at(dir_fd, TASK_SUMMARY_FILE, 4 * 1024 * 1024, ret, NULL);
+/* GetSummary(): the file is read and escaped in the task's job queue, as
+ * an export is, since a long task's summary runs to megabytes. */
+typedef struct SummaryReadJob {
+        int dir_fd;
+        sd_bus_message *message;
+        char *shown;
+} SummaryReadJob;
+
+static void summary_read_job_free(void *p) {
+        SummaryReadJob *j = p;
+
+        if (!j)
+                return;
+        safe_close(j->dir_fd);
+        sd_bus_message_unref(j->message);
+        free(j->shown);
+        free(j);
+}
+
+static int summary_read_job_run(void *p) {
+        _cleanup_free_ char *text = NULL;
+        SummaryReadJob *j = p;
+        int r;
+
+        r = read_file_at(j->dir_fd, TASK_SUMMARY_FILE, SUMMARY_READ_MAX, &text, NULL);
+        if (r < 0)
+                return r;
+        /* Written escaped; a summary of an older version may not be. */
+        utf8_sanitize(text, strlen(text));
+        j->shown = text_escape_controls(text);
+        return j->shown ? 0 : -ENOMEM;
+}
+
+static int summary_reply_error(sd_bus_message *message, Task *t, const char *id, int r) {
+        if (r == -ENOENT)
+                return sd_bus_reply_method_errorf(message, AGENTFAB_ERROR_BAD_STATE,
+                                                  "Task '%s' has no summary: it is %s, and only a delivered task has one.",
+                                                  id, task_state_to_string(t->state));
+        return sd_bus_reply_method_errnof(message, r, "Failed to read the summary of task '%s': %m", id);
+}
+
+static void on_summary_read(Task *t, int r, void *p, void *userdata) {
+        SummaryReadJob *j = p;
+
+        (void) userdata;
+        if (!t) {
+                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_FAILED,
+                                                  "The task went away while its summary was being read.");
+                return;
+        }
+        if (r < 0) {
+                (void) summary_reply_error(j->message, t, t->id, r);
+                return;
+        }
+        (void) sd_bus_reply_method_return(j->message, "s", j->shown);
+}
+
+int summary_reply(Task *t, sd_bus_message *message) {
+        SummaryReadJob *j;
+        int r;
+
+        j = calloc(1, sizeof(SummaryReadJob));
+        if (!j)
+                return -ENOMEM;
+        j->dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (j->dir_fd < 0) {
+                r = -errno;
+                summary_read_job_free(j);
+                return summary_reply_error(message, t, t->id, r);
+        }
+        j->message = sd_bus_message_ref(message);
+        r = task_job_enqueue(t, "summary", summary_read_job_run, on_summary_read, summary_read_job_free, j, NULL, NULL);
+        if (r < 0) {
+                summary_read_job_free(j);
+                return r;
+        }
+        return 1;
 }

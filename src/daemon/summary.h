@@ -24,8 +24,14 @@ int summary_text(const SummaryInput *in, char **ret, size_t *ret_size);
 /* summary_text() written atomically into the task's directory. */
 int summary_write(const SummaryInput *in);
 
-/* The pull request's body: the summary, bounded and valid UTF-8. */
-int summary_pull_request_body(AgentRun *run, char **ret);
+/* The pull request's body: the summary of task id, read from its
+ * directory dir_fd, bounded and valid UTF-8. Blocks: for a worker thread. */
+int summary_pull_request_body(int dir_fd, const char *id, char **ret);
 
-/* The summary of t (Markdown), once written: -ENOENT before. */
-int summary_read(Task *t, char **ret);
+/* The most of summary.md that GetSummary() reads. */
+#define SUMMARY_READ_MAX (4u * 1024u * 1024u)
+
+/* Answers GetSummary() with t's summary (Markdown, escaped), read in the
+ * task's job queue; the error says so if it has none yet. Returns 1 when
+ * the answer is on its way, < 0 if it could not be started. */
+int summary_reply(Task *t, sd_bus_message *message);

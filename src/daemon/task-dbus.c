@@ -551,25 +551,10 @@ static int property_get_requirement(sd_bus *bus, const char *path, const char *i
 }
 
 static int method_get_summary(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        _cleanup_free_ char *text = NULL;
-        Task *t = userdata;
-        int r;
-
+        (void) error;
         /* Reading needs no more than seeing the task: the object lookup has
          * checked that already. */
-        r = summary_read(t, &text);
-        if (r == -ENOENT)
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
-                                         "Task '%s' has no summary: it is %s, and only a delivered task has one.",
-                                         t->id, task_state_to_string(t->state));
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Failed to read the summary of task '%s': %m", t->id);
-        /* Written escaped; a summary of an older version may not be. */
-        utf8_sanitize(text, strlen(text));
-        _cleanup_free_ char *shown = text_escape_controls(text);
-        if (!shown)
-                return -ENOMEM;
-        return sd_bus_reply_method_return(message, "s", shown);
+        return summary_reply(userdata, message);
 }
 
 static int method_export(sd_bus_message *message, void *userdata, sd_bus_error *error) {

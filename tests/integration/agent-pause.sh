@@ -330,3 +330,53 @@ EOF
         hx rm -f /etc/agentfab/agentfab.conf.d/60-pause-test.conf
         hx systemctl restart agentfab.service
 }
+
+t_malformed_count() {
+        echo "=== malformed replies are counted in the state file, across a SIGKILL, up to the breaker"
+        # MaxMalformedReplies=5 (the harness's configuration): two before the
+        # kill, three after; the fifth pauses the task only if the first two
+        # were written down.
+        cat > "$WORK/malformed.json" <<EOF
+[
+ {"reply": {"content": "Plan: fix add()."}},
+ {"garbage": true},
+ {"garbage": true},
+ {"reply": {"content": "never heard"}, "hold_while": "$WORK/malformed.hold"},
+ {"garbage": true},
+ {"garbage": true},
+ {"garbage": true},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds"}}]}}
+]
+EOF
+        touch "$WORK/malformed.hold"
+        model "$WORK/malformed.json" || { fail "model server"; return; }
+        make_repo malformed
+        local id i count
+        id=$(submit malformed) || { rm -f "$WORK/malformed.hold"; fail "submit: $id"; return; }
+        for i in $(seq 400); do
+                [ "$(grep -c '' "$WORK/requests.jsonl")" -ge 4 ] && break
+                sleep 0.05
+        done
+        count=$(hx python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["progress"].get("malformed"))' \
+                "/var/lib/agentfab/tasks/$id/state.json" 2>/dev/null)
+        [ "$count" = 2 ] && ok "two malformed replies: the state file counts 2" || fail "state file's malformed count: $count"
+        hx systemctl kill -s KILL agentfab.service
+        rm -f "$WORK/malformed.hold"
+        sleep 1
+        hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks >/dev/null 2>&1
+        if wait_state "$id" awaiting-approval; then
+                ok "after the restart, three more pause it: the fifth in a row"
+                [[ $(task_prop "$id" Reason) == *"5 malformed replies in a row"* ]] && ok "the reason counts 5" ||
+                        fail "reason: $(task_prop "$id" Reason)"
+                local out
+                out=$(hx_as alice "${CTL[@]}" summary "$id" 2>&1) && fail "a summary before the delivery: $out" ||
+                        { [[ $out == *"has no summary: it is awaiting-approval"* ]] && ok "no summary yet, and the error says why" ||
+                                fail "summary before the delivery: $out"; }
+        else
+                fail "not paused by the breaker: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return
+        fi
+        hx "${CTL[@]}" approve "$id" --comment "go on" >/dev/null 2>&1 || { fail "approve"; return; }
+        if wait_state "$id" succeeded; then ok "approved, it went on and succeeded"; else
+                fail "after approval: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+}
