@@ -261,9 +261,11 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
                 if (r < 0)
                         return r;
         }
-        /* A cancel, the only one of these a busy client sends often, has its
-         * state file written in a thread; the answer follows (task-save.h). */
-        if (decision == DECISION_NONE && target == TASK_CANCELLED) {
+        /* A cancel, the one of these a busy client sends often, and a
+         * resume, after which the agent resets a workspace that may be big,
+         * have their state file written in a thread; the answer follows
+         * (task-save.h). */
+        if ((decision == DECISION_NONE && target == TASK_CANCELLED) || decision == DECISION_RESUME) {
                 r = task_set_state_async(t, t->manager ? t->manager->event : NULL, target, reason, uid, message, error);
                 if (r > 0)
                         return 1;
