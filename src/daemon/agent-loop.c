@@ -73,6 +73,7 @@ static AgentRun *agent_run_free(AgentRun *run) {
         free(run->review_model_name);
         task_job_cancel(run->job);
         step_commit_free(run->saving);
+        free(run->next_reason);
         step_commit_free(run->held);
         review_stage_job_free(run->held_review);
         sd_event_source_disable_unref(run->defer);

@@ -74,6 +74,7 @@ struct AgentRun {
         void (*saving_done)(AgentRun *run, StepCommit *c);
         uint64_t save_start_usec;  /* AGENTFAB_TRACE=1: when that write began */
         TaskState next_state;      /* the state being written (PHASE_STATE) */
+        char *next_reason;         /* and its reason, should the write fail */
         bool saving_plan;          /* the messages being written (PHASE_STATE) end with the plan */
         bool tools_held;           /* a file tool came back while paused: the next call waits for the resume */
         struct ReviewJob *held_review;   /* the same for the review's analysis (review-stage.c) */
@@ -123,7 +124,9 @@ void agent_count_clock(AgentRun *run);
 /* Runs agent_advance() from the event loop, soon. */
 void agent_schedule(AgentRun *run);
 
-/* Moves the task to state; a state that is not active stops the run. */
+/* Moves the task to state; a state that is not active stops the run. A
+ * failure with nothing of the run in flight is written in a worker thread
+ * (as agent_set_state_then()), the rest on the loop. */
 void agent_set_state(AgentRun *run, TaskState state, const char *reason);
 
 /* The same, with the state file written in a worker thread (PHASE_STATE,

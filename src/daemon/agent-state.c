@@ -13,6 +13,7 @@
 #include "agent-run.h"
 #include "log.h"
 #include "run-ledger.h"
+#include "string-util.h"
 #include "task-save.h"
 #include "task-store.h"
 #include "trace.h"
@@ -34,10 +35,25 @@ static void agent_state_set(AgentRun *run, Task *t, TaskState state, const char 
                 agent_stop(t);
 }
 
+/* Nothing of the run can call back while its state is written: no model
+ * call, command, job or thread of it under way. */
+static bool agent_quiet(const AgentRun *run) {
+        return run->phase == PHASE_IDLE && !run->call && !run->job && !run->worker && !run->sandbox_waiting &&
+               run->defer;
+}
+
 void agent_set_state(AgentRun *run, TaskState state, const char *reason) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         Task *t = run->task;   /* a final state stops the run: run->task is NULL then */
         int r;
+
+        /* A failure is written off the loop when nothing else of the run is
+         * under way (a model endpoint that is down fails every task at
+         * work at once: one fsync each). A breaker's pause is not: a
+         * Pause() that overtook it would leave the agent to go on, after
+         * the resume, without the approval the breaker asks for. */
+        if (state == TASK_FAILED && agent_quiet(run))
+                return agent_set_state_then(run, state, reason);
 
         agent_count_clock(run);
         r = task_set_state(t, state, reason, UID_INVALID, &error);
@@ -54,7 +70,8 @@ static void on_state_saved(Task *t, int r, void *userdata) {
          * means for the agent was done then: agent_advance() looks at the
          * task as it is now. */
         if (r != -ESTALE)
-                agent_state_set(run, t, run->next_state, NULL, r, NULL);
+                agent_state_set(run, t, run->next_state, run->next_reason, r, NULL);
+        run->next_reason = mfree_ptr(run->next_reason);
         if (run->task)
                 agent_schedule(run);
 }
@@ -69,6 +86,8 @@ void agent_set_state_then(AgentRun *run, TaskState state, const char *reason) {
         r = task_set_state_then(t, run->manager->event, state, reason, on_state_saved, run, &error);
         if (r > 0) {
                 run->phase = PHASE_STATE;
+                /* Without it, a failed write fails the task all the same. */
+                (void) free_and_strdup(&run->next_reason, reason);
                 return;
         }
         agent_state_set(run, t, state, reason, r, &error);

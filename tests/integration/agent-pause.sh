@@ -380,3 +380,37 @@ EOF
         if wait_state "$id" succeeded; then ok "approved, it went on and succeeded"; else
                 fail "after approval: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
 }
+
+t_fail_many() {
+        echo "=== many tasks fail at once (the model endpoint refuses): each failure written, each resumable"
+        python3 - "$WORK/failmany.json" <<'EOF'
+import json, sys
+script = [{"status": 400, "body": json.dumps({"error": {"message": "scripted refusal"}})} for _ in range(8)]
+script += [
+    {"reply": {"content": "Plan: fix add()."}},
+    {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+    {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds"}}]}},
+]
+json.dump(script, open(sys.argv[1], "w"))
+EOF
+        model "$WORK/failmany.json" || { fail "model server"; return; }
+        make_repo failmany
+        local ids=() id i n=0 bad=
+        for i in $(seq 8); do
+                id=$(submit failmany) || { fail "submit: $id"; return; }
+                ids+=("$id")
+        done
+        for id in "${ids[@]}"; do
+                if wait_state "$id" failed; then
+                        [[ $(task_prop "$id" Reason) == *"The model endpoint failed"* ]] &&
+                                hx python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); sys.exit(d["state"] != "failed" or "model endpoint failed" not in d["reason"])' \
+                                        "/var/lib/agentfab/tasks/$id/state.json" && n=$((n + 1)) || bad="$bad $id"
+                else
+                        bad="$bad $id:$(task_prop "$id" State)"
+                fi
+        done
+        [ "$n" = 8 ] && ok "all 8 failed, the reason in memory and in each state file" || fail "not failed as expected:$bad"
+        hx_as alice "${CTL[@]}" resume "${ids[0]}" >/dev/null 2>&1 || { fail "resume"; return; }
+        if wait_state "${ids[0]}" succeeded; then ok "one resumed and succeeded"; else
+                fail "after resume: $(task_prop "${ids[0]}" State): $(task_prop "${ids[0]}" Reason)"; fi
+}
