@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* How the agent writes its task's state file: at once on the loop
- * (agent_set_state(): a run's failure, a breaker's pause, one write at the
- * end of a run), or in a worker thread with the run waiting for it
+ * (agent_set_state(): a breaker's pause, a failure in the middle of other
+ * work of the run), or in a worker thread with the run waiting for it
  * (task-save.h): a step's end, the moves between the states of work, a
- * malformed reply's count, a reviewer's request for changes, the
- * delivery's records and its last word. A run that waits for a write has
- * nothing else in flight, so no callback of it can come in between. */
+ * failure with nothing else under way, a malformed reply's count, a
+ * reviewer's request for changes, the delivery's records and its last
+ * word. A run that waits for a write has nothing else in flight, so no
+ * callback of it can come in between. */
 #include <errno.h>
 #include <string.h>
 

@@ -216,17 +216,13 @@ static void on_reviewer_reply(ModelCall *call, int error, const char *error_mess
                 return agent_fail(run, "Out of memory.");
         }
         /* The message and the state that counts it are written in a worker
-         * thread, as a step's end is; the run goes on when they are. */
-        _cleanup_free_ char *lines = NULL;
-        size_t size = 0;
-        r = conversation_unsaved_lines(run, &lines, &size);
+         * thread, as the plan's are; the run goes on when they are. */
+        p->finished = false;
+        r = agent_save_messages(run, NULL);
         if (r < 0)
                 return agent_fail(run, "Cannot record the conversation: %s", strerror(-r));
-        _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
-        agent_progress_ack_init(run, &ack);
-        ack.messages = (unsigned) json_object_array_length(run->messages);
-        ack.finished = false;
-        agent_save_progress_then(run, &ack, TAKE_PTR(lines), size, NULL, agent_saved_go_on);
+        if (r == 0)
+                agent_schedule(run);   /* written here */
 }
 
 void review_model_start(AgentRun *run, const char *diff, const FindingList *findings) {

@@ -275,6 +275,8 @@ int summary_pull_request_body(int dir_fd, const char *id, char **ret) {
 
 /* GetSummary(): the file is read and escaped in the task's job queue, as
  * an export is, since a long task's summary runs to megabytes. */
+#define SUMMARY_READ_MAX (4u * 1024u * 1024u)
+
 typedef struct SummaryReadJob {
         int dir_fd;
         sd_bus_message *message;
@@ -306,12 +308,12 @@ static int summary_read_job_run(void *p) {
         return j->shown ? 0 : -ENOMEM;
 }
 
-static int summary_reply_error(sd_bus_message *message, Task *t, const char *id, int r) {
+static int summary_reply_error(sd_bus_message *message, Task *t, int r) {
         if (r == -ENOENT)
                 return sd_bus_reply_method_errorf(message, AGENTFAB_ERROR_BAD_STATE,
                                                   "Task '%s' has no summary: it is %s, and only a delivered task has one.",
-                                                  id, task_state_to_string(t->state));
-        return sd_bus_reply_method_errnof(message, r, "Failed to read the summary of task '%s': %m", id);
+                                                  t->id, task_state_to_string(t->state));
+        return sd_bus_reply_method_errnof(message, r, "Failed to read the summary of task '%s': %m", t->id);
 }
 
 static void on_summary_read(Task *t, int r, void *p, void *userdata) {
@@ -324,7 +326,7 @@ static void on_summary_read(Task *t, int r, void *p, void *userdata) {
                 return;
         }
         if (r < 0) {
-                (void) summary_reply_error(j->message, t, t->id, r);
+                (void) summary_reply_error(j->message, t, r);
                 return;
         }
         (void) sd_bus_reply_method_return(j->message, "s", j->shown);
@@ -341,7 +343,7 @@ int summary_reply(Task *t, sd_bus_message *message) {
         if (j->dir_fd < 0) {
                 r = -errno;
                 summary_read_job_free(j);
-                return summary_reply_error(message, t, t->id, r);
+                return summary_reply_error(message, t, r);
         }
         j->message = sd_bus_message_ref(message);
         r = task_job_enqueue(t, "summary", summary_read_job_run, on_summary_read, summary_read_job_free, j, NULL, NULL);

@@ -28,9 +28,6 @@ int summary_write(const SummaryInput *in);
  * directory dir_fd, bounded and valid UTF-8. Blocks: for a worker thread. */
 int summary_pull_request_body(int dir_fd, const char *id, char **ret);
 
-/* The most of summary.md that GetSummary() reads. */
-#define SUMMARY_READ_MAX (4u * 1024u * 1024u)
-
 /* Answers GetSummary() with t's summary (Markdown, escaped), read in the
  * task's job queue; the error says so if it has none yet. Returns 1 when
  * the answer is on its way, < 0 if it could not be started. */
