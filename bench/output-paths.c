@@ -9,9 +9,11 @@
  *             output file costs when it stays the command's log segment)
  *   append    the same, then appended to the log by copy_file_range()
  *             (a per-command file whose bytes end up in the one log)
- *   loop      a 1 MiB pipe, splice() to the log whenever epoll says it is
- *             readable (the event-loop design exec-output.c had before)
- *   mover     a 1 MiB pipe and exec-output.c's mover thread (what runs now)
+ *   loop      a 1 MiB pipe, splice() straight to the log whenever epoll
+ *             says it is readable (exec-output.c's first design; its
+ *             thread did the same until it went through a relay pipe)
+ *   mover     a 1 MiB pipe and exec-output.c's mover thread (what runs now:
+ *             pipe to relay pipe to log)
  *
  * Producers: "1m" (1 MiB writes of one byte value), "8k" (8 KiB writes,
  * as head and stdio do), "computed" (each 1 MiB computed before it is

@@ -4,7 +4,7 @@
 /* A command's output on the daemon's side of the exec service: a pipe of
  * ours, whose write end goes into the sandbox with the request
  * ("output_fd", exec-service.h), and whose bytes go into the task's log by
- * splice(2), never through our memory (read() and pwrite() where splice()
+ * splice(2) through a second pipe, never through our memory (read() and pwrite() where splice()
  * is refused; counted and dropped once the log cannot be written, so that
  * a full disk does not stop the command). The moving is done by a thread
  * of its own, one per running command, not by the event loop: the loop
@@ -31,6 +31,7 @@ typedef struct ExecOutput {
         pthread_t mover;
         bool mover_running;        /* started and not yet joined */
         bool abandon;              /* stop without moving what the pipe still holds */
+        int relay_in, relay_out;   /* a pipe of the mover's own between out_fd and the log */
         int log_fd;                /* the log, opened again without O_APPEND: splice() wants an offset */
         /* Written by the mover, read by the loop with __atomic loads while
          * it runs (a follower's samples), plainly after the join. */
