@@ -2,6 +2,7 @@
 #include <assert.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent-loop.h"
@@ -18,18 +19,6 @@
 #define TREE_MAX_ENTRIES   300u
 #define INSTRUCTIONS_MAX   (32u * 1024u)
 #define KEEP_RECENT        6u   /* messages never elided at the end of the conversation */
-
-int conversation_append(AgentRun *run, json_object *message) {
-        _cleanup_free_ char *line = NULL;
-        int r;
-
-        if (asprintf(&line, "%s\n", json_to_line(message)) < 0)
-                return -ENOMEM;
-        r = append_file_at(run->dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
-        if (r < 0)
-                return r;
-        return json_object_array_add(run->messages, json_object_get(message)) < 0 ? -ENOMEM : 0;
-}
 
 /* Messages of the step in flight go to memory only; at the checkpoint they
  * are appended and counted. */
@@ -82,6 +71,7 @@ int conversation_parse(const char *text, size_t size, unsigned want, json_object
 typedef struct LoadJob {
         int dir_fd;
         unsigned want;
+        size_t size;               /* the bytes of the want messages */
         json_object *messages;
         conversation_loaded_t done;
 } LoadJob;
@@ -111,6 +101,7 @@ static int load_job_run(void *p) {
         r = conversation_parse(text, size, j->want, j->messages, &good);
         if (r < 0)
                 return r;
+        j->size = good;
 
         /* Whatever follows belongs to a step the state file never
          * acknowledged: cut it off, so it cannot count later. */
@@ -130,8 +121,12 @@ static void on_load_done(Task *t, int r, void *p, void *userdata) {
         run->phase = PHASE_IDLE;
         if (!run->task)
                 return;
-        if (r >= 0)
+        if (r >= 0) {
                 run->messages = TAKE_PTR(j->messages);
+                /* Known now if the state file did not say (an older one);
+                 * its next write has it. */
+                run->task->progress.conversation_size = j->size;
+        }
         j->done(run, r);
 }
 
@@ -255,46 +250,85 @@ int conversation_system_prompt(AgentRun *run, char **ret) {
 }
 
 
-/* Adds a user message to a task's conversation file (no run holds it):
- * what the state file does not acknowledge is cut first. */
-int conversation_append_user(Task *t, const char *text) {
-        _cleanup_json_ json_object *m = conversation_message_new("user", text);
-        _cleanup_free_ char *line = NULL, *conv = NULL;
-        _cleanup_close_ int dir_fd = -EBADF;
-        TaskProgress *p = &t->progress;
+/* Where the acknowledged messages of t end in its conversation file (fd):
+ * the state file's word for it, checked against the file's size and its
+ * last byte; or, from a state file that does not say, counted by reading
+ * the whole file. */
+static int conversation_acknowledged_end(Task *t, int dir_fd, int fd, uint64_t *ret) {
+        const TaskProgress *p = &t->progress;
+        _cleanup_free_ char *conv = NULL;
+        struct stat st;
         size_t size = 0, good = 0;
         unsigned lines = 0;
+        char last;
         int r;
 
-        if (!m || asprintf(&line, "%s\n", json_to_line(m)) < 0)
-                return -ENOMEM;
-        /* A step's lines being appended in a thread (task-save.h) land
-         * first, and are counted, before anything is cut or added. */
-        task_save_wait(t);
-        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (dir_fd < 0)
+        if (fstat(fd, &st) < 0)
                 return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if (p->messages == 0) {
+                *ret = 0;
+                return 0;
+        }
+        if (p->conversation_size > 0) {
+                if ((uint64_t) st.st_size < p->conversation_size ||
+                    pread(fd, &last, 1, (off_t) p->conversation_size - 1) != 1 || last != '\n')
+                        return -EBADMSG;
+                *ret = p->conversation_size;
+                return 0;
+        }
 
-        /* Cut what the state file does not acknowledge first, then append. */
         r = read_file_at(dir_fd, TASK_CONVERSATION_FILE, CONVERSATION_MAX, &conv, &size);
-        if (r < 0 && r != -ENOENT)
+        if (r < 0)
                 return r;
-        for (size_t i = 0; conv && i < size && lines < p->messages; i++)
+        for (size_t i = 0; i < size && lines < p->messages; i++)
                 if (conv[i] == '\n') {
                         lines++;
                         good = i + 1;
                 }
         if (lines != p->messages)
                 return -EBADMSG;
-        if (conv && good < size) {
-                _cleanup_close_ int fd = openat(dir_fd, TASK_CONVERSATION_FILE, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-                if (fd < 0 || ftruncate(fd, (off_t) good) < 0)
-                        return -errno;
-        }
-        r = append_file_at(dir_fd, TASK_CONVERSATION_FILE, line, strlen(line), 0600);
-        if (r < 0)
-                return r;
-        p->messages++;
+        *ret = good;
         return 0;
 }
 
+/* Adds a user message to a task's conversation file (no run holds it):
+ * what the state file does not acknowledge is cut first. Costs the same
+ * however long the conversation is (but once for a task whose state file
+ * is older than conversation_size). */
+int conversation_append_user(Task *t, const char *text) {
+        _cleanup_json_ json_object *m = conversation_message_new("user", text);
+        _cleanup_free_ char *line = NULL;
+        _cleanup_close_ int dir_fd = -EBADF, fd = -EBADF;
+        TaskProgress *p = &t->progress;
+        uint64_t end = 0;
+        size_t n;
+        int r;
+
+        if (!m || asprintf(&line, "%s\n", json_to_line(m)) < 0)
+                return -ENOMEM;
+        n = strlen(line);
+        /* A step's lines being appended in a thread (task-save.h) land
+         * first, and are counted, before anything is cut or added. */
+        task_save_wait(t);
+        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (dir_fd < 0)
+                return -errno;
+        fd = openat(dir_fd, TASK_CONVERSATION_FILE, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        if (fd < 0)
+                return -errno;
+
+        /* Cut what the state file does not acknowledge, then append. */
+        r = conversation_acknowledged_end(t, dir_fd, fd, &end);
+        if (r < 0)
+                return r;
+        if (ftruncate(fd, (off_t) end) < 0)
+                return -errno;
+        r = append_whole(fd, line, n);
+        if (r < 0)
+                return r;
+        p->messages++;
+        p->conversation_size = end + n;
+        return 0;
+}

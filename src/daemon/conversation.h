@@ -10,9 +10,6 @@
 #include "agent-run.h"
 #include "task.h"
 
-/* Appends message to the file and to run->messages (a reference is taken). */
-int conversation_append(AgentRun *run, json_object *message);
-
 /* Adds message (owned) to run->messages only: the step in flight. */
 int conversation_add(AgentRun *run, json_object *message);
 

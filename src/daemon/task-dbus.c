@@ -494,6 +494,7 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
         /* Changed in memory, then persisted; put back if that fails. The
          * message is appended first: unacknowledged, it is cut off later. */
         unsigned old_messages = p->messages, old_requirement = p->requirement;
+        uint64_t old_conversation_size = p->conversation_size;
         bool old_finished = p->finished;
         old_goal = TAKE_PTR(t->spec.goal);
         old_acceptance = TAKE_PTR(t->spec.acceptance);
@@ -522,6 +523,7 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
                 t->spec.goal = TAKE_PTR(old_goal);
                 t->spec.acceptance = TAKE_PTR(old_acceptance);
                 p->messages = old_messages;
+                p->conversation_size = old_conversation_size;
                 p->requirement = old_requirement;
                 p->finished = old_finished;
                 p->verified = old_verified;

@@ -85,6 +85,7 @@ static void task_progress_ack_swap(TaskProgress *p, TaskProgressAck *a) {
 #define SWAP(x, y) do { typeof(x) _t = (x); (x) = (y); (y) = _t; } while (0)
         SWAP(p->step, a->step);
         SWAP(p->messages, a->messages);
+        SWAP(p->conversation_size, a->conversation_size);
         SWAP(p->malformed, a->malformed);
         SWAP(p->finished, a->finished);
         if (a->set_checkpoint) {
@@ -313,8 +314,15 @@ int task_save_progress_async(Task *t, sd_event *e, const char *conversation_file
                              char *append, size_t append_size, task_save_done_t done, void *userdata) {
         _cleanup_free_ char *lines = append;
         _cleanup_close_ int dir_fd = -EBADF;
+        const TaskProgress *p = &t->progress;
         TaskSave *s;
         int r;
+
+        /* The conversation's acknowledged size follows what is appended to
+         * it (a size not known stays so: conversation_load() learns it). */
+        if (!conversation_file)
+                append_size = 0;
+        ack->conversation_size = p->messages > 0 && p->conversation_size == 0 ? 0 : p->conversation_size + append_size;
 
         dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dir_fd < 0) {

@@ -26,6 +26,7 @@
 typedef struct TaskProgressAck {
         unsigned step;
         unsigned messages;
+        uint64_t conversation_size; /* set by task_save_progress_async() from append_size */
         unsigned malformed;
         bool set_checkpoint;       /* a commit was made: checkpoint and head move */
         char *checkpoint;

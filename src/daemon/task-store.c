@@ -19,6 +19,7 @@ static json_object *progress_to_json(const TaskProgress *p) {
         if (!j ||
             json_add_uint64(j, "step", p->step) < 0 ||
             json_add_uint64(j, "messages", p->messages) < 0 ||
+            json_add_uint64(j, "conversation_size", p->conversation_size) < 0 ||
             json_add_uint64(j, "extra_files", p->extra_files) < 0 ||
             json_add_uint64(j, "extra_lines", p->extra_lines) < 0 ||
             json_add_string(j, "checkpoint", p->checkpoint) < 0 ||
@@ -127,6 +128,7 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
 #define U(key, max, field) do { u = (field); r = progress_uint(j, key, max, &u); if (r < 0) return r; (field) = u; } while (0)
         U("step", 1000000, p->step);
         U("messages", 100000000, p->messages);
+        U("conversation_size", UINT64_MAX, p->conversation_size);
         U("extra_files", UINT64_MAX, p->extra_files);
         U("extra_lines", UINT64_MAX, p->extra_lines);
         U("tokens", UINT64_MAX, p->tokens);

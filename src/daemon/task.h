@@ -24,6 +24,7 @@ typedef struct TaskSave TaskSave;
 typedef struct TaskProgress {
         unsigned step;             /* steps done and acknowledged */
         unsigned messages;         /* conversation messages acknowledged */
+        uint64_t conversation_size; /* their bytes in the file; 0 with messages: not known (an older state file) */
         char *checkpoint;          /* commit of the last acknowledged step; NULL: the base */
         char *head;                /* the branch's tip, for HeadCommit */
         char *plan;                /* the model's plan, once it made one */

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "conversation.h"
 #include "fs-util.h"
 #include "tap.h"
 #include "task-save.h"
@@ -168,6 +169,51 @@ static void test_progress_plain(void) {
               streq_ptr(u->progress.checkpoint, "1111111111111111111111111111111111111111"), "and so has the file");
         conv = conversation("00000000001a");
         CHECK(streq_ptr(conv, "{\"a\":1}\n{\"b\":2}\n"), "after the conversation lines it acknowledges");
+        CHECK(t->progress.conversation_size == 16 && u && u->progress.conversation_size == 16,
+              "memory and file know the conversation's acknowledged size");
+}
+
+static void append_raw(const char *id, const char *text) {
+        _cleanup_close_ int fd = openat(tasks_fd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(fd >= 0 && append_file_at(fd, "conversation.jsonl", text, strlen(text), 0600) >= 0, "appended: %s", text);
+}
+
+/* A person's words (a decision, a reset, an amendment) join the
+ * conversation where the acknowledged messages end: lines of a step the
+ * state file never acknowledged are cut first. The state file says where
+ * that is; one from before it said is read once. */
+static void test_append_user(void) {
+        _cleanup_(task_freep) Task *t = make_task("00000000003a");
+        _cleanup_free_ char *conv = NULL, *conv2 = NULL, *conv3 = NULL;
+        TaskProgressAck ack = make_ack(1, "1111111111111111111111111111111111111111");
+#define USER "{\"role\":\"user\",\"content\":\"go on\"}\n"
+        const char *user = USER;
+
+        n_done = 0;
+        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{\"a\":1}\n{\"b\":2}\n"), 16,
+                                       on_done, &n_done) == 1 && settle(t), "two messages acknowledged");
+        append_raw("00000000003a", "{\"torn\":1}\n{\"to");
+        CHECK(conversation_append_user(t, "go on") == 0, "a person's words are added");
+        conv = conversation("00000000003a");
+        CHECK(streq_ptr(conv, "{\"a\":1}\n{\"b\":2}\n" USER), "after the acknowledged lines, the rest cut: %s", strempty(conv));
+        CHECK(t->progress.messages == 3 && t->progress.conversation_size == 16 + strlen(user), "memory counts them");
+
+        /* A state file of before: the size is not known, and counted. */
+        t->progress.conversation_size = 0;
+        append_raw("00000000003a", "{\"unacknowledged\":1}\n");
+        CHECK(conversation_append_user(t, "go on") == 0, "without the size, the lines are counted");
+        conv2 = conversation("00000000003a");
+        CHECK(streq_ptr(conv2, "{\"a\":1}\n{\"b\":2}\n" USER USER), "and the rest cut: %s", strempty(conv2));
+        CHECK(t->progress.messages == 4 && t->progress.conversation_size == 16 + 2 * strlen(user), "the size is known again");
+
+        /* A file that does not agree with the state file is not written to. */
+        t->progress.conversation_size += 3;
+        CHECK(conversation_append_user(t, "go on") == -EBADMSG, "a file shorter than the state file says: -EBADMSG");
+        t->progress.conversation_size -= 4;
+        CHECK(conversation_append_user(t, "go on") == -EBADMSG, "a size that ends inside a line: -EBADMSG");
+        conv3 = conversation("00000000003a");
+        CHECK(streq_ptr(conv3, conv2), "and the file is as it was");
+#undef USER
 }
 
 static void test_progress_save_in_between(void) {
@@ -384,6 +430,7 @@ int main(void) {
         test_then_save_in_between();
         test_progress_plan();
         test_progress_flags();
+        test_append_user();
 
         sd_event_unref(event);
         (void) rm_rf_at(AT_FDCWD, dir);

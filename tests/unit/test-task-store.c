@@ -105,6 +105,7 @@ static void test_progress_round_trip(void) {
 
         p->step = 7;
         p->messages = 23;
+        p->conversation_size = 4567;
         p->checkpoint = strdup("0123456789abcdef0123456789abcdef01234567");
         p->plan = strdup("1. read\n2. fix — carefully");
         p->tokens = 123456;
@@ -148,7 +149,8 @@ static void test_progress_round_trip(void) {
               streq_ptr(u->spec.forge_repository, "alice/proj") && streq_ptr(u->spec.pull_request_base, "develop"),
               "delivery keys of the spec survive");
         CHECK(u->spec.submodules, "submodules=true survives");
-        CHECK(u->progress.step == 7 && u->progress.messages == 23, "step and conversation length survive");
+        CHECK(u->progress.step == 7 && u->progress.messages == 23 && u->progress.conversation_size == 4567,
+              "step and conversation length survive");
         CHECK(streq_ptr(u->progress.checkpoint, p->checkpoint) && streq_ptr(u->progress.plan, p->plan), "checkpoint and plan survive");
         CHECK(u->progress.tokens == 123456 && u->progress.commands == 9 && u->progress.extra_steps == 50, "budget survives");
         CHECK(u->progress.test_failures == 2 && u->progress.test_signature == UINT64_MAX - 5 &&
