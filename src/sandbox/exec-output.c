@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <liburing.h>
+
 #include "exec-output.h"
 #include "macro.h"
 
@@ -24,6 +26,10 @@
  * as 1 MiB here, a quarter of the pipes' memory charged to our user
  * (fs.pipe-user-pages-soft). */
 #define OUTPUT_RELAY_SIZE (256 * 1024)
+/* A flood's log is written out behind the mover and dropped from the page
+ * cache once written, in windows of this size (see output_write_behind()). */
+#define OUTPUT_WRITE_BEHIND (32ull * 1024 * 1024)
+#define OUTPUT_BEHIND_RING 8u
 /* The mover looks at its stop signal at least after this much. */
 #define OUTPUT_MOVE_BUDGET (4u * OUTPUT_PIPE_SIZE)
 /* A command that writes in small pieces (a test printing lines) would
@@ -84,6 +90,63 @@ static void output_advance(ExecOutput *o, uint64_t logged, uint64_t read) {
         if (logged > 0 && __atomic_exchange_n(&o->news_wanted, false, __ATOMIC_SEQ_CST))
                 while (write(o->news_fd, &one, sizeof(one)) < 0 && errno == EINTR)
                         ;
+}
+
+/* In the mover: what the ring has done (wait: all of it). */
+static void output_behind_reap(ExecOutput *o, bool wait) {
+        struct io_uring_cqe *cqe;
+
+        while (o->behind_inflight > 0) {
+                if ((wait ? io_uring_wait_cqe(&o->ring, &cqe) : io_uring_peek_cqe(&o->ring, &cqe)) < 0)
+                        break;
+                io_uring_cqe_seen(&o->ring, cqe);
+                o->behind_inflight--;
+        }
+}
+
+/* In the mover: a flood must not take its size in page cache, which on a
+ * VM is fresh memory for every byte (this one's balloon hands free memory
+ * back to its host, and each page comes back at a cost: a third of the
+ * speed). So once the log has grown by a window since the last look,
+ * writeback of that window starts, and the two windows before it are
+ * dropped from the page cache where their writeback is done: the pages go
+ * back to the allocator while still warm and carry the next windows. It
+ * never waits for the disk: pages still dirty stay, and a disk slower than
+ * the command leaves things as they were without this. The work (the file
+ * system's writeback) is the ring's, in a kernel worker, not the mover's:
+ * done by the mover it halved what it moves on warm memory. */
+static void output_write_behind(ExecOutput *o) {
+        uint64_t drop_from, n;
+        struct io_uring_sqe *sqe;
+
+        if (o->log_off - o->behind < OUTPUT_WRITE_BEHIND)
+                return;
+        if (!o->ring_ready) {
+                if (o->ring_failed || io_uring_queue_init(OUTPUT_BEHIND_RING, &o->ring, 0) < 0) {
+                        o->ring_failed = true;
+                        return;
+                }
+                o->ring_ready = true;
+        }
+        output_behind_reap(o, false);
+        /* The disk or the workers lag: let them catch up first. */
+        if (o->behind_inflight + 2 > OUTPUT_BEHIND_RING)
+                return;
+
+        drop_from = o->behind - o->log_start > 2 * OUTPUT_WRITE_BEHIND ? o->behind - 2 * OUTPUT_WRITE_BEHIND : o->log_start;
+        if (o->behind > drop_from && (sqe = io_uring_get_sqe(&o->ring))) {
+                io_uring_prep_fadvise(sqe, o->log_fd, drop_from, (off_t) (o->behind - drop_from), POSIX_FADV_DONTNEED);
+                o->behind_inflight++;
+        }
+        n = o->log_off - o->behind;
+        if ((sqe = io_uring_get_sqe(&o->ring))) {
+                io_uring_prep_sync_file_range(sqe, o->log_fd, (unsigned) MIN(n, (uint64_t) UINT32_MAX), o->behind,
+                                              SYNC_FILE_RANGE_WRITE);
+                o->behind_inflight++;
+        }
+        if (io_uring_submit(&o->ring) < 0)
+                return;
+        o->behind = o->log_off;
 }
 
 /* In the mover: n bytes waiting in the relay pipe go to the log; returns
@@ -150,8 +213,10 @@ static int output_move(ExecOutput *o, uint64_t max) {
                                 __atomic_store_n(&o->log_copy, true, __ATOMIC_RELEASE);
                                 continue;
                         }
-                        if (k > 0)
+                        if (k > 0) {
                                 output_advance(o, output_relay_to_log(o, (size_t) k), (uint64_t) k);
+                                output_write_behind(o);
+                        }
                 } else {
                         char buf[64 * 1024];
                         k = read(o->out_fd, buf, MIN(want, sizeof(buf)));
@@ -165,6 +230,7 @@ static int output_move(ExecOutput *o, uint64_t max) {
                                                 __atomic_store_n(&o->log_broken, true, __ATOMIC_RELEASE);
                                 }
                                 output_advance(o, logged, (uint64_t) k);
+                                output_write_behind(o);
                         }
                 }
                 if (k < 0) {
@@ -184,6 +250,17 @@ static bool output_stop_requested(ExecOutput *o, int timeout_nsec) {
         struct timespec ts = { .tv_nsec = timeout_nsec };
 
         return ppoll(&p, 1, &ts, NULL) > 0;
+}
+
+/* The mover's end: the ring's work on the log is done before the loop may
+ * close it. */
+static void *output_mover_done(ExecOutput *o) {
+        if (o->ring_ready) {
+                output_behind_reap(o, true);
+                io_uring_queue_exit(&o->ring);
+                o->ring_ready = false;
+        }
+        return NULL;
 }
 
 /* The mover: from the pipe to the log until the end of the output (every
@@ -210,7 +287,7 @@ static void *output_mover(void *userdata) {
                     (unsigned) avail < OUTPUT_BATCH_MIN && output_stop_requested(o, OUTPUT_BATCH_WAIT_NSEC))
                         break;
                 if (output_move(o, OUTPUT_MOVE_BUDGET) != 0)
-                        return NULL;   /* the end of the output */
+                        return output_mover_done(o);   /* the end of the output */
         }
 
         /* Stopped: the command has ended, so what the pipe holds is all
@@ -218,7 +295,7 @@ static void *output_mover(void *userdata) {
          * than what is there now. */
         if (!__atomic_load_n(&o->abandon, __ATOMIC_ACQUIRE) && ioctl(o->out_fd, FIONREAD, &avail) >= 0 && avail > 0)
                 (void) output_move(o, (uint64_t) avail);
-        return NULL;
+        return output_mover_done(o);
 }
 
 /* A follower of the output (the stream socket) gets the newest bytes,
@@ -370,10 +447,12 @@ int exec_output_open(ExecOutput *o, sd_event *e, int log_fd, size_t keep, exec_o
                 return -errno;
         if (!S_ISREG(st.st_mode))
                 return -EBADF;
-        o->log_start = o->log_off = o->sample_off = (uint64_t) st.st_size;
+        o->log_start = o->log_off = o->sample_off = o->behind = (uint64_t) st.st_size;
         o->event = e;
         o->bytes = 0;
         o->log_broken = o->log_copy = o->abandon = o->news_wanted = false;
+        o->ring_ready = o->ring_failed = false;
+        o->behind_inflight = 0;
         o->keep = keep;
         o->on_output = on_output;
         o->userdata = userdata;

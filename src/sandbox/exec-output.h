@@ -6,7 +6,8 @@
  * ("output_fd", exec-service.h), and whose bytes go into the task's log by
  * splice(2) through a second pipe, never through our memory (read() and pwrite() where splice()
  * is refused; counted and dropped once the log cannot be written, so that
- * a full disk does not stop the command). The moving is done by a thread
+ * a full disk does not stop the command; a flood's log is written out and
+ * dropped from the page cache behind the mover). The moving is done by a thread
  * of its own, one per running command, not by the event loop: the loop
  * neither wakes for every write of the command nor holds the command up
  * while it serves the bus. What the model gets is the head and the tail,
@@ -14,6 +15,7 @@
  * OUTPUT_SAMPLE_MAX of the newest bytes every OUTPUT_SAMPLE_INTERVAL_USEC,
  * escaped, and a note of what it was not shown; both on the event loop. */
 
+#include <liburing.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,6 +41,12 @@ typedef struct ExecOutput {
         bool log_copy;             /* splice() is not to be had: read() and pwrite() */
         uint64_t log_off;          /* the log holds everything before this */
         uint64_t bytes;            /* all output, logged or not */
+        /* The mover's: writeback of the log started up to here, by a ring
+         * made for the first flood (output_write_behind()). */
+        uint64_t behind;
+        struct io_uring ring;
+        bool ring_ready, ring_failed;
+        unsigned behind_inflight;
         bool news_wanted;          /* set by the loop, cleared by the mover when it writes news_fd */
         uint64_t log_start, sample_off;
         uint64_t sample_usec;      /* CLOCK_MONOTONIC of the last sample */

@@ -287,6 +287,56 @@ static void test_writer_that_never_stops(sd_event *e, bool finish) {
         exec_result_done(&result);
 }
 
+/* A flood larger than a few write-behind windows: the log's pages behind
+ * the mover are written out and dropped from the page cache as it goes
+ * (output_write_behind()); every byte is in the log, in order. */
+static void test_flood_write_behind(sd_event *e) {
+        const size_t total = 160u * 1024 * 1024, piece = 8192;
+        ExecOutput o;
+        ExecResult result = {};
+        _cleanup_close_ int log = temp_log();
+        int status = -1;
+        pid_t pid;
+        int r;
+
+        exec_output_init(&o);
+        r = exec_output_open(&o, e, log, 100, NULL, NULL);
+        CHECK(r == 0, "the mover starts: %s", strerror(-r));
+        if (r < 0) {
+                exec_output_close(&o);
+                return;
+        }
+        fflush(stdout);
+        pid = fork();
+        if (pid == 0) {
+                static unsigned char buf[8192];
+                for (size_t done = 0; done < total; done += piece) {
+                        for (size_t i = 0; i < piece; i++)
+                                buf[i] = (unsigned char) ((done + i) % 251);
+                        if (write(o.pass_fd, buf, piece) != (ssize_t) piece)
+                                _exit(1);
+                }
+                _exit(0);
+        }
+        o.pass_fd = safe_close(o.pass_fd);
+        (void) waitpid(pid, &status, 0);
+        r = exec_output_finish(&o, &result);
+        CHECK(r == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && result.output_bytes == total &&
+              lseek(log, 0, SEEK_END) == (off_t) total, "a flood of %zu MiB, all in the log (%llu bytes)", total >> 20,
+              (unsigned long long) result.output_bytes);
+
+        static unsigned char got[1024 * 1024];
+        bool same = true;
+        for (size_t off = 0; same && off < total; off += sizeof(got)) {
+                if (pread(log, got, sizeof(got), (off_t) off) != (ssize_t) sizeof(got))
+                        same = false;
+                for (size_t i = 0; same && i < sizeof(got); i++)
+                        same = got[i] == (unsigned char) ((off + i) % 251);
+        }
+        CHECK(same, "every byte as written, in order");
+        exec_result_done(&result);
+}
+
 /* The log's file system is full (here: the log may not grow past
  * RLIMIT_FSIZE): the command is not stopped, what it writes beyond is
  * counted and dropped, and the log keeps what it had. */
@@ -361,6 +411,7 @@ int main(void) {
         test_writer_that_never_stops(event, true);
         test_writer_that_never_stops(event, false);
         test_log_full(event);
+        test_flood_write_behind(event);
 
         snprintf(sock_path, sizeof(sock_path), "/tmp/test-exec-output.%i.sock", (int) getpid());
         strcpy(sa.sun_path, sock_path);
