@@ -127,6 +127,10 @@ static void output_write_behind(ExecOutput *o) {
                         return;
                 }
                 o->ring_ready = true;
+                /* One kernel worker at most (threads count against the
+                 * service's TasksMax=, and hundreds of commands may flood). */
+                unsigned workers[2] = { 1, 1 };
+                (void) io_uring_register_iowq_max_workers(&o->ring, workers);
         }
         output_behind_reap(o, false);
         /* The disk or the workers lag: let them catch up first. */
