@@ -152,6 +152,18 @@ static bool followed_has(const char *s) {
         return memmem(followed, followed_len, s, strlen(s)) != NULL;
 }
 
+/* Opens o on log with a mover running; false (and o closed) if it cannot. */
+static bool mover_start(ExecOutput *o, sd_event *e, int log, size_t keep, exec_output_handler_t handler) {
+        int r;
+
+        exec_output_init(o);
+        r = exec_output_open(o, e, log, keep, handler, NULL);
+        CHECK(r == 0, "the mover starts: %s", strerror(-r));
+        if (r < 0)
+                exec_output_close(o);
+        return r >= 0;
+}
+
 static int temp_log(void) {
         char path[] = "/tmp/test-exec-output-log.XXXXXX";
         int fd = mkostemp(path, O_CLOEXEC | O_APPEND);
@@ -184,16 +196,11 @@ static void test_small_writes_and_quiet(sd_event *e) {
         pid_t pid;
         int r;
 
-        exec_output_init(&o);
         followed_len = 0;
         followed_raw = false;
         CHECK(log >= 0 && write(log, "banner\n", 7) == 7, "a log with a banner");
-        r = exec_output_open(&o, e, log, 1000, on_follow, NULL);
-        CHECK(r == 0, "the mover starts: %s", strerror(-r));
-        if (r < 0) {
-                exec_output_close(&o);
+        if (!mover_start(&o, e, log, 1000, on_follow))
                 return;
-        }
         fflush(stdout);   /* the child must not print our TAP lines again */
         pid = fork();
         if (pid == 0) {
@@ -248,13 +255,8 @@ static void test_writer_that_never_stops(sd_event *e, bool finish) {
         pid_t pid;
         int r;
 
-        exec_output_init(&o);
-        r = exec_output_open(&o, e, log, 100, finish ? on_follow : NULL, NULL);
-        CHECK(r == 0, "the mover starts: %s", strerror(-r));
-        if (r < 0) {
-                exec_output_close(&o);
+        if (!mover_start(&o, e, log, 100, finish ? on_follow : NULL))
                 return;
-        }
         fflush(stdout);   /* the child must not print our TAP lines again */
         pid = fork();
         if (pid == 0) {
@@ -299,13 +301,8 @@ static void test_flood_write_behind(sd_event *e) {
         pid_t pid;
         int r;
 
-        exec_output_init(&o);
-        r = exec_output_open(&o, e, log, 100, NULL, NULL);
-        CHECK(r == 0, "the mover starts: %s", strerror(-r));
-        if (r < 0) {
-                exec_output_close(&o);
+        if (!mover_start(&o, e, log, 100, NULL))
                 return;
-        }
         fflush(stdout);
         pid = fork();
         if (pid == 0) {
@@ -350,13 +347,8 @@ static void test_log_full(sd_event *e) {
         pid_t pid;
         int r;
 
-        exec_output_init(&o);
-        r = exec_output_open(&o, e, log, 100, NULL, NULL);
-        CHECK(r == 0, "the mover starts: %s", strerror(-r));
-        if (r < 0) {
-                exec_output_close(&o);
+        if (!mover_start(&o, e, log, 100, NULL))
                 return;
-        }
         (void) getrlimit(RLIMIT_FSIZE, &old);
         lim.rlim_max = old.rlim_max;
         (void) setrlimit(RLIMIT_FSIZE, &lim);
