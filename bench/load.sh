@@ -11,7 +11,7 @@
 #     daemon's memory growth per task (VmRSS), and the time from a stopped
 #     daemon to its first answer with COUNT records against one with none.
 #
-#   bench/load.sh [BUILDDIR]        RATE=1000 DURATION=60 CLIENTS=8 COUNT=1000 LOOP=open LIST=filtered
+#   bench/load.sh [BUILDDIR]        RATE=1000 DURATION=60 CLIENTS=8 COUNT=1000 LOOP=open LIST=filtered BUS=daemon
 #
 # LIST=filtered (the default): the list call is the one "agentfabctl list"
 # makes, ListTasksFiltered() of the states that are not finished; LIST=full:
@@ -23,6 +23,13 @@
 # rate offered is the rate asked for and slowness shows as latency.
 # LOOP=closed: each client waits for an answer before its next call, so the
 # rate achieved falls as latency grows (CLIENTS / latency at most).
+#
+# BUS=broker: the harness's system bus is dbus-broker instead of
+# dbus-daemon (Debian's dbus-broker package, its files taken from
+# `apt-get download` into the harness only, so that the host's bus stays as
+# it is; BROKER_DEB=FILE names the package file instead). dbus-daemon reads
+# at most 2 KiB of a connection twice a turn of its main loop, which is
+# what limits LIST=full: this measures the factory on a bus without that.
 #
 # PROFILE=DIR records, during the calls, `perf record -g` of agentfabd (or of
 # PROFILE_PROCESS, e.g. dbus-daemon)
@@ -64,7 +71,22 @@ Endpoint=http://127.0.0.1:$PORT/v1
 Model=scripted
 CONF
         grep -q '^alice:' "$R/etc/passwd" || useradd --root "$R" -m -s /bin/bash alice
+        if [ "${BUS:-daemon}" = broker ]; then
+                # Its two programs and its unit only: the package's own
+                # directories would replace the root's /lib symlink.
+                local x="$WORK/broker"
+                rm -rf "$x" && dpkg-deb -x "$BROKER_DEB" "$x" || return 1
+                install -m 0755 "$x/usr/bin/dbus-broker" "$x/usr/bin/dbus-broker-launch" "$R/usr/bin/" || return 1
+                install -m 0644 "$x/lib/systemd/system/dbus-broker.service" "$R/etc/systemd/system/dbus.service" || return 1
+        fi
 }
+
+BUS_PROCESS=dbus-daemon
+[ "${BUS:-daemon}" = broker ] && BUS_PROCESS=dbus-broker
+if [ "${BUS:-daemon}" = broker ] && [ -z "${BROKER_DEB:-}" ]; then
+        (cd "$WORK" && apt-get download dbus-broker >/dev/null 2>&1) || { echo "BUS=broker: apt-get download dbus-broker failed" >&2; exit 1; }
+        BROKER_DEB=$(ls "$WORK"/dbus-broker_*.deb)
+fi
 
 # Two long tasks at work during the calls: a step a second, for long enough.
 python3 - "$((DURATION + 30))" > "$WORK/model.json" <<'PY'
@@ -126,7 +148,7 @@ echo "=== $RATE D-Bus calls a second for $DURATION s from $CLIENTS clients, two 
                 done | awk '{ s += $1 } END { print s + 0 }'
         }
         declare -A cpu0
-        for c in agentfabd dbus-daemon polkitd; do cpu0[$c]=$(cpu_ticks "$c"); done
+        for c in agentfabd $BUS_PROCESS polkitd; do cpu0[$c]=$(cpu_ticks "$c"); done
         # The load average every 5 s during the calls (the machine is shared), and the daemon's memory.
         ( while sleep 5; do cut -d' ' -f1 /proc/loadavg; done ) > "$WORK/loadavg" &
         LOADAVG_PID=$!
@@ -140,7 +162,7 @@ echo "=== $RATE D-Bus calls a second for $DURATION s from $CLIENTS clients, two 
         echo "daemon VmRSS: $rss_calls0 bytes before the calls, $(rss) after"
         echo "tasks after the calls, by state: $(hx busctl --json=short call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks |
                 python3 -c 'import collections, json, sys; c = collections.Counter(t[1] for t in json.load(sys.stdin)["data"][0]); print(sum(c.values()), dict(c))')"
-        echo "CPU during the calls (share of one core): $(for c in agentfabd dbus-daemon polkitd; do
+        echo "CPU during the calls (share of one core): $(for c in agentfabd $BUS_PROCESS polkitd; do
                 awk -v a="${cpu0[$c]}" -v b="$(cpu_ticks "$c")" -v hz="$(getconf CLK_TCK)" -v ns=$((t1 - t0)) -v c="$c" \
                     'BEGIN { printf "%s %.0f %%  ", c, (b - a) / hz / (ns / 1e9) * 100 }'; done)load average: $(cut -d' ' -f1-3 /proc/loadavg)"
         [ -n "${PROFILE_PID:-}" ] && wait "$PROFILE_PID"
@@ -155,9 +177,9 @@ echo "=== $RATE D-Bus calls a second for $DURATION s from $CLIENTS clients, two 
         # cancelled), the whole list against the unfinished tasks, one call
         # at a time: latency, and the CPU time of the daemon and dbus-daemon.
         for l in full filtered; do
-                for c in agentfabd dbus-daemon; do cpu0[$c]=$(cpu_ticks "$c"); done
+                for c in agentfabd $BUS_PROCESS; do cpu0[$c]=$(cpu_ticks "$c"); done
                 out=$(hx_as alice agentfab-load list --count="${LIST_CALLS:-1000}" --list="$l")
-                echo "$out; CPU a call: $(for c in agentfabd dbus-daemon; do
+                echo "$out; CPU a call: $(for c in agentfabd $BUS_PROCESS; do
                         awk -v a="${cpu0[$c]}" -v b="$(cpu_ticks "$c")" -v hz="$(getconf CLK_TCK)" -v n="${LIST_CALLS:-1000}" -v c="$c" \
                             'BEGIN { printf "%s %.0f us  ", c, (b - a) / hz / n * 1e6 }'; done)"
         done
