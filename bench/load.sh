@@ -44,7 +44,7 @@ HERE=$(dirname "$(realpath "$0")")
 SRC=$(realpath "$HERE/..")
 . "$HERE/../tests/integration/lib/harness.sh"
 
-RATE=${RATE:-1000} DURATION=${DURATION:-60} CLIENTS=${CLIENTS:-8} COUNT=${COUNT:-1000}
+RATE=${RATE:-1000} DURATION=${DURATION:-60} CLIENTS=${CLIENTS:-8} COUNT=${COUNT:-1000} BUS=${BUS:-daemon}
 WORK=$(mktemp -d /tmp/agentfab-load.XXXXXX)
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 MODEL_PID=
@@ -71,7 +71,7 @@ Endpoint=http://127.0.0.1:$PORT/v1
 Model=scripted
 CONF
         grep -q '^alice:' "$R/etc/passwd" || useradd --root "$R" -m -s /bin/bash alice
-        if [ "${BUS:-daemon}" = broker ]; then
+        if [ "$BUS" = broker ]; then
                 # Its two programs and its unit only: the package's own
                 # directories would replace the root's /lib symlink.
                 local x="$WORK/broker"
@@ -82,8 +82,8 @@ CONF
 }
 
 BUS_PROCESS=dbus-daemon
-[ "${BUS:-daemon}" = broker ] && BUS_PROCESS=dbus-broker
-if [ "${BUS:-daemon}" = broker ] && [ -z "${BROKER_DEB:-}" ]; then
+[ "$BUS" = broker ] && BUS_PROCESS=dbus-broker
+if [ "$BUS" = broker ] && [ -z "${BROKER_DEB:-}" ]; then
         (cd "$WORK" && apt-get download dbus-broker >/dev/null 2>&1) || { echo "BUS=broker: apt-get download dbus-broker failed" >&2; exit 1; }
         BROKER_DEB=$(ls "$WORK"/dbus-broker_*.deb)
 fi

@@ -118,6 +118,7 @@ static void output_behind_reap(ExecOutput *o, bool wait) {
 static void output_write_behind(ExecOutput *o) {
         uint64_t drop_from, n;
         struct io_uring_sqe *sqe;
+        int k;
 
         if (o->log_off - o->behind < OUTPUT_WRITE_BEHIND)
                 return;
@@ -138,18 +139,18 @@ static void output_write_behind(ExecOutput *o) {
                 return;
 
         drop_from = o->behind - o->log_start > 2 * OUTPUT_WRITE_BEHIND ? o->behind - 2 * OUTPUT_WRITE_BEHIND : o->log_start;
-        if (o->behind > drop_from && (sqe = io_uring_get_sqe(&o->ring))) {
+        if (o->behind > drop_from && (sqe = io_uring_get_sqe(&o->ring)))
                 io_uring_prep_fadvise(sqe, o->log_fd, drop_from, (off_t) (o->behind - drop_from), POSIX_FADV_DONTNEED);
-                o->behind_inflight++;
-        }
         n = o->log_off - o->behind;
-        if ((sqe = io_uring_get_sqe(&o->ring))) {
+        if ((sqe = io_uring_get_sqe(&o->ring)))
                 io_uring_prep_sync_file_range(sqe, o->log_fd, (unsigned) MIN(n, (uint64_t) UINT32_MAX), o->behind,
                                               SYNC_FILE_RANGE_WRITE);
-                o->behind_inflight++;
-        }
-        if (io_uring_submit(&o->ring) < 0)
+        /* Only what the kernel took is waited for at the mover's end (what
+         * it did not stays queued and goes with the next submission). */
+        k = io_uring_submit(&o->ring);
+        if (k < 0)
                 return;
+        o->behind_inflight += (unsigned) k;
         o->behind = o->log_off;
 }
 
