@@ -2,9 +2,13 @@
 /* Ways of getting a command's output into the task's log, measured on
  * this machine's file system: the experiment issue 9's output target was
  * decided by. A producer process writes SIZE bytes; the time is from its
- * start until every byte is in the log (page cache, no fsync):
+ * start until every byte is in the log (page cache, no fsync; the file is
+ * freed after the time is taken):
  *
  *   null      the producer into /dev/null (the baseline; copies nothing)
+ *   drain     the producer into a 1 MiB pipe whose reader keeps nothing
+ *             (splice() to /dev/null): the floor of any design that reads a
+ *             pipe, what the producer itself pays for writing into one
  *   own-file  the producer into a file of its own, kept (what a per-command
  *             output file costs when it stays the command's log segment)
  *   append    the same, then appended to the log by copy_file_range()
@@ -20,7 +24,10 @@
  * written: slower than 1 GB/s here). The bound per producer is issue 9's:
  * min(1 GB/s, the /dev/null rate / 1.25).
  *
- *   output-paths [--dir=DIR] [--size-mb=N] [--runs=N]     (DIR: where the log goes; default /var/tmp)
+ * Each figure also says when the producer was done (its last write
+ * returned) and the CPU it and this process spent a GiB.
+ *
+ *   output-paths [--dir=DIR] [--size-mb=N] [--runs=N] [--designs=A,B] [--kinds=A,B]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,7 +57,10 @@ static double now(void) {
 }
 
 /* The producer: a child writing arg_size bytes to fd, then exiting. */
+static double producer_t0, producer_wall;
+
 static pid_t producer_start(const char *kind, int fd) {
+        producer_t0 = now();
         pid_t pid = fork();
         if (pid != 0)
                 return pid;
@@ -76,20 +87,52 @@ static pid_t producer_start(const char *kind, int fd) {
         _exit(0);
 }
 
+/* CPU time of the last run's producer, in seconds. */
+static double producer_cpu;
+
+static double tv_sec(struct timeval tv) {
+        return (double) tv.tv_sec + (double) tv.tv_usec / 1e6;
+}
+
 static int producer_wait(pid_t pid) {
+        struct rusage ru;
         int status;
-        if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        if (wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
                 return -EIO;
+        producer_cpu = tv_sec(ru.ru_utime) + tv_sec(ru.ru_stime);
+        producer_wall = now() - producer_t0;
         return 0;
 }
+
+/* CPU time of this process so far (the mover's thread and the ring's
+ * workers included), in seconds. */
+static double self_cpu(void) {
+        struct rusage ru;
+        (void) getrusage(RUSAGE_SELF, &ru);
+        return tv_sec(ru.ru_utime) + tv_sec(ru.ru_stime);
+}
+
+/* A run's files are freed after its time is taken: freeing 1 GiB of
+ * blocks (with a discard, where the file system asks for one) is the
+ * file system's cost of deleting, not of getting the bytes in. */
+static int kept_fds[4];
+static size_t n_kept;
 
 static int log_open(const char *name) {
         char path[4096];
         (void) snprintf(path, sizeof(path), "%s/%s", arg_dir, name);
         int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd >= 0)
+        if (fd >= 0) {
                 (void) unlink(path);
+                if (n_kept < ELEMENTSOF(kept_fds))
+                        kept_fds[n_kept++] = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        }
         return fd;
+}
+
+static void kept_close(void) {
+        while (n_kept > 0)
+                safe_close(kept_fds[--n_kept]);
 }
 
 static int run_null(const char *kind) {
@@ -154,6 +197,35 @@ static int run_loop(const char *kind) {
         return producer_wait(pid) < 0 || (uint64_t) off != arg_size ? -EIO : 0;
 }
 
+/* The floor: a 1 MiB pipe whose reader moves nothing anywhere (splice()
+ * to /dev/null frees the pages as they come). No log, so no design that
+ * keeps the bytes does better: what the producer itself pays for writing
+ * into a pipe, on this kernel. */
+static int run_drain(const char *kind) {
+        _cleanup_close_ int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        int p[2];
+        uint64_t n = 0;
+        pid_t pid;
+
+        if (null < 0 || pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        _cleanup_close_ int rd = p[0];
+        (void) fcntl(rd, F_SETPIPE_SZ, WRITE_MAX);
+        pid = producer_start(kind, p[1]);
+        safe_close(p[1]);
+        for (;;) {
+                ssize_t k = splice(rd, NULL, null, NULL, WRITE_MAX, SPLICE_F_MOVE);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                if (k == 0)
+                        break;
+                n += (uint64_t) k;
+        }
+        return producer_wait(pid) < 0 || n != arg_size ? -EIO : 0;
+}
+
 static int run_mover(const char *kind) {
         _cleanup_close_ int log = log_open("output-paths.log");
         _cleanup_(sd_event_unrefp) sd_event *e = NULL;
@@ -188,6 +260,7 @@ static const struct {
         int (*run)(const char *kind);
 } designs[] = {
         { "null", run_null },
+        { "drain", run_drain },
         { "own-file", run_own_file },
         { "append", run_append },
         { "loop", run_loop },
@@ -199,18 +272,53 @@ static int cmp_double(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
+static double median(const double *v, unsigned n) {
+        double t[100];
+        memcpy(t, v, n * sizeof(double));
+        qsort(t, n, sizeof(double), cmp_double);
+        return t[n / 2];
+}
+
+/* Whether name is in list, a comma-separated list (NULL: everything). */
+static bool listed(const char *list, const char *name) {
+        size_t n = strlen(name);
+        for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+                if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+                        return true;
+        return !list;
+}
+
+static void help(void) {
+        printf("output-paths [OPTIONS]\n\n"
+               "Ways of getting a command's output into a log, measured against\n"
+               "the same producer into /dev/null and into a pipe drained by nothing.\n\n"
+               "  --dir=DIR          where the logs go (default /var/tmp)\n"
+               "  --size-mb=N        bytes per run, in MiB (default 1024)\n"
+               "  --runs=N           runs per design, the median is shown (default 3)\n"
+               "  --designs=A,B,...  of null, drain, own-file, append, loop, mover (default all;\n"
+               "                     null and drain, the baselines, always run)\n"
+               "  --kinds=A,B,...    producers: 1m, 8k, computed (default all)\n");
+}
+
 int main(int argc, char *argv[]) {
         static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
                 { "dir", required_argument, NULL, 'd' },
                 { "size-mb", required_argument, NULL, 's' },
                 { "runs", required_argument, NULL, 'r' },
+                { "designs", required_argument, NULL, 'D' },
+                { "kinds", required_argument, NULL, 'k' },
                 {}
         };
         static const char *kinds[] = { "1m", "8k", "computed" };
+        const char *arg_designs = NULL, *arg_kinds = NULL;
         int c;
 
-        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (c) {
+                case 'h':
+                        help();
+                        return 0;
                 case 'd':
                         arg_dir = optarg;
                         break;
@@ -220,45 +328,67 @@ int main(int argc, char *argv[]) {
                 case 'r':
                         arg_runs = (unsigned) atoi(optarg);
                         break;
+                case 'D':
+                        arg_designs = optarg;
+                        break;
+                case 'k':
+                        arg_kinds = optarg;
+                        break;
                 default:
                         return 2;
                 }
-        if (arg_size == 0 || arg_runs == 0 || arg_runs > 100)
+        if (arg_size == 0 || arg_runs == 0 || arg_runs > 100) {
+                fprintf(stderr, "output-paths: --size-mb and --runs (1-100) must be positive\n");
                 return 2;
+        }
 
         printf("output-paths: %llu MiB per run, median of %u runs, log in %s\n",
                (unsigned long long) (arg_size >> 20), arg_runs, arg_dir);
         for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
-                double med[ELEMENTSOF(designs)], t[100];
+                double all[ELEMENTSOF(designs)][100], done[ELEMENTSOF(designs)][100];
+                double cpu_producer[ELEMENTSOF(designs)] = {}, cpu_self[ELEMENTSOF(designs)] = {};
+                double gib = (double) arg_size / (1u << 30);
 
+                if (!listed(arg_kinds, kinds[k]))
+                        continue;
                 /* Runs in turns, design after design, so that the machine's
                  * state (its load, the page cache) weighs on all alike. */
-                double all[ELEMENTSOF(designs)][100];
                 for (unsigned i = 0; i < arg_runs; i++)
                         for (size_t d = 0; d < ELEMENTSOF(designs); d++) {
-                                double t0 = now();
-                                int r = designs[d].run(kinds[k]);
+                                double c0, t0;
+                                int r;
+
+                                if (d > 1 && !listed(arg_designs, designs[d].name))
+                                        continue;
+                                c0 = self_cpu();
+                                t0 = now();
+                                r = designs[d].run(kinds[k]);
                                 if (r < 0) {
                                         fprintf(stderr, "%s/%s: %s\n", kinds[k], designs[d].name, strerror(-r));
                                         return 1;
                                 }
                                 all[d][i] = now() - t0;
+                                done[d][i] = producer_wall;
+                                kept_close();
+                                cpu_self[d] += self_cpu() - c0;
+                                cpu_producer[d] += producer_cpu;
                         }
+                double med_null = median(all[0], arg_runs), med_drain = median(all[1], arg_runs);
+                double bound = MIN(1000.0, (double) arg_size / med_null / 1e6 / 1.25);
                 for (size_t d = 0; d < ELEMENTSOF(designs); d++) {
-                        memcpy(t, all[d], arg_runs * sizeof(double));
-                        qsort(t, arg_runs, sizeof(double), cmp_double);
-                        med[d] = t[arg_runs / 2];
-                }
-                double rate_null = (double) arg_size / med[0] / 1e6, bound = MIN(1000.0, rate_null / 1.25);
-                for (size_t d = 0; d < ELEMENTSOF(designs); d++) {
-                        double rate = (double) arg_size / med[d] / 1e6;
-                        memcpy(t, all[d], arg_runs * sizeof(double));
-                        qsort(t, arg_runs, sizeof(double), cmp_double);
-                        printf("figure: output-paths %-8s %-8s median %.3f s (%.3f-%.3f) = %5.0f MB/s; %.2fx /dev/null",
-                               kinds[k], designs[d].name, med[d], t[0], t[arg_runs - 1], rate, med[d] / med[0]);
-                        if (d > 0)
+                        if (d > 1 && !listed(arg_designs, designs[d].name))
+                                continue;
+                        double med = median(all[d], arg_runs), rate = (double) arg_size / med / 1e6;
+                        printf("figure: output-paths %-8s %-8s median %.3f s = %5.0f MB/s; %.2fx /dev/null, %.2fx a drained pipe",
+                               kinds[k], designs[d].name, med, rate, med / med_null, med / med_drain);
+                        if (d > 1)
                                 printf("; bound %.0f MB/s: %s", bound, rate >= bound ? "met" : "not met");
-                        printf("\n");
+                        /* Where the time goes: when the producer was done
+                         * (its last byte written), and CPU seconds a GiB,
+                         * the producer's and this process's (the mover and
+                         * its ring's worker). */
+                        printf("; producer done after %.3f s; CPU s/GiB producer %.2f, ours %.2f\n",
+                               median(done[d], arg_runs), cpu_producer[d] / arg_runs / gib, cpu_self[d] / arg_runs / gib);
                 }
         }
         return 0;
