@@ -29,6 +29,9 @@
 /* A flood's log is written out behind the mover and dropped from the page
  * cache once written, in windows of this size (see output_write_behind()). */
 #define OUTPUT_WRITE_BEHIND (32ull * 1024 * 1024)
+/* ... and allocated on disk this far ahead of the mover (see
+ * output_allocate_ahead()). */
+#define OUTPUT_ALLOCATE_AHEAD (64ull * 1024 * 1024)
 #define OUTPUT_BEHIND_RING 8u
 /* The mover looks at its stop signal at least after this much. */
 #define OUTPUT_MOVE_BUDGET (4u * OUTPUT_PIPE_SIZE)
@@ -67,8 +70,20 @@ static void output_stop_mover(ExecOutput *o, bool abandon) {
         o->mover_running = false;
 }
 
+/* The blocks allocated past the log's end and not written are freed: on
+ * ext4 a truncation to the size the file has frees what lies beyond it.
+ * Only the loop writes the log once the mover is joined. */
+static void output_trim(ExecOutput *o) {
+        struct stat st;
+
+        if (o->allocated_end > 0 && o->log_fd >= 0 && fstat(o->log_fd, &st) >= 0 && (uint64_t) st.st_size < o->allocated_end)
+                (void) ftruncate(o->log_fd, st.st_size);
+        o->allocated_end = 0;
+}
+
 void exec_output_close(ExecOutput *o) {
         output_stop_mover(o, true);
+        output_trim(o);
         o->sample_timer = sd_event_source_disable_unref(o->sample_timer);
         o->news_io = sd_event_source_disable_unref(o->news_io);
         o->news_fd = safe_close(o->news_fd);
@@ -115,6 +130,26 @@ static void output_behind_reap(ExecOutput *o, bool wait) {
  * the command leaves things as they were without this. The work (the file
  * system's writeback) is the ring's, in a kernel worker, not the mover's:
  * done by the mover it halved what it moves on warm memory. */
+/* In the mover, during a flood: the log's blocks are allocated ahead of
+ * it (FALLOC_FL_KEEP_SIZE: its size, which readers go by, stays what was
+ * written), so that a write into the page cache finds its blocks mapped
+ * instead of reserving each one for delayed allocation: a tenth off the
+ * mover's CPU a GiB and 5-8 % sooner done for the command
+ * (bench/output-paths). What is left past the end is freed when the
+ * command ends (exec_output_close()). A file system without it, or a full
+ * disk, leaves the log as it was without this. */
+static void output_allocate_ahead(ExecOutput *o) {
+        uint64_t from = MAX(o->allocated_end, o->log_off);
+
+        if (o->allocate_failed || o->log_broken || o->log_copy || from >= o->log_off + OUTPUT_ALLOCATE_AHEAD)
+                return;
+        if (fallocate(o->log_fd, FALLOC_FL_KEEP_SIZE, (off_t) from, (off_t) (o->log_off + OUTPUT_ALLOCATE_AHEAD - from)) < 0) {
+                o->allocate_failed = true;
+                return;
+        }
+        o->allocated_end = o->log_off + OUTPUT_ALLOCATE_AHEAD;
+}
+
 static void output_write_behind(ExecOutput *o) {
         uint64_t drop_from, n;
         struct io_uring_sqe *sqe;
@@ -122,6 +157,7 @@ static void output_write_behind(ExecOutput *o) {
 
         if (o->log_off - o->behind < OUTPUT_WRITE_BEHIND)
                 return;
+        output_allocate_ahead(o);
         if (!o->ring_ready) {
                 if (o->ring_failed || io_uring_queue_init(OUTPUT_BEHIND_RING, &o->ring, 0) < 0) {
                         o->ring_failed = true;
@@ -458,6 +494,8 @@ int exec_output_open(ExecOutput *o, sd_event *e, int log_fd, size_t keep, exec_o
         o->log_broken = o->log_copy = o->abandon = o->news_wanted = false;
         o->ring_ready = o->ring_failed = false;
         o->behind_inflight = 0;
+        o->allocated_end = 0;
+        o->allocate_failed = false;
         o->keep = keep;
         o->on_output = on_output;
         o->userdata = userdata;

@@ -47,6 +47,10 @@ typedef struct ExecOutput {
         struct io_uring ring;
         bool ring_ready, ring_failed;
         unsigned behind_inflight;
+        /* The mover's: blocks allocated ahead of the log up to here (past
+         * its size; freed at the close). */
+        uint64_t allocated_end;
+        bool allocate_failed;
         bool news_wanted;          /* set by the loop, cleared by the mover when it writes news_fd */
         uint64_t log_start, sample_off;
         uint64_t sample_usec;      /* CLOCK_MONOTONIC of the last sample */

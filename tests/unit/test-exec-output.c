@@ -291,7 +291,9 @@ static void test_writer_that_never_stops(sd_event *e, bool finish) {
 
 /* A flood larger than a few write-behind windows: the log's pages behind
  * the mover are written out and dropped from the page cache as it goes
- * (output_write_behind()); every byte is in the log, in order. */
+ * (output_write_behind()), its blocks are allocated ahead of it
+ * (output_allocate_ahead()) and what was allocated past the end is freed
+ * at the close; every byte is in the log, in order. */
 static void test_flood_write_behind(sd_event *e) {
         const size_t total = 160u * 1024 * 1024, piece = 8192;
         ExecOutput o;
@@ -331,6 +333,11 @@ static void test_flood_write_behind(sd_event *e) {
                         same = got[i] == (unsigned char) ((off + i) % 251);
         }
         CHECK(same, "every byte as written, in order");
+        struct stat st;
+        CHECK(fstat(log, &st) >= 0 && st.st_size == (off_t) total &&
+              (uint64_t) st.st_blocks * 512 <= total + 1024 * 1024,
+              "no blocks allocated past the log's end are kept: %llu bytes allocated for %zu",
+              (unsigned long long) st.st_blocks * 512, total);
         exec_result_done(&result);
 }
 
