@@ -213,15 +213,10 @@ static int run_drain(const char *kind) {
         (void) fcntl(rd, F_SETPIPE_SZ, WRITE_MAX);
         pid = producer_start(kind, p[1]);
         safe_close(p[1]);
-        for (;;) {
-                ssize_t k = splice(rd, NULL, null, NULL, WRITE_MAX, SPLICE_F_MOVE);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
+        for (ssize_t k; (k = splice(rd, NULL, null, NULL, WRITE_MAX, SPLICE_F_MOVE)) != 0;) {
+                if (k < 0 && errno != EINTR)
                         return -errno;
-                if (k == 0)
-                        break;
-                n += (uint64_t) k;
+                n += k > 0 ? (uint64_t) k : 0;
         }
         return producer_wait(pid) < 0 || n != arg_size ? -EIO : 0;
 }
