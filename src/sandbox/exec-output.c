@@ -325,7 +325,7 @@ static void *output_mover(void *userdata) {
                         break;
                 /* Little there and the writers still at it: let more come. */
                 if (!(p[0].revents & (POLLHUP | POLLERR)) && ioctl(o->out_fd, FIONREAD, &avail) >= 0 &&
-                    (unsigned) avail < o->batch_min && output_stop_requested(o, OUTPUT_BATCH_WAIT_NSEC))
+                    (unsigned) avail < OUTPUT_BATCH_MIN && output_stop_requested(o, OUTPUT_BATCH_WAIT_NSEC))
                         break;
                 if (output_move(o, OUTPUT_MOVE_BUDGET) != 0)
                         return output_mover_done(o);   /* the end of the output */
@@ -454,7 +454,7 @@ int exec_output_open(ExecOutput *o, sd_event *e, int log_fd, size_t keep, exec_o
         struct stat st;
         pthread_attr_t attr;
         sigset_t all, old;
-        int p[2], pipe_size;
+        int p[2];
         int r;
 
         if (pipe2(p, O_CLOEXEC) < 0)
@@ -465,14 +465,6 @@ int exec_output_open(ExecOutput *o, sd_event *e, int log_fd, size_t keep, exec_o
         if (fcntl(o->out_fd, F_SETFL, O_NONBLOCK) < 0)
                 return -errno;
         (void) fcntl(o->out_fd, F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
-        /* Once the agentfab user's pipes pass fs.pipe-user-pages-soft (64
-         * MiB: some fifty commands at work at once), the kernel gives a new
-         * pipe two pages and refuses to grow it: a wait for 64 KiB that can
-         * never be there would hold the command for the whole wait each
-         * time the pipe ran dry. So the mover waits only while less than
-         * half the pipe is full. */
-        pipe_size = fcntl(o->out_fd, F_GETPIPE_SZ);
-        o->batch_min = pipe_size > 0 ? MIN(OUTPUT_BATCH_MIN, (unsigned) pipe_size / 2) : OUTPUT_BATCH_MIN;
         /* The relay: ours at both ends, empty between two moves. */
         if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
                 return -errno;

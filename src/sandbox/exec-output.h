@@ -34,7 +34,6 @@ typedef struct ExecOutput {
         bool mover_running;        /* started and not yet joined */
         bool abandon;              /* stop without moving what the pipe still holds */
         int relay_in, relay_out;   /* a pipe of the mover's own between out_fd and the log */
-        unsigned batch_min;        /* less than this waiting in out_fd: the mover lets more come first */
         int log_fd;                /* the log, opened again without O_APPEND: splice() wants an offset */
         /* Written by the mover, read by the loop with __atomic loads while
          * it runs (a follower's samples), plainly after the join. */
