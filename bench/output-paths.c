@@ -60,11 +60,12 @@ static double now(void) {
         return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
-/* The producer: a child writing arg_size bytes to fd, then exiting. */
-static double producer_t0, producer_wall;
-/* CPU time of a run's mover in a child of ours (run_mover_spent()). */
-static double spent_cpu;
+/* The last run's producer: when it started, how long until it was done
+ * (its last write returned) and its CPU time, in seconds; and the CPU time
+ * of a mover run in a child of ours (run_mover_spent()). */
+static double producer_t0, producer_wall, producer_cpu, spent_cpu;
 
+/* The producer: a child writing arg_size bytes to fd, then exiting. */
 static pid_t producer_start(const char *kind, int fd) {
         producer_t0 = now();
         pid_t pid = fork();
@@ -92,9 +93,6 @@ static pid_t producer_start(const char *kind, int fd) {
         }
         _exit(0);
 }
-
-/* CPU time of the last run's producer, in seconds. */
-static double producer_cpu;
 
 static double tv_sec(struct timeval tv) {
         return (double) tv.tv_sec + (double) tv.tv_usec / 1e6;

@@ -290,13 +290,48 @@ static void test_writer_that_never_stops(sd_event *e, bool finish) {
         exec_result_done(&result);
 }
 
+/* A writer child: total bytes of a pattern (each byte its offset modulo
+ * 251) into fd, in pieces of small and big bytes by turns. */
+static pid_t pattern_writer(int fd, size_t total, size_t small, size_t big) {
+        static unsigned char buf[1024 * 1024];
+        pid_t pid;
+
+        fflush(stdout);   /* the child must not print our TAP lines again */
+        pid = fork();
+        if (pid != 0)
+                return pid;
+        for (size_t done = 0, piece = small; done < total; done += piece, piece = piece == small ? big : small) {
+                piece = MIN(MIN(piece, sizeof(buf)), total - done);
+                for (size_t i = 0; i < piece; i++)
+                        buf[i] = (unsigned char) ((done + i) % 251);
+                if (write(fd, buf, piece) != (ssize_t) piece)
+                        _exit(1);
+        }
+        _exit(0);
+}
+
+/* Whether the log's first total bytes are pattern_writer()'s. */
+static bool log_has_pattern(int log, size_t total) {
+        static unsigned char got[1024 * 1024];
+
+        for (size_t off = 0; off < total; off += sizeof(got)) {
+                size_t n = MIN(sizeof(got), total - off);
+                if (pread(log, got, n, (off_t) off) != (ssize_t) n)
+                        return false;
+                for (size_t i = 0; i < n; i++)
+                        if (got[i] != (unsigned char) ((off + i) % 251))
+                                return false;
+        }
+        return true;
+}
+
 /* A flood larger than a few write-behind windows: the log's pages behind
  * the mover are written out and dropped from the page cache as it goes
  * (output_write_behind()), its blocks are allocated ahead of it
  * (output_allocate_ahead()) and what was allocated past the end is freed
  * at the close; every byte is in the log, in order. */
 static void test_flood_write_behind(sd_event *e) {
-        const size_t total = 160u * 1024 * 1024, piece = 8192;
+        const size_t total = 160u * 1024 * 1024;
         ExecOutput o;
         ExecResult result = {};
         _cleanup_close_ int log = temp_log();
@@ -306,18 +341,7 @@ static void test_flood_write_behind(sd_event *e) {
 
         if (!mover_start(&o, e, log, 100, NULL))
                 return;
-        fflush(stdout);
-        pid = fork();
-        if (pid == 0) {
-                static unsigned char buf[8192];
-                for (size_t done = 0; done < total; done += piece) {
-                        for (size_t i = 0; i < piece; i++)
-                                buf[i] = (unsigned char) ((done + i) % 251);
-                        if (write(o.pass_fd, buf, piece) != (ssize_t) piece)
-                                _exit(1);
-                }
-                _exit(0);
-        }
+        pid = pattern_writer(o.pass_fd, total, 8192, 8192);
         o.pass_fd = safe_close(o.pass_fd);
         (void) waitpid(pid, &status, 0);
         r = exec_output_finish(&o, &result);
@@ -325,15 +349,7 @@ static void test_flood_write_behind(sd_event *e) {
               lseek(log, 0, SEEK_END) == (off_t) total, "a flood of %zu MiB, all in the log (%llu bytes)", total >> 20,
               (unsigned long long) result.output_bytes);
 
-        static unsigned char got[1024 * 1024];
-        bool same = true;
-        for (size_t off = 0; same && off < total; off += sizeof(got)) {
-                if (pread(log, got, sizeof(got), (off_t) off) != (ssize_t) sizeof(got))
-                        same = false;
-                for (size_t i = 0; same && i < sizeof(got); i++)
-                        same = got[i] == (unsigned char) ((off + i) % 251);
-        }
-        CHECK(same, "every byte as written, in order");
+        CHECK(log_has_pattern(log, total), "every byte as written, in order");
         struct stat st;
         CHECK(fstat(log, &st) >= 0 && st.st_size == (off_t) total &&
               (uint64_t) st.st_blocks * 512 <= total + 1024 * 1024,
@@ -405,34 +421,15 @@ static int spent_quota_child(void) {
                 return 4;
         if (fcntl(o.out_fd, F_GETPIPE_SZ) > 16384)
                 return 3;
-        pid = fork();
-        if (pid == 0) {
-                /* Pieces of 8 KiB and of 1 MiB, as head and a 1 MiB writer make them. */
-                static unsigned char buf[1024 * 1024];
-                for (size_t done = 0, piece = 8192; done < total; done += piece, piece = piece == 8192 ? sizeof(buf) : 8192) {
-                        piece = MIN(piece, total - done);
-                        for (size_t i = 0; i < piece; i++)
-                                buf[i] = (unsigned char) ((done + i) % 253);
-                        if (write(o.pass_fd, buf, piece) != (ssize_t) piece)
-                                _exit(1);
-                }
-                _exit(0);
-        }
+        /* Pieces of 8 KiB and of 1 MiB, as head and a 1 MiB writer make them. */
+        pid = pattern_writer(o.pass_fd, total, 8192, 1024 * 1024);
         o.pass_fd = safe_close(o.pass_fd);
         (void) waitpid(pid, &status, 0);
         if (exec_output_finish(&o, &result) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
             result.output_bytes != total || lseek(log, 0, SEEK_END) != (off_t) total)
                 return 5;
         exec_result_done(&result);
-        static unsigned char got[64 * 1024];
-        for (size_t off = 0; off < total; off += sizeof(got)) {
-                if (pread(log, got, sizeof(got), (off_t) off) != (ssize_t) sizeof(got))
-                        return 6;
-                for (size_t i = 0; i < sizeof(got); i++)
-                        if (got[i] != (unsigned char) ((off + i) % 253))
-                                return 6;
-        }
-        return 0;
+        return log_has_pattern(log, total) ? 0 : 6;
 }
 
 /* The agentfab user's pipes past fs.pipe-user-pages-soft (some fifty
