@@ -10,6 +10,7 @@
 #include "agentfab-bus.h"
 #include "fs-util.h"
 #include "log.h"
+#include "bus-server.h"
 #include "manager.h"
 #include "string-util.h"
 #include "trace.h"
@@ -161,7 +162,9 @@ static uint64_t process_age_usec(void) {
         } while (0)
 
 int main(int argc, char *argv[]) {
+        /* Freed in this order: the bus room, then the manager below it. */
         _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_(bus_server_freep) BusServer *bus = NULL;
         const char *state_dir;
         uint64_t t0 = TRACE_BEGIN();
         int r;
@@ -195,7 +198,7 @@ int main(int argc, char *argv[]) {
                 return 1;
         }
         if (arg_idle_timeout_set)
-                m->config.idle_timeout_usec = arg_idle_timeout;
+                m->factory.config.idle_timeout_usec = arg_idle_timeout;
         START_PHASE("setup", t0);
 
         r = manager_load_tasks(m);
@@ -203,13 +206,17 @@ int main(int argc, char *argv[]) {
                 return 1;
         START_PHASE("load", t0);
 
+        r = bus_server_new(m, &bus);
+        if (r < 0)
+                return log_oom(), 1;
+
         /* With the sandboxes from systemd's fd store. */
-        r = manager_listen_stream(m, arg_socket);
+        r = bus_server_listen_stream(bus, arg_socket);
         if (r < 0)
                 return 1;
         START_PHASE("listen", t0);
 
-        r = manager_connect_bus(m, arg_bus, arg_bus_address);
+        r = bus_server_connect(bus, arg_bus, arg_bus_address);
         if (r < 0)
                 return 1;
         START_PHASE("bus", t0);

@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "manager.h"
+#include "factory.h"
 #include "tap.h"
 #include "task-job.h"
 
@@ -64,12 +64,12 @@ static TaskJob *enqueue(Task *t, char name, unsigned sleep_ms) {
 }
 
 int main(void) {
-        Manager m = {};
+        Factory m = {};
         Task *t = NULL;
 
         CHECK(sd_event_new(&m.event) >= 0, "an event loop");
         CHECK(task_new(&t, "0123456789ab") == 0, "a task");
-        t->manager = &m;
+        t->factory = &m;
 
         /* Four jobs, the second cancelled while it waits, the first while it runs. */
         TaskJob *a = enqueue(t, 'a', 100);

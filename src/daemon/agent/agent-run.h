@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The agent's run of one task, shared by the modules of the agent: the loop
+ * (agent-loop.c, the state machine), its conversation (conversation.c), the
+ * summary (summary.c) and the delivery (delivery.c). Not for anyone else:
+ * the rest of the daemon talks to the agent through agent.h. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <json-c/json.h>
+#include <systemd/sd-event.h>
+
+#include "breakers.h"
+#include "exec-session.h"
+#include "ledger.h"
+#include "macro.h"
+#include "factory.h"
+#include "model-client.h"
+#include "model-profile.h"
+#include "step-commit.h"
+#include "task.h"
+#include "task-save.h"
+#include "tools.h"
+#include "task-job.h"
+#include "worker.h"
+
+typedef struct StepCommit StepCommit;
+
+typedef enum AgentPhase {
+        PHASE_IDLE,                /* nothing in flight: agent_advance() decides */
+        PHASE_PREPARE,             /* the workspace is being made, in a worker thread */
+        PHASE_SANDBOX,             /* the launcher makes the sandbox, or we wait our turn for it */
+        PHASE_BASELINE,            /* the test command before any change */
+        PHASE_MODEL,               /* a model call in flight */
+        PHASE_TOOL,                /* a command of a tool call in flight */
+        PHASE_VERIFY,              /* delivery's own run of the test command on the final tree */
+        PHASE_REVIEW,              /* the review stage: a checker in the sandbox, or the analysis in a worker thread */
+        PHASE_LEDGER,              /* a checkpoint, a reset or the delivery's commit, in a worker thread */
+        PHASE_SAVE,                /* a step's acknowledgement is written, in a worker thread (task-save.h) */
+        PHASE_STATE,               /* a move to the next state of work, or the first messages, are written, likewise */
+        PHASE_DELIVER,             /* the push and the pull request, in a worker thread */
+} AgentPhase;
+
+struct AgentRun {
+        Task *task;                /* NULL once stopped: callbacks then do nothing */
+        Factory *factory;
+        sd_event_source *defer;    /* runs agent_advance() */
+        sd_event_source *dispose;  /* frees a stopped run outside its own callbacks */
+        AgentPhase phase;
+
+        int dir_fd;                /* tasks/<id> */
+        int log_fd;                /* output.log */
+        Ledger *ledger;
+        SandboxSession *session;
+        const ModelProfile *profile;
+        char *api_key;
+        char *model_name;          /* "<profile>/<model>" for trailers and the journal */
+        ModelCall *call;
+        Worker *worker;            /* making the workspace */
+        TaskJob *job;              /* a job on the ledger (step-commit.h) or the delivery to a forge */
+        void (*commit_done)(AgentRun *run, StepCommit *c);
+        void (*reset_done)(AgentRun *run, int r);
+        void (*coverage_done)(AgentRun *run);   /* review_stage_keep_base_coverage() */
+        /* A step's end that came back while the task was paused: taken up
+         * when it is resumed (step_commit_take_held()), so that nothing
+         * follows from it while the task says "paused". */
+        StepCommit *held;
+        void (*held_done)(AgentRun *run, StepCommit *c);
+        /* The ledger job's result whose acknowledgement is being written
+         * (PHASE_SAVE), and what follows once the file holds it: a step's
+         * change lists for its breakers, the delivery's next stage. */
+        StepCommit *saving;
+        void (*saving_done)(AgentRun *run, StepCommit *c);
+        uint64_t save_start_usec;  /* AGENTFAB_TRACE=1: when that write began */
+        TaskState next_state;      /* the state being written (PHASE_STATE) */
+        char *next_reason;         /* and its reason, should the write fail */
+        bool saving_plan;          /* the messages being written (PHASE_STATE) end with the plan */
+        bool tools_held;           /* a file tool came back while paused: the next call waits for the resume */
+        struct ReviewJob *held_review;   /* the same for the review's analysis (review-stage.c) */
+        int held_review_result;
+        bool at_checkpoint;        /* the workspace was reset to the acknowledged checkpoint */
+        ModelReplay *replay;       /* with spec.replay: the recorded exchanges instead of the endpoint */
+        json_object *messages;     /* the conversation: acknowledged messages, then the step in flight */
+        json_object *tools;
+        uint64_t clock_usec;       /* CLOCK_MONOTONIC when wall-clock use was last counted */
+
+        /* The step in flight. */
+        json_object *calls;        /* the tool calls of the model's reply */
+        size_t next_call;
+        char *call_id;             /* of the tool call whose command runs */
+        ToolKind call_kind;
+        char *call_command;
+        char **commands;           /* run in this step, for the Agentfab-Command: trailers */
+        char *subject;
+        char *body;                /* the reply's words after its first line, and its tool calls */
+        bool tests_ran;
+        bool tests_passed;
+        int test_exit;
+        int tests_n_passed;
+        bool network;              /* a command failed for want of the network */
+        char *network_command;
+        bool finish;               /* finish called and its tests passed */
+        unsigned good_calls;       /* tool calls of this step that parsed */
+        unsigned bad_calls;        /* and those that did not */
+        char *finish_summary;
+
+        bool sandbox_opening;      /* the launcher makes our sandbox: one of agent-prepare.c's sandbox_opening */
+        bool sandbox_waiting;      /* in line for that, in sandbox_waiters */
+        AgentRun *sandbox_next;
+        struct ReviewJob *review;  /* the review stage's, while its checkers run (review-stage.c) */
+        char *review_api_key;      /* the reviewer model's (review-model.c) */
+        char *review_model_name;   /* "<profile>/<model>" of the reviewer */
+        uint64_t trace_start_usec; /* AGENTFAB_TRACE=1: when the agent started, until its first model call */
+        const char *trace_sandbox; /* static: how it came by its sandbox, for that trace */
+};
+
+/* CLOCK_MONOTONIC in microseconds. */
+uint64_t agent_now_usec(void);
+
+/* Counts the wall-clock time used since it was last counted. */
+void agent_count_clock(AgentRun *run);
+
+/* Runs agent_advance() from the event loop, soon. */
+void agent_schedule(AgentRun *run);
+
+/* Moves the task to state; a state that is not active stops the run. A
+ * failure with nothing of the run in flight is written in a worker thread
+ * (as agent_set_state_then()), the rest on the loop. */
+void agent_set_state(AgentRun *run, TaskState state, const char *reason);
+
+/* The same, with the state file written in a worker thread (PHASE_STATE,
+ * task-save.h): for a move the run makes with nothing else in flight.
+ * agent_advance() runs again once the file holds it, or looks at the task
+ * as it is if a Pause() or Cancel() overtook it. (agent-state.c) */
+void agent_set_state_then(AgentRun *run, TaskState state, const char *reason);
+
+/* A done() for agent_save_progress_then() after which agent_advance()
+ * decides. */
+void agent_saved_go_on(AgentRun *run, StepCommit *c);
+
+/* An acknowledgement of the progress as memory holds it: set its fields,
+ * then agent_save_progress_then(). */
+void agent_progress_ack_init(AgentRun *run, TaskProgressAck *ack);
+
+/* Writes *ack (and append, the conversation's new lines, may be NULL) in a
+ * worker thread (PHASE_SAVE); memory takes it once the file holds it, and
+ * then done(run, c) runs: at once if written here, after the resume if the
+ * task was paused meanwhile. c (a ledger job's result, may be NULL) moves to
+ * the run for that. A failed write fails the task. Takes *ack and append. */
+void agent_save_progress_then(AgentRun *run, TaskProgressAck *ack, char *append, size_t append_size, StepCommit *c,
+                              void (*done)(AgentRun *run, StepCommit *c));
+
+/* agent-prepare.c. Opens the task's workspace, making it if create: 0 it
+ * is there; 1 it is being made (in a worker thread) and agent_advance()
+ * runs again when it is; < 0 the task failed. */
+int agent_open_workspace(AgentRun *run, bool create);
+/* Opens the task's sandbox unless it is open: 0 it is there; > 0 it is
+ * being made (or waits its turn) and agent_advance() runs again when it is;
+ * < 0 the task failed. */
+int agent_open_sandbox(AgentRun *run);
+/* The run's turn at the launcher is over (or given up): the next in line
+ * goes. */
+void agent_sandbox_release(AgentRun *run);
+
+/* The timeout of one command of the task. */
+uint64_t agent_command_timeout_usec(AgentRun *run);
+
+/* The task's wall-clock budget, its limit or the configuration's. */
+uint64_t agent_wall_budget_usec(AgentRun *run);
+
+/* Stops the task for a person's approval: breaker b tripped for reason;
+ * commit_before is where a rejection takes the branch back to. */
+void agent_trip(AgentRun *run, Breaker b, const char *reason, const char *commit_before);
+
+/* The task fails with the reason given. */
+void agent_fail(AgentRun *run, const char *fmt, ...) _printf_(2, 3);
+
+/* agent-breakers.c. After a step: path rules look at what this step changed
+ * (from c->before), size rules at everything since the base, with the
+ * allowance approvals added. Returns 1 if a breaker tripped (the task is
+ * paused). */
+int agent_check_breakers(AgentRun *run, const StepCommit *c);
+/* Budgets, before each model call. Returns 1 if one is exhausted (the task
+ * is paused or failed). */
+int agent_check_budget(AgentRun *run);
+
+/* agent-loop.c: the step's end, when the model called no more tools (or
+ * the last one is done): the checkpoint is made and acknowledged, then the
+ * breakers look at it. */
+void agent_end_step(AgentRun *run);
+
+/* agent-tools.c. A command of the tool "tool" in the sandbox, with its
+ * output followed; agent_on_command_done() takes its result. */
+int agent_run_command(AgentRun *run, const char *tool, const char *command, uint64_t timeout_sec);
+void agent_on_command_done(SandboxSession *s, int error, const ExecResult *result, void *userdata);
+/* Runs the next of the model's tool calls, or ends the step. */
+void agent_next_tool(AgentRun *run);
+/* From task_unpaused(): goes on with the tool calls held (tools_held). */
+void agent_take_held_tools(AgentRun *run);
+
+/* agent-model.c. The first messages of the conversation (or of the plan's
+ * steps), and one model call for the step. The first two return 0 when
+ * the run may go on, 1 when their messages are being written (PHASE_STATE,
+ * agent_advance() runs again once the file holds them), negative on
+ * failure. */
+int agent_begin_conversation(AgentRun *run);
+int agent_start_plan_steps(AgentRun *run);
+/* Writes the messages of run->messages the state file does not count
+ * yet, then the state file that counts them (and holds plan, if not NULL),
+ * in a worker thread (task-save.h); memory counts them once the file does.
+ * 1: under way (PHASE_STATE); 0: written here; negative: failed. */
+int agent_save_messages(AgentRun *run, const char *plan);
+void agent_call_model(AgentRun *run);

@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agent-run.h"
+#include "cache.h"
+#include "conversation.h"
+#include "delivery.h"
+#include "egress.h"
+#include "environment-identity.h"
+#include "audit.h"
+#include "breakers.h"
+#include "review-stage.h"
+#include "exec-session.h"
+#include "freezer.h"
+#include "fs-util.h"
+#include "json-util.h"
+#include "ledger.h"
+#include "log.h"
+#include "factory.h"
+#include "model-client.h"
+#include "model-profile.h"
+#include "string-util.h"
+#include "task-store.h"
+#include "step-commit.h"
+#include "task-job.h"
+#include "tools.h"
+#include "trace.h"
+#include "worker.h"
+
+#define TOOL_OUTPUT_MAX    (1024u * 1024u)
+#define FILE_MAX           (8u * 1024u * 1024u)
+#define LIST_MAX_ENTRIES   2000u
+#define SEARCH_MAX_MATCHES 200u
+
+/* The model's tool calls, one after the other: the file tools in the
+ * daemon, commands and tests in the sandbox; their results go back into
+ * the conversation, and the last one ends the step. */
+
+/* Whether the task's commands reach a network through the egress proxy:
+ * then a command's failure to connect is no sign of the sandbox lacking
+ * one, and the proxy's refusals speak for themselves. */
+static bool agent_has_network(AgentRun *run) {
+        const Environment *e = environments_find(&run->factory->environments,
+                                                 run->task->spec.environment ?: ENVIRONMENT_DEFAULT);
+        return e && e->network != NETWORK_OFF;
+}
+
+static void on_command_output(const char *stream, const char *data, size_t size, void *userdata) {
+        AgentRun *run = userdata;
+        (void) stream;
+        if (run->task)
+                task_send_output(run->task, data, size);
+}
+
+int agent_run_command(AgentRun *run, const char *tool, const char *command, uint64_t timeout_sec) {
+        const Config *c = &run->factory->config;
+        Task *t = run->task;
+        uint64_t timeout = agent_command_timeout_usec(run);
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) command, NULL };
+        _cleanup_free_ char *banner = NULL;
+
+        if (timeout_sec > 0 && timeout_sec * USEC_PER_SEC < timeout)
+                timeout = timeout_sec * USEC_PER_SEC;
+
+        if (asprintf(&banner, "\n$ %s\n", command) >= 0)
+                (void) write(run->log_fd, banner, strlen(banner));
+        ledger_note_all(run->ledger);   /* A command may change anything in the workspace. */
+
+        ExecRequest req = {
+                .argv = argv,
+                .timeout_usec = timeout,
+        };
+        t->progress.commands++;
+        (void) tool;
+        return sandbox_session_exec(run->session, &req, run->log_fd, c->output_keep_bytes, on_command_output,
+                                    agent_on_command_done, run);
+}
+
+static char *command_result_text(const ExecResult *r) {
+        char *s;
+        if (asprintf(&s, "%s\n[%s; %.1f s]",
+                     strempty(r->output),
+                     r->timed_out ? "timed out: the command and everything it started were killed" :
+                     r->limit_killed ? "killed: the sandbox's memory limit was reached" :
+                     r->signal > 0 ? "killed by a signal" : r->status == 0 ? "exit status 0" : "failed",
+                     (double) r->duration_usec / USEC_PER_SEC) < 0)
+                return NULL;
+        return s;
+}
+
+static void agent_tool_result(AgentRun *run, const char *call_id, const char *name, const char *text) {
+        json_object *m = conversation_tool_message_new(call_id, name, text);
+        if (!m || conversation_add(run, m) < 0)
+                return agent_fail(run, "Out of memory.");
+}
+
+static void agent_record_tests(AgentRun *run, int exit_code, const char *output) {
+        TestRun tr = {};
+        Task *t = run->task;
+
+        (void) test_run_parse(exit_code, output, &tr);
+        run->tests_ran = true;
+        run->tests_passed = tr.passed;
+        run->test_exit = exit_code;
+        run->tests_n_passed = tr.n_passed;
+        t->progress.last_test_exit = exit_code;
+        (void) free_and_strdup(&t->progress.last_tests, tr.passed ? "pass" : "fail");
+        /* "The same tests failing": a run that fails the way the last one
+         * did extends the streak; a new failure starts a new one. */
+        if (tr.passed)
+                t->progress.test_failures = 0;
+        else if (t->progress.test_failures > 0 && tr.signature == t->progress.test_signature)
+                t->progress.test_failures++;
+        else
+                t->progress.test_failures = 1;
+        t->progress.test_signature = tr.signature;
+}
+
+/* The baseline's coverage report is kept (or there was none): running. */
+static void agent_baseline_done(AgentRun *run) {
+        Task *t = run->task;
+
+        /* Paused meanwhile: the resume finds the baseline done and makes the
+         * task running then (agent_advance()). */
+        if (t->state == TASK_PAUSED)
+                return;
+        agent_set_state(run, TASK_RUNNING, NULL);
+        if (t->run)
+                agent_schedule(run);
+}
+
+void agent_on_command_done(SandboxSession *s, int error, const ExecResult *result, void *userdata) {
+        _cleanup_free_ char *text = NULL, *tool_name = NULL;
+        AgentRun *run = userdata;
+        Task *t = run->task;
+        int status;
+
+        (void) s;
+        if (!t)
+                return;
+        run->phase = PHASE_IDLE;
+        /* The proxy tells of a refusal before it answers the command's
+         * client: whatever the command met is in our socket by now. */
+        egress_poll(run->factory->egress);
+
+        if (error < 0) {
+                if (error == -ECONNRESET || error == -EPIPE)
+                        return agent_fail(run, "The task's sandbox ended unexpectedly.");
+                return agent_fail(run, "Cannot run a command in the sandbox: %s", strerror(-error));
+        }
+
+        status = result->signal > 0 ? 128 + result->signal : result->status;
+        tool_name = strdup(run->call_kind == _TOOL_KIND_INVALID ? "baseline" : tool_kind_to_string(run->call_kind));
+        audit_command(t, t->progress.step + 1, strempty(tool_name), run->call_command, result->status, result->signal,
+                      result->timed_out, result->duration_usec, result->output_bytes);
+
+        /* The baseline run before the first step. */
+        if (run->call_kind == _TOOL_KIND_INVALID) {
+                TestRun tr = {};
+                (void) test_run_parse(status, result->output, &tr);
+                t->progress.baseline_passed = tr.n_passed;
+                t->progress.baseline_done = true;
+                (void) free_and_strdup(&t->progress.last_tests, tr.passed ? "pass" : "fail");
+                t->progress.last_test_exit = status;
+                run->call_command = mfree_ptr(run->call_command);
+                /* Then the state change writes all this down (once). */
+                return review_stage_keep_base_coverage(run, agent_baseline_done);
+        }
+
+        (void) strv_extend(&run->commands, run->call_command);
+        text = command_result_text(result);
+        if (!text)
+                return agent_fail(run, "Out of memory.");
+
+        if (run->call_kind == TOOL_RUN_TESTS || run->call_kind == TOOL_FINISH)
+                agent_record_tests(run, status, result->output);
+        else if (status != 0 && !agent_has_network(run) && command_output_needs_network(run->call_command, result->output)) {
+                run->network = true;
+                (void) free_and_strdup(&run->network_command, run->call_command);
+        }
+
+        if (run->call_kind == TOOL_FINISH) {
+                if (run->tests_passed) {
+                        run->finish = true;
+                        free(text);
+                        text = strdup("The tests pass. Your work is accepted and will be delivered.");
+                } else {
+                        _cleanup_free_ char *t2 = NULL;
+                        if (asprintf(&t2, "finish refused: the tests fail.\n%s", text) < 0)
+                                return agent_fail(run, "Out of memory.");
+                        free(text);
+                        text = TAKE_PTR(t2);
+                }
+                if (!text)
+                        return agent_fail(run, "Out of memory.");
+        }
+
+        agent_tool_result(run, run->call_id, tool_kind_to_string(run->call_kind), text);
+        if (!run->task)
+                return;
+        run->call_id = mfree_ptr(run->call_id);
+        run->call_command = mfree_ptr(run->call_command);
+        agent_next_tool(run);
+}
+
+static const char *tool_call_field(json_object *call, const char *key) {
+        json_object *fn, *v;
+        if (streq(key, "id"))
+                return json_object_object_get_ex(call, "id", &v) ? json_object_get_string(v) : NULL;
+        if (!json_object_object_get_ex(call, "function", &fn) || !json_object_object_get_ex(fn, key, &v))
+                return NULL;
+        return json_object_get_string(v);
+}
+
+/* ---- The file tools, in a worker thread ---- */
+
+/* A file tool reads or writes the workspace: on a big tree a search reads
+ * up to 256 MiB and a listing walks thousands of directories, a write may
+ * be 8 MiB. Done in a job of the task's queue (task-job.h), on a workspace
+ * fd of its own, so that the loop serves everything else meanwhile and no
+ * other job (a reset by hand, an export) works on the workspace at the
+ * same time. The step waits for it like for a command. */
+typedef struct FileToolJob {
+        int ws_fd;
+        ToolCallArgs args;
+        size_t keep;
+        char *id;
+        char *out;
+} FileToolJob;
+
+static void file_tool_job_free(void *p) {
+        FileToolJob *j = p;
+
+        if (!j)
+                return;
+        safe_close(j->ws_fd);
+        tool_call_args_done(&j->args);
+        free(j->id);
+        free(j->out);
+        free(j);
+}
+
+static int file_tool_job_run(void *p) {
+        FileToolJob *j = p;
+
+        switch (j->args.kind) {
+        case TOOL_READ_FILE:
+                return tool_read_file(j->ws_fd, &j->args, j->keep, &j->out);
+        case TOOL_WRITE_FILE:
+                return tool_write_file(j->ws_fd, &j->args, FILE_MAX, &j->out);
+        case TOOL_EDIT_FILE:
+                return tool_edit_file(j->ws_fd, &j->args, FILE_MAX, &j->out);
+        case TOOL_LIST_FILES:
+                return tool_list_files(j->ws_fd, &j->args, LIST_MAX_ENTRIES, j->keep, &j->out);
+        case TOOL_SEARCH:
+                return tool_search(j->ws_fd, &j->args, SEARCH_MAX_MATCHES, j->keep, &j->out);
+        default:
+                return -EINVAL;
+        }
+}
+
+static void on_file_tool_done(Task *task, int r, void *p, void *userdata) {
+        FileToolJob *j = p;
+        AgentRun *run = userdata;
+        Task *t = run->task;
+
+        (void) task;
+        run->job = NULL;
+        run->phase = PHASE_IDLE;
+        if (!t)
+                return;
+        /* Written or not, the path is looked at at the step's end. */
+        if (IN_SET(j->args.kind, TOOL_WRITE_FILE, TOOL_EDIT_FILE)) {
+                ledger_note_path(run->ledger, j->args.path);
+                if (r >= 0)
+                        audit_file_change(t, t->progress.step + 1, tool_kind_to_string(j->args.kind), j->args.path);
+        }
+        if (r < 0 && !j->out)
+                j->out = strdup(strerror(-r));
+        agent_tool_result(run, j->id, tool_kind_to_string(j->args.kind), j->out ?: "out of memory");
+        if (!run->task)
+                return;
+        if (t->state == TASK_PAUSED) {
+                /* The next call waits for the resume (task_unpaused()). */
+                run->tools_held = true;
+                run->phase = PHASE_TOOL;
+                return;
+        }
+        agent_next_tool(run);
+}
+
+/* Takes *a. */
+static int agent_file_tool_start(AgentRun *run, const char *id, ToolCallArgs *a) {
+        FileToolJob *j;
+        int r;
+
+        j = calloc(1, sizeof(FileToolJob));
+        if (!j)
+                return -ENOMEM;
+        j->ws_fd = fcntl(ledger_workspace_fd(run->ledger), F_DUPFD_CLOEXEC, 3);
+        j->id = strdup(id);
+        j->keep = (size_t) run->factory->config.output_keep_bytes;
+        j->args = *a;
+        *a = (ToolCallArgs) { .kind = _TOOL_KIND_INVALID };
+        if (j->ws_fd < 0 || !j->id) {
+                r = j->ws_fd < 0 ? -errno : -ENOMEM;
+                file_tool_job_free(j);
+                return r;
+        }
+        r = task_job_enqueue(run->task, "tool", file_tool_job_run, on_file_tool_done, file_tool_job_free, j, run,
+                             &run->job);
+        if (r < 0) {
+                file_tool_job_free(j);
+                return r;
+        }
+        run->phase = PHASE_TOOL;
+        return 0;
+}
+
+void agent_take_held_tools(AgentRun *run) {
+        run->tools_held = false;
+        run->phase = PHASE_IDLE;
+        agent_next_tool(run);
+}
+
+/* Runs the tool calls of the reply one after another; commands go to the
+ * sandbox and continue in agent_on_command_done(), the file tools to a
+ * worker thread and continue in on_file_tool_done(). */
+void agent_next_tool(AgentRun *run) {
+        Task *t = run->task;
+
+        while (run->task && run->calls && run->next_call < json_object_array_length(run->calls)) {
+                _cleanup_(tool_call_args_done) ToolCallArgs a = {};
+                _cleanup_free_ char *error = NULL;
+                json_object *call = json_object_array_get_idx(run->calls, run->next_call++);
+                const char *id = tool_call_field(call, "id"), *name = tool_call_field(call, "name"),
+                        *args = tool_call_field(call, "arguments");
+                int r;
+
+                if (!id)
+                        id = "call";
+                r = tool_call_parse(name, args ?: "{}", &a, &error);
+                if (r < 0) {
+                        run->bad_calls++;
+                        agent_tool_result(run, id, strempty(name), error ?: "malformed tool call");
+                        continue;
+                }
+                run->good_calls++;
+
+                switch (a.kind) {
+                case TOOL_RUN_COMMAND:
+                case TOOL_RUN_TESTS:
+                case TOOL_FINISH: {
+                        const char *command = a.kind == TOOL_RUN_COMMAND ? a.command : t->spec.test_command;
+
+                        if (a.kind == TOOL_FINISH && a.summary)
+                                (void) free_and_strdup(&run->finish_summary, a.summary);
+                        if (isempty(command)) {
+                                if (a.kind == TOOL_FINISH) {
+                                        run->finish = true;
+                                        agent_tool_result(run, id, "finish",
+                                                          "There is no test command; your work is accepted for a human's review.");
+                                } else
+                                        agent_tool_result(run, id, tool_kind_to_string(a.kind),
+                                                          "This task has no test command.");
+                                continue;
+                        }
+                        if (free_and_strdup(&run->call_id, id) < 0 || free_and_strdup(&run->call_command, command) < 0)
+                                return agent_fail(run, "Out of memory.");
+                        run->call_kind = a.kind;
+                        run->phase = PHASE_TOOL;
+                        r = agent_run_command(run, tool_kind_to_string(a.kind), command, a.timeout_sec);
+                        if (r < 0) {
+                                run->phase = PHASE_IDLE;
+                                return agent_fail(run, "Cannot run a command in the sandbox: %s", strerror(-r));
+                        }
+                        return;   /* continues in agent_on_command_done() */
+                }
+                default: {
+                        /* The file tools read and write the workspace: in a
+                         * worker thread, and the next call when it is done. */
+                        const char *tool = strempty(tool_kind_to_string(a.kind));
+
+                        r = agent_file_tool_start(run, id, &a);
+                        if (r < 0)
+                                return agent_fail(run, "Cannot run the tool %s: %s", tool, strerror(-r));
+                        return;   /* continues in on_file_tool_done() */
+                }
+                }
+        }
+
+        if (run->task)
+                agent_end_step(run);
+}
+

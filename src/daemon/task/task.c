@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdio.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "agentfab-bus.h"
+#include "exec-session.h"
+#include "factory.h"
+#include "string-util.h"
+#include "task-job.h"
+#include "task-save.h"
+#include "task-store.h"
+#include "task.h"
+#include "time-util.h"
+
+uint64_t now_usec(void) {
+        return clock_now_usec(CLOCK_REALTIME);
+}
+
+bool task_id_is_valid(const char *id) {
+        if (!id || strlen(id) != AGENTFAB_TASK_ID_LEN)
+                return false;
+        for (const char *c = id; *c; c++)
+                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+                        return false;
+        return true;
+}
+
+int task_id_generate(char ret[static AGENTFAB_TASK_ID_LEN + 1]) {
+        uint8_t b[AGENTFAB_TASK_ID_LEN / 2];
+
+        if (getrandom(b, sizeof(b), 0) != (ssize_t) sizeof(b))
+                return -errno ?: -EIO;
+        for (size_t i = 0; i < sizeof(b); i++)
+                snprintf(ret + 2 * i, 3, "%02x", b[i]);
+        return 0;
+}
+
+int task_new(Task **ret, const char *id) {
+        _cleanup_(task_freep) Task *t = NULL;
+
+        if (!task_id_is_valid(id))
+                return -EINVAL;
+
+        t = calloc(1, sizeof(Task));
+        if (!t)
+                return -ENOMEM;
+        t->tasks_fd = -EBADF;
+        t->owner = UID_INVALID;
+        t->state = TASK_QUEUED;
+        task_spec_init(&t->spec);
+        t->progress.baseline_passed = -1;
+        t->progress.paused_from = TASK_RUNNING;
+        t->id = strdup(id);
+        t->reason = strdup("");
+        if (!t->id || !t->reason || asprintf(&t->branch, "agentfab/%s", id) < 0)
+                return -ENOMEM;
+
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+void task_progress_done(TaskProgress *p) {
+        free(p->checkpoint);
+        free(p->head);
+        free(p->plan);
+        free(p->last_tests);
+        free(p->breaker);
+        free(p->breaker_commit);
+        free(p->summary);
+        free(p->pull_request);
+        free(p->environment_identity);
+        strv_free(p->allowed_hosts);
+        strv_free(p->approvals);
+        *p = (TaskProgress) { .baseline_passed = -1, .paused_from = TASK_RUNNING };
+}
+
+Task *task_free(Task *t) {
+        if (!t)
+                return NULL;
+        task_jobs_free(t);
+        task_save_detach(t);
+        json_object_put(t->checkpoints);
+        free(t->checkpoints_key);
+        task_progress_done(&t->progress);
+        task_spec_done(&t->spec);
+        /* Closed, not thawed: at shutdown a frozen sandbox stays frozen, its
+         * connection kept in systemd's fd store for the next instance. */
+        sandbox_session_free(t->sandbox);
+        free(t->fdstore_name);
+        sd_event_source_disable_unref(t->release_timer);
+        free(t->id);
+        free(t->reason);
+        free(t->branch);
+        free(t);
+        return NULL;
+}
+
+char *task_object_path(const Task *t) {
+        char *p;
+        if (asprintf(&p, AGENTFAB_TASK_PATH_PREFIX "/%s", t->id) < 0)
+                return NULL;
+        return p;
+}
+
+int task_set_state(Task *t, TaskState state, const char *reason, uid_t caller, sd_bus_error *error) {
+        _cleanup_free_ char *old_reason = NULL;
+        TaskState old_state = t->state;
+        uint64_t old_updated = t->updated_usec;
+        int r;
+
+        if (t->broken)
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_STATE_BROKEN,
+                                         "Task '%s' has an unreadable state file and is read-only.", t->id);
+        if (!task_state_transition_allowed(t->state, state))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
+                                         "Task '%s' is %s; it cannot become %s.",
+                                         t->id, task_state_to_string(t->state), task_state_to_string(state));
+        r = task_settle_progress(t);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot read back the state file of task '%s': %m", t->id);
+
+        old_reason = TAKE_PTR(t->reason);
+        t->reason = strdup(strempty(reason));
+        if (!t->reason) {
+                t->reason = TAKE_PTR(old_reason);
+                return -ENOMEM;
+        }
+        t->state = state;
+        t->updated_usec = now_usec();
+
+        /* Durable first: a state that a client or the journal was told about
+         * must be the state found after a crash. */
+        r = task_save(t);
+        if (r < 0) {
+                free(t->reason);
+                t->reason = TAKE_PTR(old_reason);
+                t->state = old_state;
+                t->updated_usec = old_updated;
+                return sd_bus_error_set_errnof(error, r, "Failed to save task '%s': %m", t->id);
+        }
+
+        task_state_changed(t, old_state, caller);
+        return 0;
+}
+
+unsigned task_requirement_version(const Task *t) {
+        return MAX(t->progress.requirement, 1u);
+}
+
+void task_fail_unsaved(Task *t, const char *reason, int error) {
+        TaskState old_state = t->state;
+        char *r = NULL;
+
+        /* The state file cannot be written (the file system is full or
+         * failing), so task_set_state() refused. The task must stop all the
+         * same, and say why, rather than look busy while nothing happens: it
+         * is failed in memory, while the file keeps the last acknowledged
+         * checkpoint. Resume() writes the file again once it can; a restarted
+         * daemon finds the task at work there and goes on from that
+         * checkpoint, as after a crash. */
+        if (asprintf(&r, "%s (the state file could not be written: %s)", strempty(reason), strerror(-error)) < 0)
+                r = NULL;
+        if (r) {
+                free(t->reason);
+                t->reason = r;
+        }
+        t->state = TASK_FAILED;
+        t->updated_usec = now_usec();
+        t->progress_unsaved = true;
+        task_state_changed(t, old_state, UID_INVALID);
+}
