@@ -22,7 +22,7 @@
 #include "environments.h"
 #include "json-util.h"
 #include "string-util.h"
-#include "task-spec.h"
+#include "task-spec-dbus.h"
 #include "task-store.h"
 #include "task.h"
 

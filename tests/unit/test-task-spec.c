@@ -7,7 +7,7 @@
 
 #include "agentfab-bus.h"
 #include "tap.h"
-#include "task-spec.h"
+#include "task-spec-dbus.h"
 
 static bool is_invalid_spec(const sd_bus_error *e) {
         return sd_bus_error_has_name(e, AGENTFAB_ERROR_INVALID_SPEC);

@@ -75,6 +75,3 @@ int method_clear_cache(sd_bus_message *message, void *userdata, sd_bus_error *er
 
 /* GetSummary() (summary-dbus.c). */
 int task_bus_reply_summary(Task *t, sd_bus_message *message);
-
-/* SubmitTask()'s a{sv} spec (task-spec-dbus.c). */
-int task_spec_from_message(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error);

@@ -15,6 +15,7 @@
 #include "submission.h"
 #include "repository.h"
 #include "string-util.h"
+#include "task-spec-dbus.h"
 #include "task-store.h"
 
 #define AGENTFAB_VERSION_STRING PROJECT_VERSION

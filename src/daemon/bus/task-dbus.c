@@ -165,6 +165,25 @@ typedef enum TaskDecision {
         DECISION_UNPAUSE,
 } TaskDecision;
 
+static void bus_message_unref(void *message) {
+        sd_bus_message_unref(message);
+}
+
+/* A Cancel() or Resume() whose state file was written in a thread. */
+static void on_state_saved(Task *t, int r, sd_bus_error *error, void *userdata) {
+        sd_bus_message *message = userdata;
+
+        if (!t)
+                (void) sd_bus_reply_method_errorf(message, SD_BUS_ERROR_FAILED,
+                                                  "The task went away while its state was being saved.");
+        else if (r >= 0)
+                (void) sd_bus_reply_method_return(message, NULL);
+        else if (sd_bus_error_is_set(error))
+                (void) sd_bus_reply_method_error(message, error);
+        else
+                (void) sd_bus_reply_method_errnof(message, r, "Failed to save task '%s': %m", t->id);
+}
+
 static int task_method(sd_bus_message *message, Task *t, const char *event, const char *action, bool owner_ok,
                        bool has_comment, TaskState required, TaskState target, TaskDecision decision,
                        sd_bus_error *error) {
@@ -264,9 +283,11 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
          * have their state file written in a thread; the answer follows
          * (task-save.h). */
         if ((decision == DECISION_NONE && target == TASK_CANCELLED) || decision == DECISION_RESUME) {
-                r = task_set_state_async(t, t->factory ? t->factory->event : NULL, target, reason, uid, message, error);
+                r = task_set_state_async(t, t->factory ? t->factory->event : NULL, target, reason, uid,
+                                         on_state_saved, sd_bus_message_ref(message), bus_message_unref, error);
                 if (r > 0)
                         return 1;
+                sd_bus_message_unref(message);
         } else
                 r = task_set_state(t, target, reason, uid, error);
         if (r < 0) {

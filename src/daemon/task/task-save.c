@@ -40,7 +40,9 @@ struct TaskSave {
         TaskProgressAck ack;
         /* A state change (task_set_state_async(), task_set_state_then()). */
         bool redo;                 /* made again on the loop if something came in between */
-        sd_bus_message *message;
+        task_state_saved_t saved;  /* task_set_state_async()'s caller, told once */
+        void *saved_userdata;
+        void (*saved_free)(void *);
         TaskState from, state;
         char *reason;
         uid_t caller;
@@ -59,7 +61,8 @@ static void task_save_free(void *p) {
         task_progress_ack_done(&s->ack);
         pthread_mutex_destroy(&s->lock);
         pthread_cond_destroy(&s->written);
-        sd_bus_message_unref(s->message);
+        if (s->saved_free)
+                s->saved_free(s->saved_userdata);
         free(s->reason);
         free(s);
 }
@@ -130,15 +133,13 @@ static int task_save_run(void *p) {
         return r;
 }
 
-static void task_save_reply(TaskSave *s, int r, sd_bus_error *error) {
-        if (!s->message)
-                return;
-        if (r >= 0)
-                (void) sd_bus_reply_method_return(s->message, NULL);
-        else if (sd_bus_error_is_set(error))
-                (void) sd_bus_reply_method_error(s->message, error);
-        else
-                (void) sd_bus_reply_method_errnof(s->message, r, "Failed to save task '%s': %m", s->task->id);
+/* Tells task_set_state_async()'s caller, once. */
+static void task_save_tell(TaskSave *s, Task *t, int r, sd_bus_error *error) {
+        task_state_saved_t saved = s->saved;
+
+        s->saved = NULL;
+        if (saved)
+                saved(t, r, error, s->saved_userdata);
 }
 
 /* The file holds the acknowledgement: memory takes it. On the loop. */
@@ -205,14 +206,14 @@ static void on_task_save_done(Worker *w, int r, void *p, void *userdata) {
         t->landing_save = s;
         r = task_save_land_state(s, r, &error);
         t->landing_save = NULL;
-        task_save_reply(s, r, &error);
+        task_save_tell(s, t, r, &error);
         if (s->done)
                 s->done(t, r, s->userdata);
 }
 
 static int task_set_state_start(Task *t, sd_event *e, TaskState state, const char *reason, uid_t caller,
-                                sd_bus_message *message, bool redo, task_save_done_t done, void *userdata,
-                                sd_bus_error *error) {
+                                bool redo, task_save_done_t done, void *userdata, sd_bus_error *error,
+                                task_state_saved_t saved, void *saved_userdata, void (*saved_free)(void *)) {
         TaskSave *s;
         int r;
 
@@ -231,7 +232,6 @@ static int task_set_state_start(Task *t, sd_event *e, TaskState state, const cha
                 .done = done,
                 .userdata = userdata,
                 .redo = redo,
-                .message = sd_bus_message_ref(message),
                 .from = t->state,
                 .state = state,
                 .reason = strdup(strempty(reason)),
@@ -273,18 +273,25 @@ static int task_set_state_start(Task *t, sd_event *e, TaskState state, const cha
                 task_save_free(s);
                 return task_set_state(t, state, reason, caller, error);
         }
+        /* Under way: saved_userdata is ours from here. */
+        s->saved = saved;
+        s->saved_userdata = saved_userdata;
+        s->saved_free = saved_free;
         t->pending_save = s;
         return 1;
 }
 
 int task_set_state_async(Task *t, sd_event *e, TaskState state, const char *reason, uid_t caller,
-                         sd_bus_message *message, sd_bus_error *error) {
-        return task_set_state_start(t, e, state, reason, caller, message, true, NULL, NULL, error);
+                         task_state_saved_t saved, void *userdata, void (*free_userdata)(void *),
+                         sd_bus_error *error) {
+        return task_set_state_start(t, e, state, reason, caller, true, NULL, NULL, error,
+                                    saved, userdata, free_userdata);
 }
 
 int task_set_state_then(Task *t, sd_event *e, TaskState state, const char *reason, task_save_done_t done,
                         void *userdata, sd_bus_error *error) {
-        return task_set_state_start(t, e, state, reason, UID_INVALID, NULL, false, done, userdata, error);
+        return task_set_state_start(t, e, state, reason, UID_INVALID, false, done, userdata, error,
+                                    NULL, NULL, NULL);
 }
 
 /* Both writes on the loop, as before there were threads for them. */
@@ -409,9 +416,7 @@ void task_save_wait(Task *t) {
 void task_save_detach(Task *t) {
         if (!t->pending_save)
                 return;
-        if (t->pending_save->message)
-                (void) sd_bus_reply_method_errorf(t->pending_save->message, SD_BUS_ERROR_FAILED,
-                                                  "Task '%s' went away while its state was being saved.", t->id);
+        task_save_tell(t->pending_save, NULL, -ECANCELED, NULL);
         t->pending_save->task = NULL;
         worker_detach(t->pending_save->worker);
         t->pending_save = NULL;

@@ -72,13 +72,19 @@ int task_save_progress_async(Task *t, sd_event *e, const char *conversation_file
  * fails) as it would. */
 void task_save_forget(Task *t, void *userdata);
 
-/* Makes t's state `state`, as task_set_state() does, and answers message
- * (an empty return, or the error), which may be NULL. Returns 1 if the
- * write is under way in a thread; otherwise the change was made (or
- * refused) on the loop like task_set_state(), whose result is returned
- * (<= 0, error set), and message is not answered. */
+/* Told once when task_set_state_async()'s change is saved (r >= 0) or was
+ * refused or failed (r < 0, error may say why); t is NULL when the task went
+ * away before (r is -ECANCELED then). */
+typedef void (*task_state_saved_t)(Task *t, int r, sd_bus_error *error, void *userdata);
+
+/* Makes t's state `state`, as task_set_state() does. Returns 1 if the
+ * write is under way in a thread: saved() is called once it is done, and
+ * free_userdata(userdata) after that, or when it is dropped. Otherwise the
+ * change was made (or refused) on the loop like task_set_state(), whose
+ * result is returned (<= 0, error set), and userdata stays the caller's. */
 int task_set_state_async(Task *t, sd_event *e, TaskState state, const char *reason, uid_t caller,
-                         sd_bus_message *message, sd_bus_error *error);
+                         task_state_saved_t saved, void *userdata, void (*free_userdata)(void *),
+                         sd_bus_error *error);
 
 /* The same for t's agent (agent-loop.c), which moves it between the states
  * of work: done(t, r, userdata) is called on the loop once the write is

@@ -92,9 +92,6 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
 int task_spec_set_limit(TaskSpec *spec, const char *key, uint64_t value, sd_bus_error *error);
 int task_spec_validate(const TaskSpec *spec, sd_bus_error *error);
 
-/* Reads an a{sv} spec from a message, rejecting unknown keys and wrong types. */
-int task_spec_from_message(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error);
-
 bool task_base_is_valid(const char *base);
 /* An https:// or ssh:// URL the daemon may fetch a repository from (no
  * password in it; a user name for ssh only). */
