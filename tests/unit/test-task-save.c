@@ -61,7 +61,7 @@ static void test_plain(void) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         _cleanup_(task_freep) Task *t = make_task("00000000000a"), *u = NULL;
 
-        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled by uid 1000", 1000, NULL, &e) == 1,
+        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled by uid 1000", 1000, NULL, NULL, NULL, &e) == 1,
               "a cancel is written in a thread");
         CHECK(t->state == TASK_QUEUED && task_save_pending(t), "memory keeps the old state until the file has the new one");
         CHECK(settle(t), "the write ends");
@@ -69,7 +69,7 @@ static void test_plain(void) {
         u = load("00000000000a");
         CHECK(u && u->state == TASK_CANCELLED && streq_ptr(u->reason, "Cancelled by uid 1000"), "and so has the file");
 
-        CHECK(task_set_state_async(t, event, TASK_CANCELLED, NULL, 1000, NULL, &e) < 0 &&
+        CHECK(task_set_state_async(t, event, TASK_CANCELLED, NULL, 1000, NULL, NULL, NULL, &e) < 0 &&
               sd_bus_error_has_name(&e, AGENTFAB_ERROR_BAD_STATE) && !task_save_pending(t),
               "a change the state machine refuses is refused at once, on the loop");
         sd_bus_error_free(&e);
@@ -79,7 +79,7 @@ static void test_save_in_between(void) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         _cleanup_(task_freep) Task *t = make_task("00000000000b"), *u = NULL;
 
-        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, &e) == 1, "a cancel under way");
+        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, NULL, NULL, &e) == 1, "a cancel under way");
         /* The loop writes the task meanwhile, with progress of its own. */
         t->progress.step = 7;
         CHECK(task_save(t) >= 0, "a save on the loop waits for the thread's write");
@@ -96,12 +96,12 @@ static void test_state_moved(void) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         _cleanup_(task_freep) Task *t = make_task("00000000000c"), *u = NULL;
 
-        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, &e) == 1, "a cancel under way");
+        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, NULL, NULL, &e) == 1, "a cancel under way");
         CHECK(task_set_state(t, TASK_PREPARING, NULL, UID_INVALID, &e) >= 0, "the task is started meanwhile");
         CHECK(settle(t), "the write ends");
         u = load("00000000000c");
         CHECK(t->state == TASK_CANCELLED && u && u->state == TASK_CANCELLED, "the cancel applies to the started task");
-        CHECK(task_set_state_async(t, event, TASK_FAILED, NULL, 1000, NULL, &e) < 0, "a final state stays");
+        CHECK(task_set_state_async(t, event, TASK_FAILED, NULL, 1000, NULL, NULL, NULL, &e) < 0, "a final state stays");
         sd_bus_error_free(&e);
 }
 
@@ -110,7 +110,7 @@ static void test_freed(void) {
         Task *t = make_task("00000000000d");
         _cleanup_(task_freep) Task *u = NULL;
 
-        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, &e) == 1, "a cancel under way");
+        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, NULL, NULL, &e) == 1, "a cancel under way");
         t = task_free(t);
         /* The thread ends on its own data; the loop frees the job. */
         for (unsigned i = 0; i < 100; i++)
