@@ -352,6 +352,79 @@ static int property_get_freezer_state(sd_bus *bus, const char *path, const char 
         return sd_bus_message_append(reply, "s", task_freezer_state(userdata));
 }
 
+/* ---- Jobs on the task's branch (task-branch.h), answered when done ---- */
+
+static TaskBranchCaller branch_caller(sd_bus_message *message, task_branch_done_t done) {
+        return (TaskBranchCaller) {
+                .done = done,
+                .userdata = sd_bus_message_ref(message),
+                .free_userdata = bus_message_unref,
+        };
+}
+
+static void on_exported(Task *t, int r, sd_bus_error *error, const TaskBranchResult *result, void *userdata) {
+        (void) t;
+        if (r < 0)
+                (void) sd_bus_reply_method_error(userdata, error);
+        else
+                (void) sd_bus_reply_method_return(userdata, "h", result->fd);
+}
+
+static int commits_reply(sd_bus_message *message, json_object *list) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(sus)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+                json_object *c = json_object_array_get_idx(list, i);
+                const char *commit = NULL, *subject = NULL;
+                uint64_t step = 0;
+
+                if (json_get_string(c, "commit", &commit) < 0)
+                        continue;
+                (void) json_get_uint64(c, "step", &step);
+                (void) json_get_string(c, "subject", &subject);
+                r = sd_bus_message_append(reply, "(sus)", commit, (uint32_t) MIN(step, (uint64_t) UINT32_MAX),
+                                          strempty(subject));
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static void on_commits_listed(Task *t, int r, sd_bus_error *error, const TaskBranchResult *result, void *userdata) {
+        if (r >= 0) {
+                r = commits_reply(userdata, result->commits);
+                if (r < 0)
+                        (void) sd_bus_reply_method_errnof(userdata, r, "Cannot list the commits of task '%s': %m", t->id);
+                return;
+        }
+        (void) sd_bus_reply_method_error(userdata, error);
+}
+
+static void on_reset(Task *t, int r, sd_bus_error *error, const TaskBranchResult *result, void *userdata) {
+        (void) t;
+        if (r < 0)
+                (void) sd_bus_reply_method_error(userdata, error);
+        else
+                (void) sd_bus_reply_method_return(userdata, "us", (uint32_t) result->step, result->commit);
+}
+
+/* Queues the job, or answers at once when it is not queued (0). */
+static int branch_call(TaskBranchCaller caller, int r) {
+        if (r <= 0)
+                caller.free_userdata(caller.userdata);
+        return r;
+}
+
 static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         const char *rev;
         Task *t = userdata;
@@ -380,7 +453,8 @@ static int method_reset_to(sd_bus_message *message, void *userdata, sd_bus_error
 
         audit_task_request(t, "reset", uid, rev);
         /* Answered when the reset is done, in a worker thread. */
-        return task_branch_reset_to(t, message, rev, uid, error);
+        TaskBranchCaller c = branch_caller(message, on_reset);
+        return branch_call(c, task_branch_reset_to(t, rev, uid, &c, error));
 }
 
 /* Amend(a{sv} changes): a new goal and/or new acceptance criteria for a task
@@ -558,12 +632,15 @@ static int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *e
 
 static int method_list_commits(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Task *t = userdata;
+        int r;
 
         /* Reading needs no more than seeing the task. */
         if (t->broken)
                 return require_state(t, t->state, error);
         /* Answered when the branch is read, in a worker thread. */
-        return task_branch_list_commits(t, message, error);
+        TaskBranchCaller c = branch_caller(message, on_commits_listed);
+        r = branch_call(c, task_branch_list_commits(t, &c, error));
+        return r == 0 ? commits_reply(message, NULL) : r;
 }
 
 static int property_get_requirement(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -591,7 +668,8 @@ static int method_export(sd_bus_message *message, void *userdata, sd_bus_error *
         if (t->broken)
                 return require_state(t, t->state, error);
         /* Answered when the export is made, in a worker thread. */
-        return task_branch_export(t, message, format, error);
+        TaskBranchCaller c = branch_caller(message, on_exported);
+        return branch_call(c, task_branch_export(t, format, &c, error));
 }
 
 static int property_get_checkpoints(sd_bus *bus, const char *path, const char *interface, const char *property,

@@ -46,13 +46,52 @@ static int task_branch_open(Task *t, Ledger **ret) {
         return ledger_open(dir_fd, t->branch, ret);
 }
 
+/* ---- The caller of a job ---- */
+
+static void caller_tell(TaskBranchCaller *c, Task *t, int r, sd_bus_error *error, const TaskBranchResult *result) {
+        task_branch_done_t done = c->done;
+
+        c->done = NULL;
+        if (done)
+                done(t, r, error, result ?: &(TaskBranchResult) { .fd = -EBADF }, c->userdata);
+}
+
+static void caller_tell_stopping(TaskBranchCaller *c) {
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+
+        (void) sd_bus_error_set(&e, SD_BUS_ERROR_FAILED, "The daemon is stopping.");
+        caller_tell(c, NULL, -ECANCELED, &e, NULL);
+}
+
+_printf_(5, 6)
+static void caller_tell_error(TaskBranchCaller *c, Task *t, int r, const char *name, const char *fmt, ...) {
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (name)
+                (void) sd_bus_error_setfv(&e, name, fmt, ap);
+        else {
+                errno = -r;   /* for %m */
+                (void) sd_bus_error_set_errnofv(&e, r, fmt, ap);
+        }
+        va_end(ap);
+        caller_tell(c, t, r, &e, NULL);
+}
+
+static void caller_done(TaskBranchCaller *c) {
+        if (c->free_userdata)
+                c->free_userdata(c->userdata);
+        *c = (TaskBranchCaller) {};
+}
+
 /* ---- Export ---- */
 
 typedef struct ExportJob {
         LedgerRef ref;
         char format[8];
         int fd;                    /* the result */
-        sd_bus_message *message;   /* the Export() call, answered in done */
+        TaskBranchCaller caller;   /* told in done */
 } ExportJob;
 
 static void export_job_free(void *p) {
@@ -62,7 +101,7 @@ static void export_job_free(void *p) {
                 return;
         ledger_ref_done(&j->ref);
         safe_close(j->fd);
-        sd_bus_message_unref(j->message);
+        caller_done(&j->caller);
         free(j);
 }
 
@@ -93,14 +132,14 @@ static void on_export_done(Task *t, int r, void *p, void *userdata) {
 
         (void) userdata;
         if (!t)
-                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_FAILED, "The daemon is stopping.");
+                caller_tell_stopping(&j->caller);
         else if (r < 0)
-                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot export task '%s': %m", t->id);
+                caller_tell_error(&j->caller, t, r, NULL, "Cannot export task '%s': %m", t->id);
         else
-                (void) sd_bus_reply_method_return(j->message, "h", j->fd);
+                caller_tell(&j->caller, t, 0, NULL, &(TaskBranchResult) { .fd = j->fd });
 }
 
-int task_branch_export(Task *t, sd_bus_message *message, const char *format, sd_bus_error *error) {
+int task_branch_export(Task *t, const char *format, const TaskBranchCaller *caller, sd_bus_error *error) {
         ExportJob *j;
         int r;
 
@@ -120,9 +159,10 @@ int task_branch_export(Task *t, sd_bus_message *message, const char *format, sd_
                 export_job_free(j);
                 return sd_bus_error_set_errnof(error, r, "Cannot open the ledger of task '%s': %m", t->id);
         }
-        j->message = sd_bus_message_ref(message);
+        j->caller = *caller;
         r = task_job_enqueue(t, "export", export_job_run, on_export_done, export_job_free, j, NULL, NULL);
         if (r < 0) {
+                j->caller = (TaskBranchCaller) {};   /* still the caller's */
                 export_job_free(j);
                 return r;
         }
@@ -203,7 +243,7 @@ int task_branch_checkpoints(Task *t, json_object **ret) {
 typedef struct CommitsJob {
         LedgerRef ref;
         json_object *list;         /* the result; NULL: no ledger yet */
-        sd_bus_message *message;   /* the ListCommits() call, answered in done */
+        TaskBranchCaller caller;   /* told in done */
 } CommitsJob;
 
 static void commits_job_free(void *p) {
@@ -213,7 +253,7 @@ static void commits_job_free(void *p) {
                 return;
         ledger_ref_done(&j->ref);
         json_object_put(j->list);
-        sd_bus_message_unref(j->message);
+        caller_done(&j->caller);
         free(j);
 }
 
@@ -230,53 +270,19 @@ static int commits_job_run(void *p) {
         return ledger_commits(l, TASK_BRANCH_COMMITS_MAX, &j->list);
 }
 
-static int commits_reply(sd_bus_message *message, json_object *list) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        int r;
-
-        r = sd_bus_message_new_method_return(message, &reply);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(sus)");
-        if (r < 0)
-                return r;
-        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
-                json_object *c = json_object_array_get_idx(list, i);
-                const char *commit = NULL, *subject = NULL;
-                uint64_t step = 0;
-
-                if (json_get_string(c, "commit", &commit) < 0)
-                        continue;
-                (void) json_get_uint64(c, "step", &step);
-                (void) json_get_string(c, "subject", &subject);
-                r = sd_bus_message_append(reply, "(sus)", commit, (uint32_t) MIN(step, (uint64_t) UINT32_MAX),
-                                          strempty(subject));
-                if (r < 0)
-                        return r;
-        }
-        r = sd_bus_message_close_container(reply);
-        if (r < 0)
-                return r;
-        return sd_bus_send(NULL, reply, NULL);
-}
-
 static void on_commits_done(Task *t, int r, void *p, void *userdata) {
         CommitsJob *j = p;
 
         (void) userdata;
         if (!t)
-                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_FAILED, "The daemon is stopping.");
+                caller_tell_stopping(&j->caller);
         else if (r < 0)
-                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot read the branch of task '%s': %m", t->id);
-        else {
-                r = commits_reply(j->message, j->list);
-                if (r < 0)
-                        (void) sd_bus_reply_method_errnof(j->message, r, "Cannot list the commits of task '%s': %m",
-                                                          t->id);
-        }
+                caller_tell_error(&j->caller, t, r, NULL, "Cannot read the branch of task '%s': %m", t->id);
+        else
+                caller_tell(&j->caller, t, 0, NULL, &(TaskBranchResult) { .fd = -EBADF, .commits = j->list });
 }
 
-int task_branch_list_commits(Task *t, sd_bus_message *message, sd_bus_error *error) {
+int task_branch_list_commits(Task *t, const TaskBranchCaller *caller, sd_bus_error *error) {
         CommitsJob *j;
         int r;
 
@@ -287,15 +293,16 @@ int task_branch_list_commits(Task *t, sd_bus_message *message, sd_bus_error *err
         if (r == -ENOENT) {
                 /* No task directory yet: no commits. */
                 commits_job_free(j);
-                return commits_reply(message, NULL);
+                return 0;
         }
         if (r < 0) {
                 commits_job_free(j);
                 return sd_bus_error_set_errnof(error, r, "Cannot read the branch of task '%s': %m", t->id);
         }
-        j->message = sd_bus_message_ref(message);
+        j->caller = *caller;
         r = task_job_enqueue(t, "commits", commits_job_run, on_commits_done, commits_job_free, j, NULL, NULL);
         if (r < 0) {
+                j->caller = (TaskBranchCaller) {};   /* still the caller's */
                 commits_job_free(j);
                 return r;
         }
@@ -312,7 +319,7 @@ typedef struct ResetToJob {
         LedgerRef ref;
         char rev[41];
         uid_t uid;
-        sd_bus_message *message;   /* the ResetTo() call, answered at the end */
+        TaskBranchCaller caller;   /* told at the end */
         /* Results. */
         char found[41];
         unsigned found_step;
@@ -326,7 +333,7 @@ static void reset_to_job_free(void *p) {
         if (!j)
                 return;
         ledger_ref_done(&j->ref);
-        sd_bus_message_unref(j->message);
+        caller_done(&j->caller);
         free(j);
 }
 
@@ -385,18 +392,14 @@ static void on_reset_to_reset_done(Task *t, int r, void *p, void *userdata) {
         ResetToJob *j = p;
 
         (void) userdata;
-        if (!t) {
-                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_FAILED, "The daemon is stopping.");
-                return;
-        }
-        if (r < 0) {
-                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot reset the workspace of task '%s' to %s: %m",
-                                                  t->id, j->found);
-                return;
-        }
+        if (!t)
+                return caller_tell_stopping(&j->caller);
+        if (r < 0)
+                return caller_tell_error(&j->caller, t, r, NULL, "Cannot reset the workspace of task '%s' to %s: %m",
+                                         t->id, j->found);
         audit_task_reset(t, j->uid, j->found_step, j->found, j->undone);
         task_changed(t, TASK_CHANGE_PROGRESS);
-        (void) sd_bus_reply_method_return(j->message, "us", (uint32_t) j->found_step, j->found);
+        caller_tell(&j->caller, t, 0, NULL, &(TaskBranchResult) { .fd = -EBADF, .step = j->found_step, .commit = j->found });
 }
 
 static void on_reset_to_found(Task *t, int r, void *p, void *userdata) {
@@ -404,28 +407,26 @@ static void on_reset_to_found(Task *t, int r, void *p, void *userdata) {
         ResetToJob *j = p, *k;
 
         (void) userdata;
-        if (!t) {
-                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_FAILED, "The daemon is stopping.");
-                return;
-        }
+        if (!t)
+                return caller_tell_stopping(&j->caller);
         if (r < 0) {
-                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot read the checkpoints of task '%s': %m", t->id);
+                caller_tell_error(&j->caller, t, r, NULL, "Cannot read the checkpoints of task '%s': %m", t->id);
                 return;
         }
         if (j->ambiguous) {
-                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_INVALID_ARGS,
+                caller_tell_error(&j->caller, t, -EINVAL, SD_BUS_ERROR_INVALID_ARGS,
                                                   "'%s' is ambiguous among the checkpoints of task '%s'.", j->rev, t->id);
                 return;
         }
         if (!j->found[0]) {
-                (void) sd_bus_reply_method_errorf(j->message, SD_BUS_ERROR_INVALID_ARGS,
+                caller_tell_error(&j->caller, t, -EINVAL, SD_BUS_ERROR_INVALID_ARGS,
                                                   "'%s' is not the base nor a checkpoint of task '%s' (see its Checkpoints).",
                                                   j->rev, t->id);
                 return;
         }
         /* Someone resumed it meanwhile: its workspace is the sandbox's now. */
         if (t->state != TASK_FAILED) {
-                (void) sd_bus_reply_method_errorf(j->message, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s, not failed.",
+                caller_tell_error(&j->caller, t, -EBUSY, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s, not failed.",
                                                   t->id, task_state_to_string(t->state));
                 return;
         }
@@ -433,7 +434,7 @@ static void on_reset_to_found(Task *t, int r, void *p, void *userdata) {
         /* Resume goes on from here; the model hears what is gone. */
         TaskProgress *pr = &t->progress;
         if (free_and_strdup(&pr->checkpoint, j->found) < 0 || free_and_strdup(&pr->head, j->found) < 0) {
-                (void) sd_bus_reply_method_errnof(j->message, ENOMEM, "Out of memory.");
+                caller_tell_error(&j->caller, t, -ENOMEM, NULL, "Out of memory.");
                 return;
         }
         /* A delivery's record of its tests may be gone from the branch now. */
@@ -448,37 +449,37 @@ static void on_reset_to_found(Task *t, int r, void *p, void *userdata) {
                 r = asprintf(&text, "A human (uid %u) reset the workspace and the branch to where the task started "
                              "(commit %s): everything you did is undone. Start again from there.", (unsigned) j->uid, j->found);
         if (r < 0) {
-                (void) sd_bus_reply_method_errnof(j->message, ENOMEM, "Out of memory.");
+                caller_tell_error(&j->caller, t, -ENOMEM, NULL, "Out of memory.");
                 return;
         }
         r = conversation_append_user(t, text);
         if (r < 0) {
-                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot tell the model about the reset of task '%s': %m", t->id);
+                caller_tell_error(&j->caller, t, r, NULL, "Cannot tell the model about the reset of task '%s': %m", t->id);
                 return;
         }
         r = task_save(t);
         if (r < 0) {
-                (void) sd_bus_reply_method_errnof(j->message, r, "Cannot save task '%s': %m", t->id);
+                caller_tell_error(&j->caller, t, r, NULL, "Cannot save task '%s': %m", t->id);
                 return;
         }
 
         /* The second job gets what the first found; this one is freed after us. */
         k = malloc(sizeof(ResetToJob));
         if (!k) {
-                (void) sd_bus_reply_method_errnof(j->message, ENOMEM, "Out of memory.");
+                caller_tell_error(&j->caller, t, -ENOMEM, NULL, "Out of memory.");
                 return;
         }
         *k = *j;
         j->ref = (LedgerRef) { .dir_fd = -EBADF };
-        j->message = NULL;
+        j->caller = (TaskBranchCaller) {};
         r = task_job_enqueue(t, "reset", reset_to_reset_run, on_reset_to_reset_done, reset_to_job_free, k, NULL, NULL);
         if (r < 0) {
-                (void) sd_bus_reply_method_errnof(k->message, r, "Cannot reset the workspace of task '%s': %m", t->id);
+                caller_tell_error(&k->caller, t, r, NULL, "Cannot reset the workspace of task '%s': %m", t->id);
                 reset_to_job_free(k);
         }
 }
 
-int task_branch_reset_to(Task *t, sd_bus_message *message, const char *rev, uid_t uid, sd_bus_error *error) {
+int task_branch_reset_to(Task *t, const char *rev, uid_t uid, const TaskBranchCaller *caller, sd_bus_error *error) {
         ResetToJob *j;
         size_t n = rev ? strlen(rev) : 0;
         int r;
@@ -498,9 +499,10 @@ int task_branch_reset_to(Task *t, sd_bus_message *message, const char *rev, uid_
                 reset_to_job_free(j);
                 return sd_bus_error_set_errnof(error, r, "Cannot open the ledger of task '%s': %m", t->id);
         }
-        j->message = sd_bus_message_ref(message);
+        j->caller = *caller;
         r = task_job_enqueue(t, "reset", reset_to_find_run, on_reset_to_found, reset_to_job_free, j, NULL, NULL);
         if (r < 0) {
+                j->caller = (TaskBranchCaller) {};   /* still the caller's */
                 reset_to_job_free(j);
                 return r;
         }
