@@ -87,6 +87,12 @@ static const FactoryHooks factory_hooks = {
         .schedule = on_schedule_hook,
 };
 
+void manager_init(Manager *m) {
+        *m = (Manager) {};
+        factory_init(&m->factory);
+        m->factory.hooks = &factory_hooks;
+}
+
 int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         _cleanup_(manager_freep) Manager *m = NULL;
         int r;
@@ -94,8 +100,7 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         m = calloc(1, sizeof(Manager));
         if (!m)
                 return -ENOMEM;
-        factory_init(&m->factory);
-        m->factory.hooks = &factory_hooks;
+        manager_init(m);
 
         m->factory.state_dir = strdup(state_dir);
         m->config_path = strdup(config_path);
@@ -133,20 +138,24 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         return 0;
 }
 
-Manager *manager_free(Manager *m) {
-        if (!m)
-                return NULL;
-
+void manager_done(Manager *m) {
         /* The bus room is gone by now (bus_server_free(), agentfabd.c). */
-        sd_event_source_unref(m->idle_timer);
+        m->idle_timer = sd_event_source_unref(m->idle_timer);
         for (size_t i = 0; i < m->factory.n_tasks; i++)
                 agent_destroy(m->factory.tasks[i]);
-        sd_event_source_disable_unref(m->schedule);
+        m->schedule = sd_event_source_disable_unref(m->schedule);
         m->factory.model = model_client_free(m->factory.model);
         m->factory.egress = egress_free(m->factory.egress);
         factory_done(&m->factory);
-        sd_event_unref(m->factory.event);
+        m->factory.event = sd_event_unref(m->factory.event);
         free(m->config_path);
+        m->config_path = NULL;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        manager_done(m);
         free(m);
         return NULL;
 }

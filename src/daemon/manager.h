@@ -53,6 +53,13 @@ static inline Manager *manager_from_factory(Factory *f) {
         return f ? (Manager *) ((char *) f - offsetof(Manager, factory)) : NULL;
 }
 
+/* A Manager with nothing loaded: the factory's hooks installed, no event
+ * loop, no tasks. manager_new() starts from it; a unit test fills in what
+ * it needs (an event loop, a tasks directory) and frees it with
+ * manager_done(). */
+void manager_init(Manager *m);
+void manager_done(Manager *m);
+
 int manager_new(Manager **ret, const char *state_dir, const char *config_path);
 Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
