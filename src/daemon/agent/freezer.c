@@ -71,14 +71,14 @@ static void fdstore_add(Task *t, SandboxSession *s, const char *prefix) {
  * A task at work keeps its sandbox's connection in the fd store too, while
  * no command runs in it: after a crash (SIGKILL, say) the next instance
  * takes the sandbox up again instead of asking the launcher and systemd
- * for a new one, which is most of a resume's time (measured: 0.4 s a
- * sandbox at load 10, two at a time). While a command runs, the entry is
- * not there (the exec hook takes it out before the request goes): a
- * daemon that dies then leaves the sandbox to see its connection close
- * and end, and the step is done again in a new one, as before. Nothing of
- * the task's progress is in the sandbox: the state file and the ledger
- * say where the task stands, and the workspace is reset to the
- * acknowledged checkpoint before the next step, whichever sandbox runs it.
+ * for a new one, which is most of a resume's time (about 0.4 s a sandbox
+ * under load). While a command runs, the entry is not there (the exec
+ * hook takes it out before the request goes): a daemon that dies then
+ * leaves the sandbox to see its connection close and end, and the step is
+ * done again in a new one. Nothing of the task's progress is in the
+ * sandbox: the state file and the ledger say where the task stands, and
+ * the workspace is reset to the acknowledged checkpoint before the next
+ * step, whichever sandbox runs it.
  *
  * AGENTFAB_NO_REATTACH=1 in the daemon's environment turns this off (the
  * benchmark's baseline): then the sandboxes are made anew. */
@@ -296,7 +296,7 @@ void freezer_park(Task *t, SandboxSession **s) {
         }
         r = freeze(t, *s, "approval", &why);
         if (r < 0) {
-                /* Then it ends, as it did before freezing existed. */
+                /* Then it ends; the agent that takes the task up makes a new one. */
                 log_warning("Cannot freeze the sandbox of task '%s' while it waits for approval (%s): ending it.",
                             t->id, why ?: strerror(-r));
                 *s = sandbox_session_free(*s);

@@ -294,7 +294,8 @@ int task_set_state_then(Task *t, sd_event *e, TaskState state, const char *reaso
                                     NULL, NULL, NULL);
 }
 
-/* Both writes on the loop, as before there were threads for them. */
+/* Both writes on the loop, for when no thread can take them
+ * (task_save_progress_async()). */
 static int task_save_progress_here(Task *t, int dir_fd, const char *conversation_file, TaskProgressAck *ack,
                                    const char *append, size_t append_size) {
         int r;
@@ -308,8 +309,8 @@ static int task_save_progress_here(Task *t, int dir_fd, const char *conversation
         }
         /* Memory first, then the file: task_save() writes memory (and
          * refuses a broken record). If it fails, memory is ahead of the
-         * file, as it always was then: the caller fails the task, which
-         * marks its progress unsaved. */
+         * file: the caller fails the task, which marks its progress
+         * unsaved. */
         task_progress_ack_swap(&t->progress, ack);
         task_progress_ack_done(ack);
         return task_save(t);

@@ -62,8 +62,8 @@ typedef void (*task_save_done_t)(Task *t, int r, void *userdata);
  *
  * Returns 1 if the write is under way in a thread. Where it cannot be (no
  * event loop, a write of t's state file already under way, a broken or
- * unsaved record), both writes are made here, as before, and their result
- * is returned (<= 0); done() is not called then. */
+ * unsaved record), both writes are made here, on the loop, and their
+ * result is returned (<= 0); done() is not called then. */
 int task_save_progress_async(Task *t, sd_event *e, const char *conversation_file, TaskProgressAck *ack,
                              char *append, size_t append_size, task_save_done_t done, void *userdata);
 
