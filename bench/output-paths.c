@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Ways of getting a command's output into the task's log, measured on
- * this machine's file system: the experiment issue 9's output target was
- * decided by. A producer process writes SIZE bytes; the time is from its
- * start until every byte is in the log (page cache, no fsync; the file is
- * freed after the time is taken):
+ * this machine's file system: exec-output.c's mover against other designs
+ * and the floors. A producer process writes SIZE bytes; the time is from
+ * its start until every byte is in the log (page cache, no fsync; the file
+ * is freed after the time is taken):
  *
  *   null      the producer into /dev/null (the baseline; copies nothing)
  *   drain     the producer into a 1 MiB pipe whose reader keeps nothing
@@ -14,18 +14,18 @@
  *   append    the same, then appended to the log by copy_file_range()
  *             (a per-command file whose bytes end up in the one log)
  *   loop      a 1 MiB pipe, splice() straight to the log whenever epoll
- *             says it is readable (exec-output.c's first design; its
- *             thread did the same until it went through a relay pipe)
- *   mover     a 1 MiB pipe and exec-output.c's mover thread (what runs now:
- *             pipe to relay pipe to log)
+ *             says it is readable (the same splice() without the mover's
+ *             relay pipe)
+ *   mover     a 1 MiB pipe and exec-output.c's mover thread (pipe to relay
+ *             pipe to log)
  *   spent     the same as an unprivileged user whose pipes have passed
  *             fs.pipe-user-pages-soft (the agentfab user with some fifty
  *             commands at work): the kernel's smallest pipes
  *
  * Producers: "1m" (1 MiB writes of one byte value), "8k" (8 KiB writes,
  * as head and stdio do), "computed" (each 1 MiB computed before it is
- * written: slower than 1 GB/s here). The bound per producer is issue 9's:
- * min(1 GB/s, the /dev/null rate / 1.25).
+ * written: slower than 1 GB/s here). The bound per producer is the output
+ * target of docs/PERFORMANCE.md: min(1 GB/s, the /dev/null rate / 1.25).
  *
  * Each figure also says when the producer was done (its last write
  * returned) and the CPU it and this process spent a GiB.

@@ -122,11 +122,10 @@ static void output_behind_reap(ExecOutput *o, bool wait) {
 /* In the mover, during a flood: the log's blocks are allocated ahead of
  * it (FALLOC_FL_KEEP_SIZE: its size, which readers go by, stays what was
  * written), so that a write into the page cache finds its blocks mapped
- * instead of reserving each one for delayed allocation: a tenth off the
- * mover's CPU a GiB and 5-10 % sooner done for the command
- * (bench/output-paths). What is left past the end is freed when the
- * command ends (exec_output_close()). A file system without it, or a full
- * disk, leaves the log as it was without this. */
+ * instead of reserving each one for delayed allocation, which the mover
+ * would pay for on every page. What is left past the end is freed when
+ * the command ends (exec_output_close()). A file system without it, or a
+ * full disk, leaves the log to delayed allocation. */
 static void output_allocate_ahead(ExecOutput *o) {
         uint64_t from = MAX(o->allocated_end, o->log_off);
 
@@ -140,16 +139,16 @@ static void output_allocate_ahead(ExecOutput *o) {
 }
 
 /* In the mover: a flood must not take its size in page cache, which on a
- * VM is fresh memory for every byte (this one's balloon hands free memory
- * back to its host, and each page comes back at a cost: a third of the
- * speed). So once the log has grown by a window since the last look,
- * writeback of that window starts, and the two windows before it are
- * dropped from the page cache where their writeback is done: the pages go
- * back to the allocator while still warm and carry the next windows. It
- * never waits for the disk: pages still dirty stay, and a disk slower than
- * the command leaves things as they were without this. The work (the file
- * system's writeback) is the ring's, in a kernel worker, not the mover's:
- * done by the mover it halved what it moves on warm memory. */
+ * VM whose balloon hands free memory back to its host is fresh memory for
+ * every byte, and each page comes back at a cost (a third of the speed).
+ * So once the log has grown by a window since the last look, writeback of
+ * that window starts, and the two windows before it are dropped from the
+ * page cache where their writeback is done: the pages go back to the
+ * allocator while still warm and carry the next windows. It never waits
+ * for the disk: pages still dirty stay, and a disk slower than the command
+ * leaves things as they were without this. The work (the file system's
+ * writeback) is the ring's, in a kernel worker, not the mover's: done by
+ * the mover, it would halve what the mover moves on warm memory. */
 static void output_write_behind(ExecOutput *o) {
         uint64_t drop_from, n;
         struct io_uring_sqe *sqe;

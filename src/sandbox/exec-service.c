@@ -63,8 +63,8 @@ static void kill_all_but_us(void) {
 }
 
 /* The same, but returns only when they are all gone: SIGKILL takes effect
- * asynchronously, so a process killed just now may still be listed (the
- * next command's ps saw one now and then). Every one is ours to reap, as
+ * asynchronously, so a process killed just now may still be listed (by
+ * the next command's ps, say). Every one is ours to reap, as
  * PID 1 of the namespace; what a fork in flight made is killed in the next
  * round. Only once the command's own status is collected. */
 static void kill_all_and_wait(void) {

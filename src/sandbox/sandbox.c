@@ -90,7 +90,7 @@ void sandbox_trace(const char *what) {
 
 unsigned long sandbox_clone_flags(bool userns) {
         /* The network namespace, the one that is expensive to make (about
-         * half a millisecond here), is not among them: the child makes it
+         * half a millisecond), is not among them: the child makes it
          * itself (sandbox_child()), so that the parent has the pid, and can
          * ask for the scope, that much earlier. */
         return CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP |
