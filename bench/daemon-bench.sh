@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # The daemon's benchmark, in the integration harness (real systemd, bus,
 # launcher, sandboxes) with the scripted instant model; the scenarios of
-# tests/integration/daemon-load.sh at the sizes of issue 9:
+# tests/integration/daemon-load.sh at the sizes of docs/PERFORMANCE.md's targets:
 #   - D-Bus and stream socket latency (p50/p99/max) while a task imports,
 #     checkpoints, fails, is reset, exported (diff, mbox, bundle), resumed
 #     and delivered on a FILES-file repository; baseline: the same calls

@@ -9,9 +9,9 @@
  * tests, and how it resumes), with nothing or 1,000 files to restore.
  * Baselines, on the same tree in the same run: `git add -A && git
  * write-tree` and `git status --porcelain` (git's own stat index, by full
- * path names), and the change list the way every step computed it before
- * the stat index (libgit2's walk of the workspace, twice a step; on the
- * first three steps only, on the first only from 50,000 files on).
+ * path names), and the change list without the stat index (libgit2's walk
+ * of the workspace, twice a step: the "old" figures; on the first three
+ * steps only, on the first only from 50,000 files on).
  *
  *   step-cost [--sizes=1000,10000,100000] [--steps=N] [--old-steps=N] [--dir=DIR]
  */
@@ -41,8 +41,9 @@
 static unsigned arg_steps = 15;
 static unsigned arg_old_steps = 3;
 static bool arg_old_steps_set = false;
-/* The old walk's steps at this many files and more, unless --old-steps says
- * otherwise: there one takes about a minute of wall clock (20 s of CPU). */
+/* Steps timed with libgit2's walk ("old") at this many files and more,
+ * unless --old-steps says otherwise: there one takes about a minute of wall
+ * clock (20 s of CPU). */
 #define OLD_STEPS_BIG_FILES 50000U
 #define OLD_STEPS_BIG 1U
 static char *arg_dir = NULL;
@@ -278,7 +279,7 @@ static void row_print(unsigned files, Row *r, double target) {
         }
 }
 
-/* The watch against the scan it replaces, both measured in this run. */
+/* The watch against a scan of every file, both measured in this run. */
 static void row_vs(unsigned files, const char *what, Row *ours, Row *scan) {
         double oc = sample_median(&ours->ours.cpu), sc = sample_median(&scan->ours.cpu);
         double ow = sample_median(&ours->ours.wall), sw = sample_median(&scan->ours.wall);
@@ -366,7 +367,7 @@ static int bench_size(unsigned files) {
                         return r;
                 sh_time(&write.add, "%s add -A && %s write-tree >/dev/null", git, git);
                 sh_time(&write.status, "%s status --porcelain >/dev/null", git);
-                /* Before the stat index: libgit2's walk for the step's
+                /* Without the stat index: libgit2's walk for the step's
                  * changes and again for those since base. A few samples
                  * do (--old-steps, 3; 1 from 50,000 files on): at 100,000
                  * files each takes a minute of wall clock. */
@@ -394,7 +395,7 @@ static int bench_size(unsigned files) {
                 sh_time(&nothing.add, "%s add -A && %s write-tree >/dev/null", git, git);
                 sh_time(&nothing.status, "%s status --porcelain >/dev/null", git);
                 /* The baselines: the scan of every file's metadata (what
-                 * each step after a command did before the watch). */
+                 * each step after a command does without the watch). */
                 ledger_note_rescan(l);
                 (void) trace_take((TracePhase[TRACE_PHASES_MAX]) {});
                 c = clock_now();

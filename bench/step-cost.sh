@@ -5,12 +5,12 @@
 # checkpoint, the changes since base; for a step that wrote one file with
 # write_file, one whose command touched nothing, one whose command rewrote
 # 1,000 files; against git add -A && git write-tree, git status and the
-# change lists as they were made before the stat index, on the same tree in
+# change lists by libgit2's walk, without the stat index, on the same tree in
 # the same run. Needs no systemd: it runs the ledger in this process.
 #   bench/step-cost.sh [BUILDDIR] [--short] [--sizes=LIST]
 # --short: 1,000 and 10,000 files; --sizes=100000: that size only (about
 # 9 minutes here, 4 of them making and importing the repository).
-# STEPS=N steps per figure (default 15; 7 with --short). The old walk is
+# STEPS=N steps per figure (default 15; 7 with --short). libgit2's walk is
 # timed on the first 3 steps, on the first only from 50,000 files on (a
 # minute each at 100,000 files); OLD_STEPS=N sets it for every size.
 set -eu

@@ -122,8 +122,8 @@ static int changes_of_submodules(Ledger *l, git_tree *from_tree, FileChange **c,
 
 /* The workspace compared by libgit2's own walk (by full path names, every
  * file): what ledger_changes() does for a ledger with fetched submodules,
- * whose gitlinks only a checkpoint moves, and what it did for every ledger
- * before the stat index (bench/step-cost measures it as the old way). */
+ * whose gitlinks only a checkpoint moves, and the baseline bench/step-cost
+ * measures the stat index against. */
 static int changes_workdir(Ledger *l, git_tree *tree, FileChange **ret, size_t *ret_n) {
         _cleanup_(git_diff_freep) git_diff *diff = NULL;
         git_diff_options o;

@@ -24,9 +24,8 @@
 #define RING_ENTRIES 256U
 /* The kernel's io-wq threads that run the ring's statx() calls, at most:
  * by default up to four a CPU, each as runnable as the daemon's event loop,
- * which then waits for a core (the slowest bus answers while a 100,000-file
- * tree was scanned, 100-290 ms on two CPUs at load 13). Two keep the
- * calls spread and leave room for the loop. */
+ * which then waits for a core and answers the bus late while a big tree is
+ * scanned. Two keep the calls spread and leave room for the loop. */
 #define RING_WORKERS_MAX 2U
 
 static bool use_ring = true;

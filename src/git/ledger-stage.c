@@ -51,7 +51,8 @@
  * stat data moving; its entry is "smudged" (ctime nanoseconds set to a value
  * no clock gives) so that the next stage hashes it again. Entries written
  * at or after the index file's own mtime are hashed again as well (git's
- * rule, which also covers indexes written before smudging existed).
+ * rule, for entries read from the file, whose smudging this Ledger cannot
+ * vouch for).
  *
  * A file that changes while it is hashed (its stat data before and after
  * the read differ, or it shrank) is tried again twice; if it still moves,
@@ -108,7 +109,7 @@ void ledger_track_changes(Ledger *l, bool track) {
         if (!track || !use_watch || l->n_subs > 0)
                 l->watch = tree_watch_free(l->watch);
         else if (!l->watch) {
-                /* None left (fs.inotify.max_user_instances): scans, as before. */
+                /* None left (fs.inotify.max_user_instances): a stage after a command scans. */
                 int r = tree_watch_new(&l->watch);
                 if (r < 0)
                         log_debug("Not watching the workspace (scanning it after each command): %s", strerror(-r));

@@ -200,9 +200,10 @@ void ledger_note_all(Ledger *l);
  * a stage looks only at the paths that changed (a directory made or
  * renamed: what is in it), not at every file; when the watch cannot say
  * (no inotify instance or watch left, its queue overflowed, a .gitignore
- * changed, gitlinks or submodules) the stage scans as before. ledger_note_rescan(): the next stage scans whatever the
- * watch says (a final checkpoint: inotify does not see writes through a
- * shared mapping after close). */
+ * changed, gitlinks or submodules) the stage scans the whole workspace.
+ * ledger_note_rescan(): the next stage scans whatever the watch says (a
+ * final checkpoint: inotify does not see writes through a shared mapping
+ * after close). */
 void ledger_note_rescan(Ledger *l);
 /* For tests and benchmarks: watch (true, the default) or always scan. */
 void ledger_set_watch(bool b);
