@@ -133,7 +133,7 @@ static void test_changes(void) {
               streq(t.reason, "test file deleted: tests/test_main.py"), "test deleted: %s", t.reason);
         breaker_trip_done(&t);
         BreakerChange moved[] = { { "tests/test_a.py", 'R', 0, 0, "tests/test_b.py" } };
-        CHECK(changes(moved, 1, &t) == 0, "a test renamed to another test name is fine");
+        CHECK_ERRNO(changes(moved, 1, &t), 0, "a test renamed to another test name is fine");
         BreakerChange away[] = { { "src/helpers.py", 'R', 0, 0, "tests/test_b.py" } };
         CHECK(changes(away, 1, &t) == 1 && t.breaker == BREAKER_TESTS_DELETED, "a test renamed away: %s", t.reason);
         breaker_trip_done(&t);
@@ -150,13 +150,13 @@ static void test_changes(void) {
                 snprintf(names[i], sizeof(names[i]), "src/f%u.c", i);
                 many[i] = (BreakerChange) { names[i], 'M', 1, 1, NULL };
         }
-        CHECK(changes(many, 20, &t) == 0, "20 files is the limit");
+        CHECK_ERRNO(changes(many, 20, &t), 0, "20 files is the limit");
         CHECK(changes(many, 21, &t) == 1 && t.breaker == BREAKER_FILES_CHANGED &&
               streq(t.reason, "21 files changed, more than the limit of 20"), "21 files: %s", t.reason);
         breaker_trip_done(&t);
 
         BreakerChange big[] = { { "src/a.c", 'M', 600, 400, NULL }, { "src/b.c", 'A', 0, 0, NULL } };
-        CHECK(changes(big, 2, &t) == 0, "1000 lines is the limit");
+        CHECK_ERRNO(changes(big, 2, &t), 0, "1000 lines is the limit");
         big[1].added = 1;
         CHECK(changes(big, 2, &t) == 1 && t.breaker == BREAKER_LINES_CHANGED &&
               streq(t.reason, "1001 lines changed (+601 -400), more than the limit of 1000"), "1001 lines: %s", t.reason);
@@ -168,7 +168,7 @@ static void test_changes(void) {
               "control characters replaced: %s", t.reason);
         breaker_trip_done(&t);
         BreakerChange none[] = { { NULL, 'M', 1, 1, NULL } };
-        CHECK(changes(none, 1, &t) == 0, "an entry without a path is skipped");
+        CHECK_ERRNO(changes(none, 1, &t), 0, "an entry without a path is skipped");
 
         /* Order: the most specific reason first. */
         BreakerChange both[] = { { "src/auth/a.c", 'M', 5000, 0, NULL } };
@@ -177,10 +177,10 @@ static void test_changes(void) {
 
         /* A disabled breaker or a zero limit stays quiet. */
         config.enabled[BREAKER_PROTECTED_PATH] = false;
-        CHECK(changes(auth, 2, &t) == 0, "disabled breaker quiet");
+        CHECK_ERRNO(changes(auth, 2, &t), 0, "disabled breaker quiet");
         config.enabled[BREAKER_PROTECTED_PATH] = true;
         config.max_files_changed = 0;
-        CHECK(changes(many, 21, &t) == 0, "limit 0 is no limit");
+        CHECK_ERRNO(changes(many, 21, &t), 0, "limit 0 is no limit");
         config.max_files_changed = 20;
 }
 
@@ -255,10 +255,10 @@ static void test_parsers(void) {
         t = parse(2, "make: *** [Makefile:3: test] Error 2\n");
         CHECK(t.n_passed == -1 && t.n_failed == -1 && !t.passed, "no counts: unknown");
         t = parse(1, "src/a.c:3:1: error: expected ';'\n1 error generated.\n");
-        CHECK(t.n_passed == -1, "compiler error counts are not tests: %d/%d", t.n_passed, t.n_failed);
+        CHECK_INT_EQ(t.n_passed, -1, "compiler error counts are not tests: %d/%d", t.n_passed, t.n_failed);
         t = parse(0, NULL);
         CHECK(t.passed && t.n_passed == -1, "no output, exit 0: passed, counts unknown");
-        CHECK(test_run_parse(0, "", NULL) == -EINVAL, "NULL ret refused");
+        CHECK_ERRNO(test_run_parse(0, "", NULL), -EINVAL, "NULL ret refused");
 
         /* Signatures: the same failure is recognized across runs whose
          * timings and addresses differ; another failure is another. */
@@ -268,7 +268,7 @@ static void test_parsers(void) {
                              "object at 0x55aa00ff in /tmp/pytest-of-u/pytest-18/x\n");
         TestRun c = parse(1, "FAILED tests/test_a.py::test_y - assert 'a' == 'b'\n== 1 failed, 3 passed in 0.53s ==\n");
         TestRun d = parse(2, "FAILED tests/test_a.py::test_x - assert 1 == 2\n== 1 failed, 3 passed in 0.53s ==\n");
-        CHECK(a.signature == b.signature, "same failure, same signature");
+        CHECK_UINT_EQ(a.signature, b.signature, "same failure, same signature");
         CHECK(a.signature != c.signature, "another failing test, another signature");
         CHECK(a.signature != d.signature, "another exit code, another signature");
 }
@@ -282,19 +282,19 @@ static void test_history(void) {
         /* Five identical failures in a row: stuck. Four: still trying. */
         for (unsigned i = 0; i < 8; i++)
                 h[i] = fail;
-        CHECK(breakers_check_tests(&config, h, 4, &base, &t) == 0, "4 same failures: not yet");
+        CHECK_ERRNO(breakers_check_tests(&config, h, 4, &base, &t), 0, "4 same failures: not yet");
         CHECK(breakers_check_tests(&config, h, 5, &base, &t) == 1 && t.breaker == BREAKER_TESTS_FAILING &&
               streq(t.reason, "tests failed 5 times in a row with the same failure (exit code 1, 1 failing)"),
               "5 same failures trip: %s", t.reason);
         breaker_trip_done(&t);
 
         h[1] = other;
-        CHECK(breakers_check_tests(&config, h, 5, &base, &t) == 0, "a different failure in between resets the count");
-        CHECK(breakers_check_tests(&config, h, 6, &base, &t) == 0, "4 in a row after it: not yet");
-        CHECK(breakers_check_tests(&config, h, 7, &base, &t) == 1, "5 in a row after it: trip");
+        CHECK_ERRNO(breakers_check_tests(&config, h, 5, &base, &t), 0, "a different failure in between resets the count");
+        CHECK_ERRNO(breakers_check_tests(&config, h, 6, &base, &t), 0, "4 in a row after it: not yet");
+        CHECK_ERRNO(breakers_check_tests(&config, h, 7, &base, &t), 1, "5 in a row after it: trip");
         breaker_trip_done(&t);
         h[6] = base;
-        CHECK(breakers_check_tests(&config, h, 7, &base, &t) == 0, "a passing run ends the streak");
+        CHECK_ERRNO(breakers_check_tests(&config, h, 7, &base, &t), 0, "a passing run ends the streak");
 
         /* Regression: green with fewer tests than at the start. */
         TestRun fewer = parse(0, "== 8 passed in 0.1s ==\n");
@@ -302,15 +302,15 @@ static void test_history(void) {
         CHECK(breakers_check_tests(&config, h, 1, &base, &t) == 1 && t.breaker == BREAKER_TESTS_REGRESSED &&
               streq(t.reason, "tests passing dropped from 10 at the start to 8"), "regression: %s", t.reason);
         breaker_trip_done(&t);
-        CHECK(breakers_check_tests(&config, h, 1, NULL, &t) == 0, "no baseline, no comparison");
+        CHECK_ERRNO(breakers_check_tests(&config, h, 1, NULL, &t), 0, "no baseline, no comparison");
         TestRun more = parse(0, "== 12 passed in 0.1s ==\n");
         h[0] = more;
-        CHECK(breakers_check_tests(&config, h, 1, &base, &t) == 0, "more tests is fine");
+        CHECK_ERRNO(breakers_check_tests(&config, h, 1, &base, &t), 0, "more tests is fine");
         h[0] = parse(1, "== 3 failed, 7 passed ==\n");
-        CHECK(breakers_check_tests(&config, h, 1, &base, &t) == 0, "a failing run mid-work is not a regression");
+        CHECK_ERRNO(breakers_check_tests(&config, h, 1, &base, &t), 0, "a failing run mid-work is not a regression");
         h[0] = parse(0, "all good\n");
-        CHECK(breakers_check_tests(&config, h, 1, &base, &t) == 0, "unknown counts are not compared");
-        CHECK(breakers_check_tests(&config, h, 0, &base, &t) == 0, "empty history");
+        CHECK_ERRNO(breakers_check_tests(&config, h, 1, &base, &t), 0, "unknown counts are not compared");
+        CHECK_ERRNO(breakers_check_tests(&config, h, 0, &base, &t), 0, "empty history");
 }
 
 static void test_network(void) {
@@ -359,10 +359,10 @@ static void test_network(void) {
         CHECK(breakers_check_network(&config, "npm ci", 1, "npm ERR! code ENOTFOUND\n", &t) == 1 &&
               t.breaker == BREAKER_NETWORK && strstr(t.reason, "'npm ci'"), "network breaker: %s", t.reason);
         breaker_trip_done(&t);
-        CHECK(breakers_check_network(&config, "npm ci", 0, "npm ERR! code ENOTFOUND\n", &t) == 0,
-              "a command that succeeded needs nothing");
+        CHECK_ERRNO(breakers_check_network(&config, "npm ci", 0, "npm ERR! code ENOTFOUND\n", &t), 0,
+                    "a command that succeeded needs nothing");
 
-        CHECK(breakers_check_malformed(&config, 2, &t) == 0, "2 malformed replies: not yet");
+        CHECK_ERRNO(breakers_check_malformed(&config, 2, &t), 0, "2 malformed replies: not yet");
         CHECK(breakers_check_malformed(&config, 3, &t) == 1 && t.breaker == BREAKER_MALFORMED_OUTPUT, "3 trip: %s", t.reason);
         breaker_trip_done(&t);
 }

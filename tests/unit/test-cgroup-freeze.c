@@ -52,11 +52,11 @@ int main(void) {
               "an invalid task id");
 
         /* cgroup.events: only an explicit "frozen 1" is frozen. */
-        CHECK(cgroup_events_frozen("populated 1\nfrozen 1\n") == 1, "frozen 1");
-        CHECK(cgroup_events_frozen("populated 1\nfrozen 0\n") == 0, "frozen 0");
-        CHECK(cgroup_events_frozen("populated 1\nfrozen 1") == 1, "frozen 1 without newline");
-        CHECK(cgroup_events_frozen("populated 1\n") == -EBADMSG, "no frozen line (a kernel without the freezer)");
-        CHECK(cgroup_events_frozen("frozen 10\n") == -EBADMSG, "frozen 10 is no answer");
+        CHECK_ERRNO(cgroup_events_frozen("populated 1\nfrozen 1\n"), 1, "frozen 1");
+        CHECK_ERRNO(cgroup_events_frozen("populated 1\nfrozen 0\n"), 0, "frozen 0");
+        CHECK_ERRNO(cgroup_events_frozen("populated 1\nfrozen 1"), 1, "frozen 1 without newline");
+        CHECK_ERRNO(cgroup_events_frozen("populated 1\n"), -EBADMSG, "no frozen line (a kernel without the freezer)");
+        CHECK_ERRNO(cgroup_events_frozen("frozen 10\n"), -EBADMSG, "frozen 10 is no answer");
 
         /* A pidfd names its process; a plain fd is no pidfd; a dead
          * process is gone, whatever its number is now. */
@@ -69,11 +69,11 @@ int main(void) {
         pid_t got = 0;
         CHECK(pidfd >= 0 && pidfd_get_pid_of(pidfd, &got) == 0 && got == pid, "pidfd names its process");
         int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        CHECK(pidfd_get_pid_of(fd, &got) == -EBADF, "a plain fd is no pidfd");
+        CHECK_ERRNO(pidfd_get_pid_of(fd, &got), -EBADF, "a plain fd is no pidfd");
         close(fd);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        CHECK(pidfd_get_pid_of(pidfd, &got) == -ESRCH, "a reaped process is gone");
+        CHECK_ERRNO(pidfd_get_pid_of(pidfd, &got), -ESRCH, "a reaped process is gone");
         const char *why = NULL;
         char *path = NULL;
         CHECK(cgroup_task_path_of_pidfd(pidfd, TASK, &path, &why) == -ESRCH && why && !path, "no freezing of a gone process: %s",

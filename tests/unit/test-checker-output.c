@@ -52,7 +52,7 @@ static void test_lines(void) {
         FindingList l = {};
         CheckerStats st = {};
 
-        CHECK(checker_parse("gcc", out, strlen(out), changed, ELEMENTSOF(changed), &l, &st, NULL) == 0, "parses");
+        CHECK_ERRNO(checker_parse("gcc", out, strlen(out), changed, ELEMENTSOF(changed), &l, &st, NULL), 0, "parses");
         CHECK(st.total == 8 && st.kept == 6, "8 findings, 6 on changed lines: %zu, %zu", st.total, st.kept);
         CHECK(l.n == 6 && streq(l.items[0].file, "src/a.c") && l.items[0].line == 3 && l.items[0].severity == FINDING_WARNING &&
               streq(l.items[0].rule, "gcc/-Wunused-variable") && streq(l.items[0].message, "unused variable 'x'"),
@@ -86,8 +86,8 @@ static void test_sarif(void) {
         CheckerStats st = {};
         _cleanup_free_ char *error = NULL, *md = NULL;
 
-        CHECK(checker_parse("cppcheck-sarif", sarif, strlen(sarif), changed, ELEMENTSOF(changed), &l, &st, &error) == 0,
-              "SARIF detected and parsed");
+        CHECK_ERRNO(checker_parse("cppcheck-sarif", sarif, strlen(sarif), changed, ELEMENTSOF(changed), &l, &st, &error), 0,
+                    "SARIF detected and parsed");
         CHECK(st.total == 4 && st.kept == 3 && l.n == 3, "3 of 4 on changed lines: %zu %zu", st.total, st.kept);
         /* The rule's defaultConfiguration gives the level; control characters are escaped. */
         CHECK(l.n == 3 && l.items[0].severity == FINDING_ERROR && streq(l.items[0].rule, "cppcheck/nullPointer") &&
@@ -128,7 +128,7 @@ static void test_bounds(void) {
               st.kept == CHECKER_FINDINGS_MAX && st.dropped == 1001 - CHECKER_FINDINGS_MAX, "bounded: kept %zu, dropped %zu",
               st.kept, st.dropped);
         finding_list_done(&l);
-        CHECK(checker_parse_lines("gcc", big, CHECKER_OUTPUT_MAX + 1ULL, changed, 2, &l, NULL, NULL) == -EFBIG, "size bound");
+        CHECK_ERRNO(checker_parse_lines("gcc", big, CHECKER_OUTPUT_MAX + 1ULL, changed, 2, &l, NULL, NULL), -EFBIG, "size bound");
 
         /* One long message: cut to the bound. */
         l = (FindingList) {};

@@ -22,8 +22,8 @@ int main(void) {
          * take the service down. */
         config_init(&c);
         config_parse(&c, "[Daemon]\nMaxTasksPerUser=lots\nBogus=1\nno equals sign\n[Daemon\nIdleTimeoutSec=infinity\n", "test");
-        CHECK(c.max_tasks_per_user == 16, "invalid value ignored");
-        CHECK(c.idle_timeout_usec == UINT64_MAX, "later valid line still applies");
+        CHECK_INT_EQ(c.max_tasks_per_user, 16, "invalid value ignored");
+        CHECK_UINT_EQ(c.idle_timeout_usec, UINT64_MAX, "later valid line still applies");
 
         /* MaxPausedSec=: how long a frozen sandbox is kept; 0 would tear
          * down every pause at once, so it is refused; infinity keeps them. */
@@ -34,11 +34,11 @@ int main(void) {
         config_parse(&c, "[Sandbox]\nMaxPausedSec=0\n", "test");
         CHECK(c.max_paused_usec == 90 * USEC_PER_SEC, "MaxPausedSec=0 refused");
         config_parse(&c, "[Sandbox]\nMaxPausedSec=infinity\n", "test");
-        CHECK(c.max_paused_usec == UINT64_MAX, "MaxPausedSec=infinity");
+        CHECK_UINT_EQ(c.max_paused_usec, UINT64_MAX, "MaxPausedSec=infinity");
 
         config_init(&c);
         config_parse(&c, "[Model:local]\nEndpoint=http://x\n[Daemon]\nMaxTasksPerUser=0\n", "test");
-        CHECK(c.max_tasks_per_user == 16, "out-of-range value ignored");
+        CHECK_INT_EQ(c.max_tasks_per_user, 16, "out-of-range value ignored");
 
         /* [Review]: lists add up and an empty assignment resets, as in systemd. */
         config_init(&c);
@@ -78,7 +78,7 @@ int main(void) {
         /* As in systemd, a zero timeout means none. */
         config_init(&c);
         config_parse(&c, "[Daemon]\n\n\nIdleTimeoutSec=0\n", "test");
-        CHECK(c.idle_timeout_usec == UINT64_MAX, "IdleTimeoutSec=0 disables idle exit");
+        CHECK_UINT_EQ(c.idle_timeout_usec, UINT64_MAX, "IdleTimeoutSec=0 disables idle exit");
 
         /* [Forge] sections: several, Name= anywhere in its section, a later
          * section of the same name changes only what it sets, and a bad
@@ -98,7 +98,7 @@ int main(void) {
         CHECK(local && local->kind == FORGE_KIND_GITEA && local->allow_file_urls && !local->token_credential,
               "gitea is the default kind, an invalid Kind= is ignored, AllowFileURLs=yes");
         CHECK(!config_find_forge(&c, "noapi") && !config_find_forge(&c, NULL), "a forge without a valid API= is left out");
-        CHECK(c.max_tasks == 77, "sections after [Forge] still parse");
+        CHECK_INT_EQ(c.max_tasks, 77, "sections after [Forge] still parse");
         config_parse(&c, "[Forge]\nName=hub\nTokenCredential=\n", "drop-in");
         hub = config_find_forge(&c, "hub");
         CHECK(c.n_forges == 2 && hub && !hub->token_credential && streq(hub->api, "https://api.github.com"),
@@ -107,7 +107,7 @@ int main(void) {
         CHECK(config_find_forge(&c, "evil") && !config_find_forge(&c, "evil")->token_credential,
               "a credential name with a path is refused");
         config_done(&c);
-        CHECK(c.n_forges == 0, "config_done() frees the forges");
+        CHECK_INT_EQ(c.n_forges, 0, "config_done() frees the forges");
 
         /* [Git]: the ssh credentials are names below the credentials
          * directory, never paths; an empty assignment resets. */
@@ -125,16 +125,25 @@ int main(void) {
          * credentials directory only. */
         char *text = NULL;
         write_file_atomic(fd, "git-key", "-----BEGIN X-----\nabc\n-----END X-----\n", 38, 0600);
-        CHECK(config_read_credential("git-key", CONFIG_SSH_KEY_MAX, &text) == -ENXIO || getenv("CREDENTIALS_DIRECTORY"),
-              "no credentials directory: -ENXIO");
+        /* Whatever this test runs under (a service with credentials of its
+         * own, say): first none, then ours. */
+        const char *outer = getenv("CREDENTIALS_DIRECTORY");
+        char *saved = outer ? strdup(outer) : NULL;
+        unsetenv("CREDENTIALS_DIRECTORY");
+        CHECK_ERRNO(config_read_credential("git-key", CONFIG_SSH_KEY_MAX, &text), -ENXIO, "no credentials directory: -ENXIO");
+        CHECK(!text, "nothing read without one");
         setenv("CREDENTIALS_DIRECTORY", dir, 1);
         CHECK(config_read_credential("git-key", CONFIG_SSH_KEY_MAX, &text) >= 0 && text &&
               streq(text, "-----BEGIN X-----\nabc\n-----END X-----\n"), "a key credential is read as it is");
         text = credential_text_free(text);
         CHECK(config_read_credential("git-key", 8, &text) == -EFBIG && !text, "its size is bounded");
-        CHECK(config_read_credential("../etc/passwd", CONFIG_SSH_KEY_MAX, &text) == -EINVAL, "a path is refused");
-        CHECK(config_read_credential("missing", CONFIG_SSH_KEY_MAX, &text) == -ENOENT, "a missing one is -ENOENT");
-        unsetenv("CREDENTIALS_DIRECTORY");
+        CHECK_ERRNO(config_read_credential("../etc/passwd", CONFIG_SSH_KEY_MAX, &text), -EINVAL, "a path is refused");
+        CHECK_ERRNO(config_read_credential("missing", CONFIG_SSH_KEY_MAX, &text), -ENOENT, "a missing one is -ENOENT");
+        if (saved)
+                setenv("CREDENTIALS_DIRECTORY", saved, 1);
+        else
+                unsetenv("CREDENTIALS_DIRECTORY");
+        free(saved);
 
         close(dfd);
         close(fd);

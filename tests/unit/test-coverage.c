@@ -23,12 +23,12 @@ static void test_lcov(void) {
               (unsigned long) c.lines_valid);
 
         CHECK(coverage_parse_lcov("LF:3\nLH:4\n", 10, &c, &error) == -EBADMSG && strstr(error, "line 2"), "LH > LF: %s", error);
-        CHECK(coverage_parse_lcov("DA:x,1\n", 7, &c, &error) == -EBADMSG, "DA not a number: %s", error);
-        CHECK(coverage_parse_lcov("hello world\n", 12, &c, &error) == -EBADMSG, "not lcov: %s", error);
-        CHECK(coverage_parse_lcov("TN:\nSF:x\nend_of_record\n", 23, &c, &error) == -ENODATA, "no data: %s", error);
-        CHECK(coverage_parse_lcov("", 0, &c, &error) == -ENODATA, "empty");
-        CHECK(coverage_parse_lcov("LF:99999999999999999999\n", 24, &c, &error) == -EBADMSG, "an absurd number");
-        CHECK(coverage_parse_lcov("LF:1\0\n", 6, &c, &error) == -EBADMSG, "NUL");
+        CHECK_ERRNO(coverage_parse_lcov("DA:x,1\n", 7, &c, &error), -EBADMSG, "DA not a number: %s", error);
+        CHECK_ERRNO(coverage_parse_lcov("hello world\n", 12, &c, &error), -EBADMSG, "not lcov: %s", error);
+        CHECK_ERRNO(coverage_parse_lcov("TN:\nSF:x\nend_of_record\n", 23, &c, &error), -ENODATA, "no data: %s", error);
+        CHECK_ERRNO(coverage_parse_lcov("", 0, &c, &error), -ENODATA, "empty");
+        CHECK_ERRNO(coverage_parse_lcov("LF:99999999999999999999\n", 24, &c, &error), -EBADMSG, "an absurd number");
+        CHECK_ERRNO(coverage_parse_lcov("LF:1\0\n", 6, &c, &error), -EBADMSG, "NUL");
 
         /* Totals summed over records stay within what 18 digits hold: 19
          * records of 10^18 - 1 lines once wrapped around to a small, wrong
@@ -43,8 +43,8 @@ static void test_lcov(void) {
               strempty(error));
         CHECK(coverage_parse_lcov("LF:999999999999999999\nDA:1,1\n", 29, &c, &error) == 0 && c.lines_valid == COVERAGE_LINES_MAX,
               "the bound itself");
-        CHECK(coverage_parse_lcov("LF:999999999999999999\nend_of_record\nDA:1,1\n", 43, &c, &error) == -EBADMSG,
-              "one DA line past the bound");
+        CHECK_ERRNO(coverage_parse_lcov("LF:999999999999999999\nend_of_record\nDA:1,1\n", 43, &c, &error), -EBADMSG,
+                    "one DA line past the bound");
 }
 
 static void test_cobertura(void) {
@@ -109,7 +109,7 @@ static void test_compare(void) {
         CHECK(coverage_compare(&base, &lower, 1.0, "coverage.info", &l) == 1 && l.n == 2 && l.items[1].severity == FINDING_ERROR &&
               streq(l.items[1].rule, "coverage-dropped") && strstr(l.items[1].message, "80.00% to 78.00%"),
               "beyond it: %s", l.n == 2 ? l.items[1].message : "");
-        CHECK(coverage_compare(&base, &lower, 5.0, NULL, &l) == 0, "a larger tolerance");
+        CHECK_ERRNO(coverage_compare(&base, &lower, 5.0, NULL, &l), 0, "a larger tolerance");
         finding_list_done(&l);
 }
 

@@ -99,7 +99,7 @@ static void test_image_check(void) {
         _cleanup_free_ char *why = NULL;
 
         if (geteuid() != 0) {
-                printf("# the image checks need root: skipped\n");
+                SKIP("the image checks need root");
                 return;
         }
         CHECK(environment_image_check("/nonexistent/image", &why) == -ENOENT && why && strstr(why, "does not exist"),
@@ -114,7 +114,7 @@ static void test_image_check(void) {
         snprintf(sub, sizeof(sub), "%s/usr/bin", dir);
         (void) mkdir(sub, 0755);
         (void) chmod(dir, 0755);
-        CHECK(environment_image_check(dir, &why) == 0, "a root-owned image below sticky /tmp: %s", strempty(why));
+        CHECK_ERRNO(environment_image_check(dir, &why), 0, "a root-owned image below sticky /tmp: %s", strempty(why));
         why = mfree_ptr(why);
 
         (void) chmod(sub, 0777);
@@ -128,7 +128,7 @@ static void test_image_check(void) {
         why = mfree_ptr(why);
         (void) chown(sub, 0, 0);
         (void) chmod(dir, 0777);
-        CHECK(environment_image_check(dir, &why) == -EPERM, "a world-writable image root: %s", strempty(why));
+        CHECK_ERRNO(environment_image_check(dir, &why), -EPERM, "a world-writable image root: %s", strempty(why));
         why = mfree_ptr(why);
         (void) chmod(dir, 0755);
 

@@ -115,7 +115,7 @@ static void on_done(SandboxSession *s, int error, const ExecResult *r, void *use
         struct stat st;
 
         CHECK(error == 0 && r->status == 0, "the command's result came: %s", strerror(-error));
-        CHECK(r->output_bytes == TOTAL, "every byte counted: %llu", (unsigned long long) r->output_bytes);
+        CHECK_UINT_EQ(r->output_bytes, TOTAL, "every byte counted: %llu", (unsigned long long) r->output_bytes);
         CHECK(fstat(log_fd, &st) >= 0 && (uint64_t) st.st_size == 6 + TOTAL, "the log holds the banner and every byte: %lld",
               (long long) st.st_size);
         CHECK(r->output && strlen(r->output) < 4 * 1000 + 100, "the model's text is bounded: %zu bytes",
@@ -159,7 +159,7 @@ static bool mover_start(ExecOutput *o, sd_event *e, int log, size_t keep, exec_o
 
         exec_output_init(o);
         r = exec_output_open(o, e, log, keep, handler, NULL);
-        CHECK(r == 0, "the mover starts: %s", strerror(-r));
+        CHECK_ERRNO(r, 0, "the mover starts: %s", strerror(-r));
         if (r < 0)
                 exec_output_close(o);
         return r >= 0;
@@ -442,7 +442,7 @@ static void test_pipe_quota_spent(void) {
         pid_t pid;
 
         if (geteuid() != 0) {
-                CHECK(true, "# SKIP the pipe quota spent: not root");
+                SKIP("the pipe quota spent: not root");
                 return;
         }
         fflush(stdout);
@@ -466,7 +466,7 @@ static void on_ready(SandboxSession *s, int error, const char *message, void *us
         }
         CHECK(sandbox_session_get_pid(s) > 1, "the sandbox's pid is known");
         int r = sandbox_session_exec(s, &req, log_fd, 1000, on_output, on_done, NULL);
-        CHECK(r == 0, "exec with a log: %s", strerror(-r));
+        CHECK_ERRNO(r, 0, "exec with a log: %s", strerror(-r));
         if (r < 0)
                 (void) sd_event_exit(event, 1);
 }
@@ -507,14 +507,14 @@ int main(void) {
 
         r = sandbox_session_open_async(event, sock_path, TASK, ws, NULL, NULL, NULL, -EBADF, -EBADF, on_ready, NULL, &s);
         CHECK(r == 0 && !sandbox_session_is_ready(s), "asynchronous open started: %s", strerror(-r));
-        CHECK(sandbox_session_exec(s, &(ExecRequest) { .argv = (char *[]) { (char *) "x", NULL } }, -EBADF, 10, NULL,
-                                   on_done, NULL) == -ENOTCONN, "no command before the sandbox is ready");
+        CHECK_ERRNO(sandbox_session_exec(s, &(ExecRequest) { .argv = (char *[]) { (char *) "x", NULL } }, -EBADF, 10, NULL,
+                                   on_done, NULL), -ENOTCONN, "no command before the sandbox is ready");
         if (r == 0) {
                 sd_event_source *timeout = NULL;
                 (void) sd_event_add_time_relative(event, &timeout, CLOCK_MONOTONIC, 30 * USEC_PER_SEC, 0, NULL,
                                                   (void *) (intptr_t) 2);
                 r = sd_event_loop(event);
-                CHECK(r == 0, "the loop ended with the result, not the 30 s timeout: %i", r);
+                CHECK_ERRNO(r, 0, "the loop ended with the result, not the 30 s timeout: %i", r);
                 sd_event_source_unref(timeout);
         }
         s = sandbox_session_free(s);

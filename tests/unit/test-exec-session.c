@@ -153,7 +153,7 @@ static int run(SandboxSession *s, Outcome *o) {
         if (r < 0)
                 return r;
         /* A second command while one runs: refused, the first unharmed. */
-        CHECK(sandbox_session_exec(s, &req, -EBADF, 64, NULL, on_done_exit, o) == -EBUSY, "busy session refuses a second command");
+        CHECK_ERRNO(sandbox_session_exec(s, &req, -EBADF, 64, NULL, on_done_exit, o), -EBUSY, "busy session refuses a second command");
         /* Until the handler ran; bounded, so a hang is a failure, not a stuck test. */
         for (int i = 0; i < 1000 && o->error == 1; i++) {
                 r = sd_event_run(event, 5 * USEC_PER_SEC);
@@ -264,13 +264,13 @@ int main(void) {
         /* A line longer than any reply can be: the client stops listening,
          * memory stays bounded, the session is dead. */
         r = open_session(&s, &error);
-        CHECK(r == 0, "ready (giant line)");
+        CHECK_ERRNO(r, 0, "ready (giant line)");
         r = run(s, &o);
-        CHECK(o.error == -EBADMSG, "giant line: %s", strerror(-o.error));
+        CHECK_ERRNO(o.error, -EBADMSG, "giant line: %s", strerror(-o.error));
         free(o.output);
         char *argv[] = { "true", NULL };
         ExecRequest req = { .argv = argv, .timeout_usec = UINT64_MAX };
-        CHECK(sandbox_session_exec(s, &req, -EBADF, 64, NULL, on_done_exit, &o) == -ENOTCONN, "dead session refuses commands");
+        CHECK_ERRNO(sandbox_session_exec(s, &req, -EBADF, 64, NULL, on_done_exit, &o), -ENOTCONN, "dead session refuses commands");
         s = sandbox_session_free(s);
 
         /* The sandbox goes away in the middle of a command: the output so far comes with the error. */
@@ -283,13 +283,13 @@ int main(void) {
         /* Not JSON. */
         r = open_session(&s, &error);
         r = run(s, &o);
-        CHECK(o.error == -EBADMSG, "truncated JSON: %s", strerror(-o.error));
+        CHECK_ERRNO(o.error, -EBADMSG, "truncated JSON: %s", strerror(-o.error));
         free(o.output);
         s = sandbox_session_free(s);
 
         /* Reap counts what the launcher stopped. */
         r = sandbox_session_reap(sock_path, NULL);
-        CHECK(r == 2, "reap: %i", r);
+        CHECK_INT_EQ(r, 2, "reap: %i", r);
 
         int status;
         CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "fake launcher served every scenario");

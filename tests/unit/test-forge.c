@@ -111,7 +111,7 @@ static void test_gitea(void) {
         int k;
 
         k = forge_open_pull_request(&r, &url, &error);
-        CHECK(k == 0, "gitea: pull request opened (%d: %s)", k, strempty(error));
+        CHECK_ERRNO(k, 0, "gitea: pull request opened (%d: %s)", k, strempty(error));
         snprintf(want, sizeof(want), "http://127.0.0.1:%u/alice/proj/pulls/", server_port);
         CHECK(url && strneq(url, want, strlen(want)), "gitea: html_url returned: %s", strempty(url));
 
@@ -158,7 +158,7 @@ static void test_no_token(void) {
         ForgeRequest r = request(FORGE_KIND_GITEA, "proj");
 
         r.token = NULL;
-        CHECK(forge_open_pull_request(&r, &url, &error) == 0, "no token: works");
+        CHECK_ERRNO(forge_open_pull_request(&r, &url, &error), 0, "no token: works");
         req = last_request();
         CHECK(!get_path(req, "headers", "authorization"), "no token: no Authorization header");
 }
@@ -171,7 +171,7 @@ static void test_errors(void) {
         int k;
 
         k = forge_open_pull_request(&r, &url, &error);
-        CHECK(k == -EEXIST, "422: -EEXIST (%d)", k);
+        CHECK_ERRNO(k, -EEXIST, "422: -EEXIST (%d)", k);
         CHECK(!url, "422: no URL");
         CHECK(error && strstr(error, "HTTP 422") && strstr(error, "Validation Failed") &&
               strstr(error, "already exists"), "422: status and message: %s", strempty(error));
@@ -256,7 +256,7 @@ static void test_refused(void) {
         if (read_file_at(AT_FDCWD, log_path, 64 * 1024 * 1024, &text, NULL) >= 0)
                 for (char *c = text; *c; c++)
                         after += *c == '\n';
-        CHECK(before == after, "nothing refused reached the server (%u, %u)", before, after);
+        CHECK_INT_EQ(before, after, "nothing refused reached the server (%u, %u)", before, after);
 }
 
 /* Nothing listens: a clear transport error, quickly. */

@@ -37,8 +37,8 @@ static void test_valid(void) {
               r.port == 8080 && r.has_content_length && r.content_length == 5 &&
               r.head_len == strlen("POST http://10.0.0.1:8080/x HTTP/1.1\r\nContent-Length: 5\r\n\r\n"),
               "a body's length; the head ends before it");
-        CHECK(parse("CONNECT a.b:443 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &r, &st) == 1,
-              "Transfer-Encoding on a CONNECT is no body of ours");
+        CHECK_ERRNO(parse("CONNECT a.b:443 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &r, &st), 1,
+                    "Transfer-Encoding on a CONNECT is no body of ours");
 }
 
 /* A head comes in pieces: each prefix asks for more, never fails. */
@@ -52,7 +52,7 @@ static void test_incremental(void) {
         for (size_t i = 0; i < strlen(s); i++)
                 ok = ok && http_request_parse(s, i, &r, &st, &error) == 0;
         CHECK(ok, "every proper prefix of a head needs more");
-        CHECK(http_request_parse(s, strlen(s), &r, &st, &error) == 1, "the whole head parses");
+        CHECK_ERRNO(http_request_parse(s, strlen(s), &r, &st, &error), 1, "the whole head parses");
 }
 
 /* Everything a strict proxy refuses: ambiguity in a head is how requests
@@ -103,7 +103,7 @@ static void test_refused(void) {
         char *big = malloc(HTTP_HEAD_MAX + 10);
         memset(big, 'a', HTTP_HEAD_MAX + 10);
         memcpy(big, "GET http://e/ HTTP/1.1\r\nX: ", 27);
-        CHECK(http_request_parse(big, HTTP_HEAD_MAX - 1, &r, &st, &error) == 0, "a large head may still come");
+        CHECK_ERRNO(http_request_parse(big, HTTP_HEAD_MAX - 1, &r, &st, &error), 0, "a large head may still come");
         CHECK(http_request_parse(big, HTTP_HEAD_MAX + 10, &r, &st, &error) < 0 && st == 431, "too large a head");
         free(big);
 
@@ -135,17 +135,17 @@ static void test_forward(void) {
         HttpRequest r;
         int st;
 
-        CHECK(parse(s, &r, &st) == 1, "parsed");
+        CHECK_ERRNO(parse(s, &r, &st), 1, "parsed");
         int n = http_request_build_forward(&r, "example.org", out, sizeof(out));
         CHECK(n > 0, "built");
         out[MAX(n, 0)] = '\0';
-        CHECK(streq(out, "GET /p?q HTTP/1.1\r\nHost: example.org:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"),
-              "rewritten head: origin-form, our Host, end-to-end headers, Connection: close");
-        CHECK(http_request_build_forward(&r, "example.org", out, 20) == -ENOBUFS, "too small a buffer");
+        CHECK_STR_EQ(out, "GET /p?q HTTP/1.1\r\nHost: example.org:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+                     "rewritten head: origin-form, our Host, end-to-end headers, Connection: close");
+        CHECK_ERRNO(http_request_build_forward(&r, "example.org", out, 20), -ENOBUFS, "too small a buffer");
 
         /* A query without a path (found by fuzz-proxy-request): the request
          * line upstream must still be origin-form, "/?x", never "?x". */
-        CHECK(parse("GET http://example.org?x=1 HTTP/1.1\r\n\r\n", &r, &st) == 1, "parsed, query without path");
+        CHECK_ERRNO(parse("GET http://example.org?x=1 HTTP/1.1\r\n\r\n", &r, &st), 1, "parsed, query without path");
         n = http_request_build_forward(&r, "example.org", out, sizeof(out));
         out[MAX(n, 0)] = '\0';
         CHECK(n > 0 && streq(out, "GET /?x=1 HTTP/1.1\r\nHost: example.org\r\nConnection: close\r\n\r\n"),

@@ -47,23 +47,23 @@ int main(void) {
         /* The one thing that lets an ssh fetch go on: the presented key is the
          * one listed for that host. */
         snprintf(text, sizeof(text), "git.example.org ssh-ed25519 %s comment here\n", a64);
-        CHECK(known_hosts_check(text, "git.example.org", 22, a, an) == KNOWN_HOSTS_MATCH, "listed key matches");
-        CHECK(known_hosts_check(text, "GIT.Example.org", 22, a, an) == KNOWN_HOSTS_MATCH, "host names compare case-insensitively");
+        CHECK_INT_EQ(known_hosts_check(text, "git.example.org", 22, a, an), KNOWN_HOSTS_MATCH, "listed key matches");
+        CHECK_INT_EQ(known_hosts_check(text, "GIT.Example.org", 22, a, an), KNOWN_HOSTS_MATCH, "host names compare case-insensitively");
         /* A changed key is an attack until shown otherwise: refused, and
          * told apart from an unknown host. */
-        CHECK(known_hosts_check(text, "git.example.org", 22, b, bn) == KNOWN_HOSTS_MISMATCH, "another key is a mismatch");
-        CHECK(known_hosts_check(text, "other.example.org", 22, a, an) == KNOWN_HOSTS_UNKNOWN,
-              "the right key for another host is unknown: keys are per host");
-        CHECK(known_hosts_check(text, "git.example.org", 2222, a, an) == KNOWN_HOSTS_UNKNOWN,
-              "a plain host entry is for port 22 only");
+        CHECK_INT_EQ(known_hosts_check(text, "git.example.org", 22, b, bn), KNOWN_HOSTS_MISMATCH, "another key is a mismatch");
+        CHECK_INT_EQ(known_hosts_check(text, "other.example.org", 22, a, an), KNOWN_HOSTS_UNKNOWN,
+                     "the right key for another host is unknown: keys are per host");
+        CHECK_INT_EQ(known_hosts_check(text, "git.example.org", 2222, a, an), KNOWN_HOSTS_UNKNOWN,
+                     "a plain host entry is for port 22 only");
 
         /* ssh writes other ports as [host]:port. */
         snprintf(text, sizeof(text), "[127.0.0.1]:2222 ssh-ed25519 %s\n", a64);
-        CHECK(known_hosts_check(text, "127.0.0.1", 2222, a, an) == KNOWN_HOSTS_MATCH, "[host]:port matches that port");
-        CHECK(known_hosts_check(text, "127.0.0.1", 22, a, an) == KNOWN_HOSTS_UNKNOWN, "[host]:port is not port 22");
-        CHECK(known_hosts_check(text, "127.0.0.1", 222, a, an) == KNOWN_HOSTS_UNKNOWN, "nor a prefix of the port");
+        CHECK_INT_EQ(known_hosts_check(text, "127.0.0.1", 2222, a, an), KNOWN_HOSTS_MATCH, "[host]:port matches that port");
+        CHECK_INT_EQ(known_hosts_check(text, "127.0.0.1", 22, a, an), KNOWN_HOSTS_UNKNOWN, "[host]:port is not port 22");
+        CHECK_INT_EQ(known_hosts_check(text, "127.0.0.1", 222, a, an), KNOWN_HOSTS_UNKNOWN, "nor a prefix of the port");
         snprintf(text, sizeof(text), "[127.0.0.1]:22 ssh-ed25519 %s\n", a64);
-        CHECK(known_hosts_check(text, "127.0.0.1", 22, a, an) == KNOWN_HOSTS_MATCH, "[host]:22 is port 22");
+        CHECK_INT_EQ(known_hosts_check(text, "127.0.0.1", 22, a, an), KNOWN_HOSTS_MATCH, "[host]:22 is port 22");
 
         /* Comments, blank lines, lists, wildcards and negations, as ssh reads them. */
         snprintf(text, sizeof(text),
@@ -71,11 +71,11 @@ int main(void) {
                  "\n   \t\n"
                  "gitlab.example.org,git.example.org ssh-ed25519 %s\r\n"
                  "*.example.net,!evil.example.net ssh-ed25519 %s\n", b64, a64, a64);
-        CHECK(known_hosts_check(text, "git.example.org", 22, a, an) == KNOWN_HOSTS_MATCH, "second name of a list, CRLF line");
-        CHECK(known_hosts_check(text, "git.example.org", 22, b, bn) == KNOWN_HOSTS_MISMATCH, "a commented-out key counts for nothing");
-        CHECK(known_hosts_check(text, "a.example.net", 22, a, an) == KNOWN_HOSTS_MATCH, "wildcard");
-        CHECK(known_hosts_check(text, "evil.example.net", 22, a, an) == KNOWN_HOSTS_UNKNOWN, "negation");
-        CHECK(known_hosts_check(text, "example.net", 22, a, an) == KNOWN_HOSTS_UNKNOWN, "the wildcard needs its dot");
+        CHECK_INT_EQ(known_hosts_check(text, "git.example.org", 22, a, an), KNOWN_HOSTS_MATCH, "second name of a list, CRLF line");
+        CHECK_INT_EQ(known_hosts_check(text, "git.example.org", 22, b, bn), KNOWN_HOSTS_MISMATCH, "a commented-out key counts for nothing");
+        CHECK_INT_EQ(known_hosts_check(text, "a.example.net", 22, a, an), KNOWN_HOSTS_MATCH, "wildcard");
+        CHECK_INT_EQ(known_hosts_check(text, "evil.example.net", 22, a, an), KNOWN_HOSTS_UNKNOWN, "negation");
+        CHECK_INT_EQ(known_hosts_check(text, "example.net", 22, a, an), KNOWN_HOSTS_UNKNOWN, "the wildcard needs its dot");
 
         /* Garbage names nothing, so cannot vouch for a key; nor can hashed
          * entries (unsupported) or a key whose type field lies. */
@@ -87,32 +87,32 @@ int main(void) {
                  "git.example.org ssh-rsa %s\n"
                  "|1|c2FsdA==|aGFzaA== ssh-ed25519 %s\n"
                  "@cert-authority git.example.org ssh-ed25519 %s\n", a64, a64, a64, a64);
-        CHECK(known_hosts_check(text, "git.example.org", 22, a, an) == KNOWN_HOSTS_UNKNOWN, "garbage, hashed and CA lines match nothing");
-        CHECK(known_hosts_check("", "git.example.org", 22, a, an) == KNOWN_HOSTS_UNKNOWN, "empty known hosts");
-        CHECK(known_hosts_check(text, "git.example.org", 22, a, 0) == _KNOWN_HOSTS_RESULT_INVALID, "an empty key is invalid");
+        CHECK_INT_EQ(known_hosts_check(text, "git.example.org", 22, a, an), KNOWN_HOSTS_UNKNOWN, "garbage, hashed and CA lines match nothing");
+        CHECK_INT_EQ(known_hosts_check("", "git.example.org", 22, a, an), KNOWN_HOSTS_UNKNOWN, "empty known hosts");
+        CHECK_INT_EQ(known_hosts_check(text, "git.example.org", 22, a, 0), _KNOWN_HOSTS_RESULT_INVALID, "an empty key is invalid");
 
         /* @revoked wins over a listing of the same key. */
         snprintf(text, sizeof(text), "git.example.org ssh-ed25519 %s\n@revoked * ssh-ed25519 %s\n", a64, a64);
-        CHECK(known_hosts_check(text, "git.example.org", 22, a, an) == KNOWN_HOSTS_REVOKED, "revoked key refused");
+        CHECK_INT_EQ(known_hosts_check(text, "git.example.org", 22, a, an), KNOWN_HOSTS_REVOKED, "revoked key refused");
 
         /* Wildcards as ssh matches them; and a line of many stars (found by
          * fuzz-known-hosts) is answered at once: a matcher that tried every
          * split for every star took exponential time, and the test would
          * hang (meson's timeout) instead of passing. */
         snprintf(text, sizeof(text), "g*t.*.o?g,*x*y*z* ssh-ed25519 %s\n", a64);
-        CHECK(known_hosts_check(text, "git.example.org", 22, a, an) == KNOWN_HOSTS_MATCH, "stars and '?' match");
-        CHECK(known_hosts_check(text, "gt.x.orgg", 22, a, an) == KNOWN_HOSTS_UNKNOWN, "'?' is exactly one character");
-        CHECK(known_hosts_check(text, "AxByCz", 22, a, an) == KNOWN_HOSTS_MATCH, "stars match empty and case folds");
-        CHECK(known_hosts_check(text, "zyx", 22, a, an) == KNOWN_HOSTS_UNKNOWN, "order matters");
+        CHECK_INT_EQ(known_hosts_check(text, "git.example.org", 22, a, an), KNOWN_HOSTS_MATCH, "stars and '?' match");
+        CHECK_INT_EQ(known_hosts_check(text, "gt.x.orgg", 22, a, an), KNOWN_HOSTS_UNKNOWN, "'?' is exactly one character");
+        CHECK_INT_EQ(known_hosts_check(text, "AxByCz", 22, a, an), KNOWN_HOSTS_MATCH, "stars match empty and case folds");
+        CHECK_INT_EQ(known_hosts_check(text, "zyx", 22, a, an), KNOWN_HOSTS_UNKNOWN, "order matters");
         char stars[400], host[256];
         memset(stars, '*', 300);
         stars[300] = '\0';
         memset(host, 'a', 255);
         host[255] = '\0';
         snprintf(text, sizeof(text), "%sb ssh-ed25519 %s\n", stars, a64);
-        CHECK(known_hosts_check(text, host, 22, a, an) == KNOWN_HOSTS_UNKNOWN, "300 stars against 255 characters: no match, at once");
+        CHECK_INT_EQ(known_hosts_check(text, host, 22, a, an), KNOWN_HOSTS_UNKNOWN, "300 stars against 255 characters: no match, at once");
         host[254] = 'b';
-        CHECK(known_hosts_check(text, host, 22, a, an) == KNOWN_HOSTS_MATCH, "and a match, at once");
+        CHECK_INT_EQ(known_hosts_check(text, host, 22, a, an), KNOWN_HOSTS_MATCH, "and a match, at once");
 
         /* The ledger refuses an ssh fetch it could not check, before any
          * connection (port 9 is discard: nothing should even be tried). */
@@ -130,11 +130,11 @@ int main(void) {
         error = NULL;
         o.ssh_known_hosts = "";
         r = ledger_create(fd, "ssh://u:pw@127.0.0.1:9/x.git", -EBADF, NULL, "agentfab/t", &o, &error, &l);
-        CHECK(r == -EINVAL, "a password in an ssh URL is refused (%d, %s)", r, error ?: "-");
+        CHECK_ERRNO(r, -EINVAL, "a password in an ssh URL is refused (%d, %s)", r, error ?: "-");
         free(error);
         error = NULL;
         r = ledger_create(fd, "ssh://git@127.0.0.%31:9/x.git", -EBADF, NULL, "agentfab/t", &o, &error, &l);
-        CHECK(r == -EINVAL, "an encoded host name is refused: the key is checked for what we connect to (%d)", r);
+        CHECK_ERRNO(r, -EINVAL, "an encoded host name is refused: the key is checked for what we connect to (%d)", r);
         free(error);
         close(fd);
         rm_rf_at(AT_FDCWD, dir);

@@ -102,9 +102,9 @@ int main(void) {
         CHECK(fd >= 0 && streq(tip, expect), "bundle of HEAD: %d %s tip %s", fd, strempty(error), tip);
         /* (The memfd is close-on-exec: git reads it through our /proc.) */
         (void) snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int) getpid(), fd);
-        CHECK(run("cp '%s' head.bundle && git init -q --bare verify.git && git -C verify.git bundle verify ../head.bundle && "
-                  "git bundle list-heads head.bundle | grep -q ' refs/heads/agentfab-source$'", path) == 0,
-              "git bundle verify accepts it, its one head is agentfab-source");
+        CHECK_INT_EQ(run("cp '%s' head.bundle && git init -q --bare verify.git && git -C verify.git bundle verify ../head.bundle && "
+                         "git bundle list-heads head.bundle | grep -q ' refs/heads/agentfab-source$'", path), 0,
+                     "git bundle verify accepts it, its one head is agentfab-source");
 
         /* The daemon side: a ledger based on the bundle's commit, nothing else. */
         _cleanup_close_ int t1 = task_dir("t1");
@@ -117,12 +117,12 @@ int main(void) {
                 return tap_done();
         CHECK(ledger_base(l, base) >= 0 && streq(base, tip), "based on the bundle's commit: %s", base);
         CHECK(!exists_at(t1, "source.git"), "the unpacked bundle is gone");
-        CHECK(run("cmp t1/workspace/d/b.txt src/d/b.txt && printf 'one\\nthree\\n' | cmp - t1/workspace/a.txt") == 0,
-              "the workspace is the committed tree, not the owner's uncommitted work");
+        CHECK_INT_EQ(run("cmp t1/workspace/d/b.txt src/d/b.txt && printf 'one\\nthree\\n' | cmp - t1/workspace/a.txt"), 0,
+                     "the workspace is the committed tree, not the owner's uncommitted work");
         CHECK(!exists_at(t1, "workspace/side.txt") && !exists_at(t1, "workspace/.git"), "no other branch's file, no .git");
         capture(expect, sizeof(expect), "git -C src rev-parse side");
         CHECK(run("git --git-dir=t1/ledger.git cat-file -e %s", expect) != 0, "the other branch's commit was not sent");
-        CHECK(run("test ! -e marker-hook") == 0, "no hook ran");
+        CHECK_INT_EQ(run("test ! -e marker-hook"), 0, "no hook ran");
         l = ledger_free(l);
 
         /* base names what the client resolves: a branch, a tag. */
@@ -177,7 +177,7 @@ int main(void) {
                 static const char mid[] = "CK\0\0\0\2\x10";
                 static const char tail[] = "\0\0\0garbage";
                 int p[2];
-                CHECK(pipe2(p, O_CLOEXEC) == 0, "pipe");
+                CHECK_INT_EQ(pipe2(p, O_CLOEXEC), 0, "pipe");
                 pid_t pid = fork();
                 if (pid == 0) {
                         (void) !write(p[1], head, sizeof(head) - 1);

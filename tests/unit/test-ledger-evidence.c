@@ -77,7 +77,7 @@ static void test_no_commit_yet(void) {
 
         /* "agentfabctl submit --repo=." in a repository made with git init
          * and nothing committed: handed over as an fd, named by its path. */
-        CHECK(run(GIT "init -q empty") == 0, "empty repository made");
+        CHECK_INT_EQ(run(GIT "init -q empty"), 0, "empty repository made");
         (void) snprintf(path, sizeof(path), "%s/empty", root);
         int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         int task = open_dir("task-empty");
@@ -115,7 +115,7 @@ static void test_trailers_and_record(void) {
         Ledger *l = NULL;
         int r;
 
-        CHECK(run(GIT "init -q src && cd src && echo one > a.txt && " GIT "add . && " GIT "commit -q -m base") == 0, "source made");
+        CHECK_INT_EQ(run(GIT "init -q src && cd src && echo one > a.txt && " GIT "add . && " GIT "commit -q -m base"), 0, "source made");
         (void) snprintf(path, sizeof(path), "%s/src", root);
         int task = open_dir("task1");
         LedgerOptions o = { .max_bytes = 1 << 24 };
@@ -133,7 +133,7 @@ static void test_trailers_and_record(void) {
                 .reference = "PROJ-123", .requirement = 2,
         };
         r = ledger_checkpoint(l, &cp, c1, &error);
-        CHECK(r == 1, "step committed: %s", strempty(error));
+        CHECK_ERRNO(r, 1, "step committed: %s", strempty(error));
         s = capture("git --git-dir=task1/ledger.git log -1 --format=%%B %s", c1);
         _cleanup_json_ json_object *t1 = NULL;
         CHECK(ledger_parse_trailers(s, &t1) == 0 && streq(trailer(t1, "Agentfab-Ref"), "PROJ-123") &&
@@ -156,7 +156,7 @@ static void test_trailers_and_record(void) {
         r = ledger_record(l, &ev, c2, &error);
         CHECK(r == 0 && ledger_head(l, head) == 0 && streq(head, c2), "evidence recorded as the new tip: %s", strempty(error));
         s = capture("git --git-dir=task1/ledger.git rev-parse %s^{tree} %s^{tree} | uniq | wc -l", c2, c1);
-        CHECK(streq(s, "1"), "the evidence commit has its parent's tree");
+        CHECK_STR_EQ(s, "1", "the evidence commit has its parent's tree");
         free(s);
         s = capture("git --git-dir=task1/ledger.git log -1 --format=%%B %s", c2);
         _cleanup_json_ json_object *t2 = NULL;
@@ -172,19 +172,19 @@ static void test_trailers_and_record(void) {
         char *nocolon[] = { (char *) "Agentfab-Reviewed-By review", NULL };
         char c3[41];
         ev.trailers = forged;
-        CHECK(ledger_record(l, &ev, c3, &error) == -EINVAL, "a trailer outside Agentfab- refused");
+        CHECK_ERRNO(ledger_record(l, &ev, c3, &error), -EINVAL, "a trailer outside Agentfab- refused");
         free(error);
         error = NULL;
         ev.trailers = nocolon;
-        CHECK(ledger_record(l, &ev, c3, &error) == -EINVAL, "a trailer without 'Key: ' refused");
+        CHECK_ERRNO(ledger_record(l, &ev, c3, &error), -EINVAL, "a trailer without 'Key: ' refused");
         free(error);
         error = NULL;
         CHECK(ledger_head(l, head) == 0 && streq(head, c2), "refusals left the branch alone");
 
         /* Every commit, also one made behind the daemon's back without trailers. */
-        CHECK(run("T=$(git --git-dir=task1/ledger.git rev-parse %s^{tree}) && "
+        CHECK_INT_EQ(run("T=$(git --git-dir=task1/ledger.git rev-parse %s^{tree}) && "
                   "C=$(" GIT "--git-dir=task1/ledger.git commit-tree $T -p %s -m sneaky) && "
-                  "git --git-dir=task1/ledger.git update-ref refs/heads/agentfab/t1 $C", c2, c2) == 0, "a commit added by hand");
+                  "git --git-dir=task1/ledger.git update-ref refs/heads/agentfab/t1 $C", c2, c2), 0, "a commit added by hand");
         _cleanup_json_ json_object *all = NULL, *cps = NULL;
         CHECK(ledger_commits(l, 100, &all) == 0 && json_object_array_length(all) == 3, "ledger_commits lists all three");
         CHECK(ledger_checkpoints(l, &cps) == 0 && json_object_array_length(cps) == 1, "(control) checkpoints list only the step");
@@ -199,7 +199,7 @@ static void test_trailers_and_record(void) {
                 CHECK(streq_ptr(first, c1), "oldest first");
         }
         _cleanup_json_ json_object *few = NULL;
-        CHECK(ledger_commits(l, 2, &few) == -E2BIG, "bounded: more than max commits is -E2BIG");
+        CHECK_ERRNO(ledger_commits(l, 2, &few), -E2BIG, "bounded: more than max commits is -E2BIG");
 
         ledger_free(l);
         safe_close(task);

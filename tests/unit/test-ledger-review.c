@@ -56,7 +56,7 @@ int main(void) {
         (void) mkdir(path, 0755);
         task = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         (void) snprintf(path, sizeof(path), "%s/src", root);
-        CHECK(ledger_create(task, path, -EBADF, NULL, "agentfab/r1", &o, &error, &l) == 0, "ledger: %s", strempty(error));
+        CHECK_ERRNO(ledger_create(task, path, -EBADF, NULL, "agentfab/r1", &o, &error, &l), 0, "ledger: %s", strempty(error));
         if (!l)
                 return tap_done();
         ws = ledger_workspace_fd(l);
@@ -68,7 +68,7 @@ int main(void) {
               write_at(ws, "bin.dat", "\0\1\2\3binary\0", 11) == 0 &&
               unlinkat(ws, "del.txt", 0) == 0, "workspace changed");
         Checkpoint cp = { .task_id = "r1", .step = 1, .subject = "Change", .tests = "not-run" };
-        CHECK(ledger_checkpoint(l, &cp, commit, &error) == 1, "checkpoint: %s", strempty(error));
+        CHECK_ERRNO(ledger_checkpoint(l, &cp, commit, &error), 1, "checkpoint: %s", strempty(error));
 
         CHECK(ledger_added_lines(l, &files, &n) == 0 && n == 4, "4 files with additions: %zu", n);
         f = find(files, n, "a.txt");
@@ -88,11 +88,11 @@ int main(void) {
         CHECK(ledger_read_file(l, true, "requirements.txt", 1024, &text, &size) == 0 && size == 31 &&
               strneq(text, "requests==2.31.0", 16), "and at the tip");
         free(text);
-        CHECK(ledger_read_file(l, false, "new.txt", 1024, &text, NULL) == -ENOENT, "not at base: -ENOENT");
-        CHECK(ledger_read_file(l, true, "d", 1024, &text, NULL) == -EISDIR, "a directory: -EISDIR");
-        CHECK(ledger_read_file(l, true, "link", 1024, &text, NULL) == -ELOOP, "a symlink is not followed");
-        CHECK(ledger_read_file(l, true, "requirements.txt", 8, &text, NULL) == -EFBIG, "bounded");
-        CHECK(ledger_read_file(l, true, "/etc/passwd", 8, &text, NULL) == -EINVAL, "absolute refused");
+        CHECK_ERRNO(ledger_read_file(l, false, "new.txt", 1024, &text, NULL), -ENOENT, "not at base: -ENOENT");
+        CHECK_ERRNO(ledger_read_file(l, true, "d", 1024, &text, NULL), -EISDIR, "a directory: -EISDIR");
+        CHECK_ERRNO(ledger_read_file(l, true, "link", 1024, &text, NULL), -ELOOP, "a symlink is not followed");
+        CHECK_ERRNO(ledger_read_file(l, true, "requirements.txt", 8, &text, NULL), -EFBIG, "bounded");
+        CHECK_ERRNO(ledger_read_file(l, true, "/etc/passwd", 8, &text, NULL), -EINVAL, "absolute refused");
 
         l = ledger_free(l);
         (void) snprintf(path, sizeof(path), "rm -rf '%s'", root);

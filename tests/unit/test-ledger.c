@@ -172,34 +172,34 @@ int main(void) {
         if (!l)
                 return tap_done();
         char *after = snapshot("src");
-        CHECK(streq(before, after), "source repository byte-for-byte unchanged (files, modes, mtimes, hashes)");
+        CHECK_STR_EQ(before, after, "source repository byte-for-byte unchanged (files, modes, mtimes, hashes)");
         CHECK(no_markers(), "no hook and no filter of the source ran");
         CHECK(exists("task1/ledger.git/HEAD") && exists("task1/workspace/a.txt") && !exists("task1/workspace/.git"),
               "bare ledger and workspace without .git");
         char *s = capture("cat task1/workspace/a.txt");
-        CHECK(streq(s, "one"), "workspace holds base, not the owner's uncommitted work: '%s'", s);
+        CHECK_STR_EQ(s, "one", "workspace holds base, not the owner's uncommitted work: '%s'", s);
         free(s);
         CHECK(!exists("task1/workspace/staged.txt") && !exists("task1/workspace/untracked.txt"), "staged and untracked files of the source not copied");
         s = capture("readlink task1/workspace/evil");
         CHECK(streq(s, "/etc/passwd") && !exists("task1/workspace/etc"), "symlink out of the tree checked out as a symlink: '%s'", s);
         free(s);
         s = capture("readlink task1/workspace/escape");
-        CHECK(streq(s, "../../x"), "relative escaping symlink checked out as a symlink");
+        CHECK_STR_EQ(s, "../../x", "relative escaping symlink checked out as a symlink");
         free(s);
         s = capture("ls -A task1/workspace/sub | wc -l");
         CHECK(exists("task1/workspace/sub") && streq(s, "0"), "submodule not fetched: its directory is empty (%s entries)", s);
         free(s);
         CHECK(ledger_base(l, base) == 0 && ledger_head(l, head) == 0 && streq(base, head), "branch starts at base");
         s = capture("git -C src rev-parse HEAD");
-        CHECK(streq(s, base), "base is the source's HEAD commit");
+        CHECK_STR_EQ(s, base, "base is the source's HEAD commit");
         free(s);
         s = capture("git --git-dir=task1/ledger.git rev-parse refs/heads/agentfab/t1");
-        CHECK(streq(s, base), "branch agentfab/t1 exists in the ledger");
+        CHECK_STR_EQ(s, base, "branch agentfab/t1 exists in the ledger");
         free(s);
         Checkpoint none = { .task_id = "t1", .subject = "Nothing yet" };
-        CHECK(ledger_checkpoint(l, &none, c1, &error) == 0, "fresh workspace has nothing to commit: %s", strempty(error));
-        CHECK(ledger_create(task, path, -EBADF, NULL, "agentfab/t1", &o, &error, &(Ledger *) { NULL }) == -EEXIST,
-              "a second create in the same task directory refused");
+        CHECK_ERRNO(ledger_checkpoint(l, &none, c1, &error), 0, "fresh workspace has nothing to commit: %s", strempty(error));
+        CHECK_ERRNO(ledger_create(task, path, -EBADF, NULL, "agentfab/t1", &o, &error, &(Ledger *) { NULL }), -EEXIST,
+                    "a second create in the same task directory refused");
 
         /* Checkpoint: additions, modifications, deletions and a new symlink
          * all recorded; the trailers parse back exactly. */
@@ -211,11 +211,11 @@ int main(void) {
         t = now_ms();
         r = ledger_checkpoint(l, &cp, c1, &error);
         printf("# ledger_checkpoint took %.1f ms\n", now_ms() - t);
-        CHECK(r == 1, "checkpoint committed: %d %s", r, strempty(error));
+        CHECK_ERRNO(r, 1, "checkpoint committed: %d %s", r, strempty(error));
         CHECK(ledger_head(l, head) == 0 && streq(head, c1), "branch tip is the new commit");
         s = capture("git --git-dir=task1/ledger.git log -1 --format=%%B %s", c1);
         _cleanup_json_ json_object *tr = NULL;
-        CHECK(ledger_parse_trailers(s, &tr) == 0, "trailers parsed");
+        CHECK_ERRNO(ledger_parse_trailers(s, &tr), 0, "trailers parsed");
         const char *v = "";
         CHECK(json_get_string(tr, "Agentfab-Task", &v) == 0 && streq(v, "t1"), "Agentfab-Task");
         CHECK(json_get_string(tr, "Agentfab-Step", &v) == 0 && streq(v, "1"), "Agentfab-Step");
@@ -236,10 +236,10 @@ int main(void) {
         CHECK(strstr(s, "c.txt") && !strstr(s, "dir/b.txt") && strstr(s, "a.txt"), "addition and deletion recorded: %s", s);
         free(s);
         s = capture("git --git-dir=task1/ledger.git ls-tree %s evil2 | cut -c1-6 && git --git-dir=task1/ledger.git cat-file -p %s:evil2", c1, c1);
-        CHECK(streq(s, "120000\n/etc/shadow"), "new symlink stored as a symlink (mode 120000, target /etc/shadow), never followed");
+        CHECK_STR_EQ(s, "120000\n/etc/shadow", "new symlink stored as a symlink (mode 120000, target /etc/shadow), never followed");
         free(s);
         s = capture("git --git-dir=task1/ledger.git cat-file -p %s:evil", c1);
-        CHECK(streq(s, "/etc/passwd"), "checked-out symlink still a symlink after commit");
+        CHECK_STR_EQ(s, "/etc/passwd", "checked-out symlink still a symlink after commit");
         free(s);
         CHECK(no_markers(), "no hook ran on checkpoint");
 
@@ -249,11 +249,11 @@ int main(void) {
               "unchanged workspace: returns 0, no commit");
 
         /* A body can not forge the trailers: they are the last paragraph. */
-        CHECK(write_at(ws, "d.txt", "d\n") == 0, "d.txt written");
+        CHECK_ERRNO(write_at(ws, "d.txt", "d\n"), 0, "d.txt written");
         cp = checkpoint_of(2, "Second step with a very long subject line that goes on and on and on and on past the bound", NULL);
         cp.body = "Agentfab-Step: 99\n\nAgentfab-Step: 98";
         cp.tests = "not-run";
-        CHECK(ledger_checkpoint(l, &cp, c2, &error) == 1, "second checkpoint: %s", strempty(error));
+        CHECK_ERRNO(ledger_checkpoint(l, &cp, c2, &error), 1, "second checkpoint: %s", strempty(error));
         s = capture("git --git-dir=task1/ledger.git log -1 --format=%%s %s", c2);
         CHECK(strlen(s) <= 75 && !strchr(s, '\n'), "subject bounded (%zu bytes)", strlen(s));
         free(s);
@@ -272,10 +272,10 @@ int main(void) {
         }
 
         /* Changes include uncommitted work. */
-        CHECK(write_at(ws, "e.txt", "e\n") == 0, "uncommitted file written");
+        CHECK_ERRNO(write_at(ws, "e.txt", "e\n"), 0, "uncommitted file written");
         FileChange *changes = NULL;
         size_t n_changes = 0;
-        CHECK(ledger_changes(l, NULL, &changes, &n_changes) == 0, "changes from base");
+        CHECK_ERRNO(ledger_changes(l, NULL, &changes, &n_changes), 0, "changes from base");
         bool sa = false, sc = false, sd = false, se = false;
         for (size_t i = 0; i < n_changes; i++) {
                 sa = sa || (streq(changes[i].path, "a.txt") && changes[i].status == 'M' && changes[i].added == 1);
@@ -285,34 +285,34 @@ int main(void) {
         }
         CHECK(sa && sc && sd && se, "M a.txt (+1), A c.txt, D dir/b.txt (-1), A e.txt (uncommitted)");
         file_changes_free(changes, n_changes);
-        CHECK(unlinkat(ws, "e.txt", 0) == 0, "uncommitted file removed");
+        CHECK_INT_EQ(unlinkat(ws, "e.txt", 0), 0, "uncommitted file removed");
 
         _cleanup_free_ char *stat = NULL;
         CHECK(ledger_diffstat(l, &stat) == 0 && strstr(stat, "a.txt") && strstr(stat, "files changed"), "diffstat names the files");
 
         /* Delivery: a clone of the source (checked out, with uncommitted work)
          * accepts the diff, the mbox and the bundle. */
-        CHECK(run("git clone -q src clone && cd clone && git checkout -q -b work && echo mine >> a.txt && echo u > mine.txt") == 0,
-              "clone of the source made");
+        CHECK_INT_EQ(run("git clone -q src clone && cd clone && git checkout -q -b work && echo mine >> a.txt && echo u > mine.txt"), 0,
+                     "clone of the source made");
         _cleanup_close_ int out = openat(task, "out.diff", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        CHECK(ledger_export_diff(l, out) == 0, "diff exported");
-        CHECK(run("git clone -q src apply && cd apply && git apply --check ../task1/out.diff") == 0, "git apply accepts the diff");
+        CHECK_ERRNO(ledger_export_diff(l, out), 0, "diff exported");
+        CHECK_INT_EQ(run("git clone -q src apply && cd apply && git apply --check ../task1/out.diff"), 0, "git apply accepts the diff");
         out = safe_close(out);
         out = openat(task, "out.mbox", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        CHECK(ledger_export_mbox(l, out) == 0, "mbox exported");
+        CHECK_ERRNO(ledger_export_mbox(l, out), 0, "mbox exported");
         s = capture("grep -c '^Subject: \\[PATCH' task1/out.mbox");
-        CHECK(streq(s, "2"), "one mail per commit (%s)", s);
+        CHECK_STR_EQ(s, "2", "one mail per commit (%s)", s);
         free(s);
-        CHECK(run("cd apply && " GIT "am -q ../task1/out.mbox") == 0, "git am applies the mbox");
+        CHECK_INT_EQ(run("cd apply && " GIT "am -q ../task1/out.mbox"), 0, "git am applies the mbox");
         s = capture("git -C apply log --format=%%s -2 | tr '\\n' '|'");
         CHECK(strstr(s, "Add c.txt and more"), "applied commits: %s", s);
         free(s);
         out = safe_close(out);
 
         out = openat(task, "out.bundle", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        CHECK(ledger_export_bundle(l, out) == 0, "bundle exported");
+        CHECK_ERRNO(ledger_export_bundle(l, out), 0, "bundle exported");
         out = safe_close(out);
-        CHECK(run("git -C clone bundle verify ../task1/out.bundle") == 0, "git bundle verify accepts it inside a clone");
+        CHECK_INT_EQ(run("git -C clone bundle verify ../task1/out.bundle"), 0, "git bundle verify accepts it inside a clone");
         CHECK(run("git init -q empty && git -C empty bundle verify ../task1/out.bundle") != 0, "and refuses it without the base");
 
         char *clone_before = capture("cd clone && git rev-parse HEAD && git symbolic-ref HEAD && sha256sum .git/index && "
@@ -320,18 +320,18 @@ int main(void) {
         _cleanup_close_ int in = openat(task, "out.bundle", O_RDONLY | O_CLOEXEC);
         (void) snprintf(path, sizeof(path), "%s/clone", root);
         r = ledger_import_bundle(path, in, "agentfab/t1", 64 * 1024 * 1024, &error);
-        CHECK(r == 0, "bundle imported: %d %s", r, strempty(error));
+        CHECK_ERRNO(r, 0, "bundle imported: %d %s", r, strempty(error));
         s = capture("git -C clone log --format=%%H agentfab/t1 -1");
-        CHECK(streq(s, c2), "imported branch points at the tip");
+        CHECK_STR_EQ(s, c2, "imported branch points at the tip");
         free(s);
         s = capture("git -C clone log --format=%%s agentfab/t1 | head -2 | tr '\\n' '|'");
         CHECK(strstr(s, "Add c.txt and more|"), "git log shows the commits: %s", s);
         free(s);
-        CHECK(run("git -C clone fsck --no-dangling") == 0, "clone passes fsck");
+        CHECK_INT_EQ(run("git -C clone fsck --no-dangling"), 0, "clone passes fsck");
         char *clone_after = capture("cd clone && git rev-parse HEAD && git symbolic-ref HEAD && sha256sum .git/index && "
                                     "git for-each-ref | grep -v refs/heads/agentfab/t1 && "
                                     "find . -path ./.git -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum");
-        CHECK(streq(clone_before, clone_after), "HEAD, index, working tree and other refs of the clone untouched");
+        CHECK_STR_EQ(clone_before, clone_after, "HEAD, index, working tree and other refs of the clone untouched");
         free(clone_before);
         free(clone_after);
         in = safe_close(in);
@@ -350,14 +350,14 @@ int main(void) {
         in = safe_close(in);
         in = openat(task, "out.bundle", O_RDONLY | O_CLOEXEC);
         (void) snprintf(path, sizeof(path), "%s/clone", root);
-        CHECK(ledger_import_bundle(path, in, "agentfab/t1-small", 100, &error) == -EFBIG, "bundle over the bound refused");
+        CHECK_ERRNO(ledger_import_bundle(path, in, "agentfab/t1-small", 100, &error), -EFBIG, "bundle over the bound refused");
         in = safe_close(in);
 
         /* Push goes to agentfab/ branches only and never forces. */
-        CHECK(run("git init -q --bare pushed.git") == 0, "bare remote made");
+        CHECK_INT_EQ(run("git init -q --bare pushed.git"), 0, "bare remote made");
         (void) snprintf(path, sizeof(path), "file://%s/pushed.git", root);
         r = ledger_push(l, path, NULL, &error);
-        CHECK(r == 0, "pushed: %d %s", r, strempty(error));
+        CHECK_ERRNO(r, 0, "pushed: %d %s", r, strempty(error));
         s = capture("git --git-dir=pushed.git rev-parse refs/heads/agentfab/t1 && git --git-dir=pushed.git for-each-ref | wc -l | tr '\\n' ' '");
         CHECK(strneq(s, c2, 40) && streq(s + 41, "1 "), "only the branch arrived");
         free(s);
@@ -368,17 +368,17 @@ int main(void) {
         t = now_ms();
         r = ledger_reset(l, c1);
         printf("# ledger_reset took %.1f ms\n", now_ms() - t);
-        CHECK(r == 0, "reset to checkpoint 1: %d", r);
+        CHECK_ERRNO(r, 0, "reset to checkpoint 1: %d", r);
         CHECK(!exists("task1/workspace/d.txt") && !exists("task1/workspace/untracked.txt") && !exists("task1/workspace/newdir"),
               "later and untracked files gone");
         s = capture("cat task1/workspace/c.txt");
-        CHECK(streq(s, "new"), "modified file restored");
+        CHECK_STR_EQ(s, "new", "modified file restored");
         free(s);
         CHECK(ledger_head(l, head) == 0 && streq(head, c1), "branch moved back");
         s = capture("git --git-dir=task1/ledger.git --work-tree=task1/workspace status --porcelain");
-        CHECK(streq(s, ""), "workspace matches the checkpoint exactly: '%s'", s);
+        CHECK_STR_EQ(s, "", "workspace matches the checkpoint exactly: '%s'", s);
         free(s);
-        CHECK(ledger_reset(l, c2) == -ENXIO, "a commit no longer on the branch refused");
+        CHECK_ERRNO(ledger_reset(l, c2), -ENXIO, "a commit no longer on the branch refused");
         (void) snprintf(path, sizeof(path), "file://%s/pushed.git", root);
         free(error);
         error = NULL;
@@ -386,22 +386,22 @@ int main(void) {
         s = capture("git --git-dir=pushed.git rev-parse refs/heads/agentfab/t1");
         CHECK(r < 0 && streq(s, c2), "push that would rewind the remote branch refused, remote kept: %d %s", r, strempty(error));
         free(s);
-        CHECK(ledger_reset(l, "0123456789012345678901234567890123456789") == -ENXIO, "an unknown commit refused");
+        CHECK_ERRNO(ledger_reset(l, "0123456789012345678901234567890123456789"), -ENXIO, "an unknown commit refused");
         CHECK(ledger_reset(l, base) == 0 && exists("task1/workspace/dir/b.txt") && !exists("task1/workspace/c.txt"),
               "reset to base restores deletions");
         s = capture("readlink task1/workspace/evil; test -e task1/workspace/evil2 || echo gone");
-        CHECK(streq(s, "/etc/passwd\ngone"), "tracked symlinks recreated, later ones gone");
+        CHECK_STR_EQ(s, "/etc/passwd\ngone", "tracked symlinks recreated, later ones gone");
         free(s);
         CHECK(no_markers(), "no hook ran on reset");
 
         /* What a sandbox may plant where libgit2 would look for a submodule's
          * repository: a FIFO named .git would block a reset forever, a
          * "gitdir:" file would send it elsewhere. All of it goes first. */
-        CHECK(run("cd task1/workspace && mkfifo dir/.git && mkdir -p sub1 .GIT/objects && "
-                  "printf 'gitdir: /etc\n' > sub1/.git && printf '[submodule \"x\"]\n\tpath = sub1\n\turl = /etc\n' > .gitmodules") == 0,
-              "planted a .git FIFO, a gitdir file, a .GIT directory");
+        CHECK_INT_EQ(run("cd task1/workspace && mkfifo dir/.git && mkdir -p sub1 .GIT/objects && "
+                         "printf 'gitdir: /etc\n' > sub1/.git && printf '[submodule \"x\"]\n\tpath = sub1\n\turl = /etc\n' > .gitmodules"), 0,
+                     "planted a .git FIFO, a gitdir file, a .GIT directory");
         alarm(20);
-        CHECK(ledger_reset(l, base) == 0, "reset with planted .git entries");
+        CHECK_ERRNO(ledger_reset(l, base), 0, "reset with planted .git entries");
         alarm(0);
         CHECK(!exists("task1/workspace/dir/.git") && !exists("task1/workspace/sub1/.git") && !exists("task1/workspace/.GIT") &&
               exists("task1/workspace/dir/b.txt") && run("cmp task1/workspace/.gitmodules src/.gitmodules") == 0,
@@ -411,8 +411,8 @@ int main(void) {
         cp = checkpoint_of(3, "After restart", NULL);
         CHECK(write_at(ws, "f.txt", "f\n") == 0 && ledger_checkpoint(l, &cp, c1, &error) == 1, "checkpoint before restart");
         l = ledger_free(l);
-        CHECK(run("touch task1/ledger.git/index.lock task1/ledger.git/refs/heads/agentfab/t1.lock") == 0, "crash leftovers made");
-        CHECK(ledger_open(task, "agentfab/t1", &l) == 0, "ledger reopened");
+        CHECK_INT_EQ(run("touch task1/ledger.git/index.lock task1/ledger.git/refs/heads/agentfab/t1.lock"), 0, "crash leftovers made");
+        CHECK_ERRNO(ledger_open(task, "agentfab/t1", &l), 0, "ledger reopened");
         CHECK(!exists("task1/ledger.git/index.lock") && !exists("task1/ledger.git/refs/heads/agentfab/t1.lock"),
               "stale lock files removed on open");
         CHECK(l && ledger_base(l, head) == 0 && streq(head, base), "base remembered");
@@ -427,46 +427,46 @@ int main(void) {
         /* A tracked directory swapped for a symlink out of the tree: the
          * checkpoint records the link and reads nothing through it, and a
          * reset replaces the link without writing through it. */
-        CHECK(run("mkdir outside && echo SECRET > outside/b.txt && rm -rf task1/workspace/dir && ln -s %s/outside task1/workspace/dir",
-                  root) == 0, "directory replaced by a symlink out of the tree");
+        CHECK_INT_EQ(run("mkdir outside && echo SECRET > outside/b.txt && rm -rf task1/workspace/dir && ln -s %s/outside task1/workspace/dir",
+                  root), 0, "directory replaced by a symlink out of the tree");
         cp = checkpoint_of(5, "Symlinked directory", NULL);
         free(error);
         error = NULL;
-        CHECK(ledger_checkpoint(l, &cp, c2, &error) == 1, "checkpoint with a symlinked directory: %s", strempty(error));
+        CHECK_ERRNO(ledger_checkpoint(l, &cp, c2, &error), 1, "checkpoint with a symlinked directory: %s", strempty(error));
         s = capture("git --git-dir=task1/ledger.git ls-tree %s dir | cut -c1-6; "
                     "git --git-dir=task1/ledger.git cat-file --batch-all-objects --batch | grep -c SECRET", c2);
-        CHECK(streq(s, "120000\n0"), "stored as a link, nothing read through it");
+        CHECK_STR_EQ(s, "120000\n0", "stored as a link, nothing read through it");
         free(s);
         r = ledger_reset(l, base);
-        CHECK(r == 0, "reset over the symlinked directory: %d", r);
+        CHECK_ERRNO(r, 0, "reset over the symlinked directory: %d", r);
         s = capture("cat outside/b.txt; test -L task1/workspace/dir || cat task1/workspace/dir/b.txt");
-        CHECK(streq(s, "SECRET\ntwo"), "reset wrote nothing through the link");
+        CHECK_STR_EQ(s, "SECRET\ntwo", "reset wrote nothing through the link");
         free(s);
 
         /* Agents run git init (cargo new, npm init): the files of a nested
          * repository are work like any other, its .git (and a .git of the
          * sandbox's own at the top) never enters the history. */
-        CHECK(run("cd task1/workspace && " GIT "init -q nested && echo n > nested/n.txt && mkdir .git && echo x > .git/config && "
-                  "echo top > top.txt") == 0, "nested repository and a fake .git made");
+        CHECK_INT_EQ(run("cd task1/workspace && " GIT "init -q nested && echo n > nested/n.txt && mkdir .git && echo x > .git/config && "
+                  "echo top > top.txt"), 0, "nested repository and a fake .git made");
         cp = checkpoint_of(6, "Nested", NULL);
         free(error);
         error = NULL;
         r = ledger_checkpoint(l, &cp, c2, &error);
-        CHECK(r == 1, "checkpoint with a nested repository: %d %s", r, strempty(error));
+        CHECK_ERRNO(r, 1, "checkpoint with a nested repository: %d %s", r, strempty(error));
         s = capture("git --git-dir=task1/ledger.git ls-tree -r --name-only %s | grep -c -e '^.git/' -e '/.git/' -e '^.git$'", c2);
-        CHECK(streq(s, "0"), "nothing of any .git recorded (%s)", s);
+        CHECK_STR_EQ(s, "0", "nothing of any .git recorded (%s)", s);
         free(s);
         s = capture("git --git-dir=task1/ledger.git ls-tree -r --name-only %s | grep -e '^nested' -e '^top'| tr '\n' ' '", c2);
-        CHECK(streq(s, "nested/n.txt top.txt "), "the nested repository's files recorded: %s", s);
+        CHECK_STR_EQ(s, "nested/n.txt top.txt ", "the nested repository's files recorded: %s", s);
         free(s);
         s = capture("git --git-dir=task1/ledger.git ls-tree %s sub | cut -c1-13", c2);
-        CHECK(streq(s, "160000 commit"), "the submodule's gitlink kept across checkpoints: '%s'", s);
+        CHECK_STR_EQ(s, "160000 commit", "the submodule's gitlink kept across checkpoints: '%s'", s);
         free(s);
-        CHECK(run("rm -rf task1/workspace/nested task1/workspace/.git") == 0, "removed again");
+        CHECK_INT_EQ(run("rm -rf task1/workspace/nested task1/workspace/.git"), 0, "removed again");
 
         /* The executable bit and a file turned into a directory are recorded. */
-        CHECK(run("cd task1/workspace && chmod +x top.txt && rm a.txt && mkdir a.txt && echo in > a.txt/inner") == 0,
-              "mode change and file-to-directory change made");
+        CHECK_INT_EQ(run("cd task1/workspace && chmod +x top.txt && rm a.txt && mkdir a.txt && echo in > a.txt/inner"), 0,
+                     "mode change and file-to-directory change made");
         cp = checkpoint_of(7, "Modes", NULL);
         r = ledger_checkpoint(l, &cp, c2, &error);
         s = capture("git --git-dir=task1/ledger.git ls-tree -r %s top.txt a.txt | cut -c1-6,53- | tr '\t\n' ' |'", c2);
@@ -474,25 +474,25 @@ int main(void) {
         free(s);
 
         /* The same one level down, resetting to the commit itself. */
-        CHECK(run("mkdir -p task1/workspace/deep/er && echo mine > task1/workspace/deep/er/f.txt && mkdir outside2") == 0, "deep file");
+        CHECK_INT_EQ(run("mkdir -p task1/workspace/deep/er && echo mine > task1/workspace/deep/er/f.txt && mkdir outside2"), 0, "deep file");
         cp = checkpoint_of(8, "Deep", NULL);
         char deep[41];
-        CHECK(ledger_checkpoint(l, &cp, deep, &error) == 1, "deep file committed");
-        CHECK(run("rm -rf task1/workspace/deep/er && ln -s %s/outside2 task1/workspace/deep/er", root) == 0, "deep/er now a symlink out");
-        CHECK(ledger_reset(l, deep) == 0, "reset over it");
+        CHECK_ERRNO(ledger_checkpoint(l, &cp, deep, &error), 1, "deep file committed");
+        CHECK_INT_EQ(run("rm -rf task1/workspace/deep/er && ln -s %s/outside2 task1/workspace/deep/er", root), 0, "deep/er now a symlink out");
+        CHECK_ERRNO(ledger_reset(l, deep), 0, "reset over it");
         s = capture("ls -A outside2 | wc -l; test -L task1/workspace/deep/er && echo link; cat task1/workspace/deep/er/f.txt");
-        CHECK(streq(s, "0\nmine"), "nothing written through the link, the directory restored");
+        CHECK_STR_EQ(s, "0\nmine", "nothing written through the link, the directory restored");
         free(s);
-        CHECK(run("echo precious > outside2/victim && rm task1/workspace/deep/er/f.txt && "
-                  "ln -s %s/outside2/victim task1/workspace/deep/er/f.txt", root) == 0, "tracked file replaced by a symlink out");
-        CHECK(ledger_reset(l, deep) == 0, "reset over it");
+        CHECK_INT_EQ(run("echo precious > outside2/victim && rm task1/workspace/deep/er/f.txt && "
+                  "ln -s %s/outside2/victim task1/workspace/deep/er/f.txt", root), 0, "tracked file replaced by a symlink out");
+        CHECK_ERRNO(ledger_reset(l, deep), 0, "reset over it");
         s = capture("cat outside2/victim; test -L task1/workspace/deep/er/f.txt && echo link; cat task1/workspace/deep/er/f.txt");
-        CHECK(streq(s, "precious\nmine"), "the file the link pointed to is untouched, the file restored");
+        CHECK_STR_EQ(s, "precious\nmine", "the file the link pointed to is untouched, the file restored");
         free(s);
 
         /* Special files stay out, as git leaves them out; a reader of the
          * FIFO would block, a socket cannot be opened. */
-        CHECK(mkfifoat(ws, "fifo", 0644) == 0, "FIFO made");
+        CHECK_INT_EQ(mkfifoat(ws, "fifo", 0644), 0, "FIFO made");
         {
                 union { struct sockaddr sa; struct sockaddr_un un; } addr = { .un.sun_family = AF_UNIX };
                 _cleanup_close_ int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -501,15 +501,15 @@ int main(void) {
         }
         /* Listing changes while the sandbox runs must not hang on it. */
         alarm(30);
-        CHECK(ledger_changes(l, NULL, &changes, &n_changes) == 0, "changes listed next to a FIFO");
+        CHECK_ERRNO(ledger_changes(l, NULL, &changes, &n_changes), 0, "changes listed next to a FIFO");
         alarm(0);
         file_changes_free(changes, n_changes);
         cp = checkpoint_of(5, "FIFO", NULL);
         free(error);
         error = NULL;
-        CHECK(write_at(ws, "after-fifo.txt", "x\n") == 0, "a file beside them");
+        CHECK_ERRNO(write_at(ws, "after-fifo.txt", "x\n"), 0, "a file beside them");
         alarm(30);
-        CHECK(ledger_checkpoint(l, &cp, c2, &error) == 1, "committed beside a FIFO and a socket: %s", strempty(error));
+        CHECK_ERRNO(ledger_checkpoint(l, &cp, c2, &error), 1, "committed beside a FIFO and a socket: %s", strempty(error));
         alarm(0);
         s = capture(GIT "--git-dir=task1/ledger.git ls-tree --name-only agentfab/t1 | tr '\\n' ' '");
         CHECK(s && strstr(s, "after-fifo.txt ") && !strstr(s, " fifo ") && !strstr(s, "sock"), "only the file recorded: %s", strempty(s));
@@ -522,15 +522,15 @@ int main(void) {
                 strv_free(special);
         }
         alarm(30);
-        CHECK(ledger_reset(l, deep) == 0, "reset beside them");
+        CHECK_ERRNO(ledger_reset(l, deep), 0, "reset beside them");
         alarm(0);
         CHECK(unlinkat(ws, "fifo", 0) == 0 || errno == ENOENT, "FIFO removed");
         (void) unlinkat(ws, "sock", 0);
         l = ledger_free(l);
 
         /* Size bound on create: refused with a message, nothing half-made. */
-        CHECK(run(GIT "init -q big && cd big && head -c 3000000 /dev/urandom > huge && " GIT "add huge && " GIT "commit -q -m huge") == 0,
-              "repository with a 3 MB file");
+        CHECK_INT_EQ(run(GIT "init -q big && cd big && head -c 3000000 /dev/urandom > huge && " GIT "add huge && " GIT "commit -q -m huge"), 0,
+                     "repository with a 3 MB file");
         _cleanup_close_ int task2 = open_dir("task2");
         LedgerOptions small = { .max_bytes = 1024 * 1024 };
         (void) snprintf(path, sizeof(path), "%s/big", root);
@@ -541,7 +541,7 @@ int main(void) {
         CHECK(!exists("task2/ledger.git") && !exists("task2/workspace"), "nothing left behind");
 
         /* History over the bound (the big file deleted again at base). */
-        CHECK(run("cd big && git rm -q huge && echo small > small && git add small && " GIT "commit -q -m small") == 0, "huge file deleted");
+        CHECK_INT_EQ(run("cd big && git rm -q huge && echo small > small && git add small && " GIT "commit -q -m small"), 0, "huge file deleted");
         free(error);
         error = NULL;
         r = ledger_create(task2, path, -EBADF, NULL, "agentfab/t2", &small, &error, &l);
@@ -549,8 +549,8 @@ int main(void) {
 
         /* A file over the bound in the workspace is refused on checkpoint. */
         LedgerOptions medium = { .max_bytes = 16 * 1024 * 1024 };
-        CHECK(ledger_create(task2, path, -EBADF, "HEAD", "agentfab/t2", &medium, &error, &l) == 0, "bounded ledger made");
-        CHECK(run("head -c 17000000 /dev/zero > task2/workspace/zero") == 0, "17 MB file written");
+        CHECK_ERRNO(ledger_create(task2, path, -EBADF, "HEAD", "agentfab/t2", &medium, &error, &l), 0, "bounded ledger made");
+        CHECK_INT_EQ(run("head -c 17000000 /dev/zero > task2/workspace/zero"), 0, "17 MB file written");
         cp = checkpoint_of(1, "Big", NULL);
         free(error);
         error = NULL;
@@ -559,7 +559,7 @@ int main(void) {
 
         /* Only the fd given by the submitter reaches the repository: the
          * daemon could not open it by path. */
-        CHECK(run("mkdir priv && " GIT "clone -q src priv/repo") == 0, "private repository made");
+        CHECK_INT_EQ(run("mkdir priv && " GIT "clone -q src priv/repo"), 0, "private repository made");
         (void) snprintf(path, sizeof(path), "%s/priv/repo", root);
         _cleanup_close_ int src_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         (void) snprintf(path, sizeof(path), "%s/priv", root);
@@ -575,9 +575,9 @@ int main(void) {
         free(error);
         error = NULL;
         r = ledger_create(task3, NULL, src_fd, "main", "agentfab/t3", &o, &error, &l);
-        CHECK(r == 0, "created through the fd alone: %d %s", r, strempty(error));
+        CHECK_ERRNO(r, 0, "created through the fd alone: %d %s", r, strempty(error));
         s = capture("cat task3/workspace/a.txt");
-        CHECK(streq(s, "one"), "workspace checked out from the fd");
+        CHECK_STR_EQ(s, "one", "workspace checked out from the fd");
         free(s);
         if (getuid() != 0)
                 (void) chmod(path, 0755);
@@ -589,10 +589,10 @@ int main(void) {
         _cleanup_close_ int task4 = open_dir("task4");
         (void) snprintf(path, sizeof(path), "file://%s/src", root);
         r = ledger_create(task4, path, -EBADF, NULL, "agentfab/t4", &o, &error, &l);
-        CHECK(r == 0, "created from a file:// URL: %d %s", r, strempty(error));
+        CHECK_ERRNO(r, 0, "created from a file:// URL: %d %s", r, strempty(error));
         CHECK(l && ledger_base(l, head) == 0 && streq(head, base), "base is the remote's HEAD");
         s = capture("git --git-dir=task4/ledger.git for-each-ref --format='%%(refname)' | tr '\\n' ' '");
-        CHECK(streq(s, "refs/agentfab/base refs/heads/agentfab/t4 "), "only base and branch refs kept: %s", s);
+        CHECK_STR_EQ(s, "refs/agentfab/base refs/heads/agentfab/t4 ", "only base and branch refs kept: %s", s);
         free(s);
         CHECK(no_markers(), "no hook or filter ran on fetch");
         l = ledger_free(l);
@@ -614,7 +614,7 @@ int main(void) {
               "ssh:// without known hosts refused before connecting");
 
         /* A creation cut short is cleaned up by ledger_destroy(). */
-        CHECK(run("mkdir task8/ledger.git task8/workspace && ln -s /etc task8/workspace/etc") == 0, "half-made ledger");
+        CHECK_INT_EQ(run("mkdir task8/ledger.git task8/workspace && ln -s /etc task8/workspace/etc"), 0, "half-made ledger");
         CHECK(ledger_open(task8, "agentfab/t8", &l) < 0, "a half-made ledger does not open");
         CHECK(ledger_destroy(task8) == 0 && !exists("task8/ledger.git") && !exists("task8/workspace") && access("/etc/passwd", F_OK) == 0,
               "ledger_destroy removes it without following symlinks");
@@ -622,13 +622,13 @@ int main(void) {
         /* Pushing a branch that reads like a shared one is refused. */
         _cleanup_close_ int task5 = open_dir("task5");
         (void) snprintf(path, sizeof(path), "%s/src", root);
-        CHECK(ledger_create(task5, path, -EBADF, NULL, "main", &o, &error, &l) == 0, "ledger on branch main");
+        CHECK_ERRNO(ledger_create(task5, path, -EBADF, NULL, "main", &o, &error, &l), 0, "ledger on branch main");
         (void) snprintf(path, sizeof(path), "file://%s/pushed.git", root);
         CHECK(l && ledger_push(l, path, NULL, &error) == -EPERM, "push of main refused: %s", strempty(error));
         l = ledger_free(l);
 
         s = snapshot("src");
-        CHECK(streq(before, s), "source still unchanged after every operation");
+        CHECK_STR_EQ(before, s, "source still unchanged after every operation");
         free(s);
 
         /* Trailer parser on its own. */
@@ -640,8 +640,8 @@ int main(void) {
 
         /* A linked worktree as the source: objects and refs come from the
          * common git directory, HEAD from the worktree's own. */
-        CHECK(run("git -C src worktree add -q ../wt -b wtb && cd wt && echo wt > w.txt && git add w.txt && " GIT "commit -q -m wt") == 0,
-              "linked worktree made");
+        CHECK_INT_EQ(run("git -C src worktree add -q ../wt -b wtb && cd wt && echo wt > w.txt && git add w.txt && " GIT "commit -q -m wt"), 0,
+                     "linked worktree made");
         _cleanup_close_ int task6 = open_dir("task6");
         (void) snprintf(path, sizeof(path), "%s/wt", root);
         free(error);
@@ -676,16 +676,16 @@ int main(void) {
         CHECK(ledger_create(task9, path, -EBADF, "no-such-ref", "agentfab/t9", &o, &error, &l) == -ENOENT && error &&
               strstr(error, "does not name a commit"), "unknown base refused: %s", strempty(error));
         CHECK(ledger_create(task9, path, -EBADF, "../../../etc/passwd", "agentfab/t9", &o, &error, &l) < 0, "base escaping refs/ refused");
-        CHECK(ledger_create(task9, path, -EBADF, NULL, "bad..branch", &o, &error, &l) == -EINVAL, "invalid branch name refused");
+        CHECK_ERRNO(ledger_create(task9, path, -EBADF, NULL, "bad..branch", &o, &error, &l), -EINVAL, "invalid branch name refused");
 
         /* Symlinks in the source's git directory are never followed: they
          * could reach history the submitter cannot read. */
-        CHECK(run(GIT "clone -q --no-local src links && ln -s /etc/hostname links/.git/refs/heads/evil") == 0, "symlinked ref made");
+        CHECK_INT_EQ(run(GIT "clone -q --no-local src links && ln -s /etc/hostname links/.git/refs/heads/evil"), 0, "symlinked ref made");
         _cleanup_close_ int task7 = open_dir("task7");
         (void) snprintf(path, sizeof(path), "%s/links", root);
         CHECK(ledger_create(task7, path, -EBADF, "evil", "agentfab/t7", &o, &error, &l) < 0 && !exists("task7/ledger.git"),
               "symlinked ref not followed: %s", strempty(error));
-        CHECK(run("ln -s /tmp links/.git/objects/evil") == 0, "symlink in the object directory made");
+        CHECK_INT_EQ(run("ln -s /tmp links/.git/objects/evil"), 0, "symlink in the object directory made");
         free(error);
         error = NULL;
         r = ledger_create(task7, path, -EBADF, NULL, "agentfab/t7", &o, &error, &l);
@@ -723,7 +723,7 @@ int main(void) {
         CHECK(l && ledger_base(l, sbase) == 0 && ledger_reset(l, sbase) == 0 && !exists("sub1/workspace/lib/lost.txt") &&
               exists("sub1/workspace/lib"), "reset empties the unfetched submodule's directory");
         s = capture("git --git-dir=sub1/ledger.git ls-tree HEAD lib | cut -c1-13");
-        CHECK(streq(s, "160000 commit"), "gitlink kept");
+        CHECK_STR_EQ(s, "160000 commit", "gitlink kept");
         free(s);
         l = ledger_free(l);
 
@@ -739,14 +739,14 @@ int main(void) {
                 return tap_done();
         s = capture("cat sub2/workspace/lib/l.txt sub2/workspace/lib/inner/i.txt; readlink sub2/workspace/lib/ll; "
                     "find sub2/workspace -name .git | wc -l");
-        CHECK(streq(s, "l\ni\nl.txt\n0"), "submodule files checked out, nested too, symlink kept, no .git: %s", s);
+        CHECK_STR_EQ(s, "l\ni\nl.txt\n0", "submodule files checked out, nested too, symlink kept, no .git: %s", s);
         free(s);
         s = capture("git --git-dir=sub2/ledger.git/modules/lib rev-parse refs/heads/agentfab/s2 && "
                     "git --git-dir=sub2/ledger.git/modules/lib/modules/inner rev-parse refs/heads/agentfab/s2");
         (void) snprintf(path, sizeof(path), "%s\n%s", lib_commit, inner_commit);
-        CHECK(streq(s, path), "each submodule's ledger on the same branch, at its gitlink");
+        CHECK_STR_EQ(s, path, "each submodule's ledger on the same branch, at its gitlink");
         free(s);
-        CHECK(ledger_checkpoint(l, &none, c1, &error) == 0, "fresh checkout: nothing to commit: %s", strempty(error));
+        CHECK_ERRNO(ledger_checkpoint(l, &none, c1, &error), 0, "fresh checkout: nothing to commit: %s", strempty(error));
 
         /* A change inside the submodules: committed there with the same
          * trailers; the superproject's one commit moves the gitlink. */
@@ -755,7 +755,7 @@ int main(void) {
               write_at(ws, "lib/new.txt", "n\n") == 0 && write_at(ws, "top.txt", "t\n") == 0, "edited inside the submodules");
         FileChange *sch = NULL;
         size_t n_sch = 0;
-        CHECK(ledger_changes(l, NULL, &sch, &n_sch) == 0, "changes listed");
+        CHECK_ERRNO(ledger_changes(l, NULL, &sch, &n_sch), 0, "changes listed");
         bool c_top = false, c_l = false, c_i = false, c_new = false, c_link = false;
         for (size_t i = 0; i < n_sch; i++) {
                 c_top = c_top || (streq(sch[i].path, "top.txt") && sch[i].status == 'A');
@@ -769,7 +769,7 @@ int main(void) {
         cp = checkpoint_of(1, "Inside", NULL);
         free(error);
         error = NULL;
-        CHECK(ledger_checkpoint(l, &cp, c1, &error) == 1, "checkpoint: %s", strempty(error));
+        CHECK_ERRNO(ledger_checkpoint(l, &cp, c1, &error), 1, "checkpoint: %s", strempty(error));
         char *lib_tip = capture("git --git-dir=sub2/ledger.git/modules/lib rev-parse refs/heads/agentfab/s2");
         s = capture("git --git-dir=sub2/ledger.git rev-parse %s:lib", c1);
         CHECK(!streq(lib_tip, lib_commit) && streq(s, lib_tip), "superproject's gitlink moved to the submodule's new commit");
@@ -784,9 +784,9 @@ int main(void) {
               json_get_string(tr, "Agentfab-Task", &v) == 0 && streq(v, "t1") && strneq(s, "Inside\n", 7),
               "the submodule's commit has the same message and trailers");
         free(s);
-        CHECK(ledger_base(l, sbase) == 0, "base");
+        CHECK_ERRNO(ledger_base(l, sbase), 0, "base");
         s = capture("git --git-dir=sub2/ledger.git rev-list --count %s..%s", sbase, c1);
-        CHECK(streq(s, "1"), "one superproject commit for the step");
+        CHECK_STR_EQ(s, "1", "one superproject commit for the step");
         free(s);
 
         /* Review: diffstat, diff and mbox show the files inside. */
@@ -794,36 +794,36 @@ int main(void) {
         CHECK(ledger_diffstat(l, &sstat) == 0 && strstr(sstat, "lib/l.txt") && strstr(sstat, "lib/inner/i.txt") &&
               strstr(sstat, "top.txt"), "diffstat names files inside submodules:\n%s", strempty(sstat));
         out = openat(st2, "out.diff", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        CHECK(ledger_export_diff(l, out) == 0, "diff exported");
+        CHECK_ERRNO(ledger_export_diff(l, out), 0, "diff exported");
         out = safe_close(out);
         s = capture("grep -c -e '^+++ b/lib/l.txt' -e '^+++ b/lib/inner/i.txt' -e '^+++ b/lib/new.txt' sub2/out.diff; "
                     "grep -c 'Subproject commit' sub2/out.diff");
-        CHECK(streq(s, "3\n0"), "the diff patches the submodules' files, not their gitlinks: %s", s);
+        CHECK_STR_EQ(s, "3\n0", "the diff patches the submodules' files, not their gitlinks: %s", s);
         free(s);
-        CHECK(run(GIT "clone -q --recurse-submodules super sapply && cd sapply && git apply --check ../sub2/out.diff") == 0,
-              "git apply accepts it in a recursive clone");
+        CHECK_INT_EQ(run(GIT "clone -q --recurse-submodules super sapply && cd sapply && git apply --check ../sub2/out.diff"), 0,
+                     "git apply accepts it in a recursive clone");
         out = openat(st2, "out.mbox", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        CHECK(ledger_export_mbox(l, out) == 0, "mbox exported");
+        CHECK_ERRNO(ledger_export_mbox(l, out), 0, "mbox exported");
         out = safe_close(out);
         s = capture("grep -c '^+++ b/lib/' sub2/out.mbox");
-        CHECK(streq(s, "3"), "mbox shows the submodules' files (%s)", s);
+        CHECK_STR_EQ(s, "3", "mbox shows the submodules' files (%s)", s);
         free(s);
         out = openat(st2, "out.bundle", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        CHECK(ledger_export_bundle(l, out) == 0, "bundle of the superproject exported");
+        CHECK_ERRNO(ledger_export_bundle(l, out), 0, "bundle of the superproject exported");
         out = safe_close(out);
 
         /* Reset back: the submodules' files too. */
-        CHECK(write_at(ws, "lib/half.txt", "h\n") == 0, "half-done file inside the submodule");
-        CHECK(ledger_reset(l, sbase) == 0, "reset to base");
+        CHECK_ERRNO(write_at(ws, "lib/half.txt", "h\n"), 0, "half-done file inside the submodule");
+        CHECK_ERRNO(ledger_reset(l, sbase), 0, "reset to base");
         s = capture("cat sub2/workspace/lib/l.txt sub2/workspace/lib/inner/i.txt; ls sub2/workspace/lib; "
                     "git --git-dir=sub2/ledger.git/modules/lib rev-parse refs/heads/agentfab/s2");
         (void) snprintf(path, sizeof(path), "l\ni\ninner\nl.txt\nll\n%s", lib_commit);
-        CHECK(streq(s, path), "submodule files, untracked ones gone, and its branch back at the gitlink: %s", s);
+        CHECK_STR_EQ(s, path, "submodule files, untracked ones gone, and its branch back at the gitlink: %s", s);
         free(s);
 
         /* Reopened after a restart: the submodules' ledgers attach again. */
         l = ledger_free(l);
-        CHECK(run("touch sub2/ledger.git/modules/lib/index.lock") == 0, "crash leftover in a submodule's ledger");
+        CHECK_INT_EQ(run("touch sub2/ledger.git/modules/lib/index.lock"), 0, "crash leftover in a submodule's ledger");
         CHECK(ledger_open(st2, "agentfab/s2", &l) == 0 && !exists("sub2/ledger.git/modules/lib/index.lock"), "reopened, lock removed");
         ws = l ? ledger_workspace_fd(l) : -EBADF;
         cp = checkpoint_of(2, "After reopen", NULL);
@@ -858,7 +858,7 @@ int main(void) {
         r = ledger_create(st3, path, -EBADF, NULL, "agentfab/s3", &bso, &error, &l);
         CHECK(r == -EFBIG && error && strstr(error, "blib") && !exists("sub3/ledger.git") && !exists("sub3/workspace"),
               "submodule content counts against the bound: %s", strempty(error));
-        CHECK(ledger_create(st3, path, -EBADF, NULL, "agentfab/s3", &bo, &error, &l) == 0, "(control) fits without submodules");
+        CHECK_ERRNO(ledger_create(st3, path, -EBADF, NULL, "agentfab/s3", &bo, &error, &l), 0, "(control) fits without submodules");
         l = ledger_free(l);
         (void) ledger_destroy(st3);
 
@@ -888,7 +888,7 @@ int main(void) {
                 { "[submodule \"a\"]\n\tpath = link/sub\n\turl = ../lib\n", "d/sub", "path through a symlink", false, -ELOOP },
                 { "[submodule \"a\"]\n\tpath = sub\n\turl = /etc\n", "sub", "url a local path", true, -EPROTONOSUPPORT },
                 { "[submodule \"a\"]\n\tpath = sub\n\turl = file:///etc\n", "sub", "url file://", true, -EPROTONOSUPPORT },
-                { "[submodule \"a\"]\n\tpath = sub\n\turl = -oProxyCommand=touch%%20/tmp/x\n", "sub", "url beginning with -", true, -EINVAL },
+                { "[submodule \"a\"]\n\tpath = sub\n\turl = -oProxyCommand=touch%%20/tmp/agentfab-test-ledger-url-ran\n", "sub", "url beginning with -", true, -EINVAL },
                 { "[submodule \"a\"]\n\tpath = sub\n\turl = git://h/x\n", "sub", "url git://", true, -EPROTONOSUPPORT },
                 { "[submodule \"a\"]\n\tpath = sub\n\turl = ../../../../../../../../x\n", "sub", "relative url above the root", true, -EINVAL },
                 { "[submodule \"a\"]\n\tpath = sub\n\turl = .//x\n", "sub", "relative url './' then '/' (fuzz-gitmodules)", true, -EINVAL },
@@ -899,11 +899,11 @@ int main(void) {
 
                 /* printf-escape the text for the shell. */
                 (void) snprintf(gm, sizeof(gm), "%s", evil[i].gitmodules);
-                CHECK(run("rm -rf evil && " GIT "init -q evil && cd evil && mkdir d && echo x > d/x && ln -s d link && "
+                CHECK_INT_EQ(run("rm -rf evil && " GIT "init -q evil && cd evil && mkdir d && echo x > d/x && ln -s d link && "
                           "printf '%%s' '%s' > .gitmodules && " GIT "add . && "
                           "git update-index --add --cacheinfo 160000,%s,%s && " GIT "commit -q -m evil && "
                           "mkdir -p .git/modules/a && cp -r ../super/.git/modules/lib/. .git/modules/a/",
-                          gm, lib_commit, evil[i].gitlink) == 0, "hostile repository: %s", evil[i].what);
+                          gm, lib_commit, evil[i].gitlink), 0, "hostile repository: %s", evil[i].what);
                 if (evil[i].url)
                         (void) snprintf(path, sizeof(path), "file://%s/evil", root);
                 else
@@ -912,15 +912,15 @@ int main(void) {
                 error = NULL;
                 r = ledger_create(et, path, -EBADF, NULL, "agentfab/e", &so, &error, &l);
                 CHECK(r == evil[i].error && error && !exists("evil-task/ledger.git") && !exists("evil-task/workspace") &&
-                      !exists("escape") && !exists("../escape") && access("/tmp/x", F_OK) < 0,
+                      !exists("escape") && !exists("../escape") && access("/tmp/agentfab-test-ledger-url-ran", F_OK) < 0,
                       "%s refused, nothing left: %d %s", evil[i].what, r, strempty(error));
                 l = ledger_free(l);
         }
         /* (control) the same repository with a sane .gitmodules works. */
-        CHECK(run("rm -rf evil && " GIT "init -q evil && cd evil && printf '[submodule \"a\"]\\n\\tpath = sub\\n' > .gitmodules && "
-                  GIT "add . && git update-index --add --cacheinfo 160000,%s,sub && " GIT "commit -q -m sane && "
-                  "mkdir -p .git/modules/a && cp -r ../super/.git/modules/lib/. .git/modules/a/", lib_commit) == 0,
-              "sane .gitmodules");
+        CHECK_INT_EQ(run("rm -rf evil && " GIT "init -q evil && cd evil && printf '[submodule \"a\"]\\n\\tpath = sub\\n' > .gitmodules && "
+                         GIT "add . && git update-index --add --cacheinfo 160000,%s,sub && " GIT "commit -q -m sane && "
+                         "mkdir -p .git/modules/a && cp -r ../super/.git/modules/lib/. .git/modules/a/", lib_commit), 0,
+                     "sane .gitmodules");
         _cleanup_close_ int et = open_dir("evil-task");
         (void) snprintf(path, sizeof(path), "%s/evil", root);
         free(error);

@@ -426,7 +426,7 @@ int main(void) {
         r = chat_once(c, e, "[{\"status\":500},{\"reply\":{\"content\":\"second time lucky\"}}]", &o, false, NULL, &res, &s);
         CHECK(r >= 0 && res.error == 0 && res.attempts == 2 && streq_ptr(res.content, "second time lucky"),
               "500 then success: attempts == 2 (%u)", res.attempts);
-        CHECK(server_n_requests(&s) == 2, "500 then success: two requests");
+        CHECK_INT_EQ(server_n_requests(&s), 2, "500 then success: two requests");
         server_stop(&s);
         result_done(&res);
 
@@ -550,7 +550,7 @@ int main(void) {
                       model_client_chat(c, &p2, NULL, m, NULL, on_cancelled, &n_cancelled, &co.other) >= 0, "two more calls");
                 CHECK(run_loop(e) >= 0 && co.res.calls == 1 && co.res.error == 0 && streq_ptr(co.res.content, "first"),
                       "first call answered");
-                CHECK(n_cancelled == 0, "cancelled handlers not called");
+                CHECK_INT_EQ(n_cancelled, 0, "cancelled handlers not called");
                 server_stop(&s2);
                 server_stop(&s);
                 result_done(&co.res);
@@ -574,7 +574,7 @@ int main(void) {
                                 same = false;
                                 break;
                         }
-                        CHECK(res.calls == 0, "replay %zu: not delivered synchronously", i);
+                        CHECK_INT_EQ(res.calls, 0, "replay %zu: not delivered synchronously", i);
                         if (run_loop(e) < 0 || res.error != 0)
                                 same = false;
                         record(&res);
@@ -614,7 +614,7 @@ int main(void) {
                 result_done(&res);
 
                 p.replay_path = (char *) "/nonexistent/transcript";
-                CHECK(model_client_chat(c, &p, NULL, m, NULL, on_reply, &res, NULL) == -ENOENT, "replay of a missing file fails at once");
+                CHECK_ERRNO(model_client_chat(c, &p, NULL, m, NULL, on_reply, &res, NULL), -ENOENT, "replay of a missing file fails at once");
         }
 
         for (size_t i = 0; i < n_recorded; i++)

@@ -58,7 +58,7 @@ int main(void) {
 
         /* A section needs a valid name. */
         model_profiles_parse(&ps, "[Model]\nEndpoint=http://10.0.0.1/v1\n[Model]\nName=bad/name\nModel=x\n[Model]\nName=\n", "test");
-        CHECK(ps.n_profiles == 3, "sections without a valid Name= ignored (%zu profiles)", ps.n_profiles);
+        CHECK_INT_EQ(ps.n_profiles, 3, "sections without a valid Name= ignored (%zu profiles)", ps.n_profiles);
         CHECK(!model_endpoint_is_valid("http://") && !model_endpoint_is_valid("ftp://x") &&
               !model_endpoint_is_valid("http://a b") &&
               !model_endpoint_is_valid("https://user:pw@host/v1") && model_endpoint_is_valid("http://host/v1?x=a@b") && model_endpoint_is_valid("http://[::1]:8080/v1"), "endpoint validation");
@@ -103,16 +103,16 @@ int main(void) {
         q.api_key_credential = (char *) "../creds/openai.key";
         CHECK(model_profile_read_api_key(&q, &key) == -EINVAL && !key, "credential name with '/' refused");
         q.api_key_credential = (char *) "evil.key";
-        CHECK(model_profile_read_api_key(&q, &key) == -EBADMSG, "key with a newline inside refused");
+        CHECK_ERRNO(model_profile_read_api_key(&q, &key), -EBADMSG, "key with a newline inside refused");
         q.api_key_credential = (char *) "empty.key";
-        CHECK(model_profile_read_api_key(&q, &key) == -ENODATA, "empty key refused");
+        CHECK_ERRNO(model_profile_read_api_key(&q, &key), -ENODATA, "empty key refused");
         q.api_key_credential = (char *) "missing.key";
-        CHECK(model_profile_read_api_key(&q, &key) == -ENOENT, "missing credential");
+        CHECK_ERRNO(model_profile_read_api_key(&q, &key), -ENOENT, "missing credential");
         q.api_key_credential = NULL;
         CHECK(model_profile_read_api_key(&q, &key) == 0 && !key, "no credential: no key");
         q.api_key_credential = (char *) "openai.key";
         unsetenv("CREDENTIALS_DIRECTORY");
-        CHECK(model_profile_read_api_key(&q, &key) == -ENXIO, "no credentials directory");
+        CHECK_ERRNO(model_profile_read_api_key(&q, &key), -ENXIO, "no credentials directory");
 
         close(fd);
         close(dfd);

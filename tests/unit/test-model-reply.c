@@ -51,22 +51,22 @@ int main(void) {
                     true, &r, &err) == -EBADMSG && err && strstr(err, "out of memory"), "error event: '%s'", strempty(err));
         err = mfree_ptr(err);
 
-        CHECK(parse("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: {oops\n\n", true, &r, NULL) == -EBADMSG,
-              "broken JSON in a stream: -EBADMSG");
+        CHECK_ERRNO(parse("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: {oops\n\n", true, &r, NULL), -EBADMSG,
+                    "broken JSON in a stream: -EBADMSG");
         CHECK(parse("", true, &r, NULL) == -EBADMSG && parse("", false, &r, NULL) == -EBADMSG, "empty body: -EBADMSG");
-        CHECK(parse("[1,2]", false, &r, NULL) == -EBADMSG, "JSON but no object: -EBADMSG");
-        CHECK(parse("{\"choices\":[]}", false, &r, NULL) == -EBADMSG, "no choices: -EBADMSG");
-        CHECK(parse("{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}}]}",
-                    false, &r, NULL) == -EBADMSG, "tool call without a name: -EBADMSG");
-        CHECK(parse("{\"choices\":[{\"message\":{\"content\":42}}]}", false, &r, NULL) == -EBADMSG, "content a number: -EBADMSG");
+        CHECK_ERRNO(parse("[1,2]", false, &r, NULL), -EBADMSG, "JSON but no object: -EBADMSG");
+        CHECK_ERRNO(parse("{\"choices\":[]}", false, &r, NULL), -EBADMSG, "no choices: -EBADMSG");
+        CHECK_ERRNO(parse("{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}}]}",
+                    false, &r, NULL), -EBADMSG, "tool call without a name: -EBADMSG");
+        CHECK_ERRNO(parse("{\"choices\":[{\"message\":{\"content\":42}}]}", false, &r, NULL), -EBADMSG, "content a number: -EBADMSG");
         /* A NUL in a name made it an empty C string after its first delta
          * (found by fuzz-model-reply); in an id, an empty id. */
         CHECK(parse("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"\\u0000x\"}}]}}]}\n\n"
                     "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"read_file\",\"arguments\":\"{}\"}}]}}]}\n\n",
                     true, &r, &err) == -EBADMSG && err && strstr(err, "NUL"), "a NUL in a name: %s", strempty(err));
         err = mfree_ptr(err);
-        CHECK(parse("{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"\\u0000\",\"function\":{\"name\":\"read_file\"}}]}}]}",
-                    false, &r, NULL) == -EBADMSG, "a NUL in an id: -EBADMSG");
+        CHECK_ERRNO(parse("{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"\\u0000\",\"function\":{\"name\":\"read_file\"}}]}}]}",
+                    false, &r, NULL), -EBADMSG, "a NUL in an id: -EBADMSG");
 
         /* A NUL in the content made it an empty C string, the text after
          * it lost (found by fuzz-model-reply, in a part of a streamed
@@ -87,8 +87,8 @@ int main(void) {
                     "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"b\",\"function\":{\"name\":\"r\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
                     true, &r, &err) == -EBADMSG && err && strstr(err, "index"), "a huge tool call index: %s", strempty(err));
         err = mfree_ptr(err);
-        CHECK(parse("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":-1,\"id\":\"a\",\"function\":{\"name\":\"r\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
-                    true, &r, NULL) == -EBADMSG, "a negative tool call index: -EBADMSG");
+        CHECK_ERRNO(parse("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":-1,\"id\":\"a\",\"function\":{\"name\":\"r\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+                    true, &r, NULL), -EBADMSG, "a negative tool call index: -EBADMSG");
         CHECK(parse("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":2147483647,\"id\":\"a\",\"function\":{\"name\":\"r\"}}]}}]}\n\n"
                     "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"b\",\"function\":{\"name\":\"s\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
                     true, &r, NULL) == 0 && r->n_tool_calls == 2 && streq_ptr(r->tool_calls[1].name, "s"),
@@ -127,7 +127,7 @@ int main(void) {
                         fprintf(f, "%s{\"function\":{\"name\":\"f\"}}", i ? "," : "");
                 fputs("]}}]}", f);
                 fclose(f);
-                CHECK(parse(big, false, &r, NULL) == -E2BIG, "more than %u tool calls: -E2BIG", MODEL_TOOL_CALLS_MAX);
+                CHECK_ERRNO(parse(big, false, &r, NULL), -E2BIG, "more than %u tool calls: -E2BIG", MODEL_TOOL_CALLS_MAX);
                 free(big);
         }
 
@@ -139,8 +139,8 @@ int main(void) {
                 ModelReply *back = NULL;
 
                 json_add_string(req, "model", "m");
-                CHECK(parse("data: {\"choices\":[{\"delta\":{\"content\":\"line\\nbreak\"},\"finish_reason\":\"stop\"}]}\n\n", true, &r, NULL) == 0,
-                      "stream parsed for the transcript");
+                CHECK_ERRNO(parse("data: {\"choices\":[{\"delta\":{\"content\":\"line\\nbreak\"},\"finish_reason\":\"stop\"}]}\n\n", true, &r, NULL), 0,
+                            "stream parsed for the transcript");
                 r->attempts = 3;
                 CHECK(model_transcript_append(fd, req, r) == 0 && model_transcript_append(fd, req, r) == 0, "two exchanges appended");
                 lseek(fd, 0, SEEK_SET);
@@ -163,7 +163,7 @@ int main(void) {
                 back = model_reply_free(back);
                 CHECK(model_replay_next(rp, &back, NULL) == 0 && model_replay_position(rp) == 2, "second exchange");
                 back = model_reply_free(back);
-                CHECK(model_replay_next(rp, &back, NULL) == -ENODATA, "then -ENODATA");
+                CHECK_ERRNO(model_replay_next(rp, &back, NULL), -ENODATA, "then -ENODATA");
                 model_replay_free(rp);
                 unlink(tpath);
                 r = model_reply_free(r);

@@ -23,10 +23,10 @@ static void test_cvss(void) {
 
         for (size_t i = 0; i < ELEMENTSOF(t); i++)
                 CHECK(cvss_base_score(t[i].v, &s) == 0 && fabs(s - t[i].s) < 0.001, "%s = %.1f (%.1f)", t[i].v, t[i].s, s);
-        CHECK(cvss_base_score("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:N/SI:N/SA:N", &s) == -EOPNOTSUPP, "CVSS 4 not scored");
-        CHECK(cvss_base_score("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H", &s) == -EINVAL, "a missing metric");
-        CHECK(cvss_base_score("CVSS:3.1/AV:X/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", &s) == -EINVAL, "a bad value");
-        CHECK(cvss_base_score("CVSS:3.1/AV:N/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", &s) == -EINVAL, "a metric twice");
+        CHECK_ERRNO(cvss_base_score("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:N/SI:N/SA:N", &s), -EOPNOTSUPP, "CVSS 4 not scored");
+        CHECK_ERRNO(cvss_base_score("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H", &s), -EINVAL, "a missing metric");
+        CHECK_ERRNO(cvss_base_score("CVSS:3.1/AV:X/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", &s), -EINVAL, "a bad value");
+        CHECK_ERRNO(cvss_base_score("CVSS:3.1/AV:N/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", &s), -EINVAL, "a metric twice");
         CHECK(cvss_base_score("CVSS:3.1/", &s) == -EINVAL && cvss_base_score("", &s) == -EINVAL, "empty");
 }
 
@@ -43,17 +43,17 @@ static void test_ranges(void) {
                 "{\"introduced\":\"2.0rc1\"},{\"last_affected\":\"2.1\"}]}]}]}");
 
         /* Events in any order, several intervals, last_affected inclusive, PEP 503 names. */
-        CHECK(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "1.0") == 1, "introduced is inclusive");
-        CHECK(osv_record_affects(r, ECOSYSTEM_PYPI, "foo.bar", "1.4.9") == 1, "inside");
-        CHECK(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "1.5") == 0, "fixed is exclusive");
-        CHECK(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "0.9") == 0, "before");
+        CHECK_ERRNO(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "1.0"), 1, "introduced is inclusive");
+        CHECK_ERRNO(osv_record_affects(r, ECOSYSTEM_PYPI, "foo.bar", "1.4.9"), 1, "inside");
+        CHECK_ERRNO(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "1.5"), 0, "fixed is exclusive");
+        CHECK_ERRNO(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "0.9"), 0, "before");
         CHECK(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "2.0b1") == 0 &&
               osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "2.0rc1") == 1 &&
               osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "2.1") == 1 &&
               osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "2.1.post1") == 0, "second interval with last_affected");
-        CHECK(osv_record_affects(r, ECOSYSTEM_NPM, "foo-bar", "1.0.0") == 0, "another ecosystem");
-        CHECK(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-baz", "1.0") == 0, "another package");
-        CHECK(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "not a version") == 0, "unparsable version: not covered");
+        CHECK_ERRNO(osv_record_affects(r, ECOSYSTEM_NPM, "foo-bar", "1.0.0"), 0, "another ecosystem");
+        CHECK_ERRNO(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-baz", "1.0"), 0, "another package");
+        CHECK_ERRNO(osv_record_affects(r, ECOSYSTEM_PYPI, "foo-bar", "not a version"), 0, "unparsable version: not covered");
 
         _cleanup_json_ json_object *s = parse("{\"id\":\"Y\",\"severity\":[{\"type\":\"CVSS_V3\",\"score\":\"CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:L/I:N/A:N\"}],"
                                               "\"database_specific\":{\"severity\":\"HIGH\"}}");
@@ -81,17 +81,17 @@ static void test_database(void) {
         _cleanup_free_ char *error = NULL;
         const Finding *f;
 
-        CHECK(DIFF("requirements.txt", "requests==2.31.0\n",
-                   "PyYAML==5.3.1\ndjango==3.2.1\nrequests==2.28.0\nhttpx==0.1\n") == 0, "requirements");
-        CHECK(DIFF("package-lock.json", "{\"packages\":{}}",
+        CHECK_INT_EQ(DIFF("requirements.txt", "requests==2.31.0\n",
+                   "PyYAML==5.3.1\ndjango==3.2.1\nrequests==2.28.0\nhttpx==0.1\n"), 0, "requirements");
+        CHECK_INT_EQ(DIFF("package-lock.json", "{\"packages\":{}}",
                    "{\"packages\":{\"node_modules/minimist\":{\"version\":\"1.2.5\"},\"node_modules/lodash\":{\"version\":\"4.17.20\"},"
-                   "\"node_modules/x/node_modules/lodash\":{\"version\":\"4.17.21\"}}}") == 0, "lock");
-        CHECK(DIFF("go.mod", NULL, "require golang.org/x/net v0.7.0\n") == 0, "go.mod");
-        CHECK(DIFF("Cargo.lock", NULL, "[[package]]\nname = \"smallvec\"\nversion = \"0.6.9\"\n[[package]]\nname = \"smallvec\"\nversion = \"1.0.0\"\n") == 0,
-              "Cargo.lock");
-        CHECK(c.n == 10, "10 changes: %zu", c.n);
+                   "\"node_modules/x/node_modules/lodash\":{\"version\":\"4.17.21\"}}}"), 0, "lock");
+        CHECK_INT_EQ(DIFF("go.mod", NULL, "require golang.org/x/net v0.7.0\n"), 0, "go.mod");
+        CHECK_INT_EQ(DIFF("Cargo.lock", NULL, "[[package]]\nname = \"smallvec\"\nversion = \"0.6.9\"\n[[package]]\nname = \"smallvec\"\nversion = \"1.0.0\"\n"), 0,
+                     "Cargo.lock");
+        CHECK_INT_EQ(c.n, 10, "10 changes: %zu", c.n);
 
-        CHECK(osv_check(OSV_TEST_DB, &c, &l, &st, &error) == 0, "database read: %s", strempty(error));
+        CHECK_ERRNO(osv_check(OSV_TEST_DB, &c, &l, &st, &error), 0, "database read: %s", strempty(error));
         CHECK(st.records_skipped == 1 && st.files_read == 9, "9 .json files read, the broken one skipped: %u %u", st.files_read,
               st.records_skipped);
         f = find(&l, "TEST-PYPI-0001", "pyyaml 5.3.1");
@@ -111,7 +111,7 @@ static void test_database(void) {
         CHECK(f && f->severity == FINDING_WARNING && strstr(f->message, "unknown"), "CVSS 4 only: unknown severity, a warning");
         f = find(&l, "TEST-RUST-0001", "smallvec 0.6.9");
         CHECK(f && f->severity == FINDING_ERROR && !find(&l, "TEST-RUST-0001", "1.0.0"), "smallvec: CVSS 2 score 10");
-        CHECK(l.n == 7, "7 findings in all: %zu", l.n);
+        CHECK_INT_EQ(l.n, 7, "7 findings in all: %zu", l.n);
         finding_list_done(&l);
 
         CHECK(osv_check("/nonexistent/osv", &c, &l, NULL, &error) == -ENOENT && strstr(error, "/nonexistent/osv"),

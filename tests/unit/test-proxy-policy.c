@@ -57,9 +57,9 @@ static void test_classify(void) {
         ProxyAddress a = addr("::ffff:203.0.113.5"), b = addr("2606:4700::5"), c = addr("2606:4700::6");
         own[0] = addr("151.101.0.5");
         a = addr("::ffff:151.101.0.5");
-        CHECK(address_classify_host(&a, own, 2) == ADDRESS_HOST, "the host's own address, even IPv4-mapped");
-        CHECK(address_classify_host(&b, own, 2) == ADDRESS_HOST, "the host's own IPv6 address");
-        CHECK(address_classify_host(&c, own, 2) == ADDRESS_PUBLIC, "a neighbour of it is public");
+        CHECK_INT_EQ(address_classify_host(&a, own, 2), ADDRESS_HOST, "the host's own address, even IPv4-mapped");
+        CHECK_INT_EQ(address_classify_host(&b, own, 2), ADDRESS_HOST, "the host's own IPv6 address");
+        CHECK_INT_EQ(address_classify_host(&c, own, 2), ADDRESS_PUBLIC, "a neighbour of it is public");
 }
 
 static bool host_is(const char *s, bool bracketed, const char *want) {
@@ -92,7 +92,7 @@ static void test_host_forms(void) {
         CHECK(proxy_host_parse("-", false, &h) == 0 && !h.is_address, "a name");
         CHECK(proxy_host_parse("files.pythonhosted.org", false, &h) == 0 && !h.is_address &&
               streq(h.name, "files.pythonhosted.org"), "a name stays a name");
-        CHECK(proxy_host_parse("a_b.example", false, &h) == 0, "underscore in a label");
+        CHECK_ERRNO(proxy_host_parse("a_b.example", false, &h), 0, "underscore in a label");
         CHECK(proxy_host_parse("a*b", false, &h) < 0, "glob characters");
 }
 
@@ -127,8 +127,8 @@ static void test_policy(void) {
         ProxyPolicy p = { .mode = PROXY_MODE_ALLOWLIST };
         const char *bad = NULL;
 
-        CHECK(proxy_policy_add(&p, STRV_MAKE("127.0.0.2:8080", "pypi.org", "*.example.org:443", "fd00::/8"), &bad) == 0,
-              "entries added");
+        CHECK_ERRNO(proxy_policy_add(&p, STRV_MAKE("127.0.0.2:8080", "pypi.org", "*.example.org:443", "fd00::/8"), &bad), 0,
+                    "entries added");
         CHECK(proxy_policy_add(&p, STRV_MAKE("ok.org", "bad:0"), &bad) < 0 && streq_ptr(bad, "bad:0") && p.n_entries == 4,
               "a bad entry adds none of its list and is named");
 
@@ -138,26 +138,26 @@ static void test_policy(void) {
         CHECK(!proxy_policy_allows_name(&p, "a.example.org", 80), "glob with its port only");
         CHECK(!proxy_policy_allows_name(&p, "example.org", 443), "the glob's own domain is not below it");
 
-        CHECK(check(&p, "127.0.0.2", 8080, false) == PROXY_ALLOWED, "the allowed loopback address and port");
-        CHECK(check(&p, "::ffff:127.0.0.2", 8080, false) == PROXY_ALLOWED, "the same, IPv4-mapped");
-        CHECK(check(&p, "127.0.0.2", 8081, false) == PROXY_REFUSED_ADDRESS, "another port of it");
-        CHECK(check(&p, "127.0.0.1", 8080, true) == PROXY_REFUSED_ADDRESS, "another loopback address, even by an allowed name");
-        CHECK(check(&p, "169.254.169.254", 80, true) == PROXY_REFUSED_ADDRESS, "the metadata service");
-        CHECK(check(&p, "fd00::5", 443, false) == PROXY_ALLOWED, "an allowed unique-local network");
-        CHECK(check(&p, "151.101.0.223", 443, true) == PROXY_ALLOWED, "a public address of an allowed name");
-        CHECK(check(&p, "151.101.0.223", 443, false) == PROXY_REFUSED_NOT_ALLOWED, "a public address literal, not listed");
+        CHECK_INT_EQ(check(&p, "127.0.0.2", 8080, false), PROXY_ALLOWED, "the allowed loopback address and port");
+        CHECK_INT_EQ(check(&p, "::ffff:127.0.0.2", 8080, false), PROXY_ALLOWED, "the same, IPv4-mapped");
+        CHECK_INT_EQ(check(&p, "127.0.0.2", 8081, false), PROXY_REFUSED_ADDRESS, "another port of it");
+        CHECK_INT_EQ(check(&p, "127.0.0.1", 8080, true), PROXY_REFUSED_ADDRESS, "another loopback address, even by an allowed name");
+        CHECK_INT_EQ(check(&p, "169.254.169.254", 80, true), PROXY_REFUSED_ADDRESS, "the metadata service");
+        CHECK_INT_EQ(check(&p, "fd00::5", 443, false), PROXY_ALLOWED, "an allowed unique-local network");
+        CHECK_INT_EQ(check(&p, "151.101.0.223", 443, true), PROXY_ALLOWED, "a public address of an allowed name");
+        CHECK_INT_EQ(check(&p, "151.101.0.223", 443, false), PROXY_REFUSED_NOT_ALLOWED, "a public address literal, not listed");
 
         ProxyAddress own = addr("151.101.0.223"), x = addr("151.101.0.223");
-        CHECK(proxy_policy_check_address(&p, &x, 443, true, &own, 1, NULL) == PROXY_REFUSED_ADDRESS,
-              "the host's own public address, even by an allowed name");
+        CHECK_INT_EQ(proxy_policy_check_address(&p, &x, 443, true, &own, 1, NULL), PROXY_REFUSED_ADDRESS,
+                     "the host's own public address, even by an allowed name");
         proxy_policy_done(&p);
 
         ProxyPolicy a = { .mode = PROXY_MODE_AUDITED };
-        CHECK(check(&a, "151.101.0.223", 443, false) == PROXY_ALLOWED, "audited: any public address");
-        CHECK(check(&a, "127.0.0.1", 22, true) == PROXY_REFUSED_ADDRESS, "audited: loopback refused");
-        CHECK(check(&a, "::ffff:127.0.0.1", 22, true) == PROXY_REFUSED_ADDRESS, "audited: mapped loopback refused");
-        CHECK(check(&a, "10.0.0.1", 80, true) == PROXY_REFUSED_ADDRESS, "audited: private refused");
-        CHECK(check(&a, "169.254.169.254", 80, true) == PROXY_REFUSED_ADDRESS, "audited: metadata service refused");
+        CHECK_INT_EQ(check(&a, "151.101.0.223", 443, false), PROXY_ALLOWED, "audited: any public address");
+        CHECK_INT_EQ(check(&a, "127.0.0.1", 22, true), PROXY_REFUSED_ADDRESS, "audited: loopback refused");
+        CHECK_INT_EQ(check(&a, "::ffff:127.0.0.1", 22, true), PROXY_REFUSED_ADDRESS, "audited: mapped loopback refused");
+        CHECK_INT_EQ(check(&a, "10.0.0.1", 80, true), PROXY_REFUSED_ADDRESS, "audited: private refused");
+        CHECK_INT_EQ(check(&a, "169.254.169.254", 80, true), PROXY_REFUSED_ADDRESS, "audited: metadata service refused");
         CHECK(proxy_policy_add(&a, STRV_MAKE("10.0.0.0/8"), NULL) == 0 && check(&a, "10.9.8.7", 80, false) == PROXY_ALLOWED,
               "audited: an administrator's network");
         proxy_policy_done(&a);
@@ -172,7 +172,7 @@ static void test_resolved_name(void) {
         unsigned n = 0;
 
         if (getaddrinfo("localhost", NULL, &hints, &res) != 0) {
-                CHECK(true, "# SKIP localhost does not resolve here");
+                SKIP("localhost does not resolve here");
                 return;
         }
         for (struct addrinfo *i = res; i; i = i->ai_next) {
@@ -193,10 +193,10 @@ static void test_resolved_name(void) {
 static void test_environment(void) {
         _cleanup_strv_free_ char **e = proxy_environment(3128);
         _cleanup_free_ char *j = e ? strv_join(e, " ") : NULL;
-        CHECK(j && streq(j, "HTTP_PROXY=http://127.0.0.1:3128 HTTPS_PROXY=http://127.0.0.1:3128 "
-                            "http_proxy=http://127.0.0.1:3128 https_proxy=http://127.0.0.1:3128 "
-                            "NO_PROXY=localhost,127.0.0.1 no_proxy=localhost,127.0.0.1"),
-              "the commands' proxy variables: %s", strempty(j));
+        CHECK_STR_EQ(j, "HTTP_PROXY=http://127.0.0.1:3128 HTTPS_PROXY=http://127.0.0.1:3128 "
+                                   "http_proxy=http://127.0.0.1:3128 https_proxy=http://127.0.0.1:3128 "
+                                   "NO_PROXY=localhost,127.0.0.1 no_proxy=localhost,127.0.0.1",
+                     "the commands' proxy variables: %s", strempty(j));
 }
 
 int main(void) {

@@ -7,6 +7,7 @@
 #include "fs-util.h"
 #include "repository.h"
 #include "tap.h"
+#include "task-spec.h"
 
 static char root[] = "/tmp/test-repository-XXXXXX";
 
@@ -33,12 +34,21 @@ int main(void) {
         }
 
         snprintf(path, sizeof(path), "%s/repo", root);
-        CHECK(repository_check(path, NULL, &me, &canonical, &e) == 0, "repository accepted");
-        CHECK(canonical && streq(canonical, path), "canonical path returned");
+        CHECK_ERRNO(repository_check(path, NULL, &me, &canonical, &e), 0, "repository accepted");
+        CHECK_STR_EQ(canonical, path, "canonical path returned");
         free(canonical);
         canonical = NULL;
-        CHECK(repository_check(path, "v1", &me, NULL, &e) == 0, "tag as base");
-        CHECK(repository_check(path, "HEAD~1", &me, NULL, &e) == 0 || true, "revision expression (not a valid base by syntax, resolved if given)");
+        CHECK_ERRNO(repository_check(path, "v1", &me, NULL, &e), 0, "tag as base");
+        /* A revision expression is not a base a spec may give (refused by
+         * its syntax before any repository is opened), but the check here
+         * resolves whatever it is given: HEAD~1 is the first commit... */
+        CHECK(!task_base_is_valid("HEAD~1"), "a revision expression is not a valid base by syntax");
+        CHECK_ERRNO(repository_check(path, "HEAD~1", &me, NULL, &e), 0, "revision expression resolved if given: %s",
+                    strempty(e.message));
+        sd_bus_error_free(&e);
+        /* ...and HEAD~2, before the first commit, names none. */
+        CHECK(repository_check(path, "HEAD~2", &me, NULL, &e) < 0 && sd_bus_error_has_name(&e, AGENTFAB_ERROR_INVALID_SPEC) &&
+              strstr(e.message, "does not name a commit"), "revision expression past the history refused: %s", strempty(e.message));
         sd_bus_error_free(&e);
         CHECK(repository_check(path, "no-such-branch", &me, NULL, &e) < 0 && sd_bus_error_has_name(&e, AGENTFAB_ERROR_INVALID_SPEC) &&
               strstr(e.message, "does not name a commit"), "unknown base refused: %s", e.message);
@@ -51,7 +61,7 @@ int main(void) {
         free(canonical);
 
         snprintf(path, sizeof(path), "%s/bare.git", root);
-        CHECK(repository_check(path, "main", &me, NULL, &e) == 0, "bare repository accepted");
+        CHECK_ERRNO(repository_check(path, "main", &me, NULL, &e), 0, "bare repository accepted");
         sd_bus_error_free(&e);
 
         snprintf(path, sizeof(path), "%s/empty", root);
@@ -94,17 +104,17 @@ int main(void) {
         CHECK(repository_check(path, NULL, &stranger, NULL, &e) < 0, "unsearchable parent directory refused for another uid");
         sd_bus_error_free(&e);
         chmod(root, 0755);
-        CHECK(repository_check(path, NULL, &stranger, NULL, &e) == 0, "world-readable repository accepted for another uid");
+        CHECK_ERRNO(repository_check(path, NULL, &stranger, NULL, &e), 0, "world-readable repository accepted for another uid");
         sd_bus_error_free(&e);
         Caller group_member = { .uid = 54321, .gid = 1, .gids = (gid_t[]) { getgid() }, .n_gids = 1 };
         chmod(path, 0750);
-        CHECK(repository_check(path, NULL, &group_member, NULL, &e) == 0, "group access through a supplementary group");
+        CHECK_ERRNO(repository_check(path, NULL, &group_member, NULL, &e), 0, "group access through a supplementary group");
         sd_bus_error_free(&e);
         chmod(path, 0755);
 
         /* A malicious hook does not run: we only read. */
         run("printf '#!/bin/sh\\ntouch %s/hook-ran\\n' > repo/.git/hooks/post-checkout && chmod +x repo/.git/hooks/post-checkout");
-        CHECK(repository_check(path, NULL, &me, NULL, &e) == 0, "repository with hook accepted");
+        CHECK_ERRNO(repository_check(path, NULL, &me, NULL, &e), 0, "repository with hook accepted");
         struct stat st;
         char ran[300];
         snprintf(ran, sizeof(ran), "%s/hook-ran", root);

@@ -44,14 +44,14 @@ static void test_parse_verdict(void) {
 
         CHECK(tools && json_object_array_length(tools) == 1, "the tool schema parses: one tool");
 
-        CHECK(review_model_parse_verdict("{\"verdict\":\"approve\"}", &v) == 0, "approve without anything else");
+        CHECK_ERRNO(review_model_parse_verdict("{\"verdict\":\"approve\"}", &v), 0, "approve without anything else");
         CHECK(json_get_string(v, "verdict", &s) == 0 && streq(s, "approve"), "verdict kept");
         json_object_put(TAKE_PTR(v));
 
-        CHECK(review_model_parse_verdict("{\"verdict\":\"request_changes\",\"summary\":\"a\\nb\\u001b[31m\","
-                                         "\"comments\":[{\"file\":\"x.c\",\"line\":7,\"comment\":\"bad\\tthing\"},"
-                                         "{\"comment\":\"general\",\"line\":-3}]}", &v) == 0,
-              "request_changes with comments");
+        CHECK_ERRNO(review_model_parse_verdict("{\"verdict\":\"request_changes\",\"summary\":\"a\\nb\\u001b[31m\","
+                                               "\"comments\":[{\"file\":\"x.c\",\"line\":7,\"comment\":\"bad\\tthing\"},"
+                                               "{\"comment\":\"general\",\"line\":-3}]}", &v), 0,
+                    "request_changes with comments");
         CHECK(json_get_string(v, "summary", &s) == 0 && !strchr(s, '\n') && !strchr(s, '\033'),
               "control characters escaped: %s", s);
         CHECK(json_object_object_get_ex(v, "comments", &comments) && json_object_array_length(comments) == 2,
@@ -64,14 +64,14 @@ static void test_parse_verdict(void) {
               "a negative line and no file are left out");
         json_object_put(TAKE_PTR(v));
 
-        CHECK(review_model_parse_verdict("{\"verdict\":\"merge it\"}", &v) == -EBADMSG, "unknown verdict refused");
-        CHECK(review_model_parse_verdict("not json", &v) == -EBADMSG, "not JSON refused");
-        CHECK(review_model_parse_verdict("[1]", &v) == -EBADMSG, "not an object refused");
-        CHECK(review_model_parse_verdict(NULL, &v) == -EBADMSG, "no arguments refused");
-        CHECK(review_model_parse_verdict("{\"verdict\":\"approve\",\"comments\":{}}", &v) == -EBADMSG,
-              "comments not a list refused");
-        CHECK(review_model_parse_verdict("{\"verdict\":\"approve\",\"comments\":[{\"file\":\"a\"}]}", &v) == -EBADMSG,
-              "a comment without text refused");
+        CHECK_ERRNO(review_model_parse_verdict("{\"verdict\":\"merge it\"}", &v), -EBADMSG, "unknown verdict refused");
+        CHECK_ERRNO(review_model_parse_verdict("not json", &v), -EBADMSG, "not JSON refused");
+        CHECK_ERRNO(review_model_parse_verdict("[1]", &v), -EBADMSG, "not an object refused");
+        CHECK_ERRNO(review_model_parse_verdict(NULL, &v), -EBADMSG, "no arguments refused");
+        CHECK_ERRNO(review_model_parse_verdict("{\"verdict\":\"approve\",\"comments\":{}}", &v), -EBADMSG,
+                    "comments not a list refused");
+        CHECK_ERRNO(review_model_parse_verdict("{\"verdict\":\"approve\",\"comments\":[{\"file\":\"a\"}]}", &v), -EBADMSG,
+                    "a comment without text refused");
 
         /* Past the bound, comments are dropped, not the verdict. */
         _cleanup_free_ char *many = strdup("{\"verdict\":\"request_changes\",\"comments\":[");

@@ -14,12 +14,12 @@ static void test_escape(void) {
                             *e = finding_escape("ééééé", 10, 8), *f = finding_escape("\xed\xa0\x80", 3, 16);
 
         /* One line, valid UTF-8, bounded, cut on a character boundary. */
-        CHECK(streq(a, "a\\nb\\tc\\x01d\\x7F"), "control characters: %s", a);
-        CHECK(streq(b, "?? ok é"), "invalid UTF-8: %s", b);
-        CHECK(streq(c, "0123456789"), "exactly the bound: %s", c);
+        CHECK_STR_EQ(a, "a\\nb\\tc\\x01d\\x7F", "control characters: %s", a);
+        CHECK_STR_EQ(b, "?? ok é", "invalid UTF-8: %s", b);
+        CHECK_STR_EQ(c, "0123456789", "exactly the bound: %s", c);
         CHECK(streq(d, "0123456…") && strlen(d) == 10, "cut with …: %s", d);
-        CHECK(streq(e, "éé…"), "cut between characters: %s", e);
-        CHECK(streq(f, "???"), "a UTF-16 surrogate is not UTF-8: %s", f);
+        CHECK_STR_EQ(e, "éé…", "cut between characters: %s", e);
+        CHECK_STR_EQ(f, "???", "a UTF-16 surrogate is not UTF-8: %s", f);
 }
 
 /* finding_list_add_text() adds as finding_list_add(l, ..., "%.*s", n, text)
@@ -37,12 +37,12 @@ static void test_add_text(void) {
               streq(l.items[1].message, "") && !l.items[1].file && !l.items[1].rule, "an empty message, no file or rule");
         CHECK(finding_list_add_text(&l, FINDING_SECRET, FINDING_ERROR, "x", 1, NULL, "m", 1) == 0 && l.n == 2 &&
               l.n_dropped == 1 && finding_list_errors(&l, FINDING_SECRET) == 1, "past the bound: counted, not kept");
-        CHECK(finding_list_add_text(&l, _FINDING_KIND_MAX, FINDING_ERROR, NULL, 0, NULL, "m", 1) == -EINVAL, "bad kind");
+        CHECK_ERRNO(finding_list_add_text(&l, _FINDING_KIND_MAX, FINDING_ERROR, NULL, 0, NULL, "m", 1), -EINVAL, "bad kind");
 
-        CHECK(finding_list_to_json(&l, &j) == 0, "to JSON");
-        CHECK(streq(json_to_line(j), "[{\"kind\":\"static-check\",\"severity\":\"error\",\"file\":\"a`b.c\",\"line\":7,"
+        CHECK_ERRNO(finding_list_to_json(&l, &j), 0, "to JSON");
+        CHECK_STR_EQ(json_to_line(j), "[{\"kind\":\"static-check\",\"severity\":\"error\",\"file\":\"a`b.c\",\"line\":7,"
                     "\"rule\":\"cc/W1\",\"message\":\"bad\\\\x01 <x>\\\\x00tail\"},"
-                    "{\"kind\":\"static-check\",\"severity\":\"note\",\"message\":\"\"}]"), "JSON: %s", json_to_line(j));
+                    "{\"kind\":\"static-check\",\"severity\":\"note\",\"message\":\"\"}]", "JSON: %s", json_to_line(j));
         CHECK(finding_list_from_json(j, &back) == 0 && back.n == 2 && streq(back.items[0].message, l.items[0].message) &&
               streq(back.items[0].rule, "cc/W1") && back.items[0].line == 7 && !back.items[1].file, "and back");
         CHECK(finding_list_to_markdown(&l, NULL, &md) == 0 &&
@@ -62,7 +62,7 @@ static void test_settings(void) {
                 "~~~ agentfab \ncoverage-report: cov.xml\n~~~\n";
         ReviewRepoSettings s = {};
 
-        CHECK(review_repo_settings_parse(md, strlen(md), &s) == 0, "parses");
+        CHECK_ERRNO(review_repo_settings_parse(md, strlen(md), &s), 0, "parses");
         CHECK(strv_length(s.secret_scan_ignore) == 2 && streq(s.secret_scan_ignore[0], "tests/fixtures/**") &&
               streq(s.secret_scan_ignore[1], "docs/*.pem"), "globs from agentfab blocks only, bad ones dropped");
         CHECK(strv_length(s.checkers) == 2 && streq(s.checkers[0], "shellcheck -f gcc {files}"), "checkers");
@@ -135,22 +135,22 @@ static void test_run(void) {
         checkers[0].size = strlen(checkers[0].output);
         checkers[1].size = strlen(sarif);
 
-        CHECK(review_run(&config, &in, &res) == 0, "runs");
+        CHECK_ERRNO(review_run(&config, &in, &res), 0, "runs");
         /* Everything found, the first breaker in order reported. */
         CHECK(res.tripped && res.breaker == REVIEW_BREAKER_SECRET && strstr(res.reason, "1 possible secret in app.py:5"),
               "breaker secret: %s", strempty(res.reason));
-        CHECK(finding_list_errors(&res.findings, FINDING_SECRET) == 1, "the fixture is ignored through .agentfab.md");
-        CHECK(finding_list_errors(&res.findings, FINDING_VULNERABLE_DEPENDENCY) == 1, "PyYAML 5.3.1 is vulnerable");
+        CHECK_INT_EQ(finding_list_errors(&res.findings, FINDING_SECRET), 1, "the fixture is ignored through .agentfab.md");
+        CHECK_INT_EQ(finding_list_errors(&res.findings, FINDING_VULNERABLE_DEPENDENCY), 1, "PyYAML 5.3.1 is vulnerable");
         CHECK(finding_list_errors(&res.findings, FINDING_STATIC_CHECK) == 1 &&
               finding_list_count(&res.findings, FINDING_STATIC_CHECK, FINDING_WARNING) == 2, "semgrep's error, shellcheck's warning");
-        CHECK(finding_list_errors(&res.findings, FINDING_REVIEW_ERROR) == 1, "the broken checker output fails closed");
-        CHECK(finding_list_errors(&res.findings, FINDING_COVERAGE) == 1, "coverage 90 -> 80 beyond 2 points");
-        CHECK(finding_list_count(&res.findings, FINDING_DEPENDENCY, FINDING_NOTE) == 1, "one dependency change listed");
+        CHECK_INT_EQ(finding_list_errors(&res.findings, FINDING_REVIEW_ERROR), 1, "the broken checker output fails closed");
+        CHECK_INT_EQ(finding_list_errors(&res.findings, FINDING_COVERAGE), 1, "coverage 90 -> 80 beyond 2 points");
+        CHECK_INT_EQ(finding_list_count(&res.findings, FINDING_DEPENDENCY, FINDING_NOTE), 1, "one dependency change listed");
         CHECK(res.findings.items[0].severity == FINDING_ERROR && res.findings.items[res.findings.n - 1].severity == FINDING_NOTE,
               "sorted, errors first");
 
         /* Serialised for the state file and back. */
-        CHECK(review_result_to_json(&res, &j) == 0, "to JSON");
+        CHECK_ERRNO(review_result_to_json(&res, &j), 0, "to JSON");
         {
                 json_object *findings = NULL, *breaker = NULL;
                 FindingList back = {};
@@ -215,7 +215,7 @@ static void test_run(void) {
         ReviewLine bad[] = { { 5, "a", 1 }, { 5, "b", 1 } };
         files[0].lines = bad;
         files[0].n_lines = 2;
-        CHECK(review_run(&config, &in, &res) == -EINVAL, "lines out of order refused");
+        CHECK_ERRNO(review_run(&config, &in, &res), -EINVAL, "lines out of order refused");
 }
 
 static void test_bound(void) {
@@ -260,7 +260,7 @@ static void test_checker_quotes_secret(void) {
                  "deploy.sh:4:2: note: also https://bob:%s@example.com/x\n", token, token + 4);
         checkers[0].size = strlen(output);
 
-        CHECK(review_run(&config, &in, &res) == 0, "runs");
+        CHECK_ERRNO(review_run(&config, &in, &res), 0, "runs");
         CHECK(finding_list_count(&res.findings, FINDING_STATIC_CHECK, FINDING_WARNING) >= 1, "the checker's warning is kept");
         CHECK(review_result_to_json(&res, &j) == 0 && !strstr(json_object_to_json_string(j), token + 8),
               "the quoted token is in no finding: %s", json_object_to_json_string(j));

@@ -109,7 +109,7 @@ static void test_decisions(const SeccompProgram *p) {
                 ok = ok && decide(p, refused[i], 0, 0) == RET_EPERM;
         CHECK(ok, "a sample of refused syscalls: EPERM");
 
-        CHECK(decide(p, SYS_clone, CLONE_NEWUSER | SIGCHLD, 0) == RET_EPERM, "clone(CLONE_NEWUSER): EPERM");
+        CHECK_INT_EQ(decide(p, SYS_clone, CLONE_NEWUSER | SIGCHLD, 0), RET_EPERM, "clone(CLONE_NEWUSER): EPERM");
         ok = true;
         static const uint64_t ns[] = { CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
                                        CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP };
@@ -121,10 +121,10 @@ static void test_decisions(const SeccompProgram *p) {
               decide(p, SYS_clone, CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
                      CLONE_SYSVSEM | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID, 0) == SECCOMP_RET_ALLOW,
               "clone of a process or a thread: allowed");
-        CHECK(decide(p, SYS_clone3, 0, 0) == RET_ENOSYS, "clone3: ENOSYS");
+        CHECK_INT_EQ(decide(p, SYS_clone3, 0, 0), RET_ENOSYS, "clone3: ENOSYS");
 
-        CHECK(decide(p, SYS_socket, AF_PACKET, SOCK_RAW) == RET_EPERM, "socket(AF_PACKET): EPERM");
-        CHECK(decide(p, SYS_socket, AF_INET, SOCK_STREAM) == SECCOMP_RET_ALLOW, "socket(AF_INET): allowed");
+        CHECK_INT_EQ(decide(p, SYS_socket, AF_PACKET, SOCK_RAW), RET_EPERM, "socket(AF_PACKET): EPERM");
+        CHECK_INT_EQ(decide(p, SYS_socket, AF_INET, SOCK_STREAM), SECCOMP_RET_ALLOW, "socket(AF_INET): allowed");
         ok = true;
         for (uint64_t family = 0; family < 256; family++) {
                 bool allowed = IN_SET(family, AF_UNIX, AF_INET, AF_INET6, AF_NETLINK);
@@ -236,25 +236,25 @@ int main(void) {
         test_decisions(&p);
 
         /* The same decisions made by the kernel. */
-        CHECK(in_filtered_child(&p, do_getpid) == 0, "ordinary syscalls work");
-        CHECK(in_filtered_child(&p, do_read_write) == 0, "read and write work");
-        CHECK(in_filtered_child(&p, do_fork) == 0, "fork works");
-        CHECK(in_filtered_child(&p, do_inet_socket) == 0, "inet sockets work");
-        CHECK(in_filtered_child(&p, do_unix_socket) == 0, "unix sockets work");
-        CHECK(in_filtered_child(&p, do_query_personality) == 0, "personality query works");
+        CHECK_INT_EQ(in_filtered_child(&p, do_getpid), 0, "ordinary syscalls work");
+        CHECK_INT_EQ(in_filtered_child(&p, do_read_write), 0, "read and write work");
+        CHECK_INT_EQ(in_filtered_child(&p, do_fork), 0, "fork works");
+        CHECK_INT_EQ(in_filtered_child(&p, do_inet_socket), 0, "inet sockets work");
+        CHECK_INT_EQ(in_filtered_child(&p, do_unix_socket), 0, "unix sockets work");
+        CHECK_INT_EQ(in_filtered_child(&p, do_query_personality), 0, "personality query works");
         /* Denials are EPERM, so that tools print a readable error... */
-        CHECK(in_filtered_child(&p, do_unshare) == EPERM, "unshare: EPERM");
-        CHECK(in_filtered_child(&p, do_ptrace) == EPERM, "ptrace: EPERM");
-        CHECK(in_filtered_child(&p, do_io_uring) == EPERM, "io_uring_setup: EPERM");
-        CHECK(in_filtered_child(&p, do_bad_personality) == EPERM, "personality(ADDR_NO_RANDOMIZE): EPERM");
-        CHECK(in_filtered_child(&p, do_packet_socket) == EPERM, "packet socket: EPERM");
-        CHECK(in_filtered_child(&p, do_alg_socket_high_bits) == EPERM, "AF_ALG socket, family with bit 32 set: EPERM");
-        CHECK(in_filtered_child(&p, do_clone_newns) == EPERM, "clone(CLONE_NEWNS): EPERM");
-        CHECK(in_filtered_child(&p, do_clone_newuser) == EPERM, "clone(CLONE_NEWUSER): EPERM");
-        CHECK(in_filtered_child(&p, do_tiocsti) == EPERM, "ioctl(TIOCSTI): EPERM");
+        CHECK_INT_EQ(in_filtered_child(&p, do_unshare), EPERM, "unshare: EPERM");
+        CHECK_INT_EQ(in_filtered_child(&p, do_ptrace), EPERM, "ptrace: EPERM");
+        CHECK_INT_EQ(in_filtered_child(&p, do_io_uring), EPERM, "io_uring_setup: EPERM");
+        CHECK_INT_EQ(in_filtered_child(&p, do_bad_personality), EPERM, "personality(ADDR_NO_RANDOMIZE): EPERM");
+        CHECK_INT_EQ(in_filtered_child(&p, do_packet_socket), EPERM, "packet socket: EPERM");
+        CHECK_INT_EQ(in_filtered_child(&p, do_alg_socket_high_bits), EPERM, "AF_ALG socket, family with bit 32 set: EPERM");
+        CHECK_INT_EQ(in_filtered_child(&p, do_clone_newns), EPERM, "clone(CLONE_NEWNS): EPERM");
+        CHECK_INT_EQ(in_filtered_child(&p, do_clone_newuser), EPERM, "clone(CLONE_NEWUSER): EPERM");
+        CHECK_INT_EQ(in_filtered_child(&p, do_tiocsti), EPERM, "ioctl(TIOCSTI): EPERM");
         /* ...while what is newer than the policy looks absent, so that libc falls back. */
-        CHECK(in_filtered_child(&p, do_clone3) == ENOSYS, "clone3: ENOSYS");
-        CHECK(in_filtered_child(&p, do_unknown) == ENOSYS, "unknown syscall 1000: ENOSYS");
+        CHECK_INT_EQ(in_filtered_child(&p, do_clone3), ENOSYS, "clone3: ENOSYS");
+        CHECK_INT_EQ(in_filtered_child(&p, do_unknown), ENOSYS, "unknown syscall 1000: ENOSYS");
 
         seccomp_program_done(&p);
         return tap_done();

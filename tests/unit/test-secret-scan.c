@@ -40,25 +40,25 @@ static void test_tokens(void) {
 
         /* Each issuer's format is recognised wherever it sits in a line. */
         snprintf(line, sizeof(line), "aws_access_key_id = %s", tok(0, "AKIA", UPPER, 16));
-        CHECK(scan1(line, NULL, NULL) == SECRET_AWS_ACCESS_KEY_ID, "AWS access key id");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_AWS_ACCESS_KEY_ID, "AWS access key id");
         snprintf(line, sizeof(line), "x = \"%s\"", tok(0, "ghp_", ALNUM, 36));
-        CHECK(scan1(line, NULL, NULL) == SECRET_GITHUB_TOKEN, "GitHub classic token");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_GITHUB_TOKEN, "GitHub classic token");
         snprintf(line, sizeof(line), "%s", tok(0, "github_pat_", ALNUM, 82));
-        CHECK(scan1(line, NULL, NULL) == SECRET_GITHUB_TOKEN, "GitHub fine-grained token");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_GITHUB_TOKEN, "GitHub fine-grained token");
         snprintf(line, sizeof(line), "GITLAB=%s", tok(0, "glpat-", ALNUM, 20));
-        CHECK(scan1(line, NULL, NULL) == SECRET_GITLAB_TOKEN, "GitLab token");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_GITLAB_TOKEN, "GitLab token");
         snprintf(line, sizeof(line), "slack: %s", tok(0, "xoxb-", "1234567890-", 30));
-        CHECK(scan1(line, NULL, NULL) == SECRET_SLACK_TOKEN, "Slack bot token");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_SLACK_TOKEN, "Slack bot token");
         snprintf(line, sizeof(line), "url = '%s'", tok(0, "https://hooks.slack.com/services/", "T0B1C2/XYZabc", 40));
-        CHECK(scan1(line, NULL, NULL) == SECRET_SLACK_WEBHOOK, "Slack webhook");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_SLACK_WEBHOOK, "Slack webhook");
         snprintf(line, sizeof(line), "key=%s;", tok(0, "AIza", ALNUM, 35));
-        CHECK(scan1(line, NULL, NULL) == SECRET_GOOGLE_API_KEY, "Google API key");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_GOOGLE_API_KEY, "Google API key");
         snprintf(line, sizeof(line), "stripe.api_key = '%s'", tok(0, "sk_live_", ALNUM, 24));
-        CHECK(scan1(line, NULL, NULL) == SECRET_STRIPE_KEY, "Stripe live key");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_STRIPE_KEY, "Stripe live key");
         snprintf(line, sizeof(line), "//registry.npmjs.org/:_authToken=%s", tok(0, "npm_", ALNUM, 36));
-        CHECK(scan1(line, NULL, NULL) == SECRET_NPM_TOKEN, "npm token");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_NPM_TOKEN, "npm token");
         snprintf(line, sizeof(line), "%s", tok(0, "sk-ant-api03-", ALNUM, 40));
-        CHECK(scan1(line, NULL, NULL) == SECRET_ANTHROPIC_KEY, "Anthropic key");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_ANTHROPIC_KEY, "Anthropic key");
 
         /* Near misses: a prefix inside a word, a run too short or too long. */
         snprintf(line, sizeof(line), "x%s", tok(0, "AKIA", UPPER, 16));
@@ -66,8 +66,8 @@ static void test_tokens(void) {
         snprintf(line, sizeof(line), "%s", tok(0, "AKIA", UPPER, 17));
         CHECK(scan1(line, NULL, NULL) != SECRET_AWS_ACCESS_KEY_ID, "AKIA + 17 is not a key id");
         snprintf(line, sizeof(line), "%s", tok(0, "ghp_", ALNUM, 20));
-        CHECK(scan1(line, NULL, NULL) == _SECRET_KIND_INVALID, "a short ghp_ run is not a token");
-        CHECK(scan1("sk_test_abcdefghijklmnopqrstuvwxyz", NULL, NULL) == _SECRET_KIND_INVALID, "Stripe test keys are not flagged");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), _SECRET_KIND_INVALID, "a short ghp_ run is not a token");
+        CHECK_INT_EQ(scan1("sk_test_abcdefghijklmnopqrstuvwxyz", NULL, NULL), _SECRET_KIND_INVALID, "Stripe test keys are not flagged");
 }
 
 static void test_private_keys(void) {
@@ -75,13 +75,13 @@ static void test_private_keys(void) {
 
         /* PEM and OpenSSH private keys by their header; public material is not secret. */
         snprintf(line, sizeof(line), "-----BEGIN %s PRIVATE KEY-----", "RSA");
-        CHECK(scan1(line, NULL, NULL) == SECRET_PRIVATE_KEY, "RSA PEM header");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_PRIVATE_KEY, "RSA PEM header");
         snprintf(line, sizeof(line), "  \"-----BEGIN %s PRIVATE KEY-----\\n\"", "OPENSSH");
-        CHECK(scan1(line, NULL, NULL) == SECRET_PRIVATE_KEY, "OpenSSH header inside a string");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_PRIVATE_KEY, "OpenSSH header inside a string");
         snprintf(line, sizeof(line), "-----BEGIN %s PRIVATE KEY-----", "ENCRYPTED");
-        CHECK(scan1(line, NULL, NULL) == SECRET_PRIVATE_KEY, "encrypted PKCS#8 header");
-        CHECK(scan1("-----BEGIN CERTIFICATE-----", NULL, NULL) == _SECRET_KIND_INVALID, "a certificate is not a secret");
-        CHECK(scan1("-----BEGIN PUBLIC KEY-----", NULL, NULL) == _SECRET_KIND_INVALID, "a public key is not a secret");
+        CHECK_INT_EQ(scan1(line, NULL, NULL), SECRET_PRIVATE_KEY, "encrypted PKCS#8 header");
+        CHECK_INT_EQ(scan1("-----BEGIN CERTIFICATE-----", NULL, NULL), _SECRET_KIND_INVALID, "a certificate is not a secret");
+        CHECK_INT_EQ(scan1("-----BEGIN PUBLIC KEY-----", NULL, NULL), _SECRET_KIND_INVALID, "a public key is not a secret");
 }
 
 static void test_urls(void) {
@@ -92,15 +92,15 @@ static void test_urls(void) {
         /* The password is the match, not the user or the host. */
         CHECK(scan1(l, &n, &m) == SECRET_URL_CREDENTIALS && n == 1 && m.length == strlen("s3cr3tPassw0rd") &&
               strneq(l + m.offset, "s3cr3tPassw0rd", m.length), "password in a URL");
-        CHECK(scan1("git clone https://x-access-token:abcdef0123456789@github.com/o/r", NULL, NULL) == SECRET_URL_CREDENTIALS,
-              "token as a URL password");
-        CHECK(scan1("redis://:hunter2hunter2@localhost:6379", NULL, NULL) == SECRET_URL_CREDENTIALS, "empty user");
+        CHECK_INT_EQ(scan1("git clone https://x-access-token:abcdef0123456789@github.com/o/r", NULL, NULL), SECRET_URL_CREDENTIALS,
+                     "token as a URL password");
+        CHECK_INT_EQ(scan1("redis://:hunter2hunter2@localhost:6379", NULL, NULL), SECRET_URL_CREDENTIALS, "empty user");
         /* Placeholders and templates are not passwords. */
-        CHECK(scan1("postgres://user:${DB_PASSWORD}@db/app", NULL, NULL) == _SECRET_KIND_INVALID, "${VAR}");
-        CHECK(scan1("postgres://user:password@localhost/app", NULL, NULL) == _SECRET_KIND_INVALID, "the word password");
-        CHECK(scan1("http://user:****@host/", NULL, NULL) == _SECRET_KIND_INVALID, "****");
-        CHECK(scan1("https://example.com/a:b@c", NULL, NULL) == _SECRET_KIND_INVALID, "':' and '@' after the path");
-        CHECK(scan1("ssh://git@github.com/o/r", NULL, NULL) == _SECRET_KIND_INVALID, "a user without a password");
+        CHECK_INT_EQ(scan1("postgres://user:${DB_PASSWORD}@db/app", NULL, NULL), _SECRET_KIND_INVALID, "${VAR}");
+        CHECK_INT_EQ(scan1("postgres://user:password@localhost/app", NULL, NULL), _SECRET_KIND_INVALID, "the word password");
+        CHECK_INT_EQ(scan1("http://user:****@host/", NULL, NULL), _SECRET_KIND_INVALID, "****");
+        CHECK_INT_EQ(scan1("https://example.com/a:b@c", NULL, NULL), _SECRET_KIND_INVALID, "':' and '@' after the path");
+        CHECK_INT_EQ(scan1("ssh://git@github.com/o/r", NULL, NULL), _SECRET_KIND_INVALID, "a user without a password");
 }
 
 static void test_entropy(void) {
@@ -109,13 +109,13 @@ static void test_entropy(void) {
 
         /* High-entropy values assigned to secret-looking names, in the
          * syntaxes of shell, Python, YAML, JSON, Go and JS. */
-        CHECK(scan1("API_KEY=Zx8qL2vR9tY4wP7mK3nB6cD1", NULL, NULL) == SECRET_HIGH_ENTROPY, "shell");
-        CHECK(scan1("    client_secret = \"q8Z2xL7vR4tY9wP3mK6nB1cD\"", NULL, NULL) == SECRET_HIGH_ENTROPY, "python");
-        CHECK(scan1("password: 9fT2kLq8ZxR4vW7mP3nB", NULL, NULL) == SECRET_HIGH_ENTROPY, "yaml");
+        CHECK_INT_EQ(scan1("API_KEY=Zx8qL2vR9tY4wP7mK3nB6cD1", NULL, NULL), SECRET_HIGH_ENTROPY, "shell");
+        CHECK_INT_EQ(scan1("    client_secret = \"q8Z2xL7vR4tY9wP3mK6nB1cD\"", NULL, NULL), SECRET_HIGH_ENTROPY, "python");
+        CHECK_INT_EQ(scan1("password: 9fT2kLq8ZxR4vW7mP3nB", NULL, NULL), SECRET_HIGH_ENTROPY, "yaml");
         CHECK(scan1("  \"authToken\": \"a1B2c3D4e5F6g7H8i9J0kLmN\",", &n, &m) == SECRET_HIGH_ENTROPY && m.length == 24,
               "json: the value without its quotes");
-        CHECK(scan1("signingKey := `Zx8qL2vR9tY4wP7mK3nB6cD1`", NULL, NULL) == SECRET_HIGH_ENTROPY, "go, camelCase key");
-        CHECK(scan1("const dbPassword = 'e3b0c44298fc1c149afbf4c8996fb924';", NULL, NULL) == SECRET_HIGH_ENTROPY, "hex value");
+        CHECK_INT_EQ(scan1("signingKey := `Zx8qL2vR9tY4wP7mK3nB6cD1`", NULL, NULL), SECRET_HIGH_ENTROPY, "go, camelCase key");
+        CHECK_INT_EQ(scan1("const dbPassword = 'e3b0c44298fc1c149afbf4c8996fb924';", NULL, NULL), SECRET_HIGH_ENTROPY, "hex value");
 
         /* Shannon entropy in bits a byte, over whatever bytes occur. */
         unsigned char all[256];
@@ -126,17 +126,17 @@ static void test_entropy(void) {
               "entropy of none, one, two and all 256 byte values");
 
         /* What is code, not a secret. */
-        CHECK(scan1("password = get_password_from_vault()", NULL, NULL) == _SECRET_KIND_INVALID, "a call");
-        CHECK(scan1("token = os.environ['GITHUB_TOKEN']", NULL, NULL) == _SECRET_KIND_INVALID, "an environment look-up");
-        CHECK(scan1("secret: ${{ secrets.DEPLOY_KEY }}", NULL, NULL) == _SECRET_KIND_INVALID, "a template");
-        CHECK(scan1("api_key = \"changeme\"", NULL, NULL) == _SECRET_KIND_INVALID, "too short");
-        CHECK(scan1("password = \"aaaaaaaaaaaaaaaaaaaaaaaa\"", NULL, NULL) == _SECRET_KIND_INVALID, "low entropy");
-        CHECK(scan1("token_service = org.example.authentication.service", NULL, NULL) == _SECRET_KIND_INVALID,
-              "a dotted name");
-        CHECK(scan1("if token == \"Zx8qL2vR9tY4wP7mK3nB6cD1\":", NULL, NULL) == _SECRET_KIND_INVALID, "a comparison");
-        CHECK(scan1("monkey = Zx8qL2vR9tY4wP7mK3nB6cD1", NULL, NULL) == _SECRET_KIND_INVALID, "'key' inside a word");
-        CHECK(scan1("keyboard_layout = Zx8qL2vR9tY4wP7mK3nB6cD1", NULL, NULL) == _SECRET_KIND_INVALID, "'key' not last");
-        CHECK(scan1("token_url = https://example.com/oauth2/token", NULL, NULL) == _SECRET_KIND_INVALID, "a URL");
+        CHECK_INT_EQ(scan1("password = get_password_from_vault()", NULL, NULL), _SECRET_KIND_INVALID, "a call");
+        CHECK_INT_EQ(scan1("token = os.environ['GITHUB_TOKEN']", NULL, NULL), _SECRET_KIND_INVALID, "an environment look-up");
+        CHECK_INT_EQ(scan1("secret: ${{ secrets.DEPLOY_KEY }}", NULL, NULL), _SECRET_KIND_INVALID, "a template");
+        CHECK_INT_EQ(scan1("api_key = \"changeme\"", NULL, NULL), _SECRET_KIND_INVALID, "too short");
+        CHECK_INT_EQ(scan1("password = \"aaaaaaaaaaaaaaaaaaaaaaaa\"", NULL, NULL), _SECRET_KIND_INVALID, "low entropy");
+        CHECK_INT_EQ(scan1("token_service = org.example.authentication.service", NULL, NULL), _SECRET_KIND_INVALID,
+                     "a dotted name");
+        CHECK_INT_EQ(scan1("if token == \"Zx8qL2vR9tY4wP7mK3nB6cD1\":", NULL, NULL), _SECRET_KIND_INVALID, "a comparison");
+        CHECK_INT_EQ(scan1("monkey = Zx8qL2vR9tY4wP7mK3nB6cD1", NULL, NULL), _SECRET_KIND_INVALID, "'key' inside a word");
+        CHECK_INT_EQ(scan1("keyboard_layout = Zx8qL2vR9tY4wP7mK3nB6cD1", NULL, NULL), _SECRET_KIND_INVALID, "'key' not last");
+        CHECK_INT_EQ(scan1("token_url = https://example.com/oauth2/token", NULL, NULL), _SECRET_KIND_INVALID, "a URL");
 }
 
 static void test_redact(void) {
@@ -144,9 +144,9 @@ static void test_redact(void) {
                             *c = secret_redact("abcdefgh", 8);
 
         /* At most a quarter, at most four bytes. */
-        CHECK(streq(a, "AKIA…"), "a long value shows four bytes: %s", a);
-        CHECK(streq(b, "h…"), "a 7-byte value shows one: %s", b);
-        CHECK(streq(c, "ab…"), "an 8-byte value shows two: %s", c);
+        CHECK_STR_EQ(a, "AKIA…", "a long value shows four bytes: %s", a);
+        CHECK_STR_EQ(b, "h…", "a 7-byte value shows one: %s", b);
+        CHECK_STR_EQ(c, "ab…", "an 8-byte value shows two: %s", c);
 }
 
 static void test_files(void) {
@@ -178,7 +178,7 @@ static void test_files(void) {
         CHECK(out.n == 2 && out.items[1].line == 9 && streq(out.items[1].rule, "url-credentials"), "the URL's password");
 
         /* SECURITY: no part of a secret past its redacted prefix is anywhere in the findings. */
-        CHECK(finding_list_to_json(&out, &j) == 0, "to JSON");
+        CHECK_ERRNO(finding_list_to_json(&out, &j), 0, "to JSON");
         leaked = strstr(json_object_to_json_string(j), key + 4) || strstr(json_object_to_json_string(j), "w0rdPa55");
         CHECK(!leaked, "no secret value in the serialised findings");
         CHECK(!secret_scan_ignored(&o, "src/tests/fixtures/x") && secret_scan_ignored(&o, "tests/fixtures/a/b.pem"),
@@ -197,7 +197,7 @@ static void test_bounds(void) {
         CHECK(secret_scan_line(NULL, big, (1 << 20) - 1, m, ELEMENTSOF(m), &n) == 0 && n == 0, "1 MiB of one letter");
         for (size_t i = 0; i + 9 < (1 << 20); i += 9)
                 memcpy(big + i, "password=", 9);
-        CHECK(secret_scan_line(NULL, big, (1 << 20) - 1, m, ELEMENTSOF(m), &n) == 0, "1 MiB of assignments");
+        CHECK_ERRNO(secret_scan_line(NULL, big, (1 << 20) - 1, m, ELEMENTSOF(m), &n), 0, "1 MiB of assignments");
         /* A long camelCase name ending in a separator: its word buffer once
          * overflowed (found by fuzz-secret-scan). */
         memset(big, 0, 256);

@@ -54,29 +54,29 @@ static void test_connection(void) {
         r = sandbox_connection_check(sv[0], TASK, getpid(), getuid(), true, &pidfd, &why);
         CHECK(r == -ESRCH && why && strstr(why, "scope"), "an idle socket gets as far as the scope check (%s)", why);
 
-        CHECK(write(sv[1], "x", 1) == 1, "the peer says something");
+        CHECK_INT_EQ(write(sv[1], "x", 1), 1, "the peer says something");
         why = NULL;
         r = sandbox_connection_check(sv[0], TASK, getpid(), getuid(), true, &pidfd, &why);
-        CHECK(r == -EBUSY, "something to read on an idle connection: a command was in flight (%s)", why);
+        CHECK_ERRNO(r, -EBUSY, "something to read on an idle connection: a command was in flight (%s)", why);
         why = NULL;
         r = sandbox_connection_check(sv[0], TASK, getpid(), getuid(), false, &pidfd, &why);
-        CHECK(r == -ESRCH, "the same is allowed for a frozen one (%s)", why);
+        CHECK_ERRNO(r, -ESRCH, "the same is allowed for a frozen one (%s)", why);
 
         close(sv[1]);
         why = NULL;
         r = sandbox_connection_check(sv[0], TASK, getpid(), getuid(), false, &pidfd, &why);
-        CHECK(r == -ECONNRESET, "the peer closed it: refused (%s)", why);
+        CHECK_ERRNO(r, -ECONNRESET, "the peer closed it: refused (%s)", why);
 
         why = NULL;
         r = sandbox_connection_check(pipefd[0], TASK, getpid(), getuid(), true, &pidfd, &why);
-        CHECK(r == -ENOTSOCK, "a pipe: refused (%s)", why);
+        CHECK_ERRNO(r, -ENOTSOCK, "a pipe: refused (%s)", why);
         why = NULL;
         r = sandbox_connection_check(dg[0], TASK, getpid(), getuid(), true, &pidfd, &why);
-        CHECK(r == -EPROTOTYPE, "a datagram socket: refused (%s)", why);
+        CHECK_ERRNO(r, -EPROTOTYPE, "a datagram socket: refused (%s)", why);
         why = NULL;
         r = sandbox_connection_check(dg[0], TASK, 1, getuid(), true, &pidfd, &why);
-        CHECK(r == -EINVAL, "pid 1: refused (%s)", why);
-        CHECK(pidfd == -EBADF, "no pidfd handed out on failure");
+        CHECK_ERRNO(r, -EINVAL, "pid 1: refused (%s)", why);
+        CHECK_ERRNO(pidfd, -EBADF, "no pidfd handed out on failure");
 
         close(sv[0]);
         close(pipefd[0]);
@@ -101,7 +101,7 @@ static void test_gone(void) {
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                 ;
         r = sandbox_connection_check(sv[0], TASK, pid, UID_INVALID, true, &pidfd, &why);
-        CHECK(r == -ESRCH, "an ended process: refused (%s)", why);
+        CHECK_ERRNO(r, -ESRCH, "an ended process: refused (%s)", why);
         close(sv[0]);
         close(sv[1]);
 }

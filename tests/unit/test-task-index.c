@@ -50,8 +50,8 @@ int main(void) {
         m = TASK_STATE_MASK(TASK_QUEUED);
         CHECK(task_state_mask_add_name(&m, "bogus") == -EINVAL && m == TASK_STATE_MASK(TASK_QUEUED),
               "an unknown name is refused and changes nothing");
-        CHECK(task_state_mask_add_name(&m, "") == -EINVAL, "an empty name is refused");
-        CHECK(task_state_mask_add_name(&m, "Queued") == -EINVAL, "names are case-sensitive, as State is");
+        CHECK_ERRNO(task_state_mask_add_name(&m, ""), -EINVAL, "an empty name is refused");
+        CHECK_ERRNO(task_state_mask_add_name(&m, "Queued"), -EINVAL, "names are case-sensitive, as State is");
 
         /* "agentfabctl list" shows what is not finished: paused and waiting
          * tasks included, the three final states not. */
@@ -60,7 +60,7 @@ int main(void) {
               u & TASK_STATE_MASK(TASK_QUEUED) && !(u & TASK_STATE_MASK(TASK_SUCCEEDED)) &&
               !(u & TASK_STATE_MASK(TASK_FAILED)) && !(u & TASK_STATE_MASK(TASK_CANCELLED)),
               "unfinished: every state but succeeded, failed and cancelled");
-        CHECK(task_state_mask_active() == (TASK_STATE_MASK(TASK_PREPARING) | TASK_STATE_MASK(TASK_RUNNING) |
+        CHECK_INT_EQ(task_state_mask_active(), (TASK_STATE_MASK(TASK_PREPARING) | TASK_STATE_MASK(TASK_RUNNING) |
                                            TASK_STATE_MASK(TASK_DELIVERING)), "active: preparing, running, delivering");
 
         /* Tasks added in the order of their positions, over all states. */
@@ -70,8 +70,8 @@ int main(void) {
                         return 1;
                 task_index_add(&x, tasks[i]);
         }
-        CHECK(task_index_count(&x, TASK_STATE_MASK_ALL) == N, "every task counted once");
-        CHECK(task_index_count(&x, TASK_STATE_MASK(TASK_QUEUED)) == 2, "two queued (positions 0 and 9)");
+        CHECK_INT_EQ(task_index_count(&x, TASK_STATE_MASK_ALL), N, "every task counted once");
+        CHECK_INT_EQ(task_index_count(&x, TASK_STATE_MASK(TASK_QUEUED)), 2, "two queued (positions 0 and 9)");
         CHECK(collect_matches_walk(&x, task_state_mask_unfinished()), "unfinished: as a walk of all finds");
         CHECK(collect_matches_walk(&x, TASK_STATE_MASK_ALL), "all states: every task, in position order");
 
@@ -86,12 +86,12 @@ int main(void) {
         tasks[2]->state = TASK_PAUSED;
         task_index_update(&x, tasks[2]);
         task_index_update(&x, tasks[2]);        /* twice: nothing moves */
-        CHECK(task_index_count(&x, TASK_STATE_MASK(TASK_QUEUED)) == 3, "queued: 6, 7, 9");
+        CHECK_INT_EQ(task_index_count(&x, TASK_STATE_MASK(TASK_QUEUED)), 3, "queued: 6, 7, 9");
         CHECK(collect_matches_walk(&x, TASK_STATE_MASK(TASK_QUEUED)), "queued in position order after the moves");
         CHECK(collect_matches_walk(&x, task_state_mask_unfinished()), "unfinished after the moves");
         CHECK(collect_matches_walk(&x, TASK_STATE_MASK(TASK_CANCELLED) | TASK_STATE_MASK(TASK_FAILED)),
               "two final states at once");
-        CHECK(task_index_count(&x, TASK_STATE_MASK_ALL) == N, "still every task once");
+        CHECK_INT_EQ(task_index_count(&x, TASK_STATE_MASK_ALL), N, "still every task once");
 
         /* Nothing in a state: no array, no error. */
         _cleanup_free_ Task **none = NULL;
@@ -107,7 +107,7 @@ int main(void) {
               x.tail[TASK_QUEUED] == tasks[7], "queued: 7 alone after two removals");
         for (unsigned i = 0; i < N; i++)
                 task_index_remove(&x, tasks[i]);
-        CHECK(task_index_count(&x, TASK_STATE_MASK_ALL) == 0, "all removed");
+        CHECK_INT_EQ(task_index_count(&x, TASK_STATE_MASK_ALL), 0, "all removed");
         for (TaskState s = 0; s < _TASK_STATE_MAX; s++)
                 if (x.head[s] || x.tail[s])
                         CHECK(false, "list of %s not empty", task_state_to_string(s));

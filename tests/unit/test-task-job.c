@@ -44,12 +44,12 @@ static void job_done(Task *t, int r, void *p, void *userdata) {
         Job *j = p;
 
         if (!t) {
-                CHECK(r == -ECANCELED, "job %c answered with -ECANCELED when its task went away", j->name);
+                CHECK_ERRNO(r, -ECANCELED, "job %c answered with -ECANCELED when its task went away", j->name);
                 cancelled_count++;
                 return;
         }
         order[n_order++] = j->name;
-        CHECK(r == j->name, "job %c's result reaches its done()", j->name);
+        CHECK_INT_EQ(r, j->name, "job %c's result reaches its done()", j->name);
         done_count++;
 }
 
@@ -59,7 +59,7 @@ static TaskJob *enqueue(Task *t, char name, unsigned sleep_ms) {
 
         j->name = name;
         j->sleep_ms = sleep_ms;
-        CHECK(task_job_enqueue(t, "test", job_run, job_done, job_free, j, NULL, &h) == 0, "job %c queued", name);
+        CHECK_ERRNO(task_job_enqueue(t, "test", job_run, job_done, job_free, j, NULL, &h), 0, "job %c queued", name);
         return h;
 }
 
@@ -68,7 +68,7 @@ int main(void) {
         Task *t = NULL;
 
         CHECK(sd_event_new(&m.event) >= 0, "an event loop");
-        CHECK(task_new(&t, "0123456789ab") == 0, "a task");
+        CHECK_ERRNO(task_new(&t, "0123456789ab"), 0, "a task");
         t->factory = &m;
 
         /* Four jobs, the second cancelled while it waits, the first while it runs. */
@@ -78,13 +78,13 @@ int main(void) {
         (void) enqueue(t, 'd', 10);
         CHECK(m.n_jobs == 4 && task_job_busy(t), "four jobs counted for the idle exit");
         task_job_cancel(b);
-        CHECK(m.n_jobs == 3, "a job cancelled before it ran is gone at once");
+        CHECK_INT_EQ(m.n_jobs, 3, "a job cancelled before it ran is gone at once");
         task_job_cancel(a);
         for (int i = 0; i < 500 && task_job_busy(t); i++)
                 (void) sd_event_run(m.event, 10 * 1000);
         CHECK(n_order == 2 && order[0] == 'c' && order[1] == 'd', "c, then d; a's done() not called, b never ran: '%.*s'",
               (int) n_order, order);
-        CHECK(atomic_load(&max_running) == 1, "never two jobs of the task at once");
+        CHECK_INT_EQ(atomic_load(&max_running), 1, "never two jobs of the task at once");
         CHECK(m.n_jobs == 0 && !task_job_busy(t), "the queue is empty");
 
         /* Jobs left when the task is freed: the running one finishes on
@@ -93,11 +93,11 @@ int main(void) {
         (void) enqueue(t, 'f', 10);
         (void) enqueue(t, 'g', 10);
         t = task_free(t);
-        CHECK(cancelled_count == 2, "the two waiting jobs were answered: %i", cancelled_count);
+        CHECK_INT_EQ(cancelled_count, 2, "the two waiting jobs were answered: %i", cancelled_count);
         /* The detached one is freed by the loop when its thread ends. */
         for (int i = 0; i < 100 && freed < 7; i++)
                 (void) sd_event_run(m.event, 10 * 1000);
-        CHECK(freed == 7, "every job freed once: %u", freed);
+        CHECK_INT_EQ(freed, 7, "every job freed once: %u", freed);
         sd_event_unref(m.event);
         return tap_done();
 }

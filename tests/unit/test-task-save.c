@@ -61,8 +61,8 @@ static void test_plain(void) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         _cleanup_(task_freep) Task *t = make_task("00000000000a"), *u = NULL;
 
-        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled by uid 1000", 1000, NULL, NULL, NULL, &e) == 1,
-              "a cancel is written in a thread");
+        CHECK_ERRNO(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled by uid 1000", 1000, NULL, NULL, NULL, &e), 1,
+                    "a cancel is written in a thread");
         CHECK(t->state == TASK_QUEUED && task_save_pending(t), "memory keeps the old state until the file has the new one");
         CHECK(settle(t), "the write ends");
         CHECK(t->state == TASK_CANCELLED && streq_ptr(t->reason, "Cancelled by uid 1000"), "then memory has the new state");
@@ -79,7 +79,7 @@ static void test_save_in_between(void) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         _cleanup_(task_freep) Task *t = make_task("00000000000b"), *u = NULL;
 
-        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, NULL, NULL, &e) == 1, "a cancel under way");
+        CHECK_ERRNO(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, NULL, NULL, &e), 1, "a cancel under way");
         /* The loop writes the task meanwhile, with progress of its own. */
         t->progress.step = 7;
         CHECK(task_save(t) >= 0, "a save on the loop waits for the thread's write");
@@ -96,7 +96,7 @@ static void test_state_moved(void) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         _cleanup_(task_freep) Task *t = make_task("00000000000c"), *u = NULL;
 
-        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, NULL, NULL, &e) == 1, "a cancel under way");
+        CHECK_ERRNO(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, NULL, NULL, &e), 1, "a cancel under way");
         CHECK(task_set_state(t, TASK_PREPARING, NULL, UID_INVALID, &e) >= 0, "the task is started meanwhile");
         CHECK(settle(t), "the write ends");
         u = load("00000000000c");
@@ -110,7 +110,7 @@ static void test_freed(void) {
         Task *t = make_task("00000000000d");
         _cleanup_(task_freep) Task *u = NULL;
 
-        CHECK(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, NULL, NULL, &e) == 1, "a cancel under way");
+        CHECK_ERRNO(task_set_state_async(t, event, TASK_CANCELLED, "Cancelled", 1000, NULL, NULL, NULL, &e), 1, "a cancel under way");
         t = task_free(t);
         /* The thread ends on its own data; the loop frees the job. */
         for (unsigned i = 0; i < 100; i++)
@@ -154,8 +154,8 @@ static void test_progress_plain(void) {
         TaskProgressAck ack = make_ack(1, "1111111111111111111111111111111111111111");
 
         n_done = 0;
-        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{\"a\":1}\n{\"b\":2}\n"), 16,
-                                       on_done, &n_done) == 1, "a step's acknowledgement is written in a thread");
+        CHECK_ERRNO(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{\"a\":1}\n{\"b\":2}\n"), 16,
+                                       on_done, &n_done), 1, "a step's acknowledgement is written in a thread");
         CHECK(!ack.checkpoint && !ack.head, "and it took the acknowledgement");
         CHECK(t->progress.step == 0 && !t->progress.checkpoint && task_save_pending(t),
               "memory keeps the old step until the file has the new one");
@@ -193,7 +193,7 @@ static void test_append_user(void) {
         CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{\"a\":1}\n{\"b\":2}\n"), 16,
                                        on_done, &n_done) == 1 && settle(t), "two messages acknowledged");
         append_raw("00000000003a", "{\"torn\":1}\n{\"to");
-        CHECK(conversation_append_user(t, "go on") == 0, "a person's words are added");
+        CHECK_ERRNO(conversation_append_user(t, "go on"), 0, "a person's words are added");
         conv = conversation("00000000003a");
         CHECK(streq_ptr(conv, "{\"a\":1}\n{\"b\":2}\n" USER), "after the acknowledged lines, the rest cut: %s", strempty(conv));
         CHECK(t->progress.messages == 3 && t->progress.conversation_size == 16 + strlen(user), "memory counts them");
@@ -201,16 +201,16 @@ static void test_append_user(void) {
         /* A state file of before: the size is not known, and counted. */
         t->progress.conversation_size = 0;
         append_raw("00000000003a", "{\"unacknowledged\":1}\n");
-        CHECK(conversation_append_user(t, "go on") == 0, "without the size, the lines are counted");
+        CHECK_ERRNO(conversation_append_user(t, "go on"), 0, "without the size, the lines are counted");
         conv2 = conversation("00000000003a");
         CHECK(streq_ptr(conv2, "{\"a\":1}\n{\"b\":2}\n" USER USER), "and the rest cut: %s", strempty(conv2));
         CHECK(t->progress.messages == 4 && t->progress.conversation_size == 16 + 2 * strlen(user), "the size is known again");
 
         /* A file that does not agree with the state file is not written to. */
         t->progress.conversation_size += 3;
-        CHECK(conversation_append_user(t, "go on") == -EBADMSG, "a file shorter than the state file says: -EBADMSG");
+        CHECK_ERRNO(conversation_append_user(t, "go on"), -EBADMSG, "a file shorter than the state file says: -EBADMSG");
         t->progress.conversation_size -= 4;
-        CHECK(conversation_append_user(t, "go on") == -EBADMSG, "a size that ends inside a line: -EBADMSG");
+        CHECK_ERRNO(conversation_append_user(t, "go on"), -EBADMSG, "a size that ends inside a line: -EBADMSG");
         conv3 = conversation("00000000003a");
         CHECK(streq_ptr(conv3, conv2), "and the file is as it was");
 #undef USER
@@ -222,8 +222,8 @@ static void test_progress_save_in_between(void) {
 
         n_done = 0;
         t->progress.summary = strdup("kept");
-        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, NULL, 0, on_done, &n_done) == 1,
-              "an acknowledgement under way");
+        CHECK_ERRNO(task_save_progress_async(t, event, "conversation.jsonl", &ack, NULL, 0, on_done, &n_done), 1,
+                    "an acknowledgement under way");
         /* The loop writes the task meanwhile, with a change of its own. */
         t->progress.tokens = 42;
         CHECK(task_save(t) >= 0, "a save on the loop waits for the thread's write");
@@ -242,8 +242,8 @@ static void test_progress_forget(void) {
         n_done = 0;
         ack.set_summary = true;
         ack.summary = strdup("done");
-        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, NULL, 0, on_done, &n_done) == 1,
-              "an acknowledgement under way");
+        CHECK_ERRNO(task_save_progress_async(t, event, "conversation.jsonl", &ack, NULL, 0, on_done, &n_done), 1,
+                    "an acknowledgement under way");
         task_save_forget(t, &n_done);
         CHECK(settle(t) && n_done == 0, "its caller went away: done() is not called");
         u = load("00000000001c");
@@ -259,8 +259,8 @@ static void test_progress_fails(void) {
         n_done = 0;
         /* The conversation cannot be appended to: a directory in its place. */
         CHECK(fd >= 0 && mkdirat(fd, "conversation.jsonl", 0700) >= 0, "a conversation file that cannot be written");
-        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{}\n"), 3, on_done, &n_done) == 1,
-              "an acknowledgement under way");
+        CHECK_ERRNO(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{}\n"), 3, on_done, &n_done), 1,
+                    "an acknowledgement under way");
         CHECK(settle(t) && n_done == 1 && last_r < 0, "done() hears of the failure");
         u = load("00000000001d");
         CHECK(t->progress.step == 0 && !t->progress.checkpoint && u && u->progress.step == 0,
@@ -273,8 +273,8 @@ static void test_progress_here(void) {
         TaskProgressAck ack = make_ack(4, "4444444444444444444444444444444444444444");
 
         n_done = 0;
-        CHECK(task_save_progress_async(t, NULL, "conversation.jsonl", &ack, strdup("{}\n"), 3, on_done, &n_done) == 0,
-              "without an event loop the acknowledgement is written at once");
+        CHECK_ERRNO(task_save_progress_async(t, NULL, "conversation.jsonl", &ack, strdup("{}\n"), 3, on_done, &n_done), 0,
+                    "without an event loop the acknowledgement is written at once");
         u = load("00000000001e");
         conv = conversation("00000000001e");
         CHECK(n_done == 0 && t->progress.step == 4 && u && u->progress.step == 4 && streq_ptr(conv, "{}\n"),
@@ -287,8 +287,8 @@ static void test_progress_freed(void) {
         TaskProgressAck ack = make_ack(6, "6666666666666666666666666666666666666666");
 
         n_done = 0;
-        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{}\n"), 3, on_done, &n_done) == 1,
-              "an acknowledgement under way");
+        CHECK_ERRNO(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{}\n"), 3, on_done, &n_done), 1,
+                    "an acknowledgement under way");
         t = task_free(t);
         for (unsigned i = 0; i < 100; i++)
                 (void) sd_event_run(event, 10 * 1000);
@@ -303,8 +303,8 @@ static void test_then_plain(void) {
         _cleanup_(task_freep) Task *t = make_task("00000000002a"), *u = NULL;
 
         n_done = 0, last_r = 1;
-        CHECK(task_set_state_then(t, event, TASK_PREPARING, NULL, on_done, &n_done, &e) == 1,
-              "the agent's move to preparing is written in a thread");
+        CHECK_ERRNO(task_set_state_then(t, event, TASK_PREPARING, NULL, on_done, &n_done, &e), 1,
+                    "the agent's move to preparing is written in a thread");
         CHECK(t->state == TASK_QUEUED && task_save_pending(t) && n_done == 0, "memory keeps the old state meanwhile");
         CHECK(settle(t) && n_done == 1 && last_r == 0 && t->state == TASK_PREPARING, "then done() hears of it, memory has it");
         u = load("00000000002a");
@@ -321,7 +321,7 @@ static void test_then_paused_meanwhile(void) {
 
         CHECK(task_set_state(t, TASK_PREPARING, NULL, UID_INVALID, &e) >= 0, "a task being prepared");
         n_done = 0, last_r = 1;
-        CHECK(task_set_state_then(t, event, TASK_RUNNING, NULL, on_done, &n_done, &e) == 1, "its move to running under way");
+        CHECK_ERRNO(task_set_state_then(t, event, TASK_RUNNING, NULL, on_done, &n_done, &e), 1, "its move to running under way");
         /* Pause() comes meanwhile and is written on the loop, after it. */
         t->progress.paused_from = TASK_PREPARING;
         CHECK(task_set_state(t, TASK_PAUSED, "Paused", 1000, &e) >= 0, "the task is paused meanwhile");
@@ -338,7 +338,7 @@ static void test_then_forgotten(void) {
 
         CHECK(task_set_state(t, TASK_PREPARING, NULL, UID_INVALID, &e) >= 0, "a task being prepared");
         n_done = 0;
-        CHECK(task_set_state_then(t, event, TASK_RUNNING, NULL, on_done, &n_done, &e) == 1, "its move to running under way");
+        CHECK_ERRNO(task_set_state_then(t, event, TASK_RUNNING, NULL, on_done, &n_done, &e), 1, "its move to running under way");
         task_save_forget(t, &n_done);
         CHECK(task_set_state(t, TASK_CANCELLED, "Cancelled", 1000, &e) >= 0, "cancelled meanwhile, its agent gone");
         CHECK(settle(t) && n_done == 0, "done() is not called");
@@ -352,7 +352,7 @@ static void test_then_save_in_between(void) {
         _cleanup_(task_freep) Task *t = make_task("00000000002d"), *u = NULL;
 
         n_done = 0, last_r = 1;
-        CHECK(task_set_state_then(t, event, TASK_PREPARING, NULL, on_done, &n_done, &e) == 1, "a move under way");
+        CHECK_ERRNO(task_set_state_then(t, event, TASK_PREPARING, NULL, on_done, &n_done, &e), 1, "a move under way");
         t->progress.tokens = 9;
         CHECK(task_save(t) >= 0, "the loop writes the task meanwhile, its state unchanged");
         CHECK(settle(t) && n_done == 1 && last_r == 0, "done() hears of success");
@@ -369,8 +369,8 @@ static void test_progress_plan(void) {
         const char *line = "{\"role\":\"assistant\"}\n";
 
         n_done = 0, last_r = 1;
-        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup(line), strlen(line),
-                                       on_done, &n_done) == 1, "a plan's acknowledgement under way");
+        CHECK_ERRNO(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup(line), strlen(line),
+                                       on_done, &n_done), 1, "a plan's acknowledgement under way");
         CHECK(!t->progress.plan && t->progress.messages == 0, "memory has no plan until the file does");
         CHECK(settle(t) && n_done == 1 && last_r >= 0, "the write ends");
         u = load("00000000002e");
@@ -391,8 +391,8 @@ static void test_progress_flags(void) {
 
         t->progress.plan = strdup("the plan");
         n_done = 0, last_r = 1;
-        CHECK(task_save_progress_async(t, event, "conversation.jsonl", &ack, NULL, 0, on_done, &n_done) == 1,
-              "a record of the verification under way");
+        CHECK_ERRNO(task_save_progress_async(t, event, "conversation.jsonl", &ack, NULL, 0, on_done, &n_done), 1,
+                    "a record of the verification under way");
         CHECK(!t->progress.verified && !t->progress.reviewed && !t->progress.checkpoint,
               "memory is not verified until the file is");
         CHECK(settle(t) && n_done == 1 && last_r >= 0, "the write ends");

@@ -128,7 +128,7 @@ static void test_limits(void) {
                 (void) task_spec_set_limit(&s, name, 1, &e);
                 sd_bus_error_free(&e);
         }
-        CHECK(s.n_extra_limits == TASK_EXTRA_LIMITS_MAX, "extra limits are bounded");
+        CHECK_INT_EQ(s.n_extra_limits, TASK_EXTRA_LIMITS_MAX, "extra limits are bounded");
         CHECK(task_spec_set_limit(&s, "max_tokens", 0, &e) < 0, "zero limit refused");
         sd_bus_error_free(&e);
         CHECK(task_spec_set_limit(&s, "cpu_quota_percent", 1000000, &e) < 0, "absurd CPU quota refused");
@@ -149,7 +149,7 @@ static void test_message(void) {
         task_spec_init(&s);
         CHECK(parse_message(m, &s, &e) >= 0, "well-formed spec parsed");
         CHECK(s.limits[TASK_LIMIT_MAX_STEPS] == 10 && s.limits[TASK_LIMIT_MEMORY_MAX] == (uint64_t) 1 << 30, "limits parsed");
-        CHECK(s.test_command && streq(s.test_command, "make check"), "test command parsed");
+        CHECK_STR_EQ(s.test_command, "make check", "test command parsed");
         sd_bus_message_unref(m);
         task_spec_done(&s);
 
@@ -271,8 +271,8 @@ static void test_repository_urls(void) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
-                CHECK(task_repository_url_is_valid(cases[i].url) == cases[i].ok, "URL '%s' %s", cases[i].url,
-                      cases[i].ok ? "accepted" : "refused");
+                CHECK_INT_EQ(task_repository_url_is_valid(cases[i].url), cases[i].ok, "URL '%s' %s", cases[i].url,
+                             cases[i].ok ? "accepted" : "refused");
 
         TaskSpec spec;
         task_spec_init(&spec);

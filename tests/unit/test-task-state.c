@@ -5,9 +5,9 @@
 int main(void) {
         /* Names are the wire format of State and of state files: they must round-trip. */
         for (int s = 0; s < _TASK_STATE_MAX; s++)
-                CHECK(task_state_from_string(task_state_to_string(s)) == s, "state %s round-trips", task_state_to_string(s));
-        CHECK(task_state_from_string("bogus") == _TASK_STATE_INVALID, "unknown state name refused");
-        CHECK(task_state_from_string(NULL) == _TASK_STATE_INVALID, "NULL state name refused");
+                CHECK_INT_EQ(task_state_from_string(task_state_to_string(s)), s, "state %s round-trips", task_state_to_string(s));
+        CHECK_INT_EQ(task_state_from_string("bogus"), _TASK_STATE_INVALID, "unknown state name refused");
+        CHECK_INT_EQ(task_state_from_string(NULL), _TASK_STATE_INVALID, "NULL state name refused");
         CHECK(task_state_to_string(_TASK_STATE_MAX) == NULL, "out of range state has no name");
         CHECK(task_state_to_string(-1) == NULL, "negative state has no name");
 

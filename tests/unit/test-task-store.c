@@ -58,11 +58,11 @@ static void test_round_trip(void) {
         CHECK(task_load(tasks_fd, "0123456789ab", &u) >= 0 && u, "task loaded");
         CHECK(!u->broken, "loaded task is not broken");
         CHECK(u->owner == 1000 && u->state == TASK_QUEUED, "owner and state survive");
-        CHECK(streq(u->spec.goal, t->spec.goal), "goal survives byte for byte");
+        CHECK_STR_EQ(u->spec.goal, t->spec.goal, "goal survives byte for byte");
         CHECK(streq(u->spec.repository, "/srv/repo") && streq(u->spec.test_command, "make check"), "spec strings survive");
         CHECK(u->spec.limits[TASK_LIMIT_MAX_STEPS] == 12 && u->spec.limits[TASK_LIMIT_MEMORY_MAX] == UINT64_MAX - 1,
               "limits survive, including 64-bit values");
-        CHECK(u->spec.limits[TASK_LIMIT_MAX_TOKENS] == TASK_LIMIT_UNSET, "unset limits stay unset");
+        CHECK_UINT_EQ(u->spec.limits[TASK_LIMIT_MAX_TOKENS], TASK_LIMIT_UNSET, "unset limits stay unset");
         CHECK(u->spec.n_extra_limits == 1 && streq(u->spec.extra_limit_names[0], "IOWeight") &&
               u->spec.extra_limit_values[0] == 50, "limits of later releases survive");
         CHECK(u->created_usec == t->created_usec && streq(u->branch, "agentfab/0123456789ab"), "timestamps and branch survive");
@@ -157,7 +157,7 @@ static void test_progress_round_trip(void) {
               u->progress.baseline_passed == 40 && u->progress.baseline_done, "test history survives");
         CHECK(streq_ptr(u->progress.breaker, "tests-failing") && u->progress.last_test_exit == -1, "breaker and exit survive");
         /* A paused task goes back where it was paused, after a restart too. */
-        CHECK(u->progress.paused_from == TASK_PREPARING, "the state a pause goes back to survives");
+        CHECK_INT_EQ(u->progress.paused_from, TASK_PREPARING, "the state a pause goes back to survives");
         task_free(t);
         task_free(u);
 }
@@ -264,7 +264,7 @@ static void test_corruption(void) {
         (void) mkdirat(tasks_fd, "cccccccccccc", 0700);
         int dfd = openat(tasks_fd, "cccccccccccc", O_RDONLY | O_DIRECTORY);
         int fd = openat(dfd, TASK_STATE_FILE, O_WRONLY | O_CREAT, 0600);
-        CHECK(ftruncate(fd, TASK_STATE_FILE_MAX + 1) == 0, "made an oversized state file");
+        CHECK_INT_EQ(ftruncate(fd, TASK_STATE_FILE_MAX + 1), 0, "made an oversized state file");
         close(fd);
         close(dfd);
         t = NULL;
@@ -274,7 +274,7 @@ static void test_corruption(void) {
         /* A symlink planted in place of the state file is not followed. */
         (void) mkdirat(tasks_fd, "dddddddddddd", 0700);
         dfd = openat(tasks_fd, "dddddddddddd", O_RDONLY | O_DIRECTORY);
-        CHECK(symlinkat("/etc/passwd", dfd, TASK_STATE_FILE) == 0, "planted symlink");
+        CHECK_INT_EQ(symlinkat("/etc/passwd", dfd, TASK_STATE_FILE), 0, "planted symlink");
         close(dfd);
         t = NULL;
         CHECK(task_load(tasks_fd, "dddddddddddd", &t) >= 0 && t->broken, "symlinked state file not followed");
@@ -286,7 +286,7 @@ static void test_interrupted_create(void) {
 
         /* What a crash in the middle of task_create() leaves is cleaned up,
          * and never shows up as a task. */
-        CHECK(mkdirat(tasks_fd, ".new-eeeeeeeeeeee", 0700) == 0, "left a half-made task directory");
+        CHECK_INT_EQ(mkdirat(tasks_fd, ".new-eeeeeeeeeeee", 0700), 0, "left a half-made task directory");
         task_store_clean(tasks_fd);
         CHECK(fstatat(tasks_fd, ".new-eeeeeeeeeeee", &st, 0) < 0 && errno == ENOENT, "half-made task directory removed");
 }

@@ -53,7 +53,7 @@ int main(void) {
         /* A range over all our ids leaves none. */
         write_text(subgid, "carol:0:4294967295\n");
         fd = task_uid_acquire_full(dir, files, "0123456789ab", &uid);
-        CHECK(fd == -EBUSY, "every id in a subordinate range: %d", fd);
+        CHECK_ERRNO(fd, -EBUSY, "every id in a subordinate range: %d", fd);
         if (fd >= 0)
                 safe_close(fd);
 

@@ -151,10 +151,10 @@ static void test_paths(void) {
         int fd = -EBADF;
 
         /* Refused before the file system is touched, each with its reason. */
-        CHECK(workspace_path_check("../etc/passwd") == -EXDEV, "'../etc/passwd' refused");
-        CHECK(workspace_path_check("/etc/passwd") == -EXDEV, "absolute path refused");
-        CHECK(workspace_path_check("a/../../b") == -EXDEV, "'a/../../b' refused");
-        CHECK(workspace_path_check("a/../b") == -EXDEV, "'..' refused even when it would stay inside");
+        CHECK_ERRNO(workspace_path_check("../etc/passwd"), -EXDEV, "'../etc/passwd' refused");
+        CHECK_ERRNO(workspace_path_check("/etc/passwd"), -EXDEV, "absolute path refused");
+        CHECK_ERRNO(workspace_path_check("a/../../b"), -EXDEV, "'a/../../b' refused");
+        CHECK_ERRNO(workspace_path_check("a/../b"), -EXDEV, "'..' refused even when it would stay inside");
         CHECK(workspace_path_check("") == -EINVAL && workspace_path_check(NULL) == -EINVAL, "empty path refused");
         CHECK(workspace_path_check(".git/config") == -EPERM && workspace_path_check(".git") == -EPERM &&
               workspace_path_check("./.git/hooks/pre-commit") == -EPERM && workspace_path_check(".GIT/config") == -EPERM,
@@ -163,7 +163,7 @@ static void test_paths(void) {
               ".git deeper down and .github are ordinary");
         memset(longpath, 'a', sizeof(longpath) - 1);
         longpath[sizeof(longpath) - 1] = '\0';
-        CHECK(workspace_path_check(longpath) == -ENAMETOOLONG, "path longer than PATH_MAX refused");
+        CHECK_ERRNO(workspace_path_check(longpath), -ENAMETOOLONG, "path longer than PATH_MAX refused");
         CHECK(workspace_path_normalize("./a//b/./c/", &n) == 0 && streq(n, "a/b/c"), "normalized: '%s'", L(n));
         free(n);
         n = NULL;
@@ -185,18 +185,18 @@ static void test_paths(void) {
         m = NULL;
 
         /* SECURITY: symlinks never lead out, whatever their form. */
-        CHECK(workspace_open(ws_fd, "etc-link/passwd", O_RDONLY, 0, &fd) == -EXDEV, "absolute symlinked dir not followed");
-        CHECK(workspace_open(ws_fd, "passwd-link", O_RDONLY, 0, &fd) == -EXDEV, "absolute symlink not followed");
-        CHECK(workspace_open(ws_fd, "out-dir/secret.txt", O_RDONLY, 0, &fd) == -EXDEV, "relative symlink out not followed");
-        CHECK(workspace_open(ws_fd, "main-alias", O_RDONLY, 0, &fd) == 0, "symlink inside followed for reading");
+        CHECK_ERRNO(workspace_open(ws_fd, "etc-link/passwd", O_RDONLY, 0, &fd), -EXDEV, "absolute symlinked dir not followed");
+        CHECK_ERRNO(workspace_open(ws_fd, "passwd-link", O_RDONLY, 0, &fd), -EXDEV, "absolute symlink not followed");
+        CHECK_ERRNO(workspace_open(ws_fd, "out-dir/secret.txt", O_RDONLY, 0, &fd), -EXDEV, "relative symlink out not followed");
+        CHECK_ERRNO(workspace_open(ws_fd, "main-alias", O_RDONLY, 0, &fd), 0, "symlink inside followed for reading");
         fd = safe_close(fd);
-        CHECK(workspace_open(ws_fd, "main-alias", O_WRONLY | O_TRUNC, 0, &fd) == -ELOOP, "never written through");
-        CHECK(workspace_open(ws_fd, "out-dir/new.txt", O_WRONLY | O_CREAT, 0644, &fd) == -EXDEV, "no creation through a symlink out");
+        CHECK_ERRNO(workspace_open(ws_fd, "main-alias", O_WRONLY | O_TRUNC, 0, &fd), -ELOOP, "never written through");
+        CHECK_ERRNO(workspace_open(ws_fd, "out-dir/new.txt", O_WRONLY | O_CREAT, 0644, &fd), -EXDEV, "no creation through a symlink out");
         CHECK(faccessat(ws_fd, "../outside/new.txt", F_OK, 0) < 0, "nothing created outside");
-        CHECK(workspace_open(ws_fd, "etc-link/x/y/z", O_WRONLY | O_CREAT, 0644, &fd) == -EXDEV,
-              "parents are not created through a symlink out");
-        CHECK(workspace_open(ws_fd, "/proc/self/root/etc/passwd", O_RDONLY, 0, &fd) == -EXDEV, "no way to /proc");
-        CHECK(workspace_open(ws_fd, "d1/d2/f", O_WRONLY | O_CREAT | O_EXCL, 0644, &fd) == 0, "parents created");
+        CHECK_ERRNO(workspace_open(ws_fd, "etc-link/x/y/z", O_WRONLY | O_CREAT, 0644, &fd), -EXDEV,
+                    "parents are not created through a symlink out");
+        CHECK_ERRNO(workspace_open(ws_fd, "/proc/self/root/etc/passwd", O_RDONLY, 0, &fd), -EXDEV, "no way to /proc");
+        CHECK_ERRNO(workspace_open(ws_fd, "d1/d2/f", O_WRONLY | O_CREAT | O_EXCL, 0644, &fd), 0, "parents created");
         fd = safe_close(fd);
         struct stat st;
         CHECK(fstatat(ws_fd, "d1/d2", &st, 0) == 0 && S_ISDIR(st.st_mode), "parent is a directory");
@@ -224,7 +224,7 @@ static void test_parse(void) {
         CHECK(contains(e, "'path' must be a string"), "wrong type: %s", L(e));
         free(e);
         e = parse_fails("edit_file", "{\"path\": \"a\", \"new_text\": \"x\"}");
-        CHECK(e && streq(e, "edit_file: 'old_text' is required"), "missing key: %s", L(e));
+        CHECK_STR_EQ(e, "edit_file: 'old_text' is required", "missing key: %s", L(e));
         free(e);
         e = parse_fails("edit_file", "{\"path\": \"a\", \"old_text\": \"\", \"new_text\": \"x\"}");
         CHECK(contains(e, "must not be empty") && contains(e, "write_file"), "empty old_text: %s", L(e));
@@ -367,7 +367,7 @@ static void test_read(void) {
         CHECK(r == -EXDEV && contains(o, "absolute"), "/etc/passwd: %s", L(o));
         free(o);
         r = run(tool_read_file, "read_file", "{\"path\": \"a/../../b\"}", 4096, &o);
-        CHECK(r == -EXDEV, "a/../../b: %s", L(o));
+        CHECK_ERRNO(r, -EXDEV, "a/../../b: %s", L(o));
         free(o);
         r = run(tool_read_file, "read_file", "{\"path\": \"etc-link/passwd\"}", 4096, &o);
         CHECK(r == -EXDEV && contains(o, "symlink"), "read through symlink to /etc refused: %s", L(o));
@@ -445,7 +445,7 @@ static void test_write_edit(void) {
         free(c);
         CHECK(fstatat(ws_fd, "main-alias", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode), "the symlink stays");
         r = run(tool_write_file, "write_file", "{\"path\": \"passwd-link\", \"content\": \"x\"}", 1024, &o);
-        CHECK(r == -ELOOP, "symlink to /etc/passwd not written: %s", L(o));
+        CHECK_ERRNO(r, -ELOOP, "symlink to /etc/passwd not written: %s", L(o));
         free(o);
         r = run(tool_write_file, "write_file", "{\"path\": \"etc-link/evil\", \"content\": \"x\"}", 1024, &o);
         CHECK(r == -EXDEV && access("/etc/evil", F_OK) < 0, "not written into a symlinked dir out: %s", L(o));
@@ -457,7 +457,7 @@ static void test_write_edit(void) {
         CHECK(r == -EISDIR && contains(o, "directory"), "directory refused: %s", L(o));
         free(o);
         r = run(tool_write_file, "write_file", "{\"path\": \".\", \"content\": \"x\"}", 1024, &o);
-        CHECK(r == -EISDIR, "the top refused: %s", L(o));
+        CHECK_ERRNO(r, -EISDIR, "the top refused: %s", L(o));
         free(o);
         r = run(tool_write_file, "write_file", "{\"path\": \".git/hooks/pre-commit\", \"content\": \"x\"}", 1024, &o);
         CHECK(r == -EPERM && faccessat(ws_fd, ".git/hooks", F_OK, 0) < 0, ".git refused: %s", L(o));
@@ -501,13 +501,13 @@ static void test_write_edit(void) {
         free(o);
         put("aaa.txt", "aaa\n");
         r = run(tool_edit_file, "edit_file", "{\"path\": \"aaa.txt\", \"old_text\": \"aa\", \"new_text\": \"b\"}", 1024, &o);
-        CHECK(r == -ENOTUNIQ, "overlapping occurrences are ambiguous: %s", L(o));
+        CHECK_ERRNO(r, -ENOTUNIQ, "overlapping occurrences are ambiguous: %s", L(o));
         free(o);
         r = run(tool_edit_file, "edit_file", "{\"path\": \"main-alias\", \"old_text\": \"hello\", \"new_text\": \"bye\"}", 1024, &o);
-        CHECK(r == -ELOOP, "no edit through a symlink: %s", L(o));
+        CHECK_ERRNO(r, -ELOOP, "no edit through a symlink: %s", L(o));
         free(o);
         r = run(tool_edit_file, "edit_file", "{\"path\": \"blob.bin\", \"old_text\": \"needle\", \"new_text\": \"x\"}", 1024, &o);
-        CHECK(r == -EMEDIUMTYPE, "no edit of binary files: %s", L(o));
+        CHECK_ERRNO(r, -EMEDIUMTYPE, "no edit of binary files: %s", L(o));
         free(o);
         r = run(tool_edit_file, "edit_file", "{\"path\": \"nope/x.c\", \"old_text\": \"a\", \"new_text\": \"b\"}", 1024, &o);
         CHECK(r == -ENOENT && contains(o, "no such file") && faccessat(ws_fd, "nope", F_OK, 0) < 0,
@@ -517,7 +517,7 @@ static void test_write_edit(void) {
         CHECK(r == -EFBIG && contains(o, "would become"), "growing past the limit refused: %s", L(o));
         free(o);
         r = run(tool_edit_file, "edit_file", "{\"path\": \"etc-link/passwd\", \"old_text\": \"root\", \"new_text\": \"toor\"}", 1 << 20, &o);
-        CHECK(r == -EXDEV, "no edit through a symlinked dir out: %s", L(o));
+        CHECK_ERRNO(r, -EXDEV, "no edit through a symlinked dir out: %s", L(o));
         free(o);
 }
 
@@ -544,22 +544,22 @@ static void test_list_search(void) {
         free(o);
         /* An empty directory (found by fuzz-tool-call: its name list was a
          * NULL array handed to qsort(), undefined behaviour). */
-        CHECK(mkdirat(ws_fd, "empty", 0755) == 0, "empty directory made");
+        CHECK_INT_EQ(mkdirat(ws_fd, "empty", 0755), 0, "empty directory made");
         r = list("{\"path\": \"empty\"}", 1000, &o);
         CHECK(r == 0 && o && !contains(o, "/empty/"), "an empty directory lists as nothing: %s", L(o));
         free(o);
-        CHECK(unlinkat(ws_fd, "empty", AT_REMOVEDIR) == 0, "empty directory removed");
+        CHECK_INT_EQ(unlinkat(ws_fd, "empty", AT_REMOVEDIR), 0, "empty directory removed");
         r = list("{\"path\": \"../\"}", 10, &o);
-        CHECK(r == -EXDEV, "'..' refused: %s", L(o));
+        CHECK_ERRNO(r, -EXDEV, "'..' refused: %s", L(o));
         free(o);
         r = list("{\"path\": \"etc-link\"}", 10, &o);
-        CHECK(r == -EXDEV, "listing through a symlink out refused: %s", L(o));
+        CHECK_ERRNO(r, -EXDEV, "listing through a symlink out refused: %s", L(o));
         free(o);
         r = list("{\"path\": \"README.md\"}", 10, &o);
         CHECK(r == -ENOTDIR && contains(o, "read_file"), "file refused: %s", L(o));
         free(o);
         r = list("{\"path\": \".git\"}", 10, &o);
-        CHECK(r == -EPERM, ".git refused: %s", L(o));
+        CHECK_ERRNO(r, -EPERM, ".git refused: %s", L(o));
         free(o);
 
         r = search("{\"pattern\": \"needle\"}", 100, &o);
@@ -585,10 +585,10 @@ static void test_list_search(void) {
         CHECK(r == 0 && contains(o, "stopped after 2 matches"), "bounded: %s", L(o));
         free(o);
         r = search("{\"pattern\": \"SECRET\", \"path\": \"out-dir\"}", 10, &o);
-        CHECK(r == -EXDEV, "symlinked dir out not searched: %s", L(o));
+        CHECK_ERRNO(r, -EXDEV, "symlinked dir out not searched: %s", L(o));
         free(o);
         r = search("{\"pattern\": \"needle\", \"path\": \".git\"}", 10, &o);
-        CHECK(r == -EPERM, ".git not searched: %s", L(o));
+        CHECK_ERRNO(r, -EPERM, ".git not searched: %s", L(o));
         free(o);
         /* A symlink to .git, planted by a command, opens no way in. */
         symlinkat(".git", ws_fd, "g");
@@ -596,7 +596,7 @@ static void test_list_search(void) {
         CHECK(r == -EPERM && contains(o, ".git/"), "listing .git through a symlink refused: %s", L(o));
         free(o);
         r = search("{\"pattern\": \"needle\", \"path\": \"g\"}", 10, &o);
-        CHECK(r == -EPERM, "searching .git through a symlink refused: %s", L(o));
+        CHECK_ERRNO(r, -EPERM, "searching .git through a symlink refused: %s", L(o));
         free(o);
         ToolCallArgs a = args("write_file", "{\"path\": \"g/hooks/pre-commit\", \"content\": \"x\"}");
         r = tool_write_file(ws_fd, &a, 100, &o);
@@ -606,12 +606,12 @@ static void test_list_search(void) {
         a = args("edit_file", "{\"path\": \"g/config\", \"old_text\": \"needle\", \"new_text\": \"x\"}");
         r = tool_edit_file(ws_fd, &a, 1000, &o);
         tool_call_args_done(&a);
-        CHECK(r == -EPERM, "editing .git/config through a symlink refused: %s", L(o));
+        CHECK_ERRNO(r, -EPERM, "editing .git/config through a symlink refused: %s", L(o));
         free(o);
         unlinkat(ws_fd, "g", 0);
 
         r = search("{\"pattern\": \"root\", \"path\": \"/etc/passwd\"}", 10, &o);
-        CHECK(r == -EXDEV, "absolute refused: %s", L(o));
+        CHECK_ERRNO(r, -EXDEV, "absolute refused: %s", L(o));
         free(o);
 }
 

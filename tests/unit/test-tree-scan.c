@@ -131,12 +131,12 @@ static void test_walk(void) {
                 int r;
                 _cleanup_free_ char *got = walk(ring, &limits, &seen, &r, &error);
 
-                CHECK(r == 0, "%s: the walk succeeds (%d, %s)", ring ? "ring" : "no ring", r, strna(error));
-                CHECK(streq(got, expected), "%s: every entry once, no symlink followed, no .git, skip/ not read",
-                      ring ? "ring" : "no ring");
+                CHECK_ERRNO(r, 0, "%s: the walk succeeds (%d, %s)", ring ? "ring" : "no ring", r, strna(error));
+                CHECK_STR_EQ(got, expected, "%s: every entry once, no symlink followed, no .git, skip/ not read",
+                             ring ? "ring" : "no ring");
                 if (!streq(got, expected))
                         diag(got);
-                CHECK(seen.dirs_refused == 1, "the refused directory was offered once");
+                CHECK_INT_EQ(seen.dirs_refused, 1, "the refused directory was offered once");
         }
 }
 
@@ -163,12 +163,12 @@ static void test_descend(void) {
         int r;
 
         (void) snprintf(cmd, sizeof(cmd), "cd '%s' && rm -rf ./* .git && echo > x", root);
-        CHECK(system(cmd) == 0, "a tree with one file");
+        CHECK_INT_EQ(system(cmd), 0, "a tree with one file");
         got = walk(false, &limits, &seen, &r, &error);
         /* x is a file, so opening it as a directory fails: it comes back
          * as an entry of its parent. */
-        CHECK(r == 0, "the walk succeeds (%d %s)", r, strna(error));
-        CHECK(got && streq(got, "x:dir:1:\nx:file\nx:file\n"), "x: a file, a directory, a file again");
+        CHECK_ERRNO(r, 0, "the walk succeeds (%d %s)", r, strna(error));
+        CHECK_STR_EQ(got, "x:dir:1:\nx:file\nx:file\n", "x: a file, a directory, a file again");
         diag(strna(got));
 }
 

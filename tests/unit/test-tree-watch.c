@@ -64,7 +64,7 @@ static char *changes(TreeWatch *w) {
 #define EXPECT(w, want, what)                                                     \
         do {                                                                      \
                 char *_got = changes(w);                                          \
-                CHECK(streq(_got, want), "%s: '%s' (want '%s')", what, _got, want); \
+                CHECK_STR_EQ(_got, want, "%s: '%s' (want '%s')", what, _got, want); \
                 free(_got);                                                       \
         } while (0)
 
@@ -74,7 +74,7 @@ int main(void) {
 
         if (!mkdtemp(root))
                 return 1;
-        CHECK(sh("mkdir -p t/a/b t/c t/ignored && echo 1 > t/a/b/f && echo 2 > t/c/g && echo 3 > t/h") == 0, "a tree");
+        CHECK_INT_EQ(sh("mkdir -p t/a/b t/c t/ignored && echo 1 > t/a/b/f && echo 2 > t/c/g && echo 3 > t/h"), 0, "a tree");
         char top[4096];
         (void) snprintf(top, sizeof(top), "%s/t", root);
         fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -84,43 +84,43 @@ int main(void) {
         CHECK(!tree_watch_complete(w), "incomplete before a walk");
         EXPECT(w, "stale", "no walk yet");
         CHECK(walk(w, fd) == 0 && tree_watch_complete(w), "walked");
-        CHECK(tree_watch_size(w) == 4, "the top, a, a/b and c watched, not ignored/ (%zu)", tree_watch_size(w));
+        CHECK_INT_EQ(tree_watch_size(w), 4, "the top, a, a/b and c watched, not ignored/ (%zu)", tree_watch_size(w));
         EXPECT(w, "", "nothing changed");
 
-        CHECK(sh("cd t && echo x >> a/b/f && echo y > new && rm h && chmod +x c/g && mv c/g c/g2 && "
-                 "echo z > ignored/z && mkdir d && rmdir d") == 0, "changes");
+        CHECK_INT_EQ(sh("cd t && echo x >> a/b/f && echo y > new && rm h && chmod +x c/g && mv c/g c/g2 && "
+                 "echo z > ignored/z && mkdir d && rmdir d"), 0, "changes");
         EXPECT(w, "a/b/f c/g c/g2 d h new", "each path once, sorted; nothing from ignored/");
         EXPECT(w, "", "read once");
 
-        CHECK(sh("cd t && rm -r a/b") == 0, "a directory removed");
+        CHECK_INT_EQ(sh("cd t && rm -r a/b"), 0, "a directory removed");
         EXPECT(w, "a/b a/b/f", "the directory and what was in it");
-        CHECK(tree_watch_size(w) == 3, "its watch went with it (%zu)", tree_watch_size(w));
+        CHECK_INT_EQ(tree_watch_size(w), 3, "its watch went with it (%zu)", tree_watch_size(w));
 
-        CHECK(sh("cd t && mkdir c/sub && echo s > c/sub/s") == 0, "a directory made");
+        CHECK_INT_EQ(sh("cd t && mkdir c/sub && echo s > c/sub/s"), 0, "a directory made");
         EXPECT(w, "c/sub", "named once: what is in it is the caller's to walk");
-        CHECK(sh("cd t && mv c c2") == 0, "a directory renamed");
+        CHECK_INT_EQ(sh("cd t && mv c c2"), 0, "a directory renamed");
         EXPECT(w, "c c2", "the old path and the new");
         CHECK(tree_watch_complete(w), "still complete: the caller walks the new path");
-        CHECK(sh("cd t && echo 4 > c2/g2") == 0, "written below it before the walk");
+        CHECK_INT_EQ(sh("cd t && echo 4 > c2/g2"), 0, "written below it before the walk");
         EXPECT(w, "c/g2", "named by the old path, which is gone");
         CHECK(walk(w, fd) == 0 && tree_watch_complete(w), "walked again");
-        CHECK(sh("cd t && echo 5 > c2/g2") == 0, "written below it after");
+        CHECK_INT_EQ(sh("cd t && echo 5 > c2/g2"), 0, "written below it after");
         EXPECT(w, "c2/g2", "named by its new path");
 
         CHECK(sh("cd t && mv ignored watched") == 0 && walk(w, fd) == 0 && tree_watch_size(w) == 5,
               "a directory the walk reads now is watched (%zu)", tree_watch_size(w));
-        CHECK(sh("cd t && mv watched ignored") == 0, "and not any more");
+        CHECK_INT_EQ(sh("cd t && mv watched ignored"), 0, "and not any more");
         EXPECT(w, "ignored watched", "renamed");
         CHECK(walk(w, fd) == 0 && tree_watch_size(w) == 4, "the walk drops its watch (%zu)", tree_watch_size(w));
-        CHECK(sh("cd t && echo 5 > ignored/z") == 0, "written in it");
+        CHECK_INT_EQ(sh("cd t && echo 5 > ignored/z"), 0, "written in it");
         EXPECT(w, "", "not seen");
 
         tree_watch_invalidate(w);
         EXPECT(w, "stale", "invalidated");
-        CHECK(walk(w, fd) == 0, "walked again");
+        CHECK_ERRNO(walk(w, fd), 0, "walked again");
         /* The ledger holds the top open (and the sandbox has it as a mount
          * point): it goes only with what is in it. */
-        CHECK(sh("rm -r t") == 0, "the top removed while open");
+        CHECK_INT_EQ(sh("rm -r t"), 0, "the top removed while open");
         EXPECT(w, "a c2 c2/g2 c2/sub c2/sub/s ignored new", "all that was in it");
 
 

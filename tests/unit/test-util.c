@@ -36,7 +36,7 @@ static void test_append_whole(void) {
         }
         close(fd);
         fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
-        CHECK(append_whole(fd, first, strlen(first)) == 0, "a record appended");
+        CHECK_ERRNO(append_whole(fd, first, strlen(first)), 0, "a record appended");
 
         signal(SIGXFSZ, SIG_IGN);
         getrlimit(RLIMIT_FSIZE, &old);
@@ -44,16 +44,16 @@ static void test_append_whole(void) {
         setrlimit(RLIMIT_FSIZE, &small);
         r = append_whole(fd, big, sizeof(big));
         setrlimit(RLIMIT_FSIZE, &old);
-        CHECK(r == -EFBIG, "a record past the limit refused: %s", strerror(-r));
+        CHECK_ERRNO(r, -EFBIG, "a record past the limit refused: %s", strerror(-r));
         CHECK(fstat(fd, &st) == 0 && st.st_size == (off_t) strlen(first),
               "the part that was written is cut off again (size %lld)", (long long) st.st_size);
-        CHECK(append_whole(fd, first, strlen(first)) == 0, "the next record goes on as before");
+        CHECK_ERRNO(append_whole(fd, first, strlen(first)), 0, "the next record goes on as before");
         close(fd);
 
         fd = open(path, O_RDONLY | O_CLOEXEC);
         ssize_t k = read(fd, buf, sizeof(buf) - 1);
         buf[k > 0 ? k : 0] = '\0';
-        CHECK(streq(buf, "{\"n\":1}\n{\"n\":1}\n"), "the file holds the two whole records only");
+        CHECK_STR_EQ(buf, "{\"n\":1}\n{\"n\":1}\n", "the file holds the two whole records only");
         close(fd);
         unlink(path);
 }
@@ -76,9 +76,9 @@ static void test_send_fds(void) {
         }
         for (size_t i = 0; i < ELEMENTSOF(fds); i++)
                 fds[i] = pipe_fds[i % 2];
-        CHECK(socket_send_fds(sv[0], "x", 1, fds, SOCKET_FDS_MAX + 1, 0) == -EINVAL, "too many fds refused");
-        CHECK(socket_send_fds(sv[0], "", 0, fds, 1, 0) == -EINVAL, "fds without a byte to carry them refused");
-        CHECK(socket_send_fds(sv[0], "hello", 5, fds, 2, 0) == 5, "sent with two fds");
+        CHECK_ERRNO(socket_send_fds(sv[0], "x", 1, fds, SOCKET_FDS_MAX + 1, 0), -EINVAL, "too many fds refused");
+        CHECK_ERRNO(socket_send_fds(sv[0], "", 0, fds, 1, 0), -EINVAL, "fds without a byte to carry them refused");
+        CHECK_INT_EQ(socket_send_fds(sv[0], "hello", 5, fds, 2, 0), 5, "sent with two fds");
 
         ssize_t k = recvmsg(sv[1], &mh, MSG_CMSG_CLOEXEC);
         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
@@ -91,21 +91,21 @@ static void test_send_fds(void) {
                 memcpy(got, CMSG_DATA(c), sizeof(got));
                 CHECK(fstat(got[0], &a) == 0 && fstat(pipe_fds[0], &b) == 0 && a.st_ino == b.st_ino,
                       "the first is the pipe's read end");
-                CHECK(write(got[1], "y", 1) == 1, "the second is its write end");
+                CHECK_INT_EQ(write(got[1], "y", 1), 1, "the second is its write end");
                 close(got[0]);
                 close(got[1]);
         }
 
         /* Readable: a byte, or the other end gone. */
         uint64_t t0 = clock_now_usec(CLOCK_MONOTONIC);
-        CHECK(fd_wait_readable(pipe_fds[0], t0 + USEC_PER_SEC) == 1, "a pipe with a byte is readable");
-        CHECK(read(pipe_fds[0], buf, 1) == 1, "and the byte is there");
+        CHECK_ERRNO(fd_wait_readable(pipe_fds[0], t0 + USEC_PER_SEC), 1, "a pipe with a byte is readable");
+        CHECK_INT_EQ(read(pipe_fds[0], buf, 1), 1, "and the byte is there");
         CHECK(fd_wait_readable(pipe_fds[0], t0 + 20 * USEC_PER_MSEC) == -ETIMEDOUT &&
               clock_now_usec(CLOCK_MONOTONIC) - t0 >= 20 * USEC_PER_MSEC, "an empty pipe times out at the deadline");
-        CHECK(fd_wait_readable(pipe_fds[0], t0) == -ETIMEDOUT, "a deadline past is a timeout at once");
+        CHECK_ERRNO(fd_wait_readable(pipe_fds[0], t0), -ETIMEDOUT, "a deadline past is a timeout at once");
         close(pipe_fds[1]);
-        CHECK(fd_wait_readable(pipe_fds[0], clock_now_usec(CLOCK_MONOTONIC) + USEC_PER_SEC) == 1,
-              "the end of file is readable");
+        CHECK_ERRNO(fd_wait_readable(pipe_fds[0], clock_now_usec(CLOCK_MONOTONIC) + USEC_PER_SEC), 1,
+                    "the end of file is readable");
         close(pipe_fds[0]);
         close(sv[0]);
         close(sv[1]);
@@ -134,10 +134,10 @@ static void test_rm_rf_at(void) {
                 close(openat(fd, p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
         }
         CHECK(rm_rf_at(fd, "t") == 0 && fstatat(fd, "t", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT, "the tree is gone");
-        CHECK(fstatat(fd, "keep/k", &st, 0) == 0, "what its symlinks point to is not");
+        CHECK_INT_EQ(fstatat(fd, "keep/k", &st, 0), 0, "what its symlinks point to is not");
         CHECK(rm_rf_at(fd, "link") == 0 && fstatat(fd, "link", &st, AT_SYMLINK_NOFOLLOW) < 0 &&
               fstatat(fd, "keep/k", &st, 0) == 0, "a symlink as the top is removed, not followed");
-        CHECK(rm_rf_at(fd, "missing") == 0, "nothing to remove");
+        CHECK_ERRNO(rm_rf_at(fd, "missing"), 0, "nothing to remove");
         CHECK(rm_rf_at(AT_FDCWD, top) == 0 && stat(top, &st) < 0, "the rest");
         close(fd);
 }
@@ -156,17 +156,17 @@ int main(void) {
         CHECK(safe_atou64("-1", &u) < 0 && safe_atou64("1x", &u) < 0, "negative and trailing refused");
 
         /* A plan's journal line shows what it says, not its "Plan:" heading. */
-        CHECK(streq(skip_heading("Plan:\n1. Read main.c"), "1. Read main.c"), "heading skipped");
-        CHECK(streq(skip_heading("\n\nPlan:\r\n\n1. x"), "1. x"), "blank lines and CRLF heading skipped");
-        CHECK(streq(skip_heading("1. Read: then fix\n2. y"), "1. Read: then fix\n2. y"), "text kept");
+        CHECK_STR_EQ(skip_heading("Plan:\n1. Read main.c"), "1. Read main.c", "heading skipped");
+        CHECK_STR_EQ(skip_heading("\n\nPlan:\r\n\n1. x"), "1. x", "blank lines and CRLF heading skipped");
+        CHECK_STR_EQ(skip_heading("1. Read: then fix\n2. y"), "1. Read: then fix\n2. y", "text kept");
         CHECK(streq(skip_heading("Plan:"), "Plan:") && streq(skip_heading(""), "") && streq(skip_heading("\n"), "\n"),
               "a heading alone, or nothing, is kept as it is");
 
         char *s = strshorten_line("first line\nsecond", 100);
-        CHECK(s && streq(s, "first line…"), "first line kept with a mark");
+        CHECK_STR_EQ(s, "first line…", "first line kept with a mark");
         free(s);
         s = strshorten_line("ääää", 3);
-        CHECK(s && streq(s, "ä…"), "UTF-8 never cut in half: '%s'", s);
+        CHECK_STR_EQ(s, "ä…", "UTF-8 never cut in half: '%s'", s);
         free(s);
 
         /* Output of commands goes into JSON: whatever the bytes, the text is UTF-8. */
@@ -174,21 +174,21 @@ int main(void) {
         utf8_sanitize(bad, sizeof(bad));
         {
                 char *e = text_escape_controls("a\x1b[2Jb\r\n\tc\x7f\xc2\x9b" "31m\xc3\xa9\xc2\xa0");
-                CHECK(e && streq(e, "a\\x1b[2Jb\\x0d\n\tc\\x7f\\u009b31m\xc3\xa9\xc2\xa0"),
+                CHECK_STR_EQ(e, "a\\x1b[2Jb\\x0d\n\tc\\x7f\\u009b31m\xc3\xa9\xc2\xa0",
                      "control characters escaped, newline, tab and other UTF-8 kept");
                 free(e);
                 char c1[] = "a\xc2\x9b" "2J\xc2\xa0\xc2";
                 utf8_blank_c1(c1);
-                CHECK(streq(c1, "a  2J\xc2\xa0\xc2"), "C1 controls blanked, other UTF-8 kept");
+                CHECK_STR_EQ(c1, "a  2J\xc2\xa0\xc2", "C1 controls blanked, other UTF-8 kept");
         }
-        CHECK(memcmp(bad, "ok?\xc3\xa9??" "?x", sizeof(bad)) == 0, "invalid bytes and NUL replaced, valid sequences kept");
+        CHECK_INT_EQ(memcmp(bad, "ok?\xc3\xa9??" "?x", sizeof(bad)), 0, "invalid bytes and NUL replaced, valid sequences kept");
 
         CHECK(string_is_safe("tab\there", true) && !string_is_safe("tab\there", false), "tabs only where allowed");
         CHECK(!string_is_safe("bell\a", true) && !string_is_safe("del\x7f", true), "control characters refused");
 
         /* JSON from files and sockets: exactly one value, nothing after it. */
         json_object *j = NULL;
-        CHECK(json_parse_strict("{\"a\":1}\n", 8, &j) == 0, "object parsed");
+        CHECK_ERRNO(json_parse_strict("{\"a\":1}\n", 8, &j), 0, "object parsed");
         json_object_put(j);
         j = NULL;
         CHECK(json_parse_strict("{\"a\":1}x", 8, &j) < 0, "trailing garbage refused");
@@ -205,8 +205,8 @@ int main(void) {
         CHECK(write_file_atomic(fd, "f", "old", 3, 0600) == 0 && write_file_atomic(fd, "f", "new!", 4, 0600) == 0, "written twice");
         CHECK(read_file_at(fd, "f", 100, &text, NULL) == 0 && streq(text, "new!"), "latest content read");
         free(text);
-        CHECK(read_file_at(fd, "f", 2, &text, NULL) == -EFBIG, "size bound enforced");
-        CHECK(write_file_atomic(fd, "../escape", "x", 1, 0600) == -EINVAL, "no slashes in atomic file names");
+        CHECK_ERRNO(read_file_at(fd, "f", 2, &text, NULL), -EFBIG, "size bound enforced");
+        CHECK_ERRNO(write_file_atomic(fd, "../escape", "x", 1, 0600), -EINVAL, "no slashes in atomic file names");
         close(fd);
         rm_rf_at(AT_FDCWD, dir);
 

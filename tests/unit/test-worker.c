@@ -56,7 +56,7 @@ int main(void) {
         while (done_calls == 0 && sd_event_run(e, 10 * 1000) >= 0)
                 ticks++;
         CHECK(done_result == 7 && done_calls == 1, "done() got the job's result once (%d)", done_result);
-        CHECK(freed == 1, "the job was freed after done()");
+        CHECK_INT_EQ(freed, 1, "the job was freed after done()");
         CHECK(ticks >= 1, "the loop ran while the job worked (%d turns)", ticks);
 
         /* Detached: the owner went away; the job still finishes and is freed,
@@ -68,8 +68,8 @@ int main(void) {
         worker_detach(w);
         for (int i = 0; i < 100 && freed < 2; i++)
                 (void) sd_event_run(e, 20 * 1000);
-        CHECK(done_calls == 0, "a detached worker calls nobody back");
-        CHECK(freed == 2, "a detached worker's job is freed when the thread ends");
+        CHECK_INT_EQ(done_calls, 0, "a detached worker calls nobody back");
+        CHECK_INT_EQ(freed, 2, "a detached worker's job is freed when the thread ends");
 
         /* A worker yields to the loop: its thread runs at a higher nice value
          * than the loop's, which keeps its own. */
@@ -80,7 +80,7 @@ int main(void) {
                 ;
         CHECK(done_result == 0 && (*worker_nice == loop_nice + 5 || (loop_nice > 14 && *worker_nice == 19)),
               "the worker ran at nice %d, the loop at %d", *worker_nice, loop_nice);
-        CHECK(getpriority(PRIO_PROCESS, (id_t) gettid()) == loop_nice, "the loop's nice value is unchanged");
+        CHECK_INT_EQ(getpriority(PRIO_PROCESS, (id_t) gettid()), loop_nice, "the loop's nice value is unchanged");
         free(worker_nice);
 
         sd_event_unref(e);
