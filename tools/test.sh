@@ -84,9 +84,9 @@ run_counted() {
 
 # Every parser of untrusted input under libFuzzer (tests/fuzz, clang, ASan +
 # UBSan): the inputs that once crashed a target are replayed, then each target
-# runs 30 s on its corpus (issue 11's "about 30 s"); a crash fails it. With
-# the clang build, about 12 minutes on 2 cores for the 18 targets. Long
-# runs: tools/fuzz.sh; FUZZ_SECONDS=8 for a quicker pass.
+# runs 30 s on its corpus; a crash fails it. With the clang build, about 12
+# minutes on 2 cores for the 18 targets. Long runs: tools/fuzz.sh;
+# FUZZ_SECONDS=8 for a quicker pass.
 run_counted "fuzzing" bash tools/fuzz.sh "${FUZZ_SECONDS:-30}"
 
 # The harness itself: boots, real daemons, enforced cgroup limits, clean
@@ -121,8 +121,8 @@ run_counted "daemon under load" bash tests/integration/daemon-load.sh build
         run_counted "tasks with a network (ASan/UBSan)" bash tests/integration/network.sh build-asan
 
 # The sandbox benchmark: figures and ratios against bwrap and fork+exec,
-# measured in this run. It prints; it does not judge (targets are in the
-# README, not in a timed test). Counted only as having run.
+# measured in this run. It prints; it does not judge (targets are in
+# docs/PERFORMANCE.md, not in a timed test). Counted only as having run.
 if RUNS=30 bash bench/run.sh build; then
         echo "ok: sandbox benchmark ran"; passed=$((passed + 1))
 else
@@ -147,8 +147,8 @@ else
 fi
 
 # The daemon's benchmark (bash bench/daemon-bench.sh) is not run here: its
-# short form took 3 minutes, and "daemon under load" above prints the same
-# figures at 10,000 files, 64 MiB and 20 tasks.
+# short form takes about 3 minutes, and "daemon under load" above prints the
+# same figures at 10,000 files, 64 MiB and 20 tasks.
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

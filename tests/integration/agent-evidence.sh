@@ -195,7 +195,7 @@ assert "NOTES.md" in e["AGENTFAB_GOAL"] and e["AGENTFAB_OLD_ACCEPTANCE"] == "tes
 }
 
 t_journal_seal() {
-        echo "=== journald's Forward Secure Sealing, as the README says to turn it on"
+        echo "=== journald's Forward Secure Sealing, turned on as agentfabd(8), \"Sealing the journal\", says"
         local key out rc mid f copy=/var/log/journal/tampered.journal off
         mid=$(hx cat /etc/machine-id)
         # The journal made persistent first (the harness's is volatile), so
