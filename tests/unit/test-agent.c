@@ -70,6 +70,9 @@ static void settle(Manager *m, Task *a, Task *b) {
         for (unsigned i = 0; i < 1000 && !(task_state_is_final(a->state) && task_state_is_final(b->state) &&
                                           !a->run && !b->run && !task_save_pending(a) && !task_save_pending(b)); i++)
                 (void) sd_event_run(m->factory.event, 10 * 1000);
+        /* A stopped agent is freed from the loop (agent_stop()). */
+        for (unsigned i = 0; i < 10; i++)
+                (void) sd_event_run(m->factory.event, 0);
 }
 
 static int heard_index(const char *id, TaskState state) {
