@@ -13,9 +13,9 @@ typedef struct PolkitQuery PolkitQuery;
 /* At most this many checks are sent to polkitd and not yet answered; the
  * others wait here, in order. dbus-daemon lets a connection have 128 calls
  * without an answer (max_replies_per_connection) and fails the next one at
- * once: a burst of submissions from many callers was denied with
- * "authorization service not available" while polkitd was merely busy. An
- * interactive check (a person may take minutes) is always sent at once. */
+ * once: unbounded, a burst of submissions from many callers would be denied
+ * with "authorization service not available" while polkitd is merely busy.
+ * An interactive check (a person may take minutes) is always sent at once. */
 #define POLKIT_SENT_MAX 32U
 /* Beyond this many waiting, a call is refused with LimitsExceeded. */
 #define POLKIT_WAITING_MAX 4096U
