@@ -262,7 +262,7 @@ int agent_open_sandbox(AgentRun *run) {
                 }
         }
         /* Where the branch is built, once: every commit names the same.
-         * Kept in memory now and written with the state file's next write
+         * Kept in memory here and written with the state file's next write
          * (off the loop): no commit is kept before a write acknowledges it,
          * and a restart before that reads the image again. */
         if (!t->progress.environment_identity) {
