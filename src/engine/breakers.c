@@ -11,6 +11,7 @@
 #include "breakers.h"
 #include "macro.h"
 #include "string-util.h"
+#include "string-table.h"
 
 static const char *const breaker_table[_BREAKER_MAX] = {
         [BREAKER_TESTS_FAILING] = "tests-failing",
@@ -29,20 +30,7 @@ static const char *const breaker_table[_BREAKER_MAX] = {
         [BREAKER_COVERAGE_DROPPED] = "coverage-dropped",
 };
 
-const char *breaker_to_string(Breaker b) {
-        if (b < 0 || b >= _BREAKER_MAX)
-                return NULL;
-        return breaker_table[b];
-}
-
-Breaker breaker_from_string(const char *s) {
-        if (!s)
-                return _BREAKER_INVALID;
-        for (Breaker b = 0; b < _BREAKER_MAX; b++)
-                if (streq(breaker_table[b], s))
-                        return b;
-        return _BREAKER_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(breaker, Breaker);
 
 /* Paths whose change needs a person's eyes, whatever the tests say. Matched
  * ignoring case ("src/Auth/", "Migrations/"). The lists lean towards false

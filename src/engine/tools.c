@@ -21,6 +21,7 @@
 #include "tools-internal.h"
 #include "tools.h"
 #include "workspace-path.h"
+#include "string-table.h"
 
 /* Bounds of the file tools that callers do not choose. */
 #define READ_FILE_MAX_BYTES (8U * 1024U * 1024U)
@@ -36,20 +37,7 @@ static const char *const tool_kind_table[_TOOL_KIND_MAX] = {
         [TOOL_FINISH] = "finish",
 };
 
-const char *tool_kind_to_string(ToolKind k) {
-        if (k < 0 || k >= _TOOL_KIND_MAX)
-                return NULL;
-        return tool_kind_table[k];
-}
-
-ToolKind tool_kind_from_string(const char *s) {
-        if (!s)
-                return _TOOL_KIND_INVALID;
-        for (ToolKind k = 0; k < _TOOL_KIND_MAX; k++)
-                if (streq(tool_kind_table[k], s))
-                        return k;
-        return _TOOL_KIND_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(tool_kind, ToolKind);
 
 /* ---- A small growable text buffer ---- */
 

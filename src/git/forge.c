@@ -10,6 +10,7 @@
 #include "forge.h"
 #include "json-util.h"
 #include "string-util.h"
+#include "string-table.h"
 
 #define FORGE_DEFAULT_TIMEOUT_USEC         (60 * USEC_PER_SEC)
 #define FORGE_DEFAULT_CONNECT_TIMEOUT_USEC (10 * USEC_PER_SEC)
@@ -20,16 +21,13 @@ static const char *const forge_kind_table[_FORGE_KIND_MAX] = {
         [FORGE_KIND_GITHUB] = "github",
 };
 
-const char *forge_kind_to_string(ForgeKind k) {
-        if (k < 0 || k >= _FORGE_KIND_MAX)
-                return NULL;
-        return forge_kind_table[k];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(forge_kind, ForgeKind);
 
 ForgeKind forge_kind_from_string(const char *s) {
-        for (int i = 0; s && i < _FORGE_KIND_MAX; i++)
-                if (streq(forge_kind_table[i], s))
-                        return (ForgeKind) i;
+        ssize_t k = string_table_lookup(forge_kind_table, ELEMENTSOF(forge_kind_table), s);
+
+        if (k >= 0)
+                return (ForgeKind) k;
         /* Forgejo speaks Gitea's API. */
         if (streq_ptr(s, "forgejo"))
                 return FORGE_KIND_GITEA;

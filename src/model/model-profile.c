@@ -13,24 +13,14 @@
 #include "credential.h"
 #include "model-profile.h"
 #include "string-util.h"
+#include "string-table.h"
 
 static const char *const model_kind_table[_MODEL_KIND_MAX] = {
         [MODEL_KIND_OPENAI] = "openai",
         [MODEL_KIND_REPLAY] = "replay",
 };
 
-const char *model_kind_to_string(ModelKind k) {
-        if (k < 0 || k >= _MODEL_KIND_MAX)
-                return NULL;
-        return model_kind_table[k];
-}
-
-ModelKind model_kind_from_string(const char *s) {
-        for (ModelKind k = 0; k < _MODEL_KIND_MAX; k++)
-                if (streq_ptr(s, model_kind_table[k]))
-                        return k;
-        return _MODEL_KIND_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(model_kind, ModelKind);
 
 bool model_name_is_valid(const char *name) {
         size_t l;

@@ -10,6 +10,7 @@
 
 #include "json-util.h"
 #include "proxy-client.h"
+#include "string-table.h"
 
 /* Events kept while a request waits for its reply; beyond that the oldest
  * are dropped (the journal has every connection anyway). */
@@ -23,7 +24,7 @@ struct ProxyClient {
         size_t n_queue;
 };
 
-static const char *const refusal_kind_table[_PROXY_EVENT_MAX] = {
+static const char *const proxy_refusal_kind_table[_PROXY_EVENT_MAX] = {
         [PROXY_EVENT_NOT_ALLOWED] = "not-allowed",
         [PROXY_EVENT_ADDRESS]     = "address",
         [PROXY_EVENT_LIMIT]       = "limit",
@@ -31,20 +32,7 @@ static const char *const refusal_kind_table[_PROXY_EVENT_MAX] = {
         [PROXY_EVENT_BAD_REQUEST] = "bad-request",
 };
 
-const char *proxy_refusal_kind_to_string(ProxyRefusalKind k) {
-        if (k < 0 || k >= _PROXY_EVENT_MAX)
-                return NULL;
-        return refusal_kind_table[k];
-}
-
-ProxyRefusalKind proxy_refusal_kind_from_string(const char *s) {
-        if (!s)
-                return _PROXY_EVENT_INVALID;
-        for (int i = 0; i < _PROXY_EVENT_MAX; i++)
-                if (streq(refusal_kind_table[i], s))
-                        return (ProxyRefusalKind) i;
-        return _PROXY_EVENT_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(proxy_refusal_kind, ProxyRefusalKind);
 
 int proxy_client_connect(const char *path, ProxyClient **ret) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };

@@ -7,26 +7,14 @@
 
 #include "macro.h"
 #include "proxy-policy.h"
+#include "string-table.h"
 
 static const char *const proxy_mode_table[_PROXY_MODE_MAX] = {
         [PROXY_MODE_ALLOWLIST] = "allowlist",
         [PROXY_MODE_AUDITED]   = "audited",
 };
 
-const char *proxy_mode_to_string(ProxyMode m) {
-        if (m < 0 || m >= _PROXY_MODE_MAX)
-                return NULL;
-        return proxy_mode_table[m];
-}
-
-ProxyMode proxy_mode_from_string(const char *s) {
-        if (!s)
-                return _PROXY_MODE_INVALID;
-        for (int i = 0; i < _PROXY_MODE_MAX; i++)
-                if (streq(proxy_mode_table[i], s))
-                        return (ProxyMode) i;
-        return _PROXY_MODE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(proxy_mode, ProxyMode);
 
 static const char *const address_class_table[_ADDRESS_CLASS_MAX] = {
         [ADDRESS_PUBLIC]       = "public address",
@@ -42,11 +30,7 @@ static const char *const address_class_table[_ADDRESS_CLASS_MAX] = {
         [ADDRESS_HOST]         = "address of the proxy's own host",
 };
 
-const char *address_class_to_string(AddressClass c) {
-        if (c < 0 || c >= _ADDRESS_CLASS_MAX)
-                return NULL;
-        return address_class_table[c];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(address_class, AddressClass);
 
 /* Whether the first len bits of a and b agree. */
 static bool prefix_equal(const uint8_t *a, const uint8_t *b, unsigned len) {

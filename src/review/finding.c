@@ -7,6 +7,7 @@
 
 #include "finding.h"
 #include "json-util.h"
+#include "string-table.h"
 
 static const char *const finding_kind_table[_FINDING_KIND_MAX] = {
         [FINDING_SECRET] = "secret",
@@ -17,37 +18,15 @@ static const char *const finding_kind_table[_FINDING_KIND_MAX] = {
         [FINDING_REVIEW_ERROR] = "review-error",
 };
 
+DEFINE_STRING_TABLE_LOOKUP(finding_kind, FindingKind);
+
 static const char *const finding_severity_table[_FINDING_SEVERITY_MAX] = {
         [FINDING_ERROR] = "error",
         [FINDING_WARNING] = "warning",
         [FINDING_NOTE] = "note",
 };
 
-const char *finding_kind_to_string(FindingKind k) {
-        if (k < 0 || k >= _FINDING_KIND_MAX)
-                return NULL;
-        return finding_kind_table[k];
-}
-
-FindingKind finding_kind_from_string(const char *s) {
-        for (int i = 0; s && i < _FINDING_KIND_MAX; i++)
-                if (streq(finding_kind_table[i], s))
-                        return (FindingKind) i;
-        return _FINDING_KIND_INVALID;
-}
-
-const char *finding_severity_to_string(FindingSeverity s) {
-        if (s < 0 || s >= _FINDING_SEVERITY_MAX)
-                return NULL;
-        return finding_severity_table[s];
-}
-
-FindingSeverity finding_severity_from_string(const char *s) {
-        for (int i = 0; s && i < _FINDING_SEVERITY_MAX; i++)
-                if (streq(finding_severity_table[i], s))
-                        return (FindingSeverity) i;
-        return _FINDING_SEVERITY_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(finding_severity, FindingSeverity);
 
 static void finding_done(Finding *f) {
         free(f->file);

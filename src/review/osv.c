@@ -15,6 +15,7 @@
 #include "json-util.h"
 #include "osv.h"
 #include "string-util.h"
+#include "string-table.h"
 
 static const char *const osv_severity_table[_OSV_SEVERITY_MAX] = {
         [OSV_SEVERITY_UNKNOWN] = "unknown",
@@ -24,11 +25,7 @@ static const char *const osv_severity_table[_OSV_SEVERITY_MAX] = {
         [OSV_SEVERITY_CRITICAL] = "CRITICAL",
 };
 
-const char *osv_severity_to_string(OsvSeverity s) {
-        if (s < 0 || s >= _OSV_SEVERITY_MAX)
-                return NULL;
-        return osv_severity_table[s];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(osv_severity, OsvSeverity);
 
 /* ---- CVSS ---- */
 

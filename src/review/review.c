@@ -13,6 +13,7 @@
 #include "review.h"
 #include "secret-scan.h"
 #include "string-util.h"
+#include "string-table.h"
 
 static const char *const review_breaker_table[_REVIEW_BREAKER_MAX] = {
         [REVIEW_BREAKER_SECRET] = "secret",
@@ -21,18 +22,7 @@ static const char *const review_breaker_table[_REVIEW_BREAKER_MAX] = {
         [REVIEW_BREAKER_COVERAGE_DROPPED] = "coverage-dropped",
 };
 
-const char *review_breaker_to_string(ReviewBreaker b) {
-        if (b < 0 || b >= _REVIEW_BREAKER_MAX)
-                return NULL;
-        return review_breaker_table[b];
-}
-
-ReviewBreaker review_breaker_from_string(const char *s) {
-        for (int i = 0; s && i < _REVIEW_BREAKER_MAX; i++)
-                if (streq(review_breaker_table[i], s))
-                        return (ReviewBreaker) i;
-        return _REVIEW_BREAKER_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(review_breaker, ReviewBreaker);
 
 void review_result_done(ReviewResult *r) {
         if (!r)

@@ -7,6 +7,7 @@
 
 #include "macro.h"
 #include "version.h"
+#include "string-table.h"
 
 static const char *const ecosystem_table[_ECOSYSTEM_MAX] = {
         [ECOSYSTEM_NPM] = "npm",
@@ -15,18 +16,7 @@ static const char *const ecosystem_table[_ECOSYSTEM_MAX] = {
         [ECOSYSTEM_CRATES_IO] = "crates.io",
 };
 
-const char *ecosystem_to_string(Ecosystem e) {
-        if (e < 0 || e >= _ECOSYSTEM_MAX)
-                return NULL;
-        return ecosystem_table[e];
-}
-
-Ecosystem ecosystem_from_string(const char *s) {
-        for (int i = 0; s && i < _ECOSYSTEM_MAX; i++)
-                if (streq(ecosystem_table[i], s))
-                        return (Ecosystem) i;
-        return _ECOSYSTEM_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(ecosystem, Ecosystem);
 
 /* Reads a run of digits; at most 19 of them, so that it fits. */
 static int read_number(const char **p, uint64_t *ret) {

@@ -12,12 +12,15 @@
 #include "environments.h"
 #include "log.h"
 #include "string-util.h"
+#include "string-table.h"
 
 static const char *const network_mode_table[_NETWORK_MODE_MAX] = {
         [NETWORK_OFF] = "off",
         [NETWORK_ALLOWLIST] = "allowlist",
         [NETWORK_AUDITED] = "audited",
 };
+
+DEFINE_STRING_TABLE_LOOKUP(network_mode, NetworkMode);
 
 static const char *const cache_kind_table[_CACHE_KIND_MAX] = {
         [CACHE_PIP] = "pip",
@@ -26,27 +29,7 @@ static const char *const cache_kind_table[_CACHE_KIND_MAX] = {
         [CACHE_GO] = "go",
 };
 
-const char *network_mode_to_string(NetworkMode m) {
-        return m >= 0 && m < _NETWORK_MODE_MAX ? network_mode_table[m] : NULL;
-}
-
-NetworkMode network_mode_from_string(const char *s) {
-        for (NetworkMode m = 0; m < _NETWORK_MODE_MAX; m++)
-                if (streq_ptr(s, network_mode_table[m]))
-                        return m;
-        return _NETWORK_MODE_INVALID;
-}
-
-const char *cache_kind_to_string(CacheKind k) {
-        return k >= 0 && k < _CACHE_KIND_MAX ? cache_kind_table[k] : NULL;
-}
-
-CacheKind cache_kind_from_string(const char *s) {
-        for (CacheKind k = 0; k < _CACHE_KIND_MAX; k++)
-                if (streq_ptr(s, cache_kind_table[k]))
-                        return k;
-        return _CACHE_KIND_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(cache_kind, CacheKind);
 
 bool environment_name_is_valid(const char *s) {
         size_t l = s ? strlen(s) : 0;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "macro.h"
 #include "task-state.h"
+#include "string-table.h"
 
 static const char *const task_state_table[_TASK_STATE_MAX] = {
         [TASK_QUEUED]            = "queued",
@@ -14,20 +15,7 @@ static const char *const task_state_table[_TASK_STATE_MAX] = {
         [TASK_PAUSED]            = "paused",
 };
 
-const char *task_state_to_string(TaskState s) {
-        if (s < 0 || s >= _TASK_STATE_MAX)
-                return NULL;
-        return task_state_table[s];
-}
-
-TaskState task_state_from_string(const char *s) {
-        if (!s)
-                return _TASK_STATE_INVALID;
-        for (int i = 0; i < _TASK_STATE_MAX; i++)
-                if (streq(task_state_table[i], s))
-                        return (TaskState) i;
-        return _TASK_STATE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(task_state, TaskState);
 
 bool task_state_is_final(TaskState s) {
         return s == TASK_SUCCEEDED || s == TASK_FAILED || s == TASK_CANCELLED;

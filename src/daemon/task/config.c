@@ -14,24 +14,14 @@
 #include "log.h"
 #include "string-util.h"
 #include "agentfab-bus.h"
+#include "string-table.h"
 
 static const char *const budget_action_table[_BUDGET_ACTION_MAX] = {
         [BUDGET_ACTION_PAUSE] = "pause",
         [BUDGET_ACTION_FAIL]  = "fail",
 };
 
-const char *budget_action_to_string(BudgetAction a) {
-        if (a < 0 || a >= _BUDGET_ACTION_MAX)
-                return NULL;
-        return budget_action_table[a];
-}
-
-BudgetAction budget_action_from_string(const char *s) {
-        for (int i = 0; s && i < _BUDGET_ACTION_MAX; i++)
-                if (streq(budget_action_table[i], s))
-                        return (BudgetAction) i;
-        return _BUDGET_ACTION_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(budget_action, BudgetAction);
 
 void config_init(Config *c) {
         *c = (Config) {

@@ -10,6 +10,7 @@
 #include "environments.h"
 #include "task-spec.h"
 #include "workspace-path.h"
+#include "string-table.h"
 
 static const char *const task_limit_table[_TASK_LIMIT_MAX] = {
         [TASK_LIMIT_MAX_STEPS]           = "max_steps",
@@ -22,18 +23,7 @@ static const char *const task_limit_table[_TASK_LIMIT_MAX] = {
         [TASK_LIMIT_CPU_QUOTA_PERCENT]   = "cpu_quota_percent",
 };
 
-const char *task_limit_to_string(TaskLimit l) {
-        if (l < 0 || l >= _TASK_LIMIT_MAX)
-                return NULL;
-        return task_limit_table[l];
-}
-
-TaskLimit task_limit_from_string(const char *s) {
-        for (int i = 0; s && i < _TASK_LIMIT_MAX; i++)
-                if (streq(task_limit_table[i], s))
-                        return (TaskLimit) i;
-        return _TASK_LIMIT_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(task_limit, TaskLimit);
 
 void task_spec_init(TaskSpec *spec) {
         *spec = (TaskSpec) { .repository_fd = -EBADF };
