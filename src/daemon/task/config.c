@@ -130,14 +130,17 @@ static int parse_percent(const char *v, uint64_t *ret) {
         return parse_u64_range(copy, 1, 100000, ret);
 }
 
-static int parse_globs(Config *c, const char *value) {
+/* A list of relative path globs, separated by white space; each assignment
+ * adds to the list and, as with systemd's list settings, an empty one
+ * resets it (and sets *reset, where the caller needs to know). */
+static int parse_glob_list(const char *value, char ***list, bool *reset) {
         _cleanup_free_ char *copy = NULL;
 
-        /* As with systemd's list settings: an empty assignment resets. */
         if (isempty(value)) {
-                strv_free(c->protected_paths);
-                c->protected_paths = NULL;
-                c->protected_paths_reset = true;
+                strv_free(*list);
+                *list = NULL;
+                if (reset)
+                        *reset = true;
                 return 0;
         }
         copy = strdup(value);
@@ -148,9 +151,9 @@ static int parse_globs(Config *c, const char *value) {
                         continue;
                 if (w[0] == '/' || strlen(w) > 255 || !string_is_safe(w, false))
                         return -EINVAL;
-                if (strv_length(c->protected_paths) >= 256)
+                if (strv_length(*list) >= 256)
                         return -E2BIG;
-                if (strv_extend(&c->protected_paths, w) < 0)
+                if (strv_extend(list, w) < 0)
                         return -ENOMEM;
         }
         return 0;
@@ -248,7 +251,7 @@ static int config_assign_breakers(Config *c, const char *key, const char *value)
         if (streq(key, "MaxMalformedReplies"))
                 return parse_unsigned(value, 1, 1000, &c->max_malformed);
         if (streq(key, "ProtectedPaths"))
-                return parse_globs(c, value);
+                return parse_glob_list(value, &c->protected_paths, &c->protected_paths_reset);
         return -ENOENT;
 }
 
@@ -274,29 +277,8 @@ static int config_assign_review(Config *c, const char *key, const char *value) {
                 c->coverage_tolerance = d;
                 return 0;
         }
-        if (streq(key, "SecretScanIgnore")) {
-                _cleanup_free_ char *copy = NULL;
-
-                if (isempty(value)) {
-                        strv_free(c->secret_scan_ignore);
-                        c->secret_scan_ignore = NULL;
-                        return 0;
-                }
-                copy = strdup(value);
-                if (!copy)
-                        return -ENOMEM;
-                for (char *next = copy, *w; (w = strsep(&next, " \t"));) {
-                        if (w[0] == '\0')
-                                continue;
-                        if (w[0] == '/' || strlen(w) > 255 || !string_is_safe(w, false))
-                                return -EINVAL;
-                        if (strv_length(c->secret_scan_ignore) >= 256)
-                                return -E2BIG;
-                        if (strv_extend(&c->secret_scan_ignore, w) < 0)
-                                return -ENOMEM;
-                }
-                return 0;
-        }
+        if (streq(key, "SecretScanIgnore"))
+                return parse_glob_list(value, &c->secret_scan_ignore, NULL);
         if (streq(key, "Checker")) {
                 if (isempty(value)) {
                         strv_free(c->checkers);
