@@ -137,9 +137,9 @@ static void test_stream(Manager *m, BusServer *bs, Task *t) {
         audit_task_submitted(t, t->owner);
 
         r = run_child(m, 1000, t->id);
-        CHECK(r == 0, "the owner follows the task's history to its end: %d", r);
+        CHECK_ERRNO(r, 0, "the owner follows the task's history to its end: %d", r);
         r = run_child(m, 1001, t->id);
-        CHECK(r == 2, "a stranger is refused with AccessDenied (no polkit to ask): %d", r);
+        CHECK_INT_EQ(r, 2, "a stranger is refused with AccessDenied (no polkit to ask): %d", r);
 }
 
 int main(void) {
@@ -165,7 +165,7 @@ int main(void) {
         t = add_task(&m, "00000000000a", 1000);
 
         test_access(bs, t);
-        CHECK(manager_unfinished_tasks_of(&m, 1000) == 1, "no submission importing: the owner's one task");
+        CHECK_INT_EQ(manager_unfinished_tasks_of(&m, 1000), 1, "no submission importing: the owner's one task");
         /* With no connection, a change of state is announced to nobody, and
          * that is no error. */
         sd_bus_error e = SD_BUS_ERROR_NULL;

@@ -102,9 +102,9 @@ static void test_registry(Manager *m) {
         free(again->id);
         again->id = strdup("00000000000a");
         r = factory_add_task(&m->factory, again);
-        CHECK(r == -EEXIST, "a second task of one id is refused: %d", r);
+        CHECK_ERRNO(r, -EEXIST, "a second task of one id is refused: %d", r);
         task_free(again);
-        CHECK(m->factory.n_tasks == 2, "and not added");
+        CHECK_INT_EQ(m->factory.n_tasks, 2, "and not added");
 }
 
 static void test_state_changes(Manager *m) {
@@ -113,14 +113,14 @@ static void test_state_changes(Manager *m) {
         unsigned events = heard.events;
         int r;
 
-        CHECK(factory_active_tasks(&m->factory) == 0, "no task at work");
+        CHECK_INT_EQ(factory_active_tasks(&m->factory), 0, "no task at work");
         r = task_set_state(t, TASK_PREPARING, NULL, UID_INVALID, &e);
         CHECK(r >= 0, "queued -> preparing: %d", r);
         CHECK(heard.state_changes == 1 && heard.old_state == TASK_QUEUED && heard.new_state == TASK_PREPARING,
               "the bus room heard it once, with the state left: %u %s -> %s", heard.state_changes,
               task_state_to_string(heard.old_state), task_state_to_string(heard.new_state));
         CHECK(heard.saved_first, "saved, then announced");
-        CHECK(factory_active_tasks(&m->factory) == 1, "the index follows the state");
+        CHECK_INT_EQ(factory_active_tasks(&m->factory), 1, "the index follows the state");
         CHECK(heard.events == events + 1 && streq(heard.last_event, "state"),
               "the audit's state event reached the followers: %u '%s'", heard.events - events, heard.last_event);
 
@@ -134,7 +134,7 @@ static void test_state_changes(Manager *m) {
         CHECK(t->state == TASK_FAILED && heard.state_changes == 1 && heard.new_state == TASK_FAILED,
               "a task failed in memory only is announced too");
         CHECK(strstr(t->reason, "could not be written"), "and says why: '%s'", t->reason);
-        CHECK(factory_active_tasks(&m->factory) == 0, "it left the active tasks");
+        CHECK_INT_EQ(factory_active_tasks(&m->factory), 0, "it left the active tasks");
 
         task_changed(t, TASK_CHANGE_PROGRESS | TASK_CHANGE_FINDINGS);
         CHECK(heard.changes == 1 && heard.what == (TASK_CHANGE_PROGRESS | TASK_CHANGE_FINDINGS),
