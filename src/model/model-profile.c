@@ -374,18 +374,18 @@ static int pending_section_apply(ModelProfiles *p, PendingSection *s, const char
 
 typedef struct ProfilesParse {
         ModelProfiles *profiles;
-        const char *filename;
         PendingSection section;
 } ProfilesParse;
 
-static int profiles_line(const char *section, const char *key, const char *value, unsigned line, void *userdata) {
+static int profiles_line(const char *filename, const char *section, const char *key, const char *value, unsigned line,
+                         void *userdata) {
         ProfilesParse *pp = userdata;
         PendingSection *s = &pp->section;
         int r;
 
         if (!key) {
                 /* A section ends where the next begins, or with the text. */
-                r = pending_section_apply(pp->profiles, s, pp->filename);
+                r = pending_section_apply(pp->profiles, s, filename);
                 pending_section_reset(s);
                 if (r < 0)
                         return r;
@@ -400,26 +400,29 @@ static int profiles_line(const char *section, const char *key, const char *value
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                log_warning("%s:%u: Too many lines in section [Model], ignoring.", pp->filename, line);
+                log_warning("%s:%u: Too many lines in section [Model], ignoring.", filename, line);
         return 0;
 }
 
-int model_profiles_parse(ModelProfiles *p, const char *text, const char *filename) {
-        ProfilesParse pp = { .profiles = p, .filename = filename };
-        int r;
+static void profiles_parse_done(void *userdata) {
+        ProfilesParse *pp = userdata;
 
-        /* config_parse() reads the same files and warns about malformed lines. */
-        r = conf_parse_text(text, filename, false, profiles_line, &pp);
-        pending_section_reset(&pp.section);
-        return r;
+        pending_section_reset(&pp->section);
 }
 
-static int model_profiles_parse_one(const char *text, const char *display, void *userdata) {
-        return model_profiles_parse(userdata, text, display);
+static const ConfParser profiles_parser = {
+        .line = profiles_line,
+        .done = profiles_parse_done,
+        /* config_parse() reads the same files and warns about malformed lines. */
+        .warn = false,
+};
+
+int model_profiles_parse(ModelProfiles *p, const char *text, const char *filename) {
+        return conf_parse_text(&profiles_parser, text, filename, &(ProfilesParse) { .profiles = p });
 }
 
 int model_profiles_load(ModelProfiles *p, const char *path) {
-        return conf_files_foreach(path, model_profiles_parse_one, p);
+        return conf_parse_files(&profiles_parser, path, &(ProfilesParse) { .profiles = p });
 }
 
 char *model_api_key_free(char *key) {

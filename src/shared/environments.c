@@ -290,12 +290,11 @@ typedef struct Parser {
         bool active;
         unsigned start;
         bool warn;
-        const char *filename;
 } Parser;
 
 /* A section replaces an earlier one of the same name as a whole: what an
  * environment is should be readable in one place. */
-static int parser_flush(Parser *p) {
+static int parser_flush(Parser *p, const char *filename) {
         Environments *e = p->envs;
 
         if (!p->active)
@@ -304,7 +303,7 @@ static int parser_flush(Parser *p) {
         if (!p->pending.name) {
                 if (p->warn)
                         log_warning("%s:%u: [Environment] section without a valid Name=, ignoring it.",
-                                    p->filename, p->start);
+                                    filename, p->start);
                 environment_done(&p->pending);
                 return 0;
         }
@@ -317,7 +316,7 @@ static int parser_flush(Parser *p) {
                 }
         if (e->n >= ENVIRONMENTS_MAX) {
                 if (p->warn)
-                        log_warning("%s:%u: More than %u environments, ignoring '%s'.", p->filename, p->start,
+                        log_warning("%s:%u: More than %u environments, ignoring '%s'.", filename, p->start,
                                     ENVIRONMENTS_MAX, p->pending.name);
                 environment_done(&p->pending);
                 return 0;
@@ -327,13 +326,14 @@ static int parser_flush(Parser *p) {
         return 0;
 }
 
-static int on_line(const char *section, const char *key, const char *value, unsigned line, void *userdata) {
+static int on_line(const char *filename, const char *section, const char *key, const char *value, unsigned line,
+                   void *userdata) {
         Parser *p = userdata;
         int r;
 
         if (!key) {
                 /* A header or the end of the text ends the section in progress. */
-                r = parser_flush(p);
+                r = parser_flush(p, filename);
                 if (r < 0)
                         return r;
                 if (section && streq(section, "Environment")) {
@@ -350,27 +350,24 @@ static int on_line(const char *section, const char *key, const char *value, unsi
                 return r;
         if (r < 0 && p->warn) {
                 if (r == -ENOENT)
-                        log_warning("%s:%u: Unknown key '%s' in section [Environment], ignoring.", p->filename, line, key);
+                        log_warning("%s:%u: Unknown key '%s' in section [Environment], ignoring.", filename, line, key);
                 else
-                        log_warning("%s:%u: Invalid value for %s=, ignoring: '%s'", p->filename, line, key, value);
+                        log_warning("%s:%u: Invalid value for %s=, ignoring: '%s'", filename, line, key, value);
         }
         return 0;
 }
 
-static int on_file(const char *text, const char *display, void *userdata) {
+static void on_done(void *userdata) {
         Parser *p = userdata;
 
-        p->filename = display;
-        p->active = false;
-        return conf_parse_text(text, display, p->warn, on_line, p);
+        environment_done(&p->pending);
 }
 
 int environments_load(Environments *e, const char *path, bool warn) {
-        Parser p = { .envs = e, .warn = warn };
+        const ConfParser parser = { .line = on_line, .done = on_done, .warn = warn };
         int r;
 
-        r = conf_files_foreach(path, on_file, &p);
-        environment_done(&p.pending);
+        r = conf_parse_files(&parser, path, &(Parser) { .envs = e, .warn = warn });
         if (r < 0)
                 return r;
         if (!environments_find(e, ENVIRONMENT_DEFAULT)) {

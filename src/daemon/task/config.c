@@ -481,17 +481,17 @@ static int config_assign(Config *c, const char *section, const char *key, const 
 
 typedef struct ConfigParse {
         Config *config;
-        const char *filename;
         PendingForge forge;
 } ConfigParse;
 
-static int config_line(const char *section, const char *key, const char *value, unsigned line, void *userdata) {
+static int config_line(const char *filename, const char *section, const char *key, const char *value, unsigned line,
+                       void *userdata) {
         ConfigParse *p = userdata;
         int r;
 
         if (!key) {
                 /* A [Forge] section ends where the next section begins, or with the text. */
-                r = pending_forge_apply(p->config, &p->forge, p->filename);
+                r = pending_forge_apply(p->config, &p->forge, filename);
                 pending_forge_reset(&p->forge);
                 if (r < 0)
                         return r;
@@ -504,27 +504,30 @@ static int config_line(const char *section, const char *key, const char *value, 
         if (r == -ENOMEM)
                 return r;
         if (r == -ENOENT)
-                log_warning("%s:%u: Unknown key '%s' in section [%s], ignoring.", p->filename, line, key, section);
+                log_warning("%s:%u: Unknown key '%s' in section [%s], ignoring.", filename, line, key, section);
         else if (r < 0)
-                log_warning("%s:%u: Invalid value '%s' for %s=, ignoring.", p->filename, line, value, key);
+                log_warning("%s:%u: Invalid value '%s' for %s=, ignoring.", filename, line, value, key);
         return 0;
 }
 
-int config_parse(Config *c, const char *text, const char *filename) {
-        ConfigParse p = { .config = c, .filename = filename };
-        int r;
+static void config_parse_done(void *userdata) {
+        ConfigParse *p = userdata;
 
-        r = conf_parse_text(text, filename, true, config_line, &p);
-        pending_forge_reset(&p.forge);
-        return r;
+        pending_forge_reset(&p->forge);
 }
 
-static int config_parse_one(const char *text, const char *display, void *userdata) {
-        return config_parse(userdata, text, display);
+static const ConfParser config_parser = {
+        .line = config_line,
+        .done = config_parse_done,
+        .warn = true,
+};
+
+int config_parse(Config *c, const char *text, const char *filename) {
+        return conf_parse_text(&config_parser, text, filename, &(ConfigParse) { .config = c });
 }
 
 int config_load(Config *c, const char *path) {
-        return conf_files_foreach(path, config_parse_one, c);
+        return conf_parse_files(&config_parser, path, &(ConfigParse) { .config = c });
 }
 
 /* Where a task may deliver to, as the configuration has it. Checked at
