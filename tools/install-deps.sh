@@ -27,6 +27,8 @@ packages=(
         clang libclang-rt-14-dev
         # checkers the review stage's tests run in the sandbox
         shellcheck cppcheck
+        # the leave-out scenarios' Python project runs pytest (.pytest_cache)
+        python3-pytest
 )
 
 missing=()

@@ -28,6 +28,7 @@ static const char *const breaker_table[_BREAKER_MAX] = {
         [BREAKER_VULNERABLE_DEPENDENCY] = "vulnerable-dependency",
         [BREAKER_REVIEW] = "review",
         [BREAKER_COVERAGE_DROPPED] = "coverage-dropped",
+        [BREAKER_BINARY_FILE] = "binary-file",
 };
 
 DEFINE_STRING_TABLE_LOOKUP(breaker, Breaker);

@@ -28,6 +28,8 @@ typedef enum Breaker {
         BREAKER_VULNERABLE_DEPENDENCY,
         BREAKER_REVIEW,
         BREAKER_COVERAGE_DROPPED,
+        /* A binary file the agent asked to keep (keep_file). */
+        BREAKER_BINARY_FILE,
         _BREAKER_MAX,
         _BREAKER_INVALID = -EINVAL,
 } Breaker;

@@ -106,6 +106,10 @@ json_object *tools_schema(void) {
                   "(like grep -E); otherwise it is a fixed string. Default false.", false },
                 { "path", "string", "Optional directory or file to search, relative to the workspace top; "
                   "the whole workspace when omitted.", false },
+        }, keep_file[] = {
+                { "path", "string", "The file, relative to the workspace top.", true },
+                { "reason", "string", "Why it belongs to the change, for the commit and the person who reviews it.",
+                  true },
         }, finish[] = {
                 { "summary", "string", "What was changed and why, and the state of the tests, for the "
                   "person who reviews the work.", true },
@@ -135,6 +139,10 @@ json_object *tools_schema(void) {
                   "the result and output.", NULL, 0 },
                 { "finish", "Call once when the task is done (or cannot be done), with a summary. Ends the work "
                   "on this task.", finish, ELEMENTSOF(finish) },
+                { "keep_file", "Commit a file that the factory leaves out of your commits (build output, a binary, "
+                  "or a file the test command wrote) because it belongs to the change: a generated file the "
+                  "project tracks, a fixture. A binary file is committed only once a person approves it.",
+                  keep_file, ELEMENTSOF(keep_file) },
         };
 
         _cleanup_json_ json_object *a = json_object_new_array();
@@ -163,6 +171,7 @@ static const char *const tool_keys[_TOOL_KIND_MAX][4] = {
         [TOOL_SEARCH] = { "pattern", "regex", "path" },
         [TOOL_RUN_TESTS] = {},
         [TOOL_FINISH] = { "summary" },
+        [TOOL_KEEP_FILE] = { "path", "reason" },
 };
 
 _printf_(2, 3)
@@ -362,6 +371,7 @@ void tool_call_args_done(ToolCallArgs *a) {
         free(a->new_text);
         free(a->pattern);
         free(a->summary);
+        free(a->reason);
         *a = (ToolCallArgs) { .kind = _TOOL_KIND_INVALID };
 }
 
@@ -459,6 +469,12 @@ int tool_call_parse(const char *name, const char *arguments, ToolCallArgs *ret, 
 
         case TOOL_FINISH:
                 r = arg_string(o, k, "summary", true, false, TOOL_SUMMARY_MAX, &a.summary, ret_error);
+                break;
+
+        case TOOL_KEEP_FILE:
+                r = arg_string(o, k, "path", true, false, PATH_MAX - 1, &a.path, ret_error);
+                if (r >= 0)
+                        r = arg_string(o, k, "reason", true, false, TOOL_REASON_MAX, &a.reason, ret_error);
                 break;
 
         default:

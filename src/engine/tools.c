@@ -35,6 +35,7 @@ static const char *const tool_kind_table[_TOOL_KIND_MAX] = {
         [TOOL_SEARCH] = "search",
         [TOOL_RUN_TESTS] = "run_tests",
         [TOOL_FINISH] = "finish",
+        [TOOL_KEEP_FILE] = "keep_file",
 };
 
 DEFINE_STRING_TABLE_LOOKUP(tool_kind, ToolKind);

@@ -30,6 +30,7 @@ typedef enum ToolKind {
         TOOL_SEARCH,
         TOOL_RUN_TESTS,
         TOOL_FINISH,
+        TOOL_KEEP_FILE,
         _TOOL_KIND_MAX,
         _TOOL_KIND_INVALID = -EINVAL,
 } ToolKind;
@@ -43,6 +44,7 @@ ToolKind tool_kind_from_string(const char *s);
 #define TOOL_COMMAND_MAX (64U * 1024U)
 #define TOOL_PATTERN_MAX 4096U
 #define TOOL_SUMMARY_MAX (64U * 1024U)
+#define TOOL_REASON_MAX 1024U
 #define TOOL_TIMEOUT_MAX_SEC 86400U
 
 typedef struct ToolCallArgs {
@@ -56,6 +58,7 @@ typedef struct ToolCallArgs {
         char *pattern;          /* search */
         bool regex;             /* search: pattern is a POSIX extended regex */
         char *summary;          /* finish */
+        char *reason;           /* keep_file */
 } ToolCallArgs;
 
 /* Parses a model's tool call: the function name and the raw argument text,

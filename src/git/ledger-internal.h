@@ -63,6 +63,7 @@ struct Ledger {
         size_t n_left_out_known;
         char **left_out_new;    /* met since the last take, the first LEDGER_LEFT_OUT_SHOWN */
         size_t n_left_out_new;  /* how many in all */
+        LedgerLeaveOut leave_out; /* ledger_set_leave_out() */
         LedgerLines *lines;     /* sorted by (old_id, new_id) */
         size_t n_lines;
         unsigned long lines_generation;

@@ -130,7 +130,17 @@ static int scan_dir(TreeScan *scan, TreeScanDir *parent, TreeScanDir *sub, const
 
         /* Ignored and nothing tracked inside: not read at all. */
         r = ledger_index_has_dir(s->index, path);
-        return r != 0 ? r : !dir_only_tracked(s, sub);
+        if (r != 0)
+                return r;
+        /* Build output nobody tracks: not read either, named once. */
+        if (!dir_only_tracked(s, sub) && stage_build_output_dir(s, path)) {
+                _cleanup_free_ char *d = NULL;
+                if (asprintf(&d, "%s/", path) < 0)
+                        return -ENOMEM;
+                r = stage_left_out_why(s, d, NULL, "build output");
+                return r < 0 ? r : 0;
+        }
+        return !dir_only_tracked(s, sub);
 }
 
 static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const char *path, const struct statx *x,
@@ -157,8 +167,11 @@ static int scan_entry(TreeScan *scan, TreeScanDir *d, const char *name, const ch
         }
         if (e && stage_entry_clean(s, e, x))
                 return 0;
+        int r = stage_leave_out(s, d->fd, name, path, e, x);
+        if (r != 0)
+                return r < 0 ? r : 0;
 
-        int r = stage_file(s, d->fd, name, path, e);
+        r = stage_file(s, d->fd, name, path, e);
         if (r == -EAGAIN) {     /* It became a directory meanwhile. */
                 if (e && (r = stage_edit_add(s, path, NULL)) < 0)
                         return r;
@@ -406,6 +419,10 @@ int stage_noted(Stage *s, const char *noted) {
                  * nothing in it is recorded. */
                 if (!e && !tracked && ignored)
                         return 1;
+                if (!e && !tracked && stage_build_output_dir(s, path)) {
+                        r = stage_left_out_why(s, dir, NULL, "build output");
+                        return r < 0 ? r : 1;
+                }
                 if (e && (r = stage_edit_add(s, path, NULL)) < 0)
                         return r;
                 return stage_subtree(s, fd, c, path, ignored ? 1 : 0);
@@ -435,6 +452,9 @@ int stage_noted(Stage *s, const char *noted) {
         }
         if (e && stage_entry_clean(s, e, &x))
                 return 1;
+        r = stage_leave_out(s, fd, c, path, e, &x);
+        if (r != 0)
+                return r < 0 ? r : 1;
         size_t n_edits = s->n_edits;
         r = stage_file(s, fd, c, path, e);
         if (r == -EAGAIN)

@@ -197,6 +197,10 @@ static int path_cmp(const void *a, const void *b) {
 }
 
 int stage_left_out(Stage *s, const char *path, const git_index_entry *old) {
+        return stage_left_out_why(s, path, old, NULL);
+}
+
+int stage_left_out_why(Stage *s, const char *path, const git_index_entry *old, const char *why) {
         Ledger *l = s->ledger;
         int r;
 
@@ -228,7 +232,11 @@ int stage_left_out(Stage *s, const char *path, const git_index_entry *old) {
                 if (!n)
                         return -ENOMEM;
                 l->left_out_new = n;
-                n[l->n_left_out_new] = strdup(path);
+                if (why) {
+                        if (asprintf(&n[l->n_left_out_new], "%s (%s)", path, why) < 0)
+                                n[l->n_left_out_new] = NULL;
+                } else
+                        n[l->n_left_out_new] = strdup(path);
                 if (!n[l->n_left_out_new])
                         return -ENOMEM;
                 n[l->n_left_out_new + 1] = NULL;
@@ -271,6 +279,7 @@ static void ledger_left_out_free(Ledger *l) {
 void ledger_stage_free(Ledger *l) {
         struct stat st;
 
+        ledger_leave_out_done(&l->leave_out);
         ledger_left_out_free(l);
 
         /* The stat data for the next time, unless someone else wrote the

@@ -46,6 +46,18 @@ bool stage_entry_clean(const Stage *s, const git_index_entry *e, const struct st
  * it out (a tracked file that became one goes), and noted for
  * ledger_take_left_out(). */
 int stage_left_out(Stage *s, const char *path, const git_index_entry *old);
+/* The same with the reason named ("path (why)"), for what git could record
+ * but the ledger leaves out (ledger-leave-out.c). */
+int stage_left_out_why(Stage *s, const char *path, const git_index_entry *old, const char *why);
+
+/* ledger-leave-out.c */
+/* Whether path, about to be recorded (read through dir_fd/name, old its
+ * entry or NULL, x its metadata), is left out (LedgerLeaveOut): 1, noted
+ * for ledger_take_left_out(); 0 if it is recorded. */
+int stage_leave_out(Stage *s, int dir_fd, const char *name, const char *path, const git_index_entry *old,
+                    const struct statx *x);
+/* Whether the untracked directory path is build output: not read at all. */
+bool stage_build_output_dir(Stage *s, const char *path);
 /* A name git refuses to record (libgit2's index, with core.protectNTFS as
  * it is by default): one NTFS takes for .git, that is ".git" or "git~1" in
  * any case followed by nothing but dots and spaces, or by a backslash or a

@@ -223,12 +223,6 @@ int ledger_attach_fd(git_repository *repo, int workspace_fd, const char *branch,
         }
         l->workspace_fd = TAKE_FD(fd);
 
-        /* Caches that interpreters and test runners leave behind are not
-         * the agent's work: untracked ones stay out of checkpoints, as if
-         * every repository ignored them (tracked files are still recorded). */
-        if (git_ignore_add_rule(repo, "__pycache__/\n*.py[co]\n.pytest_cache/\n.mypy_cache/\n.ruff_cache/\n") < 0)
-                return -EIO;
-
         _cleanup_(git_config_freep) git_config *cfg = NULL;
         int64_t v;
         if (git_repository_config(&cfg, repo) >= 0 && git_config_get_int64(&v, cfg, "agentfab.maxbytes") >= 0 && v >= 0)

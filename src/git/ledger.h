@@ -170,6 +170,41 @@ typedef struct Checkpoint {
  * that was not fetched makes the checkpoint fail (-ENOTEMPTY, the message
  * names the file): it could not be recorded, and is not dropped silently. */
 int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41], char **ret_error);
+/* What checkpoints (and ledger_changes()) leave out besides what the
+ * repository's .gitignore files ignore: the workshop's sweepings, never the
+ * change. Such a path stays in the workspace and out of the tree (a tracked
+ * file keeps what the tree has), and ledger_take_left_out() names it with
+ * the reason: "build output", "binary, N bytes" or "made by the tests". */
+typedef struct LedgerLeaveOut {
+        /* Names of build output, fnmatch() patterns matched against one
+         * component of an untracked path: "name/" a directory, with
+         * everything below it unless something there is tracked; other
+         * patterns a file's name. */
+        char **patterns;
+        /* New files that are executables, libraries, object archives or
+         * compiled bytecode (ELF, Mach-O, PE, ar, Python, Java, WebAssembly). */
+        bool binaries;
+        /* When the test command ran: n_windows pairs of CLOCK_REALTIME
+         * microseconds, [start, end]. A file whose inode changed within
+         * one (its ctime, which no process sets at will) is the tests'
+         * output, unless it is in written. */
+        uint64_t *windows;
+        size_t n_windows;
+        /* Workspace-relative paths the agent wrote through its tools. */
+        char **written;
+        /* Paths kept on purpose: none of the above applies to them. */
+        char **kept;
+} LedgerLeaveOut;
+
+/* Whether name in dir_fd is an executable, a library, an object archive or
+ * compiled bytecode, by its first bytes (never following a symlink); its
+ * size in *ret_size. */
+bool ledger_file_is_binary(int dir_fd, const char *name, uint64_t *ret_size);
+
+/* Copies o into l; later stages follow it. */
+int ledger_set_leave_out(Ledger *l, const LedgerLeaveOut *o);
+void ledger_leave_out_done(LedgerLeaveOut *o);
+
 /* What stages (of checkpoints and of ledger_changes()) left out since the
  * last call and no stage of this Ledger had met before: special files,
  * names git refuses (one NTFS takes for .git: ".git.", "GIT~1", with

@@ -14,6 +14,7 @@ void review_repo_settings_done(ReviewRepoSettings *s) {
                 return;
         strv_free(s->secret_scan_ignore);
         strv_free(s->checkers);
+        strv_free(s->leave_out);
         free(s->coverage_report);
         strv_free(s->warnings);
         *s = (ReviewRepoSettings) {};
@@ -116,6 +117,24 @@ static int settings_line(ReviewRepoSettings *s, unsigned line, const char *b, co
                 }
                 return 0;
         }
+        if (KEY_IS("leave-out")) {
+                for (char *next = value, *w; (w = strsep(&next, " \t"));) {
+                        if (w[0] == '\0')
+                                continue;
+                        if (!leave_out_pattern_is_valid(w)) {
+                                r = warn(s, line, "invalid name of build output '%.64s', ignoring.", w);
+                                if (r < 0)
+                                        return r;
+                                continue;
+                        }
+                        if (strv_length(s->leave_out) >= REVIEW_LEAVE_OUT_MAX)
+                                return warn(s, line, "more than %u names, ignoring the rest.", REVIEW_LEAVE_OUT_MAX);
+                        r = strv_extend(&s->leave_out, w);
+                        if (r < 0)
+                                return r;
+                }
+                return 0;
+        }
         if (KEY_IS("checker")) {
                 if (isempty(value) || strlen(value) > REVIEW_CHECKER_COMMAND_MAX)
                         return warn(s, line, "a checker command must be 1 to %u bytes, ignoring.", REVIEW_CHECKER_COMMAND_MAX);
@@ -181,4 +200,16 @@ int review_repo_settings_parse(const char *text, size_t size, ReviewRepoSettings
                 s = nl ? nl + 1 : end;
         }
         return 0;
+}
+
+bool leave_out_pattern_is_valid(const char *p) {
+        size_t n = p ? strlen(p) : 0;
+
+        if (n == 0 || n > REVIEW_GLOB_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) p[i] < 0x20 || p[i] == 0x7f || (p[i] == '/' && i != n - 1))
+                        return false;
+        /* A name, maybe a directory's: never the top, its parent, or nothing. */
+        return !streq(p, "/") && !streq(p, "./") && !streq(p, "../") && !streq(p, ".") && !streq(p, "..");
 }

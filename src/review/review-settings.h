@@ -24,6 +24,9 @@
  *    sandbox; this library only records it); repeatable.
  *  - coverage-report: the workspace-relative path of the coverage report
  *    the test command writes.
+ *  - leave-out: whitespace-separated names of build output the checkpoints
+ *    leave out, besides agentfab.conf's LeaveOut= (fnmatch() patterns of
+ *    one path component; "name/" a directory); repeatable.
  * Several such blocks add up. Other text of the file is the model's
  * instructions and is not read here. Unknown keys and invalid values are
  * skipped with a warning that names the line.
@@ -37,11 +40,13 @@
 #define REVIEW_CHECKERS_MAX 16U
 #define REVIEW_CHECKER_COMMAND_MAX 1024U
 #define REVIEW_GLOB_MAX 255U
+#define REVIEW_LEAVE_OUT_MAX 64U
 
 typedef struct ReviewRepoSettings {
         char **secret_scan_ignore;
         char **checkers;
         char *coverage_report;
+        char **leave_out;       /* leave-out: names of build output */
         char **warnings;        /* "line N: ...", for the journal */
 } ReviewRepoSettings;
 
@@ -54,3 +59,8 @@ int review_repo_settings_parse(const char *text, size_t size, ReviewRepoSettings
 /* True for a glob that may go on an ignore list: workspace-relative, not
  * empty, at most REVIEW_GLOB_MAX bytes, no control characters, no "..". */
 bool review_glob_is_valid(const char *glob);
+
+/* True for a name of build output (LeaveOut=, leave-out:): one path
+ * component, "name/" for a directory, 1 to REVIEW_GLOB_MAX bytes, no
+ * control characters, not "." or "..". */
+bool leave_out_pattern_is_valid(const char *pattern);

@@ -96,6 +96,15 @@ int agent_check_breakers(AgentRun *run, const StepCommit *c) {
         TaskProgress *p = &t->progress;
         int r;
 
+        /* keep_file of a binary: a person decides before it is committed. */
+        if (p->keep_pending) {
+                _cleanup_free_ char *reason = NULL;
+                if (asprintf(&reason, "The agent asks to commit the binary file %s", strempty(p->keep_reason)) < 0)
+                        return -ENOMEM;
+                agent_trip(run, BREAKER_BINARY_FILE, reason, commit_before);
+                return 1;
+        }
+
         r = breaker_config_from(&run->factory->config, &bc);
         if (r < 0)
                 return r;

@@ -28,6 +28,7 @@
 #include "string-util.h"
 #include "task-save.h"
 #include "task-store.h"
+#include "leave-out.h"
 #include "step-commit.h"
 #include "task-job.h"
 #include "task-branch.h"
@@ -217,7 +218,11 @@ void agent_end_step(AgentRun *run) {
         pw = getpwuid(t->owner);
         c->task_id = strdup(t->id);
         c->subject = strdup(run->subject);
-        c->body = run->body ? strdup(run->body) : NULL;
+        if (p->kept_note) {
+                if (asprintf(&c->body, "%s%s%s", strempty(run->body), run->body ? "\n\n" : "", p->kept_note) < 0)
+                        c->body = NULL;
+        } else
+                c->body = run->body ? strdup(run->body) : NULL;
         c->model = strdup(run->model_name);
         c->test_command = t->spec.test_command ? strdup(t->spec.test_command) : NULL;
         c->user_name = pw ? strdup(pw->pw_name) : NULL;
@@ -234,7 +239,9 @@ void agent_end_step(AgentRun *run) {
         c->requirement = task_requirement_version(t);
         c->changes = true;
         c->trace_start = trace_enabled() ? trace_now_usec() : 0;
-        if (!c->task_id || !c->subject || (run->body && !c->body) || !c->model ||
+        if (agent_leave_out(run, &c->leave_out) < 0)
+                return agent_fail(run, "Out of memory.");
+        if (!c->task_id || !c->subject || ((run->body || p->kept_note) && !c->body) || !c->model ||
             (t->spec.test_command && !c->test_command) || (pw && !c->user_name) || (p->checkpoint && !c->before) ||
             (p->environment_identity && !c->environment) || (t->spec.reference && !c->reference))
                 return agent_fail(run, "Out of memory.");
@@ -292,6 +299,35 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
         agent_save_progress_then(run, &ack, TAKE_PTR(lines), lines_size, c, agent_step_acked);
 }
 
+/* The model hears what its step's commit left out, so that nothing is
+ * hidden from it either: the files are still there, and keep_file commits
+ * one on purpose. */
+static int agent_tell_left_out(AgentRun *run, unsigned step, char **paths, size_t n) {
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        if (n == 0)
+                return 0;
+        f = open_memstream(&text, &size);
+        if (!f)
+                return -ENOMEM;
+        fprintf(f, "Left out of step %u's commit (still in the workspace, not on the branch): ", step);
+        for (size_t i = 0; paths && paths[i]; i++)
+                fprintf(f, "%s%s", i > 0 ? ", " : "", paths[i]);
+        if (n > strv_length(paths))
+                fprintf(f, " and %zu more", n - strv_length(paths));
+        fprintf(f, ". Build output, binaries and what the test command writes are never part of the change. "
+                "If one of them belongs to it (a generated file the project tracks, a fixture), call keep_file "
+                "with its path and the reason.");
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        json_object *m = conversation_message_new("user", text);
+        if (!m)
+                return -ENOMEM;
+        return conversation_add(run, m);
+}
+
 /* The step is acknowledged: reported, and its breakers checked. */
 static void agent_step_acked(AgentRun *run, StepCommit *c) {
         Task *t = run->task;
@@ -310,6 +346,12 @@ static void agent_step_acked(AgentRun *run, StepCommit *c) {
 
         audit_step(t, step, c->committed ? c->commit : NULL, run->subject, c->tests);
         audit_left_out(t, step, c->left_out, c->n_left_out);
+        /* The commit said why its kept files are there. */
+        if (c->committed)
+                t->progress.kept_note = mfree_ptr(t->progress.kept_note);
+        r = agent_tell_left_out(run, step, c->left_out, c->n_left_out);
+        if (r < 0)
+                return agent_fail(run, "Out of memory.");
         if (c->committed && c->checkpoints)
                 task_branch_checkpoints_set(t, c->checkpoints);
         task_changed(t, TASK_CHANGE_PROGRESS);
@@ -615,6 +657,21 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                 case BREAKER_MALFORMED_OUTPUT: p->malformed = 0; break;
                 case BREAKER_TESTS_REGRESSED: p->baseline_passed = -1; break;
                 case BREAKER_FILES_CHANGED:   p->extra_files += c->max_files_changed; break;
+                case BREAKER_BINARY_FILE:
+                        if (p->keep_pending) {
+                                _cleanup_free_ char *note = NULL;
+                                if (asprintf(&note, "%s; approved by uid %u", strempty(p->keep_reason), (unsigned) uid) < 0)
+                                        return -ENOMEM;
+                                r = task_progress_add_kept(p, p->keep_pending);
+                                if (r < 0 && r != -E2BIG)
+                                        return r;
+                                r = agent_add_kept_note(p, note);
+                                if (r < 0)
+                                        return r;
+                        }
+                        p->keep_pending = mfree_ptr(p->keep_pending);
+                        p->keep_reason = mfree_ptr(p->keep_reason);
+                        break;
                 case BREAKER_LINES_CHANGED:   p->extra_lines += c->max_lines_changed; break;
                 case BREAKER_BUDGET:
                         p->extra_steps += t->spec.limits[TASK_LIMIT_MAX_STEPS] != TASK_LIMIT_UNSET ?
@@ -650,6 +707,10 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                         p->test_failures = 0;
                 if (b == BREAKER_MALFORMED_OUTPUT)
                         p->malformed = 0;
+                if (b == BREAKER_BINARY_FILE) {
+                        p->keep_pending = mfree_ptr(p->keep_pending);
+                        p->keep_reason = mfree_ptr(p->keep_reason);
+                }
                 if (text) {
                         /* The work stays (breaker_commit is the checkpoint the review saw). */
                         _cleanup_free_ char *findings = TAKE_PTR(text);

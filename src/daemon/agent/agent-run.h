@@ -90,6 +90,7 @@ struct AgentRun {
         size_t next_call;
         char *call_id;             /* of the tool call whose command runs */
         ToolKind call_kind;
+        uint64_t tests_started;    /* CLOCK_REALTIME µs: the test command runs since (a leave-out window) */
         char *call_command;
         char **commands;           /* run in this step, for the Agentfab-Command: trailers */
         char *subject;
@@ -190,6 +191,10 @@ int agent_check_budget(AgentRun *run);
  * breakers look at it. */
 void agent_end_step(AgentRun *run);
 
+void agent_tests_ended(AgentRun *run);
+/* A line "Kept on purpose: what" for the next commit's body. */
+int agent_add_kept_note(TaskProgress *p, const char *what);
+void agent_note_written(AgentRun *run, const char *path);
 /* agent-tools.c. A command of the tool "tool" in the sandbox, with its
  * output followed; agent_on_command_done() takes its result. */
 int agent_run_command(AgentRun *run, const char *tool, const char *command, uint64_t timeout_sec);

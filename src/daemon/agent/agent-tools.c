@@ -30,8 +30,10 @@
 #include "step-commit.h"
 #include "task-job.h"
 #include "tools.h"
+#include "time-util.h"
 #include "trace.h"
 #include "worker.h"
+#include "workspace-path.h"
 
 #define TOOL_OUTPUT_MAX    (1024u * 1024u)
 #define FILE_MAX           (8u * 1024u * 1024u)
@@ -58,6 +60,87 @@ static void on_command_output(const char *stream, const char *data, size_t size,
                 task_send_output(run->task, data, size);
 }
 
+int agent_add_kept_note(TaskProgress *p, const char *what) {
+        _cleanup_free_ char *n = NULL;
+
+        /* Bounded as the state file reads it; past that the journal has it. */
+        if (strlen(strempty(p->kept_note)) + strlen(what) > 60000)
+                return 0;
+        if (asprintf(&n, "%s%sKept on purpose: %s", strempty(p->kept_note), p->kept_note ? "\n" : "", what) < 0)
+                return -ENOMEM;
+        free(p->kept_note);
+        p->kept_note = TAKE_PTR(n);
+        return 0;
+}
+
+/* keep_file, on the loop: a text file is kept from this step on and the
+ * commit says why; a binary waits for a person (the binary-file breaker at
+ * the step's end). */
+static int agent_keep_file(AgentRun *run, const char *path, const char *reason, bool binary, uint64_t size,
+                           char **ret_text) {
+        TaskProgress *p = &run->task->progress;
+        _cleanup_free_ char *why = NULL, *note = NULL;
+        int r;
+
+        why = strshorten_line(strempty(reason), 200);
+        if (!why)
+                return -ENOMEM;
+        if (binary) {
+                if (p->keep_pending && !streq(p->keep_pending, path))
+                        return asprintf(ret_text, "keep_file: '%s' waits for a person's approval already; ask for "
+                                        "one binary at a time.", p->keep_pending) < 0 ? -ENOMEM : -EBUSY;
+                if (free_and_strdup(&p->keep_pending, path) < 0 ||
+                    asprintf(&note, "'%s' (binary, %" PRIu64 " bytes): %s", path, size, why) < 0)
+                        return -ENOMEM;
+                free(p->keep_reason);
+                p->keep_reason = TAKE_PTR(note);
+                return asprintf(ret_text, "'%s' is a binary file (%" PRIu64 " bytes). A person must approve "
+                                "committing it: the task stops for that at the end of this step.", path, size) < 0 ?
+                        -ENOMEM : 0;
+        }
+        r = task_progress_add_kept(p, path);
+        if (r == -E2BIG)
+                return asprintf(ret_text, "keep_file: at most %u files are kept on purpose in a task.",
+                                TASK_KEPT_MAX) < 0 ? -ENOMEM : r;
+        if (r < 0)
+                return r;
+        ledger_note_path(run->ledger, path);
+        if (asprintf(&note, "'%s': %s", path, why) < 0)
+                return -ENOMEM;
+        r = agent_add_kept_note(p, note);
+        if (r < 0)
+                return r;
+        return asprintf(ret_text, "'%s' is kept: this step's commit records it, and says why.", path) < 0 ? -ENOMEM : 0;
+}
+
+/* The test command ended (or never ran): its window is kept with the task. */
+void agent_tests_ended(AgentRun *run) {
+        int r;
+
+        if (run->tests_started == 0 || !run->task)
+                return;
+        r = task_progress_add_test_window(&run->task->progress, run->tests_started, clock_now_usec(CLOCK_REALTIME));
+        if (r < 0)
+                log_warning_errno(r, "Task '%s': cannot keep when the tests ran, ignoring: %m", run->task->id);
+        run->tests_started = 0;
+}
+
+/* A file the agent wrote through its tools is its own, whoever touches it
+ * later (leave-out.h). */
+void agent_note_written(AgentRun *run, const char *path) {
+        _cleanup_free_ char *p = NULL;
+        int r;
+
+        r = workspace_path_normalize(path, &p);
+        if (r >= 0)
+                r = task_progress_add_written(&run->task->progress, p);
+        if (r == -E2BIG)
+                log_debug("Task '%s': more than %u files written, '%s' not remembered.", run->task->id,
+                          TASK_WRITTEN_MAX, path);
+        else if (r < 0)
+                log_warning_errno(r, "Task '%s': cannot remember that '%s' was written, ignoring: %m", run->task->id, path);
+}
+
 int agent_run_command(AgentRun *run, const char *tool, const char *command, uint64_t timeout_sec) {
         const Config *c = &run->factory->config;
         Task *t = run->task;
@@ -71,6 +154,10 @@ int agent_run_command(AgentRun *run, const char *tool, const char *command, uint
         if (asprintf(&banner, "\n$ %s\n", command) >= 0)
                 (void) write(run->log_fd, banner, strlen(banner));
         ledger_note_all(run->ledger);   /* A command may change anything in the workspace. */
+        /* What the test command writes is not the change (leave-out.h):
+         * its window on the clock that stamps inodes. */
+        if (IN_SET(run->call_kind, _TOOL_KIND_INVALID, TOOL_RUN_TESTS, TOOL_FINISH))
+                run->tests_started = clock_now_usec(CLOCK_REALTIME);
 
         ExecRequest req = {
                 .argv = argv,
@@ -145,6 +232,7 @@ void agent_on_command_done(SandboxSession *s, int error, const ExecResult *resul
         if (!t)
                 return;
         run->phase = PHASE_IDLE;
+        agent_tests_ended(run);
         /* The proxy tells of a refusal before it answers the command's
          * client: whatever the command met is in our socket by now. */
         egress_poll(run->factory->egress);
@@ -232,6 +320,10 @@ typedef struct FileToolJob {
         size_t keep;
         char *id;
         char *out;
+        /* keep_file: the path as the ledger names it, and what it is. */
+        char *kept;
+        bool binary;
+        uint64_t size;
 } FileToolJob;
 
 static void file_tool_job_free(void *p) {
@@ -243,7 +335,31 @@ static void file_tool_job_free(void *p) {
         tool_call_args_done(&j->args);
         free(j->id);
         free(j->out);
+        free(j->kept);
         free(j);
+}
+
+/* keep_file: the file must be there, a regular file of the workspace. */
+static int tool_keep_file(FileToolJob *j) {
+        _cleanup_close_ int dir_fd = -EBADF;
+        _cleanup_free_ char *name = NULL;
+        struct stat st;
+        int r;
+
+        r = workspace_path_normalize(j->args.path, &j->kept);
+        if (r >= 0)
+                r = workspace_open_parent(j->ws_fd, j->kept, false, &dir_fd, &name);
+        if (r < 0)
+                return workspace_path_error(j->args.path, r, &j->out);
+        if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return workspace_path_error(j->args.path, -errno, &j->out);
+        if (!S_ISREG(st.st_mode)) {
+                if (asprintf(&j->out, "keep_file: '%s' is not a regular file; only files are committed.", j->kept) < 0)
+                        j->out = NULL;
+                return -EINVAL;
+        }
+        j->binary = ledger_file_is_binary(dir_fd, name, &j->size);
+        return 0;
 }
 
 static int file_tool_job_run(void *p) {
@@ -260,6 +376,8 @@ static int file_tool_job_run(void *p) {
                 return tool_list_files(j->ws_fd, &j->args, LIST_MAX_ENTRIES, j->keep, &j->out);
         case TOOL_SEARCH:
                 return tool_search(j->ws_fd, &j->args, SEARCH_MAX_MATCHES, j->keep, &j->out);
+        case TOOL_KEEP_FILE:
+                return tool_keep_file(j);
         default:
                 return -EINVAL;
         }
@@ -278,9 +396,13 @@ static void on_file_tool_done(Task *task, int r, void *p, void *userdata) {
         /* Written or not, the path is looked at at the step's end. */
         if (IN_SET(j->args.kind, TOOL_WRITE_FILE, TOOL_EDIT_FILE)) {
                 ledger_note_path(run->ledger, j->args.path);
-                if (r >= 0)
+                if (r >= 0) {
                         audit_file_change(t, t->progress.step + 1, tool_kind_to_string(j->args.kind), j->args.path);
+                        agent_note_written(run, j->args.path);
+                }
         }
+        if (j->args.kind == TOOL_KEEP_FILE && r >= 0)
+                r = agent_keep_file(run, j->kept, j->args.reason, j->binary, j->size, &j->out);
         if (r < 0 && !j->out)
                 j->out = strdup(strerror(-r));
         agent_tool_result(run, j->id, tool_kind_to_string(j->args.kind), j->out ?: "out of memory");

@@ -15,7 +15,9 @@
 #include "log.h"
 #include "breakers.h"
 #include "string-util.h"
+#include "time-util.h"
 #include "review-stage.h"
+#include "leave-out.h"
 #include "step-commit.h"
 #include "summary.h"
 #include "task-job.h"
@@ -328,6 +330,8 @@ static StepCommit *delivery_step_commit(AgentRun *run, unsigned step, const char
         c->requirement = task_requirement_version(t);
         c->step = step;
         c->uid = t->owner;
+        if (agent_leave_out(run, &c->leave_out) < 0)
+                return NULL;
         c->tests = "not-run";
         if (!c->task_id || !c->subject || (run->model_name && !c->model) || (t->spec.test_command && !c->test_command) ||
             (pw && !c->user_name) || (p->environment_identity && !c->environment) ||
@@ -528,6 +532,7 @@ static void on_verify_done(SandboxSession *s, int error, const ExecResult *resul
         if (!t)
                 return;
         run->phase = PHASE_IDLE;
+        agent_tests_ended(run);
         if (error < 0)
                 return agent_fail(run, "Cannot run the tests on the final tree: %s",
                                   error == -ECONNRESET || error == -EPIPE ? "the task's sandbox ended unexpectedly" :
@@ -577,6 +582,7 @@ static void delivery_verify(AgentRun *run) {
         /* A test run may write into the workspace: the ledger's change
          * tracking must not trust its notes past it. */
         ledger_note_all(run->ledger);
+        run->tests_started = clock_now_usec(CLOCK_REALTIME);
         run->phase = PHASE_VERIFY;
         r = sandbox_session_exec(run->session, &req, run->log_fd, run->factory->config.output_keep_bytes,
                                  on_verify_output, on_verify_done, run);

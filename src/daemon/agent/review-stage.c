@@ -14,6 +14,7 @@
 #include "log.h"
 #include "review-model.h"
 #include "review-settings.h"
+#include "leave-out.h"
 #include "review-stage.h"
 #include "review.h"
 #include "string-util.h"
@@ -637,6 +638,7 @@ static void review_stage_next_checker(AgentRun *run, ReviewJob *j) {
  * listing them takes a while). */
 typedef struct ChangesJob {
         Ledger *ledger;
+        LedgerLeaveOut leave_out;  /* the change is what a checkpoint would record */
         bool admin_checkers;       /* the configuration names checkers */
         char *settings;            /* results */
         size_t settings_size;
@@ -650,6 +652,7 @@ static void changes_job_free(void *p) {
         if (!c)
                 return;
         ledger_free(c->ledger);
+        ledger_leave_out_done(&c->leave_out);
         free(c->settings);
         review_repo_settings_done(&c->repo);
         strv_free(c->changed);
@@ -670,7 +673,9 @@ static int changes_job_run(void *p) {
         if (!c->admin_checkers && strv_length(c->repo.checkers) == 0)
                 return 0;
 
-        r = ledger_changes(c->ledger, NULL, &changes, &n_changes);
+        r = leave_out_apply(c->ledger, &c->leave_out);
+        if (r >= 0)
+                r = ledger_changes(c->ledger, NULL, &changes, &n_changes);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n_changes; i++)
@@ -768,6 +773,10 @@ void review_stage_start(AgentRun *run) {
         if (!cj)
                 return agent_fail(run, "Out of memory.");
         cj->admin_checkers = strv_length(c->checkers) > 0;
+        if (agent_leave_out(run, &cj->leave_out) < 0) {
+                changes_job_free(cj);
+                return agent_fail(run, "Out of memory.");
+        }
         cj->ledger = TAKE_PTR(run->ledger);
         r = task_job_enqueue(t, "review", changes_job_run, on_changes_done, changes_job_free, cj, run, &run->job);
         if (r < 0) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "agent.h"
+#include "leave-out.h"
 #include "step-commit.h"
 #include "string-util.h"
 #include "task-job.h"
@@ -31,6 +32,7 @@ StepCommit *step_commit_free(StepCommit *c) {
         free(c->diffstat);
         json_object_put(c->checkpoints);
         strv_free(c->left_out);
+        ledger_leave_out_done(&c->leave_out);
         free(c);
         return NULL;
 }
@@ -121,6 +123,10 @@ static int step_commit_commit(StepCommit *c) {
 
 static int step_commit_work(StepCommit *c) {
         int r;
+
+        r = leave_out_apply(c->ledger, &c->leave_out);
+        if (r < 0)
+                return r;
 
         if (c->changes) {
                 /* What the step changed: for a reviewer reading git log, and

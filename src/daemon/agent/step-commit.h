@@ -24,6 +24,7 @@ typedef struct StepCommit {
         /* The checkpoint (copies: the run may be freed while the job runs). */
         char *task_id, *subject, *body, *model, *test_command, *user_name, *environment;
         char *reference;           /* Agentfab-Ref:, or NULL */
+        LedgerLeaveOut leave_out;  /* set on the ledger before it stages (leave-out.h) */
         unsigned requirement;      /* Agentfab-Requirement: v<n> */
         char **trailers;           /* further "Agentfab-Key: value" lines, or NULL */
         const char *tests;         /* a literal */

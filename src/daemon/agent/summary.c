@@ -18,6 +18,8 @@
 #include "task-job.h"
 #include "task-store.h"
 
+#define SUMMARY_LEFT_OUT_MAX 32U   /* left-out events listed */
+
 struct SummaryInput {
         int dir_fd;             /* the task's directory: its events and review records */
         char *id, *reference, *goal, *acceptance, *environment, *agent_summary, *plan;
@@ -143,7 +145,16 @@ int summary_text(const SummaryInput *in, char **ret, size_t *ret_size) {
         if (review_stage_markdown(in->dir_fd, &review) >= 0 && review)
                 fprintf(f, "%s\n", review);
 
-        /* Breakers and decisions, from the task's own history. */
+        /* Breakers and decisions, from the task's own history; what was
+         * left out of the branch is gathered on the way. */
+        _cleanup_free_ char *left_text = NULL;
+        size_t left_size = 0;
+        FILE *lf = open_memstream(&left_text, &left_size);
+        if (!lf) {
+                fclose(f);
+                free(text);
+                return -ENOMEM;
+        }
         fprintf(f, "## Breakers and approvals\n\n");
         bool any = false, approved = false;
         unsigned left_out = 0;
@@ -159,6 +170,10 @@ int summary_text(const SummaryInput *in, char **ret, size_t *ret_size) {
                 (void) json_get_uint64(e, "uid", &uid);
                 (void) json_get_uint64(e, "usec", &usec);
                 if (streq_ptr(type, "left-out")) {
+                        const char *paths = NULL;
+                        (void) json_get_string(e, "paths", &paths);
+                        if (paths && left_out < SUMMARY_LEFT_OUT_MAX)
+                                fprintf(lf, "- %s\n", paths);
                         left_out++;
                         continue;
                 }
@@ -212,13 +227,24 @@ int summary_text(const SummaryInput *in, char **ret, size_t *ret_size) {
                 needs = true;
         }
         if (left_out > 0) {
-                fprintf(f, "- Commands left files git cannot record in the workspace (FIFOs, sockets, device nodes, "
-                        "names git refuses, over-long paths): they are not on the branch. `journalctl "
-                        "AGENTFAB_TASK=%s AGENTFAB_EVENT=left-out` names them.\n", in->id);
+                fprintf(f, "- Files were left out of the branch and stay in the workspace only (below): check that "
+                        "none of them belongs to the change. `journalctl AGENTFAB_TASK=%s AGENTFAB_EVENT=left-out` "
+                        "names them all.\n", in->id);
                 needs = true;
         }
         if (!needs)
                 fprintf(f, "- Review the diff as you would any contribution.\n");
+
+        if (fclose(lf) != 0) {
+                fclose(f);
+                free(text);
+                return -ENOMEM;
+        }
+        if (left_out > 0) {
+                fprintf(f, "\n## Left out of the branch\n\nBuild output, binaries, what the tests wrote and what git "
+                        "cannot record stay in the workspace, not on the branch (step by step%s):\n\n%s",
+                        left_out > SUMMARY_LEFT_OUT_MAX ? ", the first steps" : "", strempty(left_text));
+        }
 
         if (fclose(f) != 0) {
                 free(text);

@@ -371,8 +371,9 @@ void audit_left_out(Task *t, unsigned step, char **paths, size_t n) {
                 return;
         }
         snprintf(step_s, sizeof(step_s), "%u", step);
-        journal_send("MESSAGE=Task %s step %u: %zu path%s git cannot record (FIFOs, sockets, device nodes, "
-                     "names git refuses, paths over 4095 bytes or 128 directories deep) left out of the checkpoint: %s.",
+        journal_send("MESSAGE=Task %s step %u: %zu path%s left out of the checkpoint, kept in the workspace "
+                     "(build output, binaries, what the tests wrote, and what git cannot record: FIFOs, sockets, "
+                     "device nodes, names git refuses, paths over 4095 bytes or 128 directories deep): %s.",
                      t->id, step, n, n == 1 ? "" : "s", names,
                      "MESSAGE_ID=" AGENTFAB_MESSAGE_LEFT_OUT_STR,
                      "PRIORITY=%i", LOG_WARNING,

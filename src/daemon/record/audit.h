@@ -36,7 +36,7 @@ void audit_command(Task *t, unsigned step, const char *tool, const char *command
 void audit_file_change(Task *t, unsigned step, const char *tool, const char *path);
 void audit_step(Task *t, unsigned step, const char *commit, const char *subject, const char *tests);
 /* What a step's checkpoint left out (ledger_take_left_out()): n paths in
- * all, the first of them in paths. */
+ * all, the first of them in paths, each "path" or "path (reason)". */
 void audit_left_out(Task *t, unsigned step, char **paths, size_t n);
 /* AGENTFAB_TRACE=1 (trace.h): `_cleanup_(audit_trace_end) AuditTrace x =
  * audit_trace_begin(t, step);` journals, when x goes out of scope, how long

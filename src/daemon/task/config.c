@@ -12,6 +12,7 @@
 #include "config.h"
 #include "fs-util.h"
 #include "log.h"
+#include "review-settings.h"
 #include "string-util.h"
 #include "agentfab-bus.h"
 #include "string-table.h"
@@ -53,7 +54,37 @@ void config_init(Config *c) {
 
                 .coverage_tolerance = 1.0,
                 .max_review_rounds = 2,
+
+                .leave_out_binaries = true,
         };
+}
+
+/* Build output that checkpoints leave out unless LeaveOut= is emptied:
+ * caches of interpreters and test runners, installed packages, compilers'
+ * output directories and objects, coverage data. A directory pattern
+ * applies only where the base tracks nothing below (ledger.h). */
+static const char *const leave_out_defaults[] = {
+        "__pycache__/", "*.pyc", "*.pyo", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/", ".hypothesis/",
+        ".tox/", ".nox/", "*.egg-info/", ".eggs/",
+        "node_modules/", ".npm/", ".yarn/", ".next/", ".nyc_output/",
+        "target/", "build/", "dist/", "_build/", ".gradle/", ".cache/", "CMakeFiles/",
+        "*.o", "*.obj", "*.lo", "*.la", "*.a", "*.so", "*.so.*", "*.dylib", "*.dll", "*.exe", "*.class",
+        "coverage/", "htmlcov/", ".coverage", ".coverage.*", "*.gcda", "*.gcno", "*.profraw",
+        ".DS_Store",
+};
+
+int config_leave_out(const Config *c, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+
+        if (!c->leave_out_reset)
+                for (size_t i = 0; i < ELEMENTSOF(leave_out_defaults); i++)
+                        if (strv_extend(&l, leave_out_defaults[i]) < 0)
+                                return -ENOMEM;
+        for (char **p = c->leave_out; p && *p; p++)
+                if (strv_extend(&l, *p) < 0)
+                        return -ENOMEM;
+        *ret = TAKE_PTR(l);
+        return 0;
 }
 
 static void forge_config_done(ForgeConfig *f) {
@@ -71,6 +102,8 @@ void config_done(Config *c) {
         free(c->proxy_socket);
         c->proxy_socket = NULL;
         strv_free(c->protected_paths);
+        strv_free(c->leave_out);
+        c->leave_out = NULL;
         free(c->vulnerability_database);
         strv_free(c->secret_scan_ignore);
         strv_free(c->checkers);
@@ -220,6 +253,20 @@ static int config_assign_agent(Config *c, const char *key, const char *value) {
         }
         if (streq(key, "MaxRepositorySize"))
                 return parse_size(value, &c->max_repository_size);
+        if (streq(key, "LeaveOut")) {
+                int r = parse_glob_list(value, &c->leave_out, &c->leave_out_reset);
+                for (char **p = c->leave_out; r >= 0 && p && *p; p++)
+                        if (!leave_out_pattern_is_valid(*p))
+                                r = -EINVAL;
+                return r;
+        }
+        if (streq(key, "LeaveOutBinaries")) {
+                int b = parse_boolean(value);
+                if (b < 0)
+                        return b;
+                c->leave_out_binaries = b;
+                return 0;
+        }
         return -ENOENT;
 }
 

@@ -66,6 +66,9 @@ typedef struct Config {
         unsigned max_lines_changed;     /* MaxLinesChanged= */
         unsigned max_malformed;         /* MaxMalformedReplies= */
         char **protected_paths;         /* ProtectedPaths= : globs added to the defaults; empty resets */
+        char **leave_out;               /* LeaveOut= : names of build output added to the defaults; empty resets */
+        bool leave_out_reset;
+        bool leave_out_binaries;        /* LeaveOutBinaries= */
         bool protected_paths_reset;     /* an empty ProtectedPaths= dropped the defaults */
 
         /* [Git]: credentials (systemd credential NAMEs) for ssh:// repositories. */
@@ -122,6 +125,10 @@ static inline char *credential_text_free(char *t) {
 
 /* Parses one file's text; exposed for tests. */
 int config_parse(Config *c, const char *text, const char *filename);
+
+/* The names of build output checkpoints leave out: the defaults (unless
+ * an empty LeaveOut= dropped them) and LeaveOut='s (ledger.h). */
+int config_leave_out(const Config *c, char ***ret);
 
 /* Whether c lets spec push where it says and open a pull request on the
  * forge it names; errors are org.agentfab.Error.InvalidSpec. Checked at

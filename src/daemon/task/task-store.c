@@ -12,6 +12,20 @@
 #include "string-util.h"
 #include "task-save.h"
 #include "task-store.h"
+#include "workspace-path.h"
+
+static int json_add_strv(json_object *j, const char *key, char **l) {
+        json_object *a = json_object_new_array();
+
+        if (!a || json_object_object_add(j, key, a) < 0) {
+                json_object_put(a);
+                return -ENOMEM;
+        }
+        for (char **i = l; i && *i; i++)
+                if (json_object_array_add(a, json_object_new_string(*i)) < 0)
+                        return -ENOMEM;
+        return 0;
+}
 
 static json_object *progress_to_json(const TaskProgress *p) {
         _cleanup_json_ json_object *j = json_object_new_object();
@@ -73,7 +87,42 @@ static json_object *progress_to_json(const TaskProgress *p) {
                         if (json_object_array_add(a, json_object_new_string(*h)) < 0)
                                 return NULL;
         }
+        if (p->n_test_windows > 0) {
+                json_object *a = json_object_new_array();
+                if (!a || json_object_object_add(j, "test_windows", a) < 0) {
+                        json_object_put(a);
+                        return NULL;
+                }
+                for (size_t i = 0; i < 2 * p->n_test_windows; i++)
+                        if (json_object_array_add(a, json_object_new_uint64(p->test_windows[i])) < 0)
+                                return NULL;
+        }
+        if ((p->written && json_add_strv(j, "written", p->written) < 0) ||
+            (p->kept && json_add_strv(j, "kept", p->kept) < 0) ||
+            json_add_string(j, "keep_pending", p->keep_pending) < 0 ||
+            json_add_string(j, "keep_reason", p->keep_reason) < 0 ||
+            json_add_string(j, "kept_note", p->kept_note) < 0)
+                return NULL;
         return TAKE_PTR(j);
+}
+
+/* A list of workspace-relative paths of the progress record, bounded. */
+static int progress_paths(json_object *j, const char *key, size_t max, char ***ret) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(j, key, &v))
+                return 0;
+        if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) > max)
+                return -EBADMSG;
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+                json_object *h = json_object_array_get_idx(v, i);
+                const char *s = json_object_is_type(h, json_type_string) ? json_object_get_string(h) : NULL;
+                if (!s || workspace_path_check(s) < 0)
+                        return -EBADMSG;
+                if (strv_extend(ret, s) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
 }
 
 /* Optional string of the progress record: absent is NULL, present must be a
@@ -201,6 +250,33 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
                                 return -ENOMEM;
                 }
         }
+        if (json_object_object_get_ex(j, "test_windows", &v)) {
+                size_t n = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 1;
+                if (n % 2 != 0 || n > 2 * TASK_TEST_WINDOWS_MAX)
+                        return -EBADMSG;
+                if (n > 0) {
+                        p->test_windows = calloc(n, sizeof(uint64_t));
+                        if (!p->test_windows)
+                                return -ENOMEM;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        json_object *w = json_object_array_get_idx(v, i);
+                        if (!json_object_is_type(w, json_type_int) || json_object_get_int64(w) < 0)
+                                return -EBADMSG;
+                        p->test_windows[i] = json_object_get_uint64(w);
+                        if (i % 2 == 1 && p->test_windows[i] < p->test_windows[i - 1])
+                                return -EBADMSG;
+                }
+                p->n_test_windows = n / 2;
+        }
+        if ((r = progress_paths(j, "written", TASK_WRITTEN_MAX, &p->written)) < 0 ||
+            (r = progress_paths(j, "kept", TASK_KEPT_MAX, &p->kept)) < 0 ||
+            (r = progress_string(j, "keep_pending", 4096, &p->keep_pending)) < 0 ||
+            (r = progress_string(j, "keep_reason", 8192, &p->keep_reason)) < 0 ||
+            (r = progress_string(j, "kept_note", 65536, &p->kept_note)) < 0)
+                return r;
+        if (p->keep_pending && workspace_path_check(p->keep_pending) < 0)
+                return -EBADMSG;
         if (json_object_object_get_ex(j, "paused_from", &v)) {
                 /* Only what Pause() may leave: a paused task goes back to work. */
                 TaskState s = json_object_is_type(v, json_type_string) ? task_state_from_string(json_object_get_string(v)) :

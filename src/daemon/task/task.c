@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -72,7 +74,52 @@ void task_progress_done(TaskProgress *p) {
         free(p->environment_identity);
         strv_free(p->allowed_hosts);
         strv_free(p->approvals);
+        free(p->test_windows);
+        strv_free(p->written);
+        strv_free(p->kept);
+        free(p->keep_pending);
+        free(p->keep_reason);
+        free(p->kept_note);
         *p = (TaskProgress) { .baseline_passed = -1, .paused_from = TASK_RUNNING };
+}
+
+int task_progress_add_test_window(TaskProgress *p, uint64_t start, uint64_t end) {
+        if (end < start)
+                return -EINVAL;
+        /* Full: the two oldest become one, so that everything they covered
+         * is still covered. */
+        if (p->n_test_windows >= TASK_TEST_WINDOWS_MAX) {
+                p->test_windows[1] = p->test_windows[3];
+                memmove(p->test_windows + 2, p->test_windows + 4, (p->n_test_windows - 2) * 2 * sizeof(uint64_t));
+                p->n_test_windows--;
+        }
+        uint64_t *w = reallocarray(p->test_windows, p->n_test_windows + 1, 2 * sizeof(uint64_t));
+        if (!w)
+                return -ENOMEM;
+        p->test_windows = w;
+        w[2 * p->n_test_windows] = start;
+        w[2 * p->n_test_windows + 1] = end;
+        p->n_test_windows++;
+        return 0;
+}
+
+static int strv_add_bounded(char ***l, const char *s, size_t max) {
+        size_t n = 0;
+
+        for (char **i = *l; i && *i; i++, n++)
+                if (streq(*i, s))
+                        return 0;
+        if (n >= max)
+                return -E2BIG;
+        return strv_extend(l, s);
+}
+
+int task_progress_add_written(TaskProgress *p, const char *path) {
+        return strv_add_bounded(&p->written, path, TASK_WRITTEN_MAX);
+}
+
+int task_progress_add_kept(TaskProgress *p, const char *path) {
+        return strv_add_bounded(&p->kept, path, TASK_KEPT_MAX);
 }
 
 Task *task_free(Task *t) {

@@ -59,7 +59,26 @@ typedef struct TaskProgress {
         char **allowed_hosts;      /* allow entries approvals added (approve --allow-host), besides the environment's */
         char **approvals;          /* "step N, breaker B, by NAME (uid U)": each approval, for the delivered tip */
         TaskState paused_from;     /* paused: the state Resume() goes back to */
+        /* What checkpoints leave out (ledger.h, LedgerLeaveOut): when the
+         * test command ran, what the agent wrote through its tools, what it
+         * keeps on purpose, and the binary it asked to keep (the binary-file
+         * breaker's, until a person decides). */
+        uint64_t *test_windows;    /* n_test_windows pairs [start, end] of CLOCK_REALTIME µs */
+        size_t n_test_windows;
+        char **written;
+        char **kept;
+        char *keep_pending;        /* its path */
+        char *keep_reason;         /* "'path' (binary, N bytes): why", for the breaker and the commit */
+        char *kept_note;           /* "Kept on purpose: ..." lines for the next commit's body */
 } TaskProgress;
+
+/* Bounds of what the leave-out rules keep in the state file: windows past
+ * the first ones merge (more is left out, never less), paths written past
+ * the bound are not remembered (a file the tests touched after the agent
+ * wrote it is then left out). */
+#define TASK_TEST_WINDOWS_MAX 256U
+#define TASK_WRITTEN_MAX 4096U
+#define TASK_KEPT_MAX 64U
 
 /* At most this many hosts an approval adds to one task. */
 #define TASK_ALLOWED_HOSTS_MAX 64U
@@ -121,6 +140,13 @@ typedef struct Task {
          * back from the file, as after a crash (task_settle_progress()). */
         bool progress_unsaved;
 } Task;
+
+/* The test command ran from start to end (CLOCK_REALTIME µs). */
+int task_progress_add_test_window(TaskProgress *p, uint64_t start, uint64_t end);
+/* The agent wrote path through its tools; kept: it keeps path on purpose.
+ * Once each; -E2BIG past the bound. */
+int task_progress_add_written(TaskProgress *p, const char *path);
+int task_progress_add_kept(TaskProgress *p, const char *path);
 
 int task_new(Task **ret, const char *id);
 Task *task_free(Task *t);
