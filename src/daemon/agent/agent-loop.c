@@ -503,6 +503,31 @@ void agent_schedule(AgentRun *run) {
                 (void) sd_event_source_set_enabled(run->defer, SD_EVENT_ONESHOT);
 }
 
+int agent_job_start(AgentRun *run, const char *what, task_job_run_t fn, task_job_done_t done, task_job_free_t free_job,
+                    void *job, Ledger **ledger, AgentPhase phase) {
+        int r;
+
+        if (ledger)
+                *ledger = TAKE_PTR(run->ledger);
+        r = task_job_enqueue(run->task, what, fn, done, free_job, job, run, &run->job);
+        if (r < 0) {
+                if (ledger)
+                        run->ledger = TAKE_PTR(*ledger);
+                free_job(job);
+                return r;
+        }
+        run->phase = phase;
+        return 0;
+}
+
+bool agent_job_ended(AgentRun *run, Ledger **ledger) {
+        run->job = NULL;
+        run->phase = PHASE_IDLE;
+        if (ledger)
+                run->ledger = TAKE_PTR(*ledger);   /* back from the job */
+        return run->task;
+}
+
 void agent_wake(Task *t) {
         if (t->run)
                 agent_schedule(t->run);

@@ -125,6 +125,18 @@ void agent_count_clock(AgentRun *run);
 /* Runs agent_advance() from the event loop, soon. */
 void agent_schedule(AgentRun *run);
 
+/* The run's job in its task's queue (task-job.h): run->job, with the
+ * run's phase saying what is under way. A job on the ledger borrows the
+ * run's: with ledger (the job's field for it) not NULL, the ledger is the
+ * job's until the job comes back. On error the ledger is the run's again
+ * and job is freed. */
+int agent_job_start(AgentRun *run, const char *what, task_job_run_t fn, task_job_done_t done, task_job_free_t free_job,
+                    void *job, Ledger **ledger, AgentPhase phase);
+/* First in a done() of the run's job: the run is idle again, and has its
+ * ledger back from *ledger if the job borrowed it. False if the run was
+ * stopped meanwhile: done() has nothing more to do. */
+bool agent_job_ended(AgentRun *run, Ledger **ledger);
+
 /* Moves the task to state; a state that is not active stops the run. A
  * failure with nothing of the run in flight is written in a worker thread
  * (as agent_set_state_then()), the rest on the loop. */

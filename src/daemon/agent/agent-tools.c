@@ -389,9 +389,7 @@ static void on_file_tool_done(Task *task, int r, void *p, void *userdata) {
         Task *t = run->task;
 
         (void) task;
-        run->job = NULL;
-        run->phase = PHASE_IDLE;
-        if (!t)
+        if (!agent_job_ended(run, NULL))
                 return;
         /* Written or not, the path is looked at at the step's end. */
         if (IN_SET(j->args.kind, TOOL_WRITE_FILE, TOOL_EDIT_FILE)) {
@@ -435,14 +433,7 @@ static int agent_file_tool_start(AgentRun *run, const char *id, ToolCallArgs *a)
                 file_tool_job_free(j);
                 return r;
         }
-        r = task_job_enqueue(run->task, "tool", file_tool_job_run, on_file_tool_done, file_tool_job_free, j, run,
-                             &run->job);
-        if (r < 0) {
-                file_tool_job_free(j);
-                return r;
-        }
-        run->phase = PHASE_TOOL;
-        return 0;
+        return agent_job_start(run, "tool", file_tool_job_run, on_file_tool_done, file_tool_job_free, j, NULL, PHASE_TOOL);
 }
 
 void agent_take_held_tools(AgentRun *run) {

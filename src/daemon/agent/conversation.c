@@ -94,9 +94,7 @@ static void on_load_done(Task *t, int r, void *p, void *userdata) {
         LoadJob *j = p;
         AgentRun *run = userdata;
 
-        run->job = NULL;
-        run->phase = PHASE_IDLE;
-        if (!run->task)
+        if (!agent_job_ended(run, NULL))
                 return;
         if (r >= 0) {
                 run->messages = TAKE_PTR(j->messages);
@@ -109,7 +107,6 @@ static void on_load_done(Task *t, int r, void *p, void *userdata) {
 
 int conversation_load(AgentRun *run, conversation_loaded_t done) {
         LoadJob *j;
-        int r;
 
         assert(!run->job && !run->messages);
         j = calloc(1, sizeof(LoadJob));
@@ -125,13 +122,7 @@ int conversation_load(AgentRun *run, conversation_loaded_t done) {
                 load_job_free(j);
                 return -ENOMEM;
         }
-        r = task_job_enqueue(run->task, "conversation", load_job_run, on_load_done, load_job_free, j, run, &run->job);
-        if (r < 0) {
-                load_job_free(j);
-                return r;
-        }
-        run->phase = PHASE_LEDGER;
-        return 0;
+        return agent_job_start(run, "conversation", load_job_run, on_load_done, load_job_free, j, NULL, PHASE_LEDGER);
 }
 
 

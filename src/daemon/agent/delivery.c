@@ -160,10 +160,7 @@ static void on_deliver_done(Task *task, int result, void *p, void *userdata) {
         Task *t = run->task;
 
         (void) task, (void) result;
-        run->job = NULL;
-        run->phase = PHASE_IDLE;
-        run->ledger = TAKE_PTR(j->ledger);   /* back from the job */
-        if (!t)
+        if (!agent_job_ended(run, &j->ledger))
                 return;
 
         if (j->push) {
@@ -275,15 +272,9 @@ static int agent_deliver_forge(AgentRun *run, const char *head, const char *diff
                 return r;
         }
 
-        j->ledger = TAKE_PTR(run->ledger);
-        r = task_job_enqueue(t, "delivery", deliver_job_run, on_deliver_done, deliver_job_free, j, run, &run->job);
-        if (r < 0) {
-                run->ledger = TAKE_PTR(j->ledger);
-                deliver_job_free(j);
-                return r;
-        }
-        run->phase = PHASE_DELIVER;
-        return 1;
+        r = agent_job_start(run, "delivery", deliver_job_run, on_deliver_done, deliver_job_free, j, &j->ledger,
+                            PHASE_DELIVER);
+        return r < 0 ? r : 1;
 }
 
 int delivery_extra_trailers(AgentRun *run, char ***ret) {
@@ -374,9 +365,7 @@ static void on_summary_written(Task *task, int r, void *p, void *userdata) {
         AgentRun *run = userdata;
 
         (void) task;
-        run->job = NULL;
-        run->phase = PHASE_IDLE;
-        if (!run->task)
+        if (!agent_job_ended(run, NULL))
                 return;
         if (r < 0)
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
@@ -414,13 +403,9 @@ static void delivery_finish(AgentRun *run, StepCommit *c) {
                 summary_job_free(j);
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
         }
-        run->phase = PHASE_DELIVER;
-        r = task_job_enqueue(t, "summary", summary_job_run, on_summary_written, summary_job_free, j, run, &run->job);
-        if (r < 0) {
-                summary_job_free(j);
-                run->phase = PHASE_IDLE;
+        r = agent_job_start(run, "summary", summary_job_run, on_summary_written, summary_job_free, j, NULL, PHASE_DELIVER);
+        if (r < 0)
                 return agent_fail(run, "Cannot write the summary: %s", strerror(-r));
-        }
 }
 
 static void on_delivery_read_done(AgentRun *run, StepCommit *c) {

@@ -12,9 +12,11 @@
 #include "review-model.h"
 #include "secret-scan.h"
 #include "string-util.h"
+#include "task-store.h"
 
 #define REVIEW_MODEL_SUMMARY_MAX 2048U
 #define REVIEW_MODEL_COMMENT_MAX 1024U
+#define REVIEW_MODEL_FILE_MAX    (1024U * 1024U)
 
 bool review_model_wanted(AgentRun *run) {
         const Config *c = &run->factory->config;
@@ -281,28 +283,6 @@ void review_model_start(AgentRun *run, const char *diff, const FindingList *find
         }
 }
 
-static int review_model_read_at(int dir_fd, json_object **ret) {
-        _cleanup_free_ char *text = NULL;
-        size_t size;
-        int r;
-
-        r = read_file_at(dir_fd, REVIEW_MODEL_FILE, 1024U * 1024U, &text, &size);
-        if (r < 0)
-                return r;
-        return json_parse_strict(text, size, ret);
-}
-
-static int review_model_read(Task *t, json_object **ret) {
-        _cleanup_close_ int dir_fd = -EBADF;
-
-        if (t->tasks_fd < 0)
-                return -ENOENT;
-        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir_fd < 0)
-                return -errno;
-        return review_model_read_at(dir_fd, ret);
-}
-
 int review_model_markdown(int dir_fd, char **ret) {
         _cleanup_json_ json_object *j = NULL;
         _cleanup_free_ char *comments = NULL;
@@ -310,7 +290,7 @@ int review_model_markdown(int dir_fd, char **ret) {
         uint64_t round = 0;
 
         *ret = NULL;
-        if (review_model_read_at(dir_fd, &j) < 0)
+        if (task_read_json_at(dir_fd, REVIEW_MODEL_FILE, REVIEW_MODEL_FILE_MAX, &j) < 0)
                 return 0;
         (void) json_get_string(j, "model", &model);
         (void) json_get_string(j, "verdict", &verdict);
@@ -335,7 +315,7 @@ int review_model_trailers(Task *t, char ***ret) {
         const char *model = NULL, *verdict = NULL, *commit = NULL;
 
         *ret = NULL;
-        if (review_model_read(t, &j) < 0)
+        if (task_read_json(t, REVIEW_MODEL_FILE, REVIEW_MODEL_FILE_MAX, &j) < 0)
                 return 0;
         (void) json_get_string(j, "model", &model);
         (void) json_get_string(j, "verdict", &verdict);

@@ -19,9 +19,11 @@
 #include "review.h"
 #include "string-util.h"
 #include "task-job.h"
+#include "task-store.h"
 #include "workspace-path.h"
 
 #define REVIEW_SETTINGS_PATH ".agentfab.md"
+#define REVIEW_STAGE_FILE_MAX (64U * 1024U * 1024U)
 
 static void review_job_free(void *p);
 
@@ -121,11 +123,8 @@ static void on_coverage_done(Task *task, int r, void *p, void *userdata) {
         review_coverage_done_t done = run->coverage_done;
 
         (void) task, (void) r;
-        run->job = NULL;
         run->coverage_done = NULL;
-        run->phase = PHASE_IDLE;
-        run->ledger = TAKE_PTR(j->ledger);
-        if (run->task && done)
+        if (agent_job_ended(run, &j->ledger) && done)
                 done(run);
 }
 
@@ -146,15 +145,11 @@ void review_stage_keep_base_coverage(AgentRun *run, review_coverage_done_t done)
                 coverage_job_free(j);
                 return done(run);
         }
-        j->ledger = TAKE_PTR(run->ledger);
-        r = task_job_enqueue(t, "coverage", coverage_job_run, on_coverage_done, coverage_job_free, j, run, &run->job);
-        if (r < 0) {
-                run->ledger = TAKE_PTR(j->ledger);
-                coverage_job_free(j);
+        r = agent_job_start(run, "coverage", coverage_job_run, on_coverage_done, coverage_job_free, j, &j->ledger,
+                            PHASE_LEDGER);
+        if (r < 0)
                 return done(run);
-        }
         run->coverage_done = done;
-        run->phase = PHASE_LEDGER;
 }
 
 /* ---- The stage ---- */
@@ -396,11 +391,8 @@ static void on_review_done(Task *task, int r, void *p, void *userdata) {
         Task *t = run->task;
 
         (void) task;
-        run->job = NULL;
-        run->phase = PHASE_IDLE;
-        if (!t)
+        if (!agent_job_ended(run, &j->ledger))
                 return;
-        run->ledger = TAKE_PTR(j->ledger);
         if (t->state == TASK_PAUSED) {
                 /* Paused while the analysis ran: its result counts once the
                  * task is resumed (a breaker cannot trip, nor the reviewer
@@ -475,16 +467,10 @@ static void review_stage_analyse(AgentRun *run, ReviewJob *j) {
                 review_job_free(j);
                 return agent_fail(run, "Out of memory.");
         }
-        j->ledger = TAKE_PTR(run->ledger);
-        run->phase = PHASE_REVIEW;
         /* In the task's job queue: nothing else works on its ledger meanwhile. */
-        r = task_job_enqueue(run->task, "review", review_job_run, on_review_done, review_job_free, j, run, &run->job);
-        if (r < 0) {
-                run->ledger = TAKE_PTR(j->ledger);
-                review_job_free(j);
-                run->phase = PHASE_IDLE;
+        r = agent_job_start(run, "review", review_job_run, on_review_done, review_job_free, j, &j->ledger, PHASE_REVIEW);
+        if (r < 0)
                 return agent_fail(run, "Cannot start the review: %s", strerror(-r));
-        }
 }
 
 static void review_stage_next_checker(AgentRun *run, ReviewJob *j);
@@ -719,11 +705,8 @@ static void on_changes_done(Task *task, int r, void *p, void *userdata) {
         AgentRun *run = userdata;
 
         (void) task;
-        run->job = NULL;
-        run->phase = PHASE_IDLE;
-        if (!run->task)
+        if (!agent_job_ended(run, &c->ledger))
                 return;
-        run->ledger = TAKE_PTR(c->ledger);
         if (r < 0)
                 return agent_fail(run, "Cannot read the base's .agentfab.md or list the task's changes: %s", strerror(-r));
         r = review_stage_setup(run, run->review, c);
@@ -777,41 +760,15 @@ void review_stage_start(AgentRun *run) {
                 changes_job_free(cj);
                 return agent_fail(run, "Out of memory.");
         }
-        cj->ledger = TAKE_PTR(run->ledger);
-        r = task_job_enqueue(t, "review", changes_job_run, on_changes_done, changes_job_free, cj, run, &run->job);
-        if (r < 0) {
-                run->ledger = TAKE_PTR(cj->ledger);
-                changes_job_free(cj);
+        r = agent_job_start(run, "review", changes_job_run, on_changes_done, changes_job_free, cj, &cj->ledger,
+                            PHASE_REVIEW);
+        if (r < 0)
                 return agent_fail(run, "Cannot start the review: %s", strerror(-r));
-        }
-        run->phase = PHASE_REVIEW;
         j->start_usec = agent_now_usec();
         run->review = TAKE_PTR(j);
 }
 
 /* ---- What the stage left ---- */
-
-static int review_stage_read_at(int dir_fd, json_object **ret) {
-        _cleanup_free_ char *text = NULL;
-        size_t size;
-        int r;
-
-        r = read_file_at(dir_fd, REVIEW_STAGE_FILE, 64U * 1024U * 1024U, &text, &size);
-        if (r < 0)
-                return r;
-        return json_parse_strict(text, size, ret);
-}
-
-static int review_stage_read(Task *t, json_object **ret) {
-        _cleanup_close_ int dir_fd = -EBADF;
-
-        if (t->tasks_fd < 0)
-                return -ENOENT;
-        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir_fd < 0)
-                return -errno;
-        return review_stage_read_at(dir_fd, ret);
-}
 
 int review_stage_load(Task *t, FindingList *ret) {
         _cleanup_json_ json_object *j = NULL;
@@ -819,7 +776,7 @@ int review_stage_load(Task *t, FindingList *ret) {
         int r;
 
         *ret = (FindingList) {};
-        r = review_stage_read(t, &j);
+        r = task_read_json(t, REVIEW_STAGE_FILE, REVIEW_STAGE_FILE_MAX, &j);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)
@@ -837,7 +794,7 @@ int review_stage_markdown(int dir_fd, char **ret) {
         int r;
 
         *ret = NULL;
-        r = review_stage_read_at(dir_fd, &j);
+        r = task_read_json_at(dir_fd, REVIEW_STAGE_FILE, REVIEW_STAGE_FILE_MAX, &j);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)

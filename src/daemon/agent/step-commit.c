@@ -176,11 +176,8 @@ static void on_step_commit_done(Task *t, int r, void *p, void *userdata) {
         (void) t;
         if (c->result >= 0 && r < 0)
                 c->result = r;
-        run->job = NULL;
         run->commit_done = NULL;
-        run->phase = PHASE_IDLE;
-        run->ledger = TAKE_PTR(c->ledger);   /* back from the job */
-        if (!run->task)
+        if (!agent_job_ended(run, &c->ledger))
                 return;
         if (run->task->state == TASK_PAUSED) {
                 /* Paused while the job ran: what it did counts only once
@@ -215,16 +212,11 @@ int step_commit_start(AgentRun *run, StepCommit *c, step_commit_done_t done) {
         int r;
 
         assert(run->ledger && !run->job);
-        c->ledger = TAKE_PTR(run->ledger);
-        r = task_job_enqueue(run->task, "checkpoint", step_commit_run, on_step_commit_done, step_commit_job_free, c, run,
-                             &run->job);
-        if (r < 0) {
-                run->ledger = TAKE_PTR(c->ledger);
-                step_commit_free(c);
+        r = agent_job_start(run, "checkpoint", step_commit_run, on_step_commit_done, step_commit_job_free, c, &c->ledger,
+                            PHASE_LEDGER);
+        if (r < 0)
                 return r;
-        }
         run->commit_done = done;
-        run->phase = PHASE_LEDGER;
         return 0;
 }
 
@@ -260,11 +252,8 @@ static void on_reset_done(Task *t, int r, void *p, void *userdata) {
         run_reset_done_t done = run->reset_done;
 
         (void) t;
-        run->job = NULL;
         run->reset_done = NULL;
-        run->phase = PHASE_IDLE;
-        run->ledger = TAKE_PTR(j->ledger);
-        if (run->task)
+        if (agent_job_ended(run, &j->ledger))
                 done(run, r);
 }
 
@@ -278,15 +267,10 @@ int step_reset_start(AgentRun *run, const char *commit, run_reset_done_t done) {
                 return -ENOMEM;
         if (commit)
                 (void) snprintf(j->commit, sizeof(j->commit), "%s", commit);
-        j->ledger = TAKE_PTR(run->ledger);
-        r = task_job_enqueue(run->task, "reset", reset_job_run, on_reset_done, reset_job_free, j, run, &run->job);
-        if (r < 0) {
-                run->ledger = TAKE_PTR(j->ledger);
-                reset_job_free(j);
+        r = agent_job_start(run, "reset", reset_job_run, on_reset_done, reset_job_free, j, &j->ledger, PHASE_LEDGER);
+        if (r < 0)
                 return r;
-        }
         run->reset_done = done;
-        run->phase = PHASE_LEDGER;
         return 0;
 }
 

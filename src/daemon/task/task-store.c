@@ -648,3 +648,25 @@ int task_append_event(Task *t, json_object *event) {
                 return -ENOMEM;
         return append_file_at(fd, TASK_EVENTS_FILE, line, strlen(line), 0600);
 }
+
+int task_read_json_at(int dir_fd, const char *name, size_t max, json_object **ret) {
+        _cleanup_free_ char *text = NULL;
+        size_t size;
+        int r;
+
+        r = read_file_at(dir_fd, name, max, &text, &size);
+        if (r < 0)
+                return r;
+        return json_parse_strict(text, size, ret);
+}
+
+int task_read_json(Task *t, const char *name, size_t max, json_object **ret) {
+        _cleanup_close_ int dir_fd = -EBADF;
+
+        if (t->tasks_fd < 0)
+                return -ENOENT;
+        dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir_fd < 0)
+                return -errno;
+        return task_read_json_at(dir_fd, name, max, ret);
+}

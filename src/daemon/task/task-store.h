@@ -48,3 +48,10 @@ int task_load(int tasks_fd, const char *id, Task **ret);
 void task_store_clean(int tasks_fd);
 
 int task_append_event(Task *t, json_object *event);
+
+/* A JSON file the agent keeps in the task's directory (the review's
+ * findings, the reviewer's verdict), of at most max bytes: -ENOENT if it
+ * is not there, or t has no directory. The _at() form reads it in the
+ * task's directory dir_fd. */
+int task_read_json(Task *t, const char *name, size_t max, json_object **ret);
+int task_read_json_at(int dir_fd, const char *name, size_t max, json_object **ret);
