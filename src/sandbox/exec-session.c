@@ -239,6 +239,63 @@ static int session_new(sd_event *e, const char *task_id, SandboxSession **ret) {
         return 0;
 }
 
+/* Connects to the launcher and sends request, with the fds of pass (those
+ * >= 0). */
+static int launcher_request(const char *launcher_socket, json_object *request, const int pass[static 3], int *ret_fd) {
+        _cleanup_free_ char *line = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (asprintf(&line, "%s\n", json_to_line(request)) < 0)
+                return -ENOMEM;
+        r = launcher_connect(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, SANDBOX_SESSION_OPEN_TIMEOUT_USEC, &fd);
+        if (r < 0)
+                return r;
+        r = launcher_send(fd, line, pass);
+        if (r < 0)
+                return r;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* A reply of the launcher, the line text[0..n): an object whose "type" (in
+ * *ret_type, valid as long as the reply) is not "error". An error reply's
+ * message goes to *ret_error (when not NULL), and -EREMOTEIO is returned. */
+static int launcher_reply_parse(const char *text, size_t n, json_object **ret_reply, const char **ret_type,
+                                char **ret_error) {
+        _cleanup_json_ json_object *reply = NULL;
+        const char *type;
+
+        if (json_parse_strict(text, n, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
+            json_get_string(reply, "type", &type) < 0)
+                return -EBADMSG;
+        if (streq(type, "error"))
+                return launcher_reply_error(reply, ret_error);
+        *ret_type = type;
+        *ret_reply = TAKE_PTR(reply);
+        return 0;
+}
+
+/* One request to the launcher on a connection of its own, and its reply
+ * within timeout_usec (as launcher_reply_parse() takes it). */
+static int launcher_call(const char *launcher_socket, json_object *request, const int pass[static 3],
+                         uint64_t timeout_usec, json_object **ret_reply, const char **ret_type, char **ret_error) {
+        _cleanup_free_ char *buf = malloc(LAUNCHER_REPLY_MAX + 1);
+        _cleanup_close_ int fd = -EBADF;
+        size_t len = 0;
+        int r;
+
+        if (!buf)
+                return -ENOMEM;
+        r = launcher_request(launcher_socket, request, pass, &fd);
+        if (r < 0)
+                return r;
+        r = launcher_read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, clock_now_usec(CLOCK_MONOTONIC) + timeout_usec);
+        if (r < 0)
+                return r;
+        return launcher_reply_parse(buf, (size_t) r, ret_reply, ret_type, ret_error);
+}
+
 /* Connects to the launcher and sends the request; the reply is read by the
  * caller. */
 static int session_start(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
@@ -246,7 +303,6 @@ static int session_start(sd_event *e, const char *launcher_socket, const char *t
                          int proxy_fd, SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
         _cleanup_json_ json_object *j = NULL, *l = NULL, *en = NULL;
-        _cleanup_free_ char *line = NULL;
         int r;
 
         if (!e || !task_id || strlen(task_id) != AGENTFAB_TASK_ID_LEN || workspace_fd < 0 || !ret)
@@ -280,18 +336,14 @@ static int session_start(sd_event *e, const char *launcher_socket, const char *t
             json_object_object_add(j, "env", json_object_get(en)) < 0 ||
             (environment && json_add_string(j, "environment", environment) < 0) ||
             (cache_fd >= 0 && json_object_object_add(j, "cache", json_object_new_boolean(true)) < 0) ||
-            (proxy_fd >= 0 && json_object_object_add(j, "proxy", json_object_new_boolean(true)) < 0) ||
-            asprintf(&line, "%s\n", json_to_line(j)) < 0)
+            (proxy_fd >= 0 && json_object_object_add(j, "proxy", json_object_new_boolean(true)) < 0))
                 return -ENOMEM;
 
         r = session_new(e, task_id, &s);
         if (r < 0)
                 return r;
 
-        r = launcher_connect(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, SANDBOX_SESSION_OPEN_TIMEOUT_USEC, &s->fd);
-        if (r < 0)
-                return r;
-        r = launcher_send(s->fd, line, (const int[3]) { workspace_fd, cache_fd, proxy_fd });
+        r = launcher_request(launcher_socket, j, (const int[3]) { workspace_fd, cache_fd, proxy_fd }, &s->fd);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(s);
@@ -306,11 +358,9 @@ static int session_take_reply(SandboxSession *s, size_t n, char **ret_error) {
         uint64_t pid;
         int r;
 
-        if (json_parse_strict(s->rbuf, n, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
-            json_get_string(reply, "type", &type) < 0)
-                return -EBADMSG;
-        if (streq(type, "error"))
-                return launcher_reply_error(reply, ret_error);
+        r = launcher_reply_parse(s->rbuf, n, &reply, &type, ret_error);
+        if (r < 0)
+                return r;
         if (!streq(type, "ready") || json_get_string(reply, "unit", &unit) < 0 || !streq(unit, s->unit) ||
             json_get_uint64(reply, "pid", &pid) < 0 || pid <= 1 || pid > INT32_MAX)
                 return -EBADMSG;
@@ -558,35 +608,21 @@ bool sandbox_session_is_busy(const SandboxSession *s) {
 static int session_freezer_request(SandboxSession *s, const char *launcher_socket, bool freeze, const char **ret_method,
                                    uint64_t *ret_usec, char **ret_error) {
         _cleanup_json_ json_object *j = json_object_new_object(), *reply = NULL;
-        _cleanup_free_ char *line = NULL, *buf = malloc(LAUNCHER_REPLY_MAX + 1);
-        _cleanup_close_ int fd = -EBADF;
         const char *type, *method;
         uint64_t usec = 0;
-        size_t len = 0;
         int r;
 
-        if (!j || !buf)
+        if (!j)
                 return -ENOMEM;
         if (s->pidfd < 0)
                 return -ESRCH;
-        if (json_add_string(j, "type", freeze ? "freeze" : "thaw") < 0 || json_add_string(j, "task", s->task) < 0 ||
-            asprintf(&line, "%s\n", json_to_line(j)) < 0)
+        if (json_add_string(j, "type", freeze ? "freeze" : "thaw") < 0 || json_add_string(j, "task", s->task) < 0)
                 return -ENOMEM;
 
-        r = launcher_connect(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, SANDBOX_SESSION_OPEN_TIMEOUT_USEC, &fd);
+        r = launcher_call(launcher_socket, j, (const int[3]) { s->pidfd, -EBADF, -EBADF },
+                          SANDBOX_SESSION_FREEZE_TIMEOUT_USEC, &reply, &type, ret_error);
         if (r < 0)
                 return r;
-        r = launcher_send(fd, line, (const int[3]) { s->pidfd, -EBADF, -EBADF });
-        if (r < 0)
-                return r;
-        r = launcher_read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, clock_now_usec(CLOCK_MONOTONIC) + SANDBOX_SESSION_FREEZE_TIMEOUT_USEC);
-        if (r < 0)
-                return r;
-        if (json_parse_strict(buf, (size_t) r, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
-            json_get_string(reply, "type", &type) < 0)
-                return -EBADMSG;
-        if (streq(type, "error"))
-                return launcher_reply_error(reply, ret_error);
         if (!streq(type, freeze ? "frozen" : "thawed") || json_get_string(reply, "method", &method) < 0)
                 return -EBADMSG;
         (void) json_get_uint64(reply, "usec", &usec);
@@ -757,36 +793,22 @@ int sandbox_session_adopt(sd_event *e, int fd, const char *task_id, pid_t pid, u
 
 int sandbox_session_reap(const char *launcher_socket, char **keep_ids) {
         _cleanup_json_ json_object *j = json_object_new_object(), *keep = json_object_new_array(), *reply = NULL;
-        _cleanup_free_ char *line = NULL, *buf = malloc(LAUNCHER_REPLY_MAX + 1);
-        _cleanup_close_ int fd = -EBADF;
         json_object *units;
         const char *type;
-        size_t len = 0;
         int r;
 
-        if (!j || !keep || !buf)
+        if (!j || !keep)
                 return -ENOMEM;
         for (char **k = keep_ids; k && *k; k++)
                 if (json_object_array_add(keep, json_object_new_string(*k)) < 0)
                         return -ENOMEM;
-        if (json_add_string(j, "type", "reap") < 0 || json_object_object_add(j, "keep", json_object_get(keep)) < 0 ||
-            asprintf(&line, "%s\n", json_to_line(j)) < 0)
+        if (json_add_string(j, "type", "reap") < 0 || json_object_object_add(j, "keep", json_object_get(keep)) < 0)
                 return -ENOMEM;
 
-        r = launcher_connect(launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, SANDBOX_SESSION_OPEN_TIMEOUT_USEC, &fd);
+        r = launcher_call(launcher_socket, j, (const int[3]) { -EBADF, -EBADF, -EBADF }, SANDBOX_SESSION_REAP_TIMEOUT_USEC,
+                          &reply, &type, NULL);
         if (r < 0)
                 return r;
-        r = launcher_send(fd, line, (const int[3]) { -EBADF, -EBADF, -EBADF });
-        if (r < 0)
-                return r;
-        r = launcher_read_line(fd, buf, LAUNCHER_REPLY_MAX, &len, clock_now_usec(CLOCK_MONOTONIC) + SANDBOX_SESSION_REAP_TIMEOUT_USEC);
-        if (r < 0)
-                return r;
-        if (json_parse_strict(buf, (size_t) r, &reply) < 0 || !json_object_is_type(reply, json_type_object) ||
-            json_get_string(reply, "type", &type) < 0)
-                return -EBADMSG;
-        if (streq(type, "error"))
-                return launcher_reply_error(reply, NULL);
         if (!streq(type, "reaped") || !json_object_object_get_ex(reply, "units", &units) ||
             !json_object_is_type(units, json_type_array))
                 return -EBADMSG;
