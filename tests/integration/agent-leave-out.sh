@@ -118,15 +118,30 @@ EOF
         reason=$(task_prop "$id" Reason)
         [[ $reason == *"helper.bin"*"binary, $size bytes"*"prebuilt helper"* ]] && ok "Reason names the path, its size and why" ||
                 fail "reason: $reason"
-        ! hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" cat-file -e "agentfab/$id:helper.bin" 2>/dev/null &&
-                ok "not committed before a person approves" || fail "helper.bin committed before the approval"
+        hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" cat-file -e "agentfab/$id:helper.bin" 2>/dev/null &&
+                ok "the step that keeps it commits it, and waits for the decision" || fail "helper.bin not in the step's commit"
         hx "${CTL[@]}" approve "$id" --comment "the helper is wanted" >/dev/null 2>&1 && ok "root approves" || fail "root approve"
         if wait_state "$id" succeeded; then ok "approved, the task goes on and succeeds"; else
                 fail "after approval: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
         commit=$(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%H --diff-filter=A "agentfab/$id" -- helper.bin | tail -1)
         [ -n "$commit" ] && ok "the binary is on the branch" || { fail "helper.bin never committed"; return; }
         hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log -1 --format=%B "$commit" |
-                grep -q "Kept on purpose: 'helper.bin' (binary, $size bytes): the project runs this prebuilt helper; approved by uid 0" &&
-                ok "the commit that adds it says so, and who approved" ||
+                grep -q "Kept on purpose: 'helper.bin' (binary, $size bytes): the project runs this prebuilt helper; a person is asked to approve it (binary-file)" &&
+                ok "the commit that adds it says so, and why" ||
                 fail "commit message: $(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log -1 --format=%B "$commit")"
+        hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log -1 --format=%B "agentfab/$id" |
+                grep -q '^Agentfab-Approved: .*breaker binary-file, by root (uid 0)' &&
+                ok "the delivered tip records the approval" ||
+                fail "tip: $(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log -1 --format=%B "agentfab/$id" | grep Agentfab)"
+
+        echo "=== a binary kept on purpose, rejected: the step is undone"
+        model "$WORK/keep.json" --by-step || { fail "model server"; return; }
+        make_repo keep2
+        id=$(submit keep2) || { fail "submit: $id"; return; }
+        wait_state "$id" awaiting-approval || { fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; }
+        hx "${CTL[@]}" reject "$id" --comment "no binaries in this repository" >/dev/null 2>&1 && ok "root rejects" || fail "root reject"
+        if wait_state "$id" succeeded; then ok "rejected, the task goes on and succeeds"; else
+                fail "after rejection: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        ! hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" cat-file -e "agentfab/$id:helper.bin" 2>/dev/null &&
+                ok "the binary is not on the delivered branch" || fail "helper.bin delivered after a rejection"
 }

@@ -683,15 +683,10 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                 case BREAKER_TESTS_REGRESSED: p->baseline_passed = -1; break;
                 case BREAKER_FILES_CHANGED:   p->extra_files += c->max_files_changed; break;
                 case BREAKER_BINARY_FILE:
+                        /* The step that committed it stands; it stays kept. */
                         if (p->keep_pending) {
-                                _cleanup_free_ char *note = NULL;
-                                if (asprintf(&note, "%s; approved by uid %u", strempty(p->keep_reason), (unsigned) uid) < 0)
-                                        return -ENOMEM;
                                 r = task_progress_add_kept(p, p->keep_pending);
                                 if (r < 0 && r != -E2BIG)
-                                        return r;
-                                r = agent_add_kept_note(p, note);
-                                if (r < 0)
                                         return r;
                         }
                         p->keep_pending = mfree_ptr(p->keep_pending);

@@ -73,9 +73,9 @@ int agent_add_kept_note(TaskProgress *p, const char *what) {
         return 0;
 }
 
-/* keep_file, on the loop: a text file is kept from this step on and the
- * commit says why; a binary waits for a person (the binary-file breaker at
- * the step's end). */
+/* keep_file, on the loop: the file is committed from this step on and the
+ * commit says why; a binary stops the task at the step's end for a person
+ * (the binary-file breaker), whose rejection undoes the step. */
 static int agent_keep_file(AgentRun *run, const char *path, const char *reason, bool binary, uint64_t size,
                            char **ret_text) {
         TaskProgress *p = &run->task->progress;
@@ -94,8 +94,16 @@ static int agent_keep_file(AgentRun *run, const char *path, const char *reason, 
                         return -ENOMEM;
                 free(p->keep_reason);
                 p->keep_reason = TAKE_PTR(note);
-                return asprintf(ret_text, "'%s' is a binary file (%" PRIu64 " bytes). A person must approve "
-                                "committing it: the task stops for that at the end of this step.", path, size) < 0 ?
+                /* Committed with the step, which the binary-file breaker
+                 * then holds for a person: a rejection undoes it. */
+                ledger_note_path(run->ledger, path);
+                if (asprintf(&note, "%s; a person is asked to approve it (binary-file)", p->keep_reason) < 0)
+                        return -ENOMEM;
+                r = agent_add_kept_note(p, note);
+                if (r < 0)
+                        return r;
+                return asprintf(ret_text, "'%s' is a binary file (%" PRIu64 " bytes): this step's commit records it, "
+                                "and the task stops at its end for a person to approve or reject it.", path, size) < 0 ?
                         -ENOMEM : 0;
         }
         r = task_progress_add_kept(p, path);

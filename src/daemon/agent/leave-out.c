@@ -21,6 +21,8 @@ int agent_leave_out(AgentRun *run, LedgerLeaveOut *ret) {
         for (char **i = p->kept; i && *i; i++)
                 if (strv_extend(&o.kept, *i) < 0)
                         goto oom;
+        if (p->keep_pending && strv_extend(&o.kept, p->keep_pending) < 0)
+                goto oom;
         if (p->n_test_windows > 0) {
                 o.windows = calloc(p->n_test_windows, 2 * sizeof(uint64_t));
                 if (!o.windows)
