@@ -16,6 +16,7 @@
 #include "stream-client.h"
 #include "string-util.h"
 #include "submit-request.h"
+#include "task-id.h"
 #include "task-info.h"
 #include "task-list.h"
 #include "task-state.h"
@@ -635,7 +636,7 @@ static int verb_audit(sd_bus *bus, int argc, char *argv[]) {
 
         (void) bus, (void) argc;
 
-        if (!task_id_valid(argv[1])) {
+        if (!task_id_is_valid(argv[1])) {
                 fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
                 return EXIT_USAGE;
         }
@@ -656,7 +657,7 @@ static int verb_audit(sd_bus *bus, int argc, char *argv[]) {
 
 static int verb_watch(sd_bus *bus, int argc, char *argv[]) {
         (void) bus, (void) argc;
-        if (!task_id_valid(argv[1])) {
+        if (!task_id_is_valid(argv[1])) {
                 fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
                 return EXIT_USAGE;
         }
@@ -668,7 +669,7 @@ static int verb_watch(sd_bus *bus, int argc, char *argv[]) {
 
 static int verb_logs(sd_bus *bus, int argc, char *argv[]) {
         (void) bus, (void) argc;
-        if (!task_id_valid(argv[1])) {
+        if (!task_id_is_valid(argv[1])) {
                 fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
                 return EXIT_USAGE;
         }

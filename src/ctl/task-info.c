@@ -6,17 +6,9 @@
 #include "agentfab-bus.h"
 #include "bus-client.h"
 #include "string-util.h"
+#include "task-id.h"
 #include "task-info.h"
 #include "task-state.h"
-
-bool task_id_valid(const char *id) {
-        if (strlen(id) != AGENTFAB_TASK_ID_LEN)
-                return false;
-        for (const char *c = id; *c; c++)
-                if (!strchr("0123456789abcdef", *c))
-                        return false;
-        return true;
-}
 
 /* Resolves an id to its object path with GetTask(), which is also where
  * polkit is asked when it is somebody else's task. */
@@ -26,7 +18,7 @@ int task_get_path(sd_bus *bus, const char *id, char **ret_path) {
         const char *path;
         int r;
 
-        if (!task_id_valid(id)) {
+        if (!task_id_is_valid(id)) {
                 fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", id);
                 return -EXIT_USAGE;
         }

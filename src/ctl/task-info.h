@@ -6,6 +6,7 @@
 #include <systemd/sd-bus.h>
 
 #include "json-util.h"
+#include "task-id.h"
 
 /* A task as the daemon's org.agentfab.Task1 properties show it. The
  * strings point into the GetAll() reply they were read from. */
@@ -18,8 +19,6 @@ typedef struct TaskInfo {
         uint64_t created, updated, tokens, commands;
 } TaskInfo;
 
-/* 12 lowercase hex digits. */
-bool task_id_valid(const char *id);
 /* The task's object path, by GetTask() (where polkit is asked when it is
  * somebody else's task). Errors are printed; returns minus an exit code. */
 int task_get_path(sd_bus *bus, const char *id, char **ret_path);

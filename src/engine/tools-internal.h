@@ -4,21 +4,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "buf.h"
 #include "macro.h"
 #include "tools.h"
 
-/* What the parts of the tools share (tools.c): a growable text, the
- * messages a tool answers with, and bounded reads of a file. */
+/* What the parts of the tools share (tools.c): the handover of a growable
+ * text (buf.h), the messages a tool answers with, and bounded reads of a
+ * file. */
 
-typedef struct Buf {
-        char *s;
-        size_t n, allocated;
-} Buf;
-
-int buf_append(Buf *b, const char *p, size_t l);
-int buf_puts(Buf *b, const char *s);
-int buf_printf(Buf *b, const char *fmt, ...) _printf_(2, 3);
-void buf_done(Buf *b);
 /* Hands the text over, never NULL on success (an empty string at least). */
 int buf_steal(Buf *b, char **ret);
 

@@ -16,6 +16,7 @@
 #include "launcher-request.h"
 #include "macro.h"
 #include "string-util.h"
+#include "task-id.h"
 #include "time-util.h"
 
 #define SMALL_FILE_MAX 16384
@@ -24,7 +25,7 @@ int cgroup_task_path_from_proc(const char *text, const char *task, char **ret) {
         char want[64];
         const char *line = NULL;
 
-        if (!launcher_task_id_is_valid(task))
+        if (!task_id_is_valid(task))
                 return -EINVAL;
         for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
                 if (strneq(p, "0::", 3)) {

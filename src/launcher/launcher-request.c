@@ -9,15 +9,6 @@
 #include "macro.h"
 #include "string-util.h"
 
-bool launcher_task_id_is_valid(const char *id) {
-        if (!id || strlen(id) != AGENTFAB_TASK_ID_LEN)
-                return false;
-        for (const char *c = id; *c; c++)
-                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-                        return false;
-        return true;
-}
-
 static bool is_alpha_(char c) {
         return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
 }
@@ -138,7 +129,7 @@ static const char *parse_sandbox(json_object *j, LauncherRequest *r) {
                         return "unknown field in a sandbox request";
         }
         if (!task || !json_object_is_type(task, json_type_string) || !string_is_clean(task, AGENTFAB_TASK_ID_LEN) ||
-            !launcher_task_id_is_valid(json_object_get_string(task)))
+            !task_id_is_valid(json_object_get_string(task)))
                 return "'task' must be a task id of 12 lower-case hex digits";
         memcpy(r->task, json_object_get_string(task), AGENTFAB_TASK_ID_LEN + 1);
         return NULL;
@@ -159,7 +150,7 @@ static const char *parse_freezer(json_object *j, LauncherRequest *r) {
                         return "unknown field in a freeze or thaw request";
         }
         if (!task || !json_object_is_type(task, json_type_string) || !string_is_clean(task, AGENTFAB_TASK_ID_LEN) ||
-            !launcher_task_id_is_valid(json_object_get_string(task)))
+            !task_id_is_valid(json_object_get_string(task)))
                 return "'task' must be a task id of 12 lower-case hex digits";
         memcpy(r->task, json_object_get_string(task), AGENTFAB_TASK_ID_LEN + 1);
         return NULL;
@@ -185,7 +176,7 @@ static const char *parse_reap(json_object *j, LauncherRequest *r) {
         for (size_t i = 0; i < json_object_array_length(keep); i++) {
                 json_object *id = json_object_array_get_idx(keep, i);
                 if (!json_object_is_type(id, json_type_string) || !string_is_clean(id, AGENTFAB_TASK_ID_LEN) ||
-                    !launcher_task_id_is_valid(json_object_get_string(id)))
+                    !task_id_is_valid(json_object_get_string(id)))
                         return "'keep' must be an array of task ids";
                 if (strv_extend(&r->keep, json_object_get_string(id)) < 0)
                         return "out of memory";

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "agentfab-bus.h"
+#include "task-id.h"
 
 /* The launcher's request, one JSON line from an unprivileged peer (see
  * agentfab-launcher(8)). Everything in it is checked here, before the
@@ -61,9 +62,6 @@ typedef struct LauncherRequest {
 int launcher_request_parse(const char *text, size_t size, const LauncherLimits *maxima,
                            LauncherRequest *ret, const char **ret_error);
 void launcher_request_done(LauncherRequest *r);
-
-/* The same rule as the daemon's task_id_is_valid(): 12 lower-case hex digits. */
-bool launcher_task_id_is_valid(const char *id);
 
 /* [A-Za-z_][A-Za-z0-9_]*, bounded, and not a variable of the dynamic loader (LD_*). */
 bool launcher_env_name_is_valid(const char *name);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "buf.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "model-client.h"
@@ -35,31 +36,6 @@ ModelReply *model_reply_free(ModelReply *r) {
         return NULL;
 }
 
-/* A growing string that knows its length: deltas of a stream may be many
- * and small, and strlen() on each would make assembling them quadratic. */
-typedef struct Buf {
-        char *s;
-        size_t n, allocated;
-        bool set;
-} Buf;
-
-static int buf_append(Buf *b, const char *s, size_t n) {
-        b->set = true;
-        if (b->n + n + 1 > b->allocated) {
-                size_t a = MAX(b->allocated * 2, b->n + n + 1);
-                a = MAX(a, (size_t) 64);
-                char *t = realloc(b->s, a);
-                if (!t)
-                        return -ENOMEM;
-                b->s = t;
-                b->allocated = a;
-        }
-        memcpy(b->s + b->n, s, n);
-        b->n += n;
-        b->s[b->n] = '\0';
-        return 0;
-}
-
 /* Text for people (the reply's content): a NUL, which JSON allows as
  * \u0000 but a C string ends at, becomes U+FFFD, so that nothing after it
  * is lost and the text is never empty while its JSON was not. */
@@ -81,11 +57,6 @@ static int buf_append_text(Buf *b, const char *s, size_t n) {
         return 0;
 }
 
-static void buf_reset(Buf *b) {
-        free(b->s);
-        *b = (Buf) {};
-}
-
 typedef struct PartialCall {
         int64_t index;
         Buf id, name, arguments;
@@ -101,11 +72,11 @@ typedef struct Acc {
 } Acc;
 
 static void acc_done(Acc *a) {
-        buf_reset(&a->content);
+        buf_done(&a->content);
         for (size_t i = 0; i < a->n_calls; i++) {
-                buf_reset(&a->calls[i].id);
-                buf_reset(&a->calls[i].name);
-                buf_reset(&a->calls[i].arguments);
+                buf_done(&a->calls[i].id);
+                buf_done(&a->calls[i].name);
+                buf_done(&a->calls[i].arguments);
         }
         free(a->calls);
         free(a->finish_reason);
@@ -215,7 +186,7 @@ static int acc_add_tool_call(Acc *a, json_object *tc, bool delta) {
         if (id && json_object_is_type(id, json_type_string) &&
             memchr(json_object_get_string(id), '\0', (size_t) json_object_get_string_len(id)))
                 return acc_fail(a, -EBADMSG, "A tool call's id holds a NUL character.");
-        if (id && json_object_is_type(id, json_type_string) && json_object_get_string_len(id) > 0 && !pc->id.set) {
+        if (id && json_object_is_type(id, json_type_string) && json_object_get_string_len(id) > 0 && !pc->id.s) {
                 r = buf_append(&pc->id, json_object_get_string(id), json_object_get_string_len(id));
                 if (r < 0)
                         return r;
@@ -230,7 +201,7 @@ static int acc_add_tool_call(Acc *a, json_object *tc, bool delta) {
                 return acc_fail(a, -EBADMSG, "A tool call's function name holds a NUL character.");
         /* The name comes whole, once; servers that repeat it in every delta
          * must not make it "readread". */
-        if (name && json_object_is_type(name, json_type_string) && json_object_get_string_len(name) > 0 && !pc->name.set) {
+        if (name && json_object_is_type(name, json_type_string) && json_object_get_string_len(name) > 0 && !pc->name.s) {
                 r = buf_append(&pc->name, json_object_get_string(name), json_object_get_string_len(name));
                 if (r < 0)
                         return r;
@@ -246,7 +217,7 @@ static int acc_add_tool_call(Acc *a, json_object *tc, bool delta) {
         const char *t = json_object_to_json_string_ext(args, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         if (!t)
                 return -ENOMEM;
-        buf_reset(&pc->arguments);
+        buf_done(&pc->arguments);
         return buf_append(&pc->arguments, t, strlen(t));
 }
 
@@ -387,10 +358,10 @@ static int acc_parse_sse(Acc *a, const char *raw, size_t size) {
                         l--;
 
                 if (l == 0) {
-                        if (data.set) {
+                        if (data.s) {
                                 r = acc_add_sse_event(a, tok, data.s, data.n, &done);
                                 any = true;
-                                buf_reset(&data);
+                                buf_done(&data);
                                 if (r < 0)
                                         break;
                         }
@@ -399,20 +370,20 @@ static int acc_parse_sse(Acc *a, const char *raw, size_t size) {
                         size_t vl = l - 5;
                         if (vl > 0 && *v == ' ')
                                 v++, vl--;
-                        if (data.set && (r = buf_append(&data, "\n", 1)) < 0)
+                        if (data.s && (r = buf_append(&data, "\n", 1)) < 0)
                                 break;
                         if ((r = buf_append(&data, v, vl)) < 0)
                                 break;
                 }
                 p = nl ? nl + 1 : end;
         }
-        if (r >= 0 && data.set && !done) {
+        if (r >= 0 && data.s && !done) {
                 /* The last event without its blank line: use it, whether the
                  * stream is complete is decided below. */
                 r = acc_add_sse_event(a, tok, data.s, data.n, &done);
                 any = true;
         }
-        buf_reset(&data);
+        buf_done(&data);
         if (r < 0)
                 return r;
 

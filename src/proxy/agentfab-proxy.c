@@ -367,9 +367,7 @@ static int handle_message(ProxyControl *c, const char *buf, size_t n) {
                 return reply(c, -EBADMSG, "not a JSON object", -EBADF);
         if (json_get_string(m, "type", &type) < 0 || json_get_string(m, "task", &id) < 0)
                 return reply(c, -EBADMSG, "type and task are required", -EBADF);
-        size_t l = strlen(id);
-        if (l == 0 || l > PROXY_TASK_ID_MAX ||
-            strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != l)
+        if (!proxy_task_id_is_valid(id))
                 return reply(c, -EINVAL, "invalid task id", -EBADF);
 
         if (streq(type, "register"))

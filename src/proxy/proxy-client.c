@@ -185,7 +185,7 @@ static int reply_result(json_object *reply, char **ret_error) {
         return e > 0 && e < 4096 ? -(int) e : -EIO;
 }
 
-static bool task_id_valid(const char *t) {
+bool proxy_task_id_is_valid(const char *t) {
         size_t n = t ? strlen(t) : 0;
         if (n == 0 || n > PROXY_TASK_ID_MAX)
                 return false;
@@ -211,7 +211,7 @@ int proxy_client_register(ProxyClient *c, const char *task, ProxyMode mode, char
         static const ProxyLimits none = {};
         int r;
 
-        if (!task_id_valid(task) || !proxy_mode_to_string(mode))
+        if (!proxy_task_id_is_valid(task) || !proxy_mode_to_string(mode))
                 return -EINVAL;
         limits = limits ?: &none;
         if (!req)
@@ -240,7 +240,7 @@ int proxy_client_allow(ProxyClient *c, const char *task, char **allow, char **re
         _cleanup_json_ json_object *req = json_object_new_object(), *reply = NULL;
         int r;
 
-        if (!task_id_valid(task))
+        if (!proxy_task_id_is_valid(task))
                 return -EINVAL;
         if (!req || json_add_string(req, "type", "allow") < 0 || json_add_string(req, "task", task) < 0 ||
             add_allow(req, allow) < 0)
@@ -255,7 +255,7 @@ int proxy_client_unregister(ProxyClient *c, const char *task) {
         _cleanup_json_ json_object *req = json_object_new_object(), *reply = NULL;
         int r;
 
-        if (!task_id_valid(task))
+        if (!proxy_task_id_is_valid(task))
                 return -EINVAL;
         if (!req || json_add_string(req, "type", "unregister") < 0 || json_add_string(req, "task", task) < 0)
                 return -ENOMEM;

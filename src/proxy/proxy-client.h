@@ -35,6 +35,11 @@
 #define PROXY_MESSAGE_MAX 65536
 #define PROXY_TASK_ID_MAX 64
 
+/* The proxy's name of a task: 1 to PROXY_TASK_ID_MAX letters, digits, '_'
+ * and '-'. The factory's ids (task-id.h) are such names; the proxy takes
+ * any of them, so that it can be driven without the factory. */
+bool proxy_task_id_is_valid(const char *t);
+
 typedef struct ProxyLimits {
         unsigned max_connections;       /* at once; 0: the proxy's default (64) */
         uint64_t max_bytes;             /* up and down, over the registration; 0: default (4 GiB) */

@@ -24,7 +24,7 @@ static void check_bounds(const LauncherRequest *r, const LauncherLimits *m) {
         const uint64_t max[] = { m->memory_max, m->tasks_max, m->cpu_quota_percent, m->runtime_max_sec };
 
         if (r->type == LAUNCHER_REQUEST_SANDBOX) {
-                FUZZ_CHECK(launcher_task_id_is_valid(r->task), "task id '%s'", r->task);
+                FUZZ_CHECK(task_id_is_valid(r->task), "task id '%s'", r->task);
                 for (size_t i = 0; i < ELEMENTSOF(got); i++)
                         FUZZ_CHECK(got[i] > 0 && got[i] <= max[i], "limit %zu: %" PRIu64 " of %" PRIu64, i, got[i], max[i]);
                 FUZZ_CHECK(strv_len(r->env) <= LAUNCHER_ENV_MAX, "%zu env entries", strv_len(r->env));
@@ -38,14 +38,14 @@ static void check_bounds(const LauncherRequest *r, const LauncherLimits *m) {
                 }
                 FUZZ_CHECK(!r->keep, "a sandbox request keeps nothing");
         } else if (r->type == LAUNCHER_REQUEST_FREEZE || r->type == LAUNCHER_REQUEST_THAW) {
-                FUZZ_CHECK(launcher_task_id_is_valid(r->task), "task id '%s'", r->task);
+                FUZZ_CHECK(task_id_is_valid(r->task), "task id '%s'", r->task);
                 FUZZ_CHECK(!r->env && !r->keep, "a freeze or thaw request has no lists");
         } else {
                 FUZZ_CHECK(r->type == LAUNCHER_REQUEST_REAP, "type %d", (int) r->type);
                 FUZZ_CHECK(r->keep, "a reap request always has a list");
                 FUZZ_CHECK(strv_len(r->keep) <= LAUNCHER_KEEP_MAX, "%zu ids", strv_len(r->keep));
                 for (char **k = r->keep; *k; k++)
-                        FUZZ_CHECK(launcher_task_id_is_valid(*k), "kept id '%s'", *k);
+                        FUZZ_CHECK(task_id_is_valid(*k), "kept id '%s'", *k);
                 FUZZ_CHECK(!r->env, "a reap request has no environment");
         }
 }

@@ -8,6 +8,7 @@
 #include "forge.h"
 #include "string-util.h"
 #include "environments.h"
+#include "task-id.h"
 #include "task-spec.h"
 #include "workspace-path.h"
 #include "string-table.h"
@@ -213,7 +214,7 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
                         return invalid(error, "Key 'environment' must be an environment's name: letters, digits, '_', '.', '-', at most 64.", NULL);
         } else if (streq(key, "replay")) {
                 field = &spec->replay, max = AGENTFAB_TASK_ID_LEN, multiline = false;
-                if (strlen(value) != AGENTFAB_TASK_ID_LEN || strspn(value, "0123456789abcdef") != AGENTFAB_TASK_ID_LEN)
+                if (!task_id_is_valid(value))
                         return invalid(error, "Key 'replay' must be a task id (12 hexadecimal digits).", NULL);
         } else if (streq(key, "reference")) {
                 field = &spec->reference, max = TASK_REFERENCE_MAX, multiline = false;

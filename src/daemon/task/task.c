@@ -19,15 +19,6 @@ uint64_t now_usec(void) {
         return clock_now_usec(CLOCK_REALTIME);
 }
 
-bool task_id_is_valid(const char *id) {
-        if (!id || strlen(id) != AGENTFAB_TASK_ID_LEN)
-                return false;
-        for (const char *c = id; *c; c++)
-                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-                        return false;
-        return true;
-}
-
 int task_id_generate(char ret[static AGENTFAB_TASK_ID_LEN + 1]) {
         uint8_t b[AGENTFAB_TASK_ID_LEN / 2];
 

@@ -10,6 +10,7 @@
 
 #include "agentfab-bus.h"
 #include "macro.h"
+#include "task-id.h"
 #include "task-spec.h"
 #include "task-state.h"
 
@@ -153,7 +154,6 @@ Task *task_free(Task *t);
 void task_progress_done(TaskProgress *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Task *, task_free);
 
-bool task_id_is_valid(const char *id);
 int task_id_generate(char ret[static AGENTFAB_TASK_ID_LEN + 1]);
 
 /* Moves the task to a new state: refuses illegal transitions
