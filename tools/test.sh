@@ -10,40 +10,44 @@ bash tools/install-deps.sh || exit 1
 
 fail_early() { echo "$1"; echo "0 passed, 1 failed"; exit 1; }
 
-# Count TAP results of every unit test that meson ran.
+# Count TAP results of every unit test that meson ran: passed, failed and
+# skipped ("ok N # SKIP ...", or a whole test's "1..0 # SKIP ...").
 count_unit() {
         python3 - "$1/meson-logs/testlog.json" <<'PY'
 import json, re, sys
-p = f = 0
+p = f = s = 0
 for line in open(sys.argv[1]):
     t = json.loads(line)
     out = t.get("stdout") or ""
     tp = len(re.findall(r"^ok \d+", out, re.M))
+    ts = len(re.findall(r"^ok \d+[^#\n]*#\s*SKIP\b", out, re.M | re.I))
     tf = len(re.findall(r"^not ok \d+", out, re.M))
     if t.get("result") not in ("OK", "SKIP") and tf == 0:
         tf = 1  # crashed or timed out before saying why
-    p += tp; f += tf
-print(p, f)
+    if t.get("result") == "SKIP" and tp == 0:
+        ts = 1  # skipped whole
+    p += tp - min(ts, tp); f += tf; s += ts
+print(p, f, s)
 PY
 }
 
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 
 meson setup --wipe build -Dwerror=true >/dev/null 2>&1 || meson setup build -Dwerror=true >/dev/null || fail_early "meson setup failed"
 ninja -C build || fail_early "build failed"
 meson test -C build --suite unit --print-errorlogs
-read -r p f < <(count_unit build)
-echo "unit tests: $p passed, $f failed"
-passed=$((passed + p)) failed=$((failed + f))
+read -r p f k < <(count_unit build)
+echo "unit tests: $p passed, $f failed, $k skipped"
+passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + k))
 
 # The same unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 if meson setup --wipe build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null 2>&1 ||
    meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null; then
         ninja -C build-asan >/dev/null || fail_early "sanitizer build failed"
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C build-asan --suite unit --print-errorlogs
-        read -r p f < <(count_unit build-asan)
-        echo "unit tests under ASan/UBSan: $p passed, $f failed"
-        passed=$((passed + p)) failed=$((failed + f))
+        read -r p f k < <(count_unit build-asan)
+        echo "unit tests under ASan/UBSan: $p passed, $f failed, $k skipped"
+        passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + k))
 fi
 
 # Static checks of what is not C: the man pages and the SELinux module. (The
@@ -65,21 +69,25 @@ selinux_build() { local d; d=$(mktemp -d); cp selinux/agentfab.te selinux/agentf
         make -C "$d" -f /usr/share/selinux/devel/Makefile agentfab.pp; local r=$?; rm -rf "$d"; return $r; }
 static_check "SELinux module compiles against the reference policy" selinux_build
 
-# Runs a test script that ends with "N passed, N failed" and adds its counts.
+# Runs a test script that ends with "N passed, N failed" and adds its counts,
+# and those of its "N skipped" line (tests/integration/lib/check.sh).
 run_counted() {
-        local name=$1 out line p f
+        local name=$1 out line p f k
         shift
         out=$(mktemp)
         "$@" 2>&1 | tee "$out"
         line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+        k=$(grep -E '^[0-9]+ skipped$' "$out" | tail -1)
+        k=${k%% skipped}
         rm -f "$out"
         if [ -n "$line" ]; then
                 p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
+                [[ $line =~ ,\ ([0-9]+)\ skipped ]] && k=${BASH_REMATCH[1]}
         else
                 p=0 f=1   # it died before it could say
         fi
-        echo "$name: $p passed, $f failed"
-        passed=$((passed + p)) failed=$((failed + f))
+        echo "$name: $p passed, $f failed, ${k:-0} skipped"
+        passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${k:-0}))
 }
 
 # Every parser of untrusted input under libFuzzer (tests/fuzz, clang, ASan +
@@ -150,5 +158,7 @@ fi
 # short form takes about 3 minutes, and "daemon under load" above prints the
 # same figures at 10,000 files, 64 MiB and 20 tasks.
 
+# The checks not made here (no root, no npm, ...), then the closing line.
+[ "$skipped" = 0 ] || echo "$skipped skipped"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -280,8 +280,9 @@ EOF
                 id dave >/dev/null 2>&1 || useradd -m -G agentfab-approvers dave'
         # A fresh polkitd: it reads the rules and knows the new group.
         hx systemctl restart polkit.service
-        rc=0; out=$(hx_as carol "${CTL[@]}" approve "$id" 2>&1) || rc=$?
-        [ "$rc" != 0 ] && ok "a user outside the group is still asked for a password (denied)" || fail "carol approved: $out"
+        expect_refused "3:Interactive authentication required" \
+                "a user outside the group is still asked for a password (InteractiveAuthorizationRequired, exit 3)" \
+                hx_as carol "${CTL[@]}" approve "$id"
         rc=0; out=$(hx_as dave "${CTL[@]}" approve "$id" --comment "ok from the approvers" 2>&1) || rc=$?
         [ "$rc" = 0 ] && ok "a member of agentfab-approvers approves without a password" ||
                 { fail "dave: $rc $out"; hx journalctl -q -u polkit --no-pager | tail -8; hx id dave; }
@@ -369,10 +370,8 @@ EOF
                 ok "after the restart, three more pause it: the fifth in a row"
                 [[ $(task_prop "$id" Reason) == *"5 malformed replies in a row"* ]] && ok "the reason counts 5" ||
                         fail "reason: $(task_prop "$id" Reason)"
-                local out
-                out=$(hx_as alice "${CTL[@]}" summary "$id" 2>&1) && fail "a summary before the delivery: $out" ||
-                        { [[ $out == *"has no summary: it is awaiting-approval"* ]] && ok "no summary yet, and the error says why" ||
-                                fail "summary before the delivery: $out"; }
+                expect_refused "1:has no summary: it is awaiting-approval" "no summary yet, and the error says why (BadState, exit 1)" \
+                        hx_as alice "${CTL[@]}" summary "$id"
         else
                 fail "not paused by the breaker: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return
         fi

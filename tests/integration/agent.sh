@@ -21,25 +21,18 @@ SRC=$(realpath "$HERE/../..")
 . "$HERE/agent-review.sh"
 . "$HERE/agent-tree.sh"
 
-if [ "$(id -u)" != 0 ]; then
-        echo "agent tests need root; skipping"
-        echo "0 passed, 0 failed, 1 skipped"
-        exit 0
-fi
+. "$HERE/lib/check.sh"
 
-PASSED=0
-FAILED=0
-ok()   { echo "  ok: $*"; PASSED=$((PASSED + 1)); }
-fail() {
-        echo "  FAIL: $*"; FAILED=$((FAILED + 1))
-        # Once in CI the scripted model server was unreachable for a task
-        # (ASan run, load 12): say what became of it, should it recur.
+[ "$(id -u)" = 0 ] || check_skip_all "agent tests need root"
+
+# Once in CI the scripted model server was unreachable for a task (ASan
+# run, load 12): say what became of it, should it recur.
+check_on_fail() {
         [[ "$*" == *"Couldn't connect"* || "$*" == *"Couldn\\'t connect"* ]] || return 0
         echo "    model server (pid ${MODEL_PID:-none}, port $PORT):" \
                 "$([ -n "$MODEL_PID" ] && kill -0 "$MODEL_PID" 2>/dev/null && echo alive || echo gone)," \
                 "listening: $(ss -Hltn "sport = :$PORT" 2>/dev/null | wc -l), errors: $(tail -c 300 "$WORK/model.err" 2>/dev/null)"
 }
-check() { local what=$1; shift; if "$@" >/dev/null 2>&1; then ok "$what"; else fail "$what"; fi; }
 
 WORK=$(mktemp -d /tmp/agentfab-agent.XXXXXX)
 MODEL_PID=
@@ -376,7 +369,8 @@ EOF
         local after
         after=$(hx_as alice bash -c 'cd ~/proj && git rev-parse HEAD && git status --porcelain && git branch --show-current && sha256sum calc.py NOTES')
         [ "$before" = "$after" ] && ok "user's checkout, branch and files untouched" || fail "user's repo changed: $before / $after"
-        out=$(hx_as alice "${CTL[@]}" fetch "$id" 2>&1) && fail "second fetch overwrote" || ok "existing branch never overwritten"
+        expect_refused "1:Branch 'agentfab/$id' exists already" "existing branch never overwritten (exit 1)" \
+                hx_as alice "${CTL[@]}" fetch "$id"
 }
 
 t_step_trailers() {
@@ -440,12 +434,13 @@ EOF
         grep -q "Checkpoints: 1 ${step1:0:10} Fix add" <<<"$out" && grep -q "^ *2 ${step2:0:10} Second file" <<<"$out" &&
                 ok "agentfabctl status lists the checkpoints" || fail "status: $out"
 
-        out=$(hx_as alice "${CTL[@]}" reset "$id" 0123456 2>&1) && fail "unknown commit accepted" ||
-                { grep -q "not the base nor a checkpoint" <<<"$out" && ok "an unknown commit refused" || fail "unknown: $out"; }
-        out=$(hx_as alice "${CTL[@]}" reset "$id" "../../etc" 2>&1) && fail "a path accepted" ||
-                { grep -q "neither 'base' nor a commit id" <<<"$out" && ok "a malformed commit refused" || fail "malformed: $out"; }
-        out=$(hx_as carol "${CTL[@]}" reset "$id" "${step1:0:10}" 2>&1) && fail "another user reset alice's task" ||
-                ok "another user without an administrator's password cannot reset it"
+        expect_refused "2:not the base nor a checkpoint" "an unknown commit refused (InvalidArgs, exit 2)" \
+                hx_as alice "${CTL[@]}" reset "$id" 0123456
+        expect_refused "2:neither 'base' nor a commit id" "a malformed commit refused (InvalidArgs, exit 2)" \
+                hx_as alice "${CTL[@]}" reset "$id" "../../etc"
+        expect_refused "3:Interactive authentication required" \
+                "another user without an administrator's password cannot reset it (exit 3)" \
+                hx_as carol "${CTL[@]}" reset "$id" "${step1:0:10}"
         [ "$(hx git --git-dir="$T/$id/ledger.git" rev-parse "agentfab/$id")" = "$step2" ] && ok "refusals changed nothing" || fail "changed"
 
         out=$(hx_as alice "${CTL[@]}" reset "$id" "${step1:0:10}" 2>&1) && ok "reset to step 1 by an abbreviated id: $out" ||
@@ -473,8 +468,8 @@ EOF
         hx git --git-dir="$T/$id/ledger.git" merge-base --is-ancestor "$step1" "agentfab/$id" &&
                 ! hx git --git-dir="$T/$id/ledger.git" merge-base --is-ancestor "$step2" "agentfab/$id" &&
                 ok "the delivered branch holds step 1, not step 2" || fail "delivered history"
-        out=$(hx_as alice "${CTL[@]}" reset "$id" base 2>&1) && fail "reset of a succeeded task accepted" ||
-                { grep -q "not failed" <<<"$out" && ok "a delivered task cannot be reset" || fail "succeeded: $out"; }
+        expect_refused "1:is succeeded, not failed" "a delivered task cannot be reset (BadState, exit 1)" \
+                hx_as alice "${CTL[@]}" reset "$id" base
 }
 
 t_replay() {
@@ -693,10 +688,10 @@ t_https_repo() {
         hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%an "agentfab/$id" | grep -q remote &&
                 ok "the branch starts at the remote's commit" || fail "no remote history"
 
-        out=$(hx_as alice "${CTL[@]}" submit --repo "http://127.0.0.1:$gport/calc.git" --goal g 2>&1) &&
-                fail "plain http accepted" || { grep -q 'only https' <<<"$out" && ok "plain http refused" || fail "http: $out"; }
-        out=$(hx_as alice "${CTL[@]}" submit --repo "https://user:secret@127.0.0.1:$gport/calc.git" --goal g 2>&1) &&
-                fail "credentials in URL accepted" || { grep -q 'without a user name or password' <<<"$out" && ok "credentials in a URL refused" || fail "userinfo: $out"; }
+        expect_refused "2:only https" "plain http refused (InvalidSpec, exit 2)" \
+                hx_as alice "${CTL[@]}" submit --repo "http://127.0.0.1:$gport/calc.git" --goal g
+        expect_refused "2:without a user name or password" "credentials in a URL refused (InvalidSpec, exit 2)" \
+                hx_as alice "${CTL[@]}" submit --repo "https://user:secret@127.0.0.1:$gport/calc.git" --goal g
         id=$(hx_as alice "${CTL[@]}" submit --repo "https://localhost:$gport/nothing.git" --goal g 2>&1) || { fail "submit: $id"; kill $gpid; return; }
         if wait_state "$id" failed; then
                 [[ $(task_prop "$id" Reason) == *"workspace"* ]] && ok "an unreachable repository fails with a reason" ||
@@ -776,12 +771,10 @@ t_ssh_repo() {
                 ok "the key is in none of the task's files" || fail "key in the task's files"
         ! hx journalctl -q --no-pager -o json | grep -qF -- "$keyline" && ok "nor in the journal" || fail "key in the journal"
 
-        out=$(hx_as alice "${CTL[@]}" submit --repo "ssh://$SSH_USER:pw@127.0.0.1:$SSH_PORT$d/calc.git" --goal g 2>&1) &&
-                fail "a password in an ssh URL accepted" ||
-                { grep -q 'without a password' <<<"$out" && ok "a password in an ssh URL refused" || fail "password: $out"; }
-        out=$(hx_as alice "${CTL[@]}" submit --repo "$SSH_USER@127.0.0.1:calc.git" --goal g 2>&1) &&
-                fail "scp-like syntax accepted" ||
-                { grep -q 'scp-like' <<<"$out" && ok "scp-like syntax refused, saying what to write" || fail "scp-like: $out"; }
+        expect_refused "2:without a password" "a password in an ssh URL refused (InvalidSpec, exit 2)" \
+                hx_as alice "${CTL[@]}" submit --repo "ssh://$SSH_USER:pw@127.0.0.1:$SSH_PORT$d/calc.git" --goal g
+        expect_refused "2:scp-like.*ssh://\[USER@\]HOST\[:PORT\]/PATH" "scp-like syntax refused, saying what to write (exit 2)" \
+                hx_as alice "${CTL[@]}" submit --repo "$SSH_USER@127.0.0.1:calc.git" --goal g
 
         echo "=== an ssh server whose host key is not the known one"
         accepted=$(grep -c 'Accepted publickey' "$d/sshd.log")
@@ -846,9 +839,9 @@ make_plain_repo() {
 t_environments() {
         echo "=== task environments: an image as the root, variables, a cache per owner, a broken image refused"
         local out id id2 id3 id4 log
-        out=$(hx_as alice "${CTL[@]}" submit --repo /home/alice --goal x --environment=nope 2>&1)
-        [[ $out == *"There is no environment 'nope'; known: default, tiny, loose"* ]] &&
-                ok "an unknown environment is refused at submission with the known ones" || fail "unknown environment: $out"
+        expect_refused "2:There is no environment 'nope'; known: default, tiny, loose" \
+                "an unknown environment is refused at submission with the known ones (InvalidSpec, exit 2)" \
+                hx_as alice "${CTL[@]}" submit --repo /home/alice --goal x --environment=nope
         out=$(hx_as alice "${CTL[@]}" environments 2>&1)
         grep -q '^tiny .*off .*/var/lib/machines/tiny .*tiny (agentfab tiny test image; image [0-9a-f]\{12\}); caches: pip' <<<"$out" &&
                 grep -q '^default .*(host) .*default (host: ' <<<"$out" &&
@@ -905,9 +898,8 @@ EOF
         out=$(hx_as alice "${CTL[@]}" cache clear tiny 2>&1)
         grep -q '^tiny  *0  *0$' <<<"$out" && ! hx test -e "$c" && hx test -d "/var/lib/agentfab/cache/tiny/$(hx id -u carol)" &&
                 ok "agentfabctl cache clear empties the caller's own cache only" || fail "cache clear: $out"
-        out=$(hx_as alice "${CTL[@]}" cache clear default 2>&1)
-        [[ $out == *"does not exist or keeps no cache"* ]] && ok "clearing an environment without a cache is refused" ||
-                fail "cache clear default: $out"
+        expect_refused "2:does not exist or keeps no cache" "clearing an environment without a cache is refused (InvalidArgs, exit 2)" \
+                hx_as alice "${CTL[@]}" cache clear default
 
         make_plain_repo alice looserepo
         id4=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/looserepo --goal "x" --environment=loose 2>&1) || { fail "submit: $id4"; return; }
@@ -930,18 +922,34 @@ t_kill9_resume() {
 EOF
         model "$WORK/kill.json" --by-step || { fail "model server"; return; }
         make_repo killed
-        local id i
+        local id i running= killed
         id=$(submit killed) || { fail "submit: $id"; return; }
-        for i in $(seq 200); do
-                hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=command | grep -q 'sleep 4' && break
+        # Step 2's command is running (the command's journal entry comes
+        # only once it ended): the kill comes while step 2 is in flight.
+        # ("slee[p] 4": not the pgrep's own command line.)
+        for i in $(seq 300); do
+                hx pgrep -f 'slee[p] 4' >/dev/null && { running=1; break; }
                 sleep 0.1
         done
+        killed=$(hx systemctl show -p MainPID --value agentfab.service)
         hx systemctl kill -s KILL agentfab.service
         sleep 1
-        ok "daemon killed during step 2"
         hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks >/dev/null 2>&1
         if wait_state "$id" succeeded; then ok "reactivated daemon resumed and finished"; else
                 fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        # What the killed daemon journaled: step 1 done, step 2's command
+        # neither ended nor step 2 done. (Asked now: journald has had the
+        # time to store what it was sent before the kill.)
+        local done_steps ended
+        done_steps=$(hx journalctl -q -o json _PID="$killed" AGENTFAB_TASK="$id" AGENTFAB_EVENT=step |
+                python3 -c 'import json, sys; print(" ".join(json.loads(l)["AGENTFAB_STEP"] for l in sys.stdin))')
+        ended=$(hx journalctl -q -o cat _PID="$killed" AGENTFAB_TASK="$id" AGENTFAB_EVENT=command)
+        if [ -n "$running" ] && [ "$killed" -gt 0 ] 2>/dev/null && [ "$done_steps" = 1 ] && ! grep -q 'sleep 4' <<<"$ended"; then
+                ok "daemon (pid $killed) killed during step 2: its command running, step 1 done, step 2 not"
+        else
+                fail "daemon not killed during step 2: command seen running: ${running:-no}, pid '$killed'," \
+                        "steps done before the kill: '$done_steps', commands ended: $(tr '\n' ';' <<<"$ended")"
+        fi
         local steps
         steps=$(hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%B "agentfab/$id" | sed -n 's/^Agentfab-Step: //p' | sort -n | tr '\n' ' ')
         [ "$steps" = "1 2 3 " ] && ok "git log: steps 1 2 3, none lost or repeated" || fail "steps on branch: $steps"
@@ -979,23 +987,20 @@ EOF
         main_before=$(hx git --git-dir="$R" rev-parse refs/heads/main)
 
         # What is refused at submission, before any work is done.
-        out=$(submit pr --push-url file:///srv/remote.git --forge nosuchforge --forge-repository alice/pr) &&
-                fail "unknown forge accepted" ||
-                { grep -q "no forge 'nosuchforge'" <<<"$out" && ok "unknown forge: InvalidSpec" || fail "unknown forge: $out"; }
-        out=$(submit pr --push-url file:///srv/remote.git) &&
-                fail "file:// push without a forge allowing it accepted" ||
-                { grep -q "only https:// push URLs" <<<"$out" && ok "file:// push URL refused unless the forge allows it" ||
-                  fail "file://: $out"; }
-        out=$(submit pr --push-url http://127.0.0.1/x.git) && fail "http push URL accepted" ||
-                { grep -q "must be an https:// URL" <<<"$out" && ok "http:// push URL refused" || fail "http: $out"; }
-        out=$(submit pr --push-url https://alice:pw@example.com/x.git) && fail "push URL with a password accepted" ||
-                ok "push URL with user:password refused"
-        out=$(submit pr --push-url https://evil.example/alice/pr.git --forge tokenforge --forge-repository alice/pr) &&
-                fail "push URL on another host than the forge's accepted" ||
-                { grep -q "not on the host of forge 'tokenforge'" <<<"$out" && ok "the token never goes to a host the submitter names" ||
-                  fail "token host: $out"; }
-        out=$(submit pr --push-url file:///srv/remote.git --forge testforge --forge-repository alice/pr --pr-base agentfab/x) &&
-                fail "factory branch as base accepted" || ok "a factory branch as pull request base refused"
+        expect_refused "2:no forge 'nosuchforge'" "unknown forge: InvalidSpec (exit 2)" \
+                submit pr --push-url file:///srv/remote.git --forge nosuchforge --forge-repository alice/pr
+        expect_refused "2:only https:// push URLs" "file:// push URL refused unless the forge allows it (exit 2)" \
+                submit pr --push-url file:///srv/remote.git
+        expect_refused "2:must be an https:// URL" "http:// push URL refused (exit 2)" \
+                submit pr --push-url http://127.0.0.1/x.git
+        expect_refused "2:Key 'push_url' must be an https:// URL with a path and no user name or password" \
+                "push URL with user:password refused (exit 2)" \
+                submit pr --push-url https://alice:pw@example.com/x.git
+        expect_refused "2:not on the host of forge 'tokenforge'" "the token never goes to a host the submitter names (exit 2)" \
+                submit pr --push-url https://evil.example/alice/pr.git --forge tokenforge --forge-repository alice/pr
+        expect_refused "2:Key 'pull_request_base' must be a branch name \(not HEAD, nothing under agentfab/\)" \
+                "a factory branch as pull request base refused (exit 2)" \
+                submit pr --push-url file:///srv/remote.git --forge testforge --forge-repository alice/pr --pr-base agentfab/x
         [ "$(hx git --git-dir="$R" for-each-ref --format='%(refname)' | tr '\n' ' ')" = "refs/heads/main " ] &&
                 ok "nothing refused reached the remote" || fail "remote refs changed by refused submissions"
         [ ! -s "$WORK/forge.jsonl" ] && ok "nor the forge" || fail "forge got a request from a refused submission"
@@ -1082,7 +1087,7 @@ PY
 }
 
 main() {
-        harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+        harness_boot || { fail "harness_boot"; check_summary; exit 1; }
         hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
 
         # ONLY="t_a t_b" runs just those scenarios.
@@ -1107,8 +1112,7 @@ main() {
         stop_model
         stop_forge
         harness_teardown
-        echo "$PASSED passed, $FAILED failed"
-        [ "$FAILED" = 0 ]
+        check_summary
 }
 
 main "$@"

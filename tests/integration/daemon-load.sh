@@ -48,16 +48,10 @@ TASKS=${TASKS:-20}
 BUS_MAX_MS=${BUS_MAX_MS:-1000}
 PHASES=${PHASES:-"polkit latency flood resume"}
 
-if [ "$(id -u)" != 0 ]; then
-        echo "daemon-load needs root; skipping"
-        echo "0 passed, 0 failed, 1 skipped"
-        exit 0
-fi
+. "$HERE/lib/check.sh"
 
-PASSED=0
-FAILED=0
-ok()   { echo "  ok: $*"; PASSED=$((PASSED + 1)); }
-fail() { echo "  FAIL: $*"; FAILED=$((FAILED + 1)); }
+[ "$(id -u)" = 0 ] || check_skip_all "daemon-load needs root"
+
 figure() { echo "figure: $*"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 
@@ -826,7 +820,7 @@ if ms: print("figure: resume (%s): from an agent start to its first model call: 
         [ "$left" = 0 ] && ok "no sandbox scope or launcher instance left" || fail "$left units left"
 }
 
-harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+harness_boot || { fail "harness_boot"; check_summary; exit 1; }
 hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
 for p in $PHASES; do "phase_$p"; done
 ! hx journalctl -q -u agentfab.service --no-pager | grep -q 'code=dumped\|status=6/ABRT\|status=11/SEGV' &&
@@ -837,5 +831,4 @@ if [ "$FAILED" != 0 ]; then
 fi
 stop_model
 harness_teardown
-echo "$PASSED passed, $FAILED failed"
-[ "$FAILED" = 0 ]
+check_summary

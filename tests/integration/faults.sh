@@ -26,16 +26,9 @@ HERE=$(dirname "$(realpath "$0")")
 SRC=$(realpath "$HERE/../..")
 . "$HERE/lib/harness.sh"
 
-if [ "$(id -u)" != 0 ]; then
-        echo "fault tests need root; skipping"
-        echo "0 passed, 0 failed, 1 skipped"
-        exit 0
-fi
+. "$HERE/lib/check.sh"
 
-PASSED=0
-FAILED=0
-ok()   { echo "  ok: $*"; PASSED=$((PASSED + 1)); }
-fail() { echo "  FAIL: $*"; FAILED=$((FAILED + 1)); }
+[ "$(id -u)" = 0 ] || check_skip_all "fault tests need root"
 
 WORK=$(mktemp -d /tmp/agentfab-faults.XXXXXX)
 MODEL_PID=
@@ -296,20 +289,21 @@ t_dbus_restart() {
 t_polkit_stopped() {
         echo "=== polkitd stopped: calls that need it are denied, nothing changes; started again"
         make_repo pk
-        local before out after id rc
+        local before out after id
         before=$(list_tasks)
         hx systemctl mask --runtime polkit.service >/dev/null 2>&1
         hx systemctl stop polkit.service
         hx systemctl is-active polkit.service >/dev/null && { fail "polkit still active"; return; }
-        rc=0; out=$(submit pk) || rc=$?
-        [ "$rc" != 0 ] && ok "alice's submission refused without polkit: $out" || fail "submitted without polkit: $out"
-        [[ $out == *olkit* || $out == *uthoriz* ]] && ok "the error says authorization could not be checked" || fail "unclear error: $out"
+        expect_refused 3 "alice's submission refused without polkit (AccessDenied, exit 3)" submit pk
+        out=$CHECK_OUT
+        [[ $out == *"authorization service not available"* ]] && ok "the error says authorization could not be checked: $out" ||
+                fail "unclear error: $out"
         after=$(list_tasks)
         [ "$before" = "$after" ] && ok "no task was created" || fail "tasks changed: $before / $after"
         id=$(hx "${CTL[@]}" submit --repo /home/alice/pk --goal "g" --test true 2>&1) &&
                 ok "root needs no polkit: $id" || fail "root refused: $id"
-        rc=0; out=$(hx_as carol "${CTL[@]}" cancel "$id" 2>&1) || rc=$?
-        [ "$rc" != 0 ] && ok "carol may not cancel root's task without polkit" || fail "carol cancelled: $out"
+        expect_refused "3:authorization service not available" "carol may not cancel root's task without polkit (AccessDenied, exit 3)" \
+                hx_as carol "${CTL[@]}" cancel "$id"
         [ "$(task_prop "$id" State)" != cancelled ] && ok "the task is not cancelled" || fail "cancelled"
         hx "${CTL[@]}" cancel "$id" >/dev/null 2>&1
         hx systemctl unmask --runtime polkit.service >/dev/null 2>&1
@@ -674,7 +668,7 @@ PY
 }
 
 main() {
-        harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+        harness_boot || { fail "harness_boot"; check_summary; exit 1; }
         hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
         local t
         for t in t_disk_full t_dbus_restart t_polkit_stopped t_journald_stopped t_sandbox_killed t_sigkill_reattach t_step_durable t_reboot t_kill9_many; do
@@ -694,8 +688,7 @@ main() {
         fi
         stop_model
         harness_teardown
-        echo "$PASSED passed, $FAILED failed"
-        [ "$FAILED" = 0 ]
+        check_summary
 }
 
 main "$@"

@@ -12,22 +12,14 @@ BUILDDIR=$(realpath "${1:?usage: launcher.sh BUILDDIR}")
 HERE=$(dirname "$(realpath "$0")")
 . "$HERE/lib/harness.sh"
 
-if [ "$(id -u)" != 0 ]; then
-        echo "the launcher tests need root; skipping"
-        echo "0 passed, 0 failed, 1 skipped"
-        exit 0
-fi
+. "$HERE/lib/check.sh"
 
-PASSED=0 FAILED=0 FAILED_NAMES=()
+[ "$(id -u)" = 0 ] || check_skip_all "the launcher tests need root"
+
 # On the real file system the harness gives /var/lib/agentfab: the
 # sandbox mounts a workspace idmapped, which overlayfs cannot.
 WS=/var/lib/agentfab/launcher-ws
 CLIENT=/usr/local/lib/launcher-client.py
-
-ok()   { PASSED=$((PASSED + 1)); echo "  ok: $*"; }
-fail() { FAILED=$((FAILED + 1)); FAILED_NAMES+=("$1"); echo "  FAIL: $*"; }
-# check NAME OK DETAIL
-check() { if [ "$2" = 1 ]; then ok "$1: $3"; else fail "$1: $3"; fi; }
 
 harness_prepare_root() {
         local R=$1
@@ -93,14 +85,14 @@ stale_scope() {
 main() {
         local out tmp
         tmp=$(mktemp)
-        harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+        harness_boot || { fail "harness_boot"; check_summary; exit 1; }
         echo "harness: systemd booted in ${HARNESS_BOOT_MS} ms"
 
         # --- the units as installed
         out=$(hx stat -c '%a %U %G' /run/agentfab/launcher.sock 2>&1)
-        check socket "$([ "$out" = "660 root agentfab" ] && echo 1)" "launcher.sock is $out"
+        check_flag socket "$([ "$out" = "660 root agentfab" ] && echo 1)" "launcher.sock is $out"
         out=$(hx systemd-analyze verify agentfab-launcher.socket agentfab-launcher@0.service 2>&1)
-        check units-verify "$([ -z "$out" ] && echo 1)" "systemd-analyze verify: ${out:-clean}"
+        check_flag units-verify "$([ -z "$out" ] && echo 1)" "systemd-analyze verify: ${out:-clean}"
         out=$(hx systemd-analyze security agentfab-launcher@0.service 2>/dev/null | tail -1)
         echo "  info: $out"
 
@@ -110,10 +102,10 @@ main() {
 
         # --- only root and agentfab may ask
         out=$(hx_as alice timeout 20 python3 "$CLIENT" raw '{"type":"reap","keep":[]}' 2>&1)
-        check other-user "$(grep -q '"oserror": 13' <<<"$out" && echo 1)" "alice cannot connect: $out"
+        check_flag other-user "$(grep -q '"oserror": 13' <<<"$out" && echo 1)" "alice cannot connect: $out"
         out=$(hx timeout 20 python3 "$CLIENT" raw '{"type":"sandbox","task":"0b0b0b0b0b01"}
 ' /srv/agentfab-launcher/alice 2>&1)
-        check root-peer-alice-dir "$(grep -q 'not owned' <<<"$out" && echo 1)" "root may ask, but not for another user's directory: $out"
+        check_flag root-peer-alice-dir "$(grep -q 'not owned' <<<"$out" && echo 1)" "root may ask, but not for another user's directory: $out"
 
         # --- a stale scope of the same task is stopped first
         if stale_scope 0c0c0c0c0c01; then
@@ -121,11 +113,11 @@ main() {
                 since=$(hx date '+%Y-%m-%d %H:%M:%S')
                 hx_as agentfab timeout 30 python3 "$CLIENT" open 0c0c0c0c0c01 "$WS" < /dev/null > "$tmp" 2>&1
                 out=$(cat "$tmp")
-                check stale-scope "$(grep -q '"type": "ready"' <<<"$out" && ! hx pgrep -f 'sleep 1000' >/dev/null && echo 1)" \
+                check_flag stale-scope "$(grep -q '"type": "ready"' <<<"$out" && ! hx pgrep -f 'sleep 1000' >/dev/null && echo 1)" \
                         "new sandbox ready, the stale scope's process is gone: $out"
                 hx journalctl --sync >/dev/null 2>&1
                 out=$(hx journalctl --since "$since" -q -o cat --no-pager 2>&1 | grep -m1 'Stopped stale')
-                check stale-scope-logged "$([ -n "$out" ] && echo 1)" "${out:-not logged}"
+                check_flag stale-scope-logged "$([ -n "$out" ] && echo 1)" "${out:-not logged}"
                 wait_for 10 bash -c "systemctl show -p LoadState --value agentfab-task-0c0c0c0c0c01.scope | grep -qx not-found" ||
                         fail stale-scope-gone "the new scope outlived its connection"
         else
@@ -138,11 +130,11 @@ main() {
                 local a b
                 a=$(hx systemctl show -p LoadState --value agentfab-task-0d0d0d0d0d01.scope)
                 b=$(hx systemctl is-active agentfab-task-0d0d0d0d0d02.scope)
-                check reap "$(grep -q '"units": \["agentfab-task-0d0d0d0d0d01.scope"\]' <<<"$out" && [ "$a" = not-found ] && [ "$b" = active ] && echo 1)" \
+                check_flag reap "$(grep -q '"units": \["agentfab-task-0d0d0d0d0d01.scope"\]' <<<"$out" && [ "$a" = not-found ] && [ "$b" = active ] && echo 1)" \
                         "reaped the one not kept, kept the other: $out ($a, $b)"
                 out=$(hx_as agentfab timeout 30 python3 "$CLIENT" reap 2>&1)
                 b=$(hx systemctl show -p LoadState --value agentfab-task-0d0d0d0d0d02.scope)
-                check reap-all "$(grep -q 'agentfab-task-0d0d0d0d0d02.scope' <<<"$out" && [ "$b" = not-found ] && echo 1)" \
+                check_flag reap-all "$(grep -q 'agentfab-task-0d0d0d0d0d02.scope' <<<"$out" && [ "$b" = not-found ] && echo 1)" \
                         "an empty keep list reaps all: $out ($b)"
         else
                 fail reap "could not start stale scopes by hand"
@@ -175,7 +167,7 @@ main() {
         # alone, which the daemon's worker threads use to go below the event
         # loop (worker.c); without capabilities it can only lower priority.
         out=$(hx systemctl show -p SystemCallFilter --value agentfab.service 2>&1)
-        check unit-filter-setpriority "$(grep -qw setpriority <<<"$out" && ! grep -qwE 'setrlimit|sched_setattr|sched_setscheduler' <<<"$out" && echo 1)" \
+        check_flag unit-filter-setpriority "$(grep -qw setpriority <<<"$out" && ! grep -qwE 'setrlimit|sched_setattr|sched_setscheduler' <<<"$out" && echo 1)" \
                 "setpriority allowed, the rest of @resources not"
         out=$(hx timeout 60 systemd-run --quiet --wait --pipe --collect --unit=agentfab-probe-nice \
                 -p User=agentfab -p NoNewPrivileges=yes -p CapabilityBoundingSet= -p SystemCallArchitectures=native \
@@ -189,21 +181,20 @@ try:
     print("raised back")
 except PermissionError:
     print("lowered" if os.getpriority(os.PRIO_PROCESS, 0) == min(before + 5, 19) else "unchanged")' < /dev/null 2>&1)
-        check filter-setpriority-lowers-only "$([ "$out" = lowered ] && echo 1)" "under the unit's filter: ${out:-nothing}"
+        check_flag filter-setpriority-lowers-only "$([ "$out" = lowered ] && echo 1)" "under the unit's filter: ${out:-nothing}"
 
         # --- nothing left behind
         out=$(hx systemctl list-units --all --no-legend --plain 'agentfab-task-*' 'agentfab-launcher@*' 2>&1)
-        check clean "$([ -z "$out" ] && echo 1)" "no task scope or launcher instance left: ${out:-none}"
+        check_flag clean "$([ -z "$out" ] && echo 1)" "no task scope or launcher instance left: ${out:-none}"
         out=$(hx journalctl -q -o cat --no-pager 2>&1 | grep -E 'AddressSanitizer|LeakSanitizer|runtime error:' | head -5)
-        check no-sanitizer-reports "$([ -z "$out" ] && echo 1)" "${out:-none in the journal}"
+        check_flag no-sanitizer-reports "$([ -z "$out" ] && echo 1)" "${out:-none in the journal}"
         out=$(hx journalctl -q -o cat -u 'agentfab-launcher@*' --no-pager -p warning 2>&1 | grep -v 'Refus' | head -20)
         [ -n "$out" ] && echo "  info: launcher warnings: $out"
 
         rm -f "$tmp"
         harness_teardown
         echo "launcher tests failed: ${FAILED_NAMES[*]:-none}"
-        echo "$PASSED passed, $FAILED failed"
-        [ "$FAILED" = 0 ]
+        check_summary
 }
 
 main "$@"

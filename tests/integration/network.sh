@@ -23,21 +23,11 @@ HERE=$(dirname "$(realpath "$0")")
 SRC=$(realpath "$HERE/../..")
 . "$HERE/lib/harness.sh"
 
-if [ "$(id -u)" != 0 ]; then
-        echo "network tests need root; skipping"
-        echo "0 passed, 0 failed, 1 skipped"
-        exit 0
-fi
-if ! /usr/bin/python3 -m pip --version >/dev/null 2>&1; then
-        echo "network tests need the system's pip (python3-pip, tools/install-deps.sh); skipping"
-        echo "0 passed, 0 failed, 1 skipped"
-        exit 0
-fi
+. "$HERE/lib/check.sh"
 
-PASSED=0
-FAILED=0
-ok()   { echo "  ok: $*"; PASSED=$((PASSED + 1)); }
-fail() { echo "  FAIL: $*"; FAILED=$((FAILED + 1)); }
+[ "$(id -u)" = 0 ] || check_skip_all "network tests need root"
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 ||
+        check_skip_all "network tests need the system's pip (python3-pip, tools/install-deps.sh)"
 
 WORK=$(mktemp -d /tmp/agentfab-network.XXXXXX)
 chmod 755 "$WORK"
@@ -347,13 +337,13 @@ t_breaker_allow_host() {
 
 have_npm() {
         command -v npm >/dev/null && command -v node >/dev/null && return 0
-        echo "  skip: no npm or node here (tools/install-deps.sh installs them)"
+        skip "$1: no npm or node here (tools/install-deps.sh installs them)"
         return 1
 }
 
 t_npm_allowlist() {
         echo "=== allowlist: npm through the egress proxy to a registry allowed by address, then from /cache alone"
-        have_npm || return
+        have_npm t_npm_allowlist || return
         pip_script "$WORK/npm.json" 1 "$NPM_CMD"
         model "$WORK/npm.json" || { fail "model server"; return; }
         make_repo npm1
@@ -394,7 +384,7 @@ t_npm_allowlist() {
 
 t_npm_breaker_allow_host() {
         echo "=== npm to a host not allowed: refused, the network breaker names it, approve --allow-host lets the redone step through"
-        have_npm || return
+        have_npm t_npm_breaker_allow_host || return
         pip_script "$WORK/npm-closed.json" 2 "$NPM_CMD"
         model "$WORK/npm-closed.json" || { fail "model server"; return; }
         make_repo npmclosed
@@ -598,8 +588,8 @@ t_no_proxy() {
 }
 
 main() {
-        make_registry || { echo "0 passed, 1 failed"; exit 1; }
-        harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+        make_registry || { fail "make_registry"; check_summary; exit 1; }
+        harness_boot || { fail "harness_boot"; check_summary; exit 1; }
         echo "harness: systemd booted in ${HARNESS_BOOT_MS} ms; registry on $REG:$REG_PORT"
 
         local t
@@ -622,8 +612,7 @@ main() {
         fi
         stop_pid "$MODEL_PID"; MODEL_PID=
         harness_teardown
-        echo "$PASSED passed, $FAILED failed"
-        [ "$FAILED" = 0 ]
+        check_summary
 }
 
 main "$@"

@@ -17,13 +17,10 @@ BUILDDIR=$(realpath "${1:?usage: proxy.sh BUILDDIR}")
 HERE=$(dirname "$(realpath "$0")")
 . "$HERE/lib/harness.sh"
 
-if [ "$(id -u)" != 0 ]; then
-        echo "the proxy tests need root; skipping"
-        echo "0 passed, 0 failed, 1 skipped"
-        exit 0
-fi
+. "$HERE/lib/check.sh"
 
-PASSED=0 FAILED=0 FAILED_NAMES=()
+[ "$(id -u)" = 0 ] || check_skip_all "the proxy tests need root"
+
 WS=/var/lib/agentfab/proxy-ws
 LIB=/usr/local/lib/agentfab-proxy-test
 MSG=e1724f7f803240d2a256a216468e59e9
@@ -32,11 +29,6 @@ MSG=e1724f7f803240d2a256a216468e59e9
 # sandbox it is the sandbox's own loopback).
 ALLOWED=127.0.0.2:8081
 REFUSED_PORT=8082
-
-ok()   { PASSED=$((PASSED + 1)); echo "  ok: $*"; }
-fail() { FAILED=$((FAILED + 1)); FAILED_NAMES+=("$1"); echo "  FAIL: $*"; }
-# check NAME OK DETAIL
-check() { if [ "$2" = 1 ]; then ok "$1: $3"; else fail "$1: $3"; fi; }
 
 scenario() { cat > "$1"; }
 
@@ -149,14 +141,14 @@ SB="agentfab-sandbox --workspace=$WS --timeout=60 --proxy-fd=3 --"
 main() {
         local out j tmp
         tmp=$(mktemp)
-        harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+        harness_boot || { fail "harness_boot"; check_summary; exit 1; }
         echo "harness: systemd booted in ${HARNESS_BOOT_MS} ms"
 
         # --- the units as installed
         out=$(hx stat -c '%a %U %G' /run/agentfab-proxy/control 2>&1)
-        check socket "$([ "$out" = "660 root agentfab" ] && echo 1)" "control socket is $out"
+        check_flag socket "$([ "$out" = "660 root agentfab" ] && echo 1)" "control socket is $out"
         out=$(hx systemd-analyze verify agentfab-proxy.socket agentfab-proxy.service 2>&1)
-        check units-verify "$([ -z "$out" ] && echo 1)" "systemd-analyze verify: ${out:-clean}"
+        check_flag units-verify "$([ -z "$out" ] && echo 1)" "systemd-analyze verify: ${out:-clean}"
 
         start_target proxy-target-allowed 127.0.0.2 8081 || fail target "the allowed target did not start"
         start_target proxy-target-refused 127.0.0.1 $REFUSED_PORT || fail target "the refused target did not start"
@@ -171,14 +163,14 @@ run ta $SB sh /workspace/allowed.sh
 EOF
 )
         echo "$out" | sed 's/^/    /'
-        check registered "$(grep -qx registered <<<"$out" && echo 1)" "the agentfab user registers a task"
-        check environment "$(grep -qx 'result env ok' <<<"$out" && echo 1)" "commands see HTTP_PROXY=http://127.0.0.1:3128 and no_proxy"
-        check allowed-plain "$(status_is "$out" curl-plain 200 && echo 1)" "curl, plain HTTP to the allowed address: $(result "$out" curl-plain)"
-        check allowed-connect "$(status_is "$out" curl-tunnel 200 && echo 1)" "curl, CONNECT tunnel to it: $(result "$out" curl-tunnel)"
-        check host-rewritten "$(status_is "$out" host-differs 200 && hx grep -q 'request /host-differs host=127.0.0.2:8081' /run/proxy-target-allowed/log && echo 1)" \
+        check_flag registered "$(grep -qx registered <<<"$out" && echo 1)" "the agentfab user registers a task"
+        check_flag environment "$(grep -qx 'result env ok' <<<"$out" && echo 1)" "commands see HTTP_PROXY=http://127.0.0.1:3128 and no_proxy"
+        check_flag allowed-plain "$(status_is "$out" curl-plain 200 && echo 1)" "curl, plain HTTP to the allowed address: $(result "$out" curl-plain)"
+        check_flag allowed-connect "$(status_is "$out" curl-tunnel 200 && echo 1)" "curl, CONNECT tunnel to it: $(result "$out" curl-tunnel)"
+        check_flag host-rewritten "$(status_is "$out" host-differs 200 && hx grep -q 'request /host-differs host=127.0.0.2:8081' /run/proxy-target-allowed/log && echo 1)" \
                 "a request whose Host names another destination goes to its URI's, with the URI's Host"
         j=$(journal_of ta)
-        check journal-allowed "$(grep -E -c "^allowed 127.0.0.2 8081 127.0.0.2 [1-9][0-9]* [1-9][0-9]* " <<<"$j" | grep -qx 3 && echo 1)" \
+        check_flag journal-allowed "$(grep -E -c "^allowed 127.0.0.2 8081 127.0.0.2 [1-9][0-9]* [1-9][0-9]* " <<<"$j" | grep -qx 3 && echo 1)" \
                 "three allowed entries with address and bytes both ways: $(head -3 <<<"$j" | tr '\n' ';')"
 
         # --- refused in allowlist mode, with the loopback address not allowed
@@ -190,20 +182,20 @@ EOF
         echo "$out" | sed 's/^/    /'
         local name
         for name in loopback loopback-connect decimal octal hex short mapped mapped-connect rebind metadata uri-differs; do
-                check "allowlist-$name" "$(status_is "$out" $name 403 && echo 1)" "refused: $(result "$out" $name)"
+                check_flag "allowlist-$name" "$(status_is "$out" $name 403 && echo 1)" "refused: $(result "$out" $name)"
         done
         for name in smuggle fold origin-form; do
-                check "allowlist-$name" "$(status_is "$out" $name 400 && echo 1)" "bad request: $(result "$out" $name)"
+                check_flag "allowlist-$name" "$(status_is "$out" $name 400 && echo 1)" "bad request: $(result "$out" $name)"
         done
         j=$(journal_of ta)
-        check journal-decimal "$(grep -q '^refused 2130706433 8082 127.0.0.1 ' <<<"$j" && echo 1)" "2130706433 journaled as 127.0.0.1"
-        check journal-octal "$(grep -q '^refused 0177.0.0.1 8082 127.0.0.1 ' <<<"$j" && echo 1)" "0177.0.0.1 journaled as 127.0.0.1"
-        check journal-mapped "$(grep -q '^refused \[::ffff:127.0.0.1\] 8082 ::ffff:127.0.0.1 ' <<<"$j" && echo 1)" "mapped IPv6 journaled"
-        check journal-rebind "$(grep -q "^refused rebind.test 8082 127.0.0.1 .* 'rebind.test' resolves to loopback address 127.0.0.1" <<<"$j" && echo 1)" \
+        check_flag journal-decimal "$(grep -q '^refused 2130706433 8082 127.0.0.1 ' <<<"$j" && echo 1)" "2130706433 journaled as 127.0.0.1"
+        check_flag journal-octal "$(grep -q '^refused 0177.0.0.1 8082 127.0.0.1 ' <<<"$j" && echo 1)" "0177.0.0.1 journaled as 127.0.0.1"
+        check_flag journal-mapped "$(grep -q '^refused \[::ffff:127.0.0.1\] 8082 ::ffff:127.0.0.1 ' <<<"$j" && echo 1)" "mapped IPv6 journaled"
+        check_flag journal-rebind "$(grep -q "^refused rebind.test 8082 127.0.0.1 .* 'rebind.test' resolves to loopback address 127.0.0.1" <<<"$j" && echo 1)" \
                 "a name resolving to 127.0.0.1 journaled with the address"
-        check journal-metadata "$(grep -q '^refused 169.254.169.254 80 169.254.169.254 .*link-local' <<<"$j" && echo 1)" "169.254.169.254 journaled"
-        check journal-count "$(grep -c '^refused ' <<<"$j" | grep -qx 14 && echo 1)" "one refused entry per attempt: $(grep -c '^refused ' <<<"$j")"
-        check events "$(grep -c '^event ta allowlist ' <<<"$out" | grep -qx 14 && grep -q '^event ta allowlist address rebind.test 8082 127.0.0.1 ' <<<"$out" && echo 1)" \
+        check_flag journal-metadata "$(grep -q '^refused 169.254.169.254 80 169.254.169.254 .*link-local' <<<"$j" && echo 1)" "169.254.169.254 journaled"
+        check_flag journal-count "$(grep -c '^refused ' <<<"$j" | grep -qx 14 && echo 1)" "one refused entry per attempt: $(grep -c '^refused ' <<<"$j")"
+        check_flag events "$(grep -c '^event ta allowlist ' <<<"$out" | grep -qx 14 && grep -q '^event ta allowlist address rebind.test 8082 127.0.0.1 ' <<<"$out" && echo 1)" \
                 "the control connection was told of each refusal: $(grep -c '^event ' <<<"$out")"
 
         # --- refused in audited mode: every public destination, no private one
@@ -214,13 +206,13 @@ run tb $SB sh /workspace/allowed.sh
 EOF
 )
         for name in loopback loopback-connect decimal octal hex short mapped mapped-connect rebind metadata uri-differs; do
-                check "audited-$name" "$(status_is "$out" $name 403 && echo 1)" "refused: $(result "$out" $name)"
+                check_flag "audited-$name" "$(status_is "$out" $name 403 && echo 1)" "refused: $(result "$out" $name)"
         done
-        check audited-loopback-allowed-elsewhere "$(status_is "$out" curl-plain 403 && echo 1)" \
+        check_flag audited-loopback-allowed-elsewhere "$(status_is "$out" curl-plain 403 && echo 1)" \
                 "the address another task may reach is refused to an audited one: $(result "$out" curl-plain)"
 
         out=$(hx cat /run/proxy-target-refused/log 2>&1)
-        check nothing-arrived "$([ -z "$out" ] && echo 1)" "the refused target's own log is empty: ${out:-empty}"
+        check_flag nothing-arrived "$([ -z "$out" ] && echo 1)" "the refused target's own log is empty: ${out:-empty}"
 
         # --- a host not allowed, then allowed (what approve --allow-host does)
         out=$(probe agentfab <<EOF
@@ -232,10 +224,10 @@ allow tc bad:0
 EOF
 )
         echo "$out" | sed 's/^/    /'
-        check not-allowed "$(grep -q '^result by-name 403' <<<"$out" && grep -q '^event tc allowlist not-allowed registry.test 8081 - ' <<<"$out" && echo 1)" \
+        check_flag not-allowed "$(grep -q '^result by-name 403' <<<"$out" && grep -q '^event tc allowlist not-allowed registry.test 8081 - ' <<<"$out" && echo 1)" \
                 "a name not listed is refused without being resolved, and named in the event"
-        check allow-host "$(sed -n '/^allowed$/,$p' <<<"$out" | grep -q '^result by-name 200' && echo 1)" "allowed after 'allow': $(grep '^result by-name' <<<"$out" | tr '\n' ';')"
-        check allow-bad "$(grep -q "^error 22 invalid allow entry 'bad:0'" <<<"$out" && echo 1)" "a bad entry is refused and named"
+        check_flag allow-host "$(sed -n '/^allowed$/,$p' <<<"$out" | grep -q '^result by-name 200' && echo 1)" "allowed after 'allow': $(grep '^result by-name' <<<"$out" | tr '\n' ';')"
+        check_flag allow-bad "$(grep -q "^error 22 invalid allow entry 'bad:0'" <<<"$out" && echo 1)" "a bad entry is refused and named"
 
         # --- limits: bytes, connections at once, idle
         out=$(probe agentfab <<EOF
@@ -253,14 +245,14 @@ EOF
         echo "$out" | sed 's/^/    /'
         local big
         big=$(result "$out" big)
-        check byte-limit-cut "$(set -- $big; [ "${1:-}" = 200 ] && [ "${2:-0}" -lt 4000 ] && echo 1)" "a reply past the byte limit is cut: $big"
-        check byte-limit-refused "$(status_is "$out" after-limit 403 && echo 1)" "then refused: $(result "$out" after-limit)"
-        check conn-limit "$(status_is "$out" second 429 && echo 1)" "a second connection at once past a limit of 1: $(result "$out" second)"
-        check idle-timeout "$(result "$out" tunnel | grep -qx '200 closed' && echo 1)" "an idle tunnel is closed: $(result "$out" tunnel)"
+        check_flag byte-limit-cut "$(set -- $big; [ "${1:-}" = 200 ] && [ "${2:-0}" -lt 4000 ] && echo 1)" "a reply past the byte limit is cut: $big"
+        check_flag byte-limit-refused "$(status_is "$out" after-limit 403 && echo 1)" "then refused: $(result "$out" after-limit)"
+        check_flag conn-limit "$(status_is "$out" second 429 && echo 1)" "a second connection at once past a limit of 1: $(result "$out" second)"
+        check_flag idle-timeout "$(result "$out" tunnel | grep -qx '200 closed' && echo 1)" "an idle tunnel is closed: $(result "$out" tunnel)"
         j=$(journal_of tf)
-        check journal-idle "$(grep -q '^allowed .* idle timeout$' <<<"$j" && echo 1)" "journaled: $j"
+        check_flag journal-idle "$(grep -q '^allowed .* idle timeout$' <<<"$j" && echo 1)" "journaled: $j"
         j=$(journal_of td)
-        check journal-bytes "$(grep -q 'byte limit of the task reached' <<<"$j" && echo 1)" "journaled: $(tr '\n' ';' <<<"$j")"
+        check_flag journal-bytes "$(grep -q 'byte limit of the task reached' <<<"$j" && echo 1)" "journaled: $(tr '\n' ';' <<<"$j")"
 
         # --- a task's state ends with its sandbox and its registration
         out=$(probe agentfab <<EOF
@@ -276,34 +268,33 @@ register ti allowlist
 register ti allowlist
 EOF
 )
-        check channel-closed "$(sed -n '/^closed$/,$p' <<<"$out" | grep -m1 '^error' | grep -q '^error 2 ' && echo 1)" \
+        check_flag channel-closed "$(sed -n '/^closed$/,$p' <<<"$out" | grep -m1 '^error' | grep -q '^error 2 ' && echo 1)" \
                 "once the sandbox and our copy closed the channel, the task is gone: $(sed -n '/^slept$/{n;p}' <<<"$out")"
-        check unregistered "$(sed -n '/^unregistered$/{n;p}' <<<"$out" | grep -q '^error 2 ' && echo 1)" "an unregistered task is gone"
-        check duplicate "$(grep -q '^error 17 ' <<<"$out" && echo 1)" "a task registered twice is refused"
+        check_flag unregistered "$(sed -n '/^unregistered$/{n;p}' <<<"$out" | grep -q '^error 2 ' && echo 1)" "an unregistered task is gone"
+        check_flag duplicate "$(grep -q '^error 17 ' <<<"$out" && echo 1)" "a task registered twice is refused"
 
         # --- who may register
         out=$(printf 'register tj audited\n' | hx_as alice timeout 30 agentfab-proxy-probe 2>&1)
-        check other-user "$(grep -q '^error 13 ' <<<"$out" && echo 1)" "alice cannot connect: $out"
+        check_flag other-user "$(grep -q '^error 13 ' <<<"$out" && echo 1)" "alice cannot connect: $out"
         out=$(printf 'register tk audited\n' | hx timeout 30 agentfab-proxy-probe 2>&1)
-        check root "$(grep -qx registered <<<"$out" && echo 1)" "root may: $(tr '\n' ' ' <<<"$out")"
+        check_flag root "$(grep -qx registered <<<"$out" && echo 1)" "root may: $(tr '\n' ' ' <<<"$out")"
 
         # --- the proxy itself: unprivileged, and nothing left of the tasks
         local pid uid
         pid=$(hx systemctl show -p MainPID --value agentfab-proxy.service)
         uid=$(hx awk '/^Uid:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
-        check unprivileged "$([ -n "$uid" ] && [ "$uid" != 0 ] && echo 1)" "agentfab-proxy runs as uid ${uid:-?} (a dynamic user)"
+        check_flag unprivileged "$([ -n "$uid" ] && [ "$uid" != 0 ] && echo 1)" "agentfab-proxy runs as uid ${uid:-?} (a dynamic user)"
         out=$(hx systemd-analyze security agentfab-proxy.service 2>/dev/null | tail -1)
         echo "  info: $out"
         out=$(hx journalctl -q -o cat --no-pager 2>&1 | grep -E 'AddressSanitizer|LeakSanitizer|runtime error:' | head -5)
-        check no-sanitizer-reports "$([ -z "$out" ] && echo 1)" "${out:-none in the journal}"
+        check_flag no-sanitizer-reports "$([ -z "$out" ] && echo 1)" "${out:-none in the journal}"
         out=$(hx systemctl is-active agentfab-proxy.service)
-        check still-running "$([ "$out" = active ] && echo 1)" "the proxy survived all of it: $out"
+        check_flag still-running "$([ "$out" = active ] && echo 1)" "the proxy survived all of it: $out"
 
         rm -f "$tmp"
         harness_teardown
         echo "proxy tests failed: ${FAILED_NAMES[*]:-none}"
-        echo "$PASSED passed, $FAILED failed"
-        [ "$FAILED" = 0 ]
+        check_summary
 }
 
 main "$@"

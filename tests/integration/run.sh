@@ -16,36 +16,12 @@ BUILDDIR=$(realpath "${1:?usage: run.sh BUILDDIR}")
 HERE=$(dirname "$(realpath "$0")")
 . "$HERE/lib/harness.sh"
 
-if [ "$(id -u)" != 0 ]; then
-        echo "integration tests need root; skipping"
-        echo "0 passed, 0 failed, 1 skipped"
-        exit 0
-fi
+. "$HERE/lib/check.sh"
 
-PASSED=0
-FAILED=0
-FAILED_NAMES=()
+[ "$(id -u)" = 0 ] || check_skip_all "integration tests need root"
 
-ok()   { echo "  ok: $*"; }
-fail() { echo "  FAIL: $*"; CURRENT_FAILED=1; }
-
-# check DESCRIPTION COMMAND...: the command must succeed.
-check() {
-        local what=$1; shift
-        if "$@" >/dev/null 2>&1; then ok "$what"; else fail "$what"; fi
-}
-
-run_test() {
-        local name=$1
-        CURRENT_FAILED=0
-        echo "=== $name"
-        "$name"
-        if [ "$CURRENT_FAILED" = 0 ]; then
-                PASSED=$((PASSED + 1)); echo "PASS $name"
-        else
-                FAILED=$((FAILED + 1)); FAILED_NAMES+=("$name"); echo "FAIL $name"
-        fi
-}
+# Each test function is one counted check (run_group): it passes if none
+# of its ok/fail checks failed.
 
 # Called by harness_boot before systemd starts: install the build into the
 # overlay the way a package would, plus test users and test configuration.
@@ -215,8 +191,10 @@ t_submit_list_status_cancel() {
         local rc=0
         hx_alice "${CTL[@]}" cancel "$id2" >/dev/null 2>&1 || rc=$?
         [ "$rc" = 1 ] && ok "cancelling twice refused (exit 1)" || fail "second cancel exit $rc"
-        hx_alice busctl call org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id2" org.agentfab.Task1 Cancel 2>&1 |
-                grep -q 'already cancelled' && ok "BadState message" || fail "BadState message"
+        # dbus-send names the error, busctl does not.
+        expect_refused "^Error org\.agentfab\.Error\.BadState: .*already cancelled" "BadState, and its message" \
+                hx_alice dbus-send --system --print-reply --dest=org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id2" \
+                org.agentfab.Task1.Cancel
         rc=0
         hx_alice "${CTL[@]}" resume "$id2" >/dev/null 2>&1 || rc=$?
         [ "$rc" = 1 ] && ok "resume of cancelled task refused" || fail "resume exit $rc"
@@ -302,8 +280,8 @@ t_bad_specs() {
 t_quota() {
         local i rc=0 msg
         for i in 1 2 3; do hx_as dave "${CTL[@]}" submit --repo /home/dave/repo --goal "task $i" >/dev/null || fail "submit $i"; done
-        msg=$(hx_as dave "${CTL[@]}" submit --repo /home/dave/repo --goal "one too many" 2>&1) || rc=$?
-        grep -q 'MaxTasksPerUser=3' <<<"$msg" && ok "quota refused the 4th task" || fail "quota: $msg"
+        expect_refused "1:MaxTasksPerUser=3" "quota refused the 4th task (QuotaExceeded, exit 1)" \
+                hx_as dave "${CTL[@]}" submit --repo /home/dave/repo --goal "one too many"
         hx_as dave "${CTL[@]}" cancel "$(hx_as dave "${CTL[@]}" list | awk '/queued/ {print $1; exit}')" >/dev/null
         check "after cancelling one, a new one fits" hx_as dave "${CTL[@]}" submit --repo /home/dave/repo --goal "fits again"
 }
@@ -313,8 +291,9 @@ t_visibility() {
         [ -z "$(out_as bob "${CTL[@]}" list | grep "$id")" ] && ok "bob's list does not show alice's task" || fail "bob sees alice's task"
         hx_as bob "${CTL[@]}" status "$id" >/dev/null 2>&1 || rc=$?
         [ "$rc" = 3 ] && ok "bob's status of alice's task: denied (exit 3)" || fail "bob status exit $rc"
-        hx_as bob busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id" org.agentfab.Task1 Goal 2>&1 |
-                grep -qi 'unknown object' && ok "alice's task object invisible to bob" || fail "bob could read alice's task"
+        expect_refused "^Error org\.freedesktop\.DBus\.Error\.UnknownObject: " "alice's task object invisible to bob (UnknownObject)" \
+                hx_as bob dbus-send --system --print-reply --dest=org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id" \
+                org.freedesktop.DBus.Properties.Get string:org.agentfab.Task1 string:Goal
         rc=0; hx_as bob "${CTL[@]}" cancel "$id" >/dev/null 2>&1 || rc=$?
         [ "$rc" = 3 ] && ok "bob cannot cancel alice's task" || fail "bob cancel exit $rc"
         [ "$(task_state "$id")" = queued ] && ok "alice's task untouched" || fail "alice's task changed"
@@ -642,9 +621,8 @@ t_corrupt_state() {
         hx journalctl -q -o cat MESSAGE_ID=59e7f27ab0d34329bc9a5e5aabb3519a AGENTFAB_TASK="$id" | grep -q 'unreadable\|JSON' &&
                 ok "broken record journaled" || fail "not journaled"
         out_as alice "${CTL[@]}" list | grep -q "^$SUBMITTED " && ok "other tasks unaffected" || fail "other tasks gone"
-        local rc=0
-        hx agentfabctl cancel "$id" >/dev/null 2>&1 || rc=$?
-        [ "$rc" != 0 ] && ok "broken record is read-only" || fail "broken record changed"
+        expect_refused "1:has an unreadable state file and is read-only" "broken record is read-only (StateBroken, exit 1)" \
+                hx agentfabctl cancel "$id"
 }
 
 # Last: no sanitizer report and no crash of the daemon during all of the above.
@@ -657,21 +635,21 @@ t_sanitizers_quiet() {
 
 main() {
         if ! harness_boot; then
-                echo "FAIL harness_boot"
-                echo "0 passed, 1 failed"
+                fail "harness_boot"
+                check_summary
                 exit 1
         fi
         echo "harness: systemd booted in ${HARNESS_BOOT_MS} ms"
-        setup_repos || { echo "FAIL setup_repos"; harness_teardown; echo "0 passed, 1 failed"; exit 1; }
+        setup_repos || { fail "setup_repos"; harness_teardown; check_summary; exit 1; }
 
         SUBMITTED=
         for t in t_install_layout t_socket_activation t_dbus_activation t_cli t_introspect t_submit_list_status_cancel \
                  t_signals t_submit_denied_by_rule t_bad_specs t_quota t_visibility t_list_filtered t_journal t_watch t_idle_exit t_kill9 t_corrupt_state t_private_repo_by_fd t_submodules t_import_in_background t_approve_polkit; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
-                run_test "$t"
+                run_group "$t"
         done
 
-        run_test t_sanitizers_quiet
+        run_group t_sanitizers_quiet
 
         if [ "$FAILED" != 0 ]; then
                 echo "--- agentfab.service journal (last 40 lines)"
@@ -679,8 +657,7 @@ main() {
         fi
         harness_teardown
         echo "integration: failed: ${FAILED_NAMES[*]:-none}"
-        echo "$PASSED passed, $FAILED failed"
-        [ "$FAILED" = 0 ]
+        check_summary
 }
 
 main "$@"

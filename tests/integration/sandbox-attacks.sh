@@ -13,13 +13,10 @@ BUILDDIR=$(realpath "${1:?usage: sandbox-attacks.sh BUILDDIR}")
 HERE=$(dirname "$(realpath "$0")")
 . "$HERE/lib/harness.sh"
 
-if [ "$(id -u)" != 0 ]; then
-        echo "the sandbox suite needs root; skipping"
-        echo "0 passed, 0 failed, 1 skipped"
-        exit 0
-fi
+. "$HERE/lib/check.sh"
 
-PASSED=0 FAILED=0 FAILED_NAMES=()
+[ "$(id -u)" = 0 ] || check_skip_all "the sandbox suite needs root"
+
 WS=/srv/agentfab-test/ws1
 
 harness_prepare_root() {
@@ -45,14 +42,8 @@ harness_prepare_root() {
 sb() { hx agentfab-sandbox --workspace "$WS" --timeout 60 "$@"; }
 probe() { sb -- python3 /workspace/sandbox-probe.py "$@"; }
 
-result() {
-        local name=$1 ok=$2 detail=$3
-        if [ "$ok" = 1 ]; then
-                PASSED=$((PASSED + 1)); echo "PASS $name: $detail"
-        else
-                FAILED=$((FAILED + 1)); FAILED_NAMES+=("$name"); echo "FAIL $name: $detail"
-        fi
-}
+# result NAME OK DETAIL: one counted check (lib/check.sh's check_flag).
+result() { check_flag "$@"; }
 
 # attack NAME OUTSIDE-CHECK PROBE-ARGS...: the probe must report only
 # "denied" lines and exit 0, and OUTSIDE-CHECK (a shell snippet run on the
@@ -73,7 +64,7 @@ attack() {
 }
 
 main() {
-        harness_boot || { echo "0 passed, 1 failed"; exit 1; }
+        harness_boot || { fail "harness_boot"; check_summary; exit 1; }
         echo "harness: systemd booted in ${HARNESS_BOOT_MS} ms"
 
         # --- files
@@ -229,8 +220,7 @@ while True: b.append(bytearray(16 << 20))' 2>&1); rc=$?
 
         harness_teardown
         echo "sandbox attacks failed: ${FAILED_NAMES[*]:-none}"
-        echo "$PASSED passed, $FAILED failed"
-        [ "$FAILED" = 0 ]
+        check_summary
 }
 
 main "$@"

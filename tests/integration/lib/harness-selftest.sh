@@ -7,7 +7,7 @@
 # after SIGTERM and a Ctrl-C style SIGINT in the middle of a test, and (through the
 # harness's watchdog) after SIGKILL.
 #
-# Usage: harness-selftest.sh            (as root; exit 77 when not root)
+# Usage: harness-selftest.sh            (as root; skipped otherwise)
 # The last line is "N passed, N failed".
 
 set -euo pipefail
@@ -65,36 +65,29 @@ if [[ ${1:-} == --child ]]; then
         exit 0
 fi
 
-if [[ $EUID != 0 ]]; then
-        echo "harness-selftest: needs root, skipped." >&2
-        exit 77
-fi
+# shellcheck source=check.sh
+. "$HERE/check.sh"
 
-passed=0
-failed=0
+[[ $EUID == 0 ]] || check_skip_all "harness-selftest needs root"
+
 boot_times=()
 LOG=$(mktemp -d "${TMPDIR:-/tmp}/harness-selftest.XXXXXX")
 trap 'rm -rf "$LOG"' EXIT   # harness_boot chains this trap and runs it first
 
-pass() {
-        passed=$((passed + 1))
-        echo "ok - $1"
-}
-
-fail() {
-        failed=$((failed + 1))
-        echo "not ok - $1"
+# A failed check shows the output of the command behind it.
+check_on_fail() {
         if [[ -s $LOG/out ]]; then
                 sed 's/^/    # /' "$LOG/out"
         fi
 }
 
-# check NAME CMD...: CMD's output goes to $LOG/out, shown when it fails.
+# check NAME CMD...: CMD's output goes to $LOG/out, shown when it fails
+# (check.sh's check, with the output kept and no standard input).
 check() {
         local name=$1
         shift
         if "$@" > "$LOG/out" 2>&1 < /dev/null; then
-                pass "$name"
+                ok "$name"
         else
                 fail "$name"
         fi
@@ -169,10 +162,10 @@ verify_clean() {
 
 if ! harness_boot; then
         fail "harness_boot"
-        echo "$passed passed, $failed failed"
+        check_summary
         exit 1
 fi
-pass "harness_boot"
+ok "harness_boot"
 echo "boot time: $HARNESS_BOOT_MS ms"
 boot_times+=("$HARNESS_BOOT_MS")
 
@@ -289,7 +282,7 @@ write_state "$LOG/state.main"
 hold_pidns "$LOG/state.main" || fail "hold the pid namespace"
 t0=$(_harness_now_ms)
 if harness_teardown > "$LOG/out" 2>&1; then
-        pass "harness_teardown ($(( $(_harness_now_ms) - t0 )) ms)"
+        ok "harness_teardown ($(( $(_harness_now_ms) - t0 )) ms)"
 else
         fail "harness_teardown"
 fi
@@ -355,7 +348,7 @@ run_child() {
         [[ -n $bt ]] && boot_times+=("$bt") && echo "boot time: $bt ms"
         cp "$LOG/child.$mode.$sig" "$LOG/out"
         if (( rc == expected )); then
-                pass "$mode/$sig: exit status $rc"
+                ok "$mode/$sig: exit status $rc"
         else
                 echo "expected exit status $expected, got $rc" >> "$LOG/out"
                 fail "$mode/$sig: exit status $rc"
@@ -384,5 +377,4 @@ for t in "${boot_times[@]}"; do
         (( t > max )) && max=$t
 done
 echo "boot times: ${boot_times[*]} ms (min $min, max $max)"
-echo "$passed passed, $failed failed"
-(( failed == 0 ))
+check_summary
