@@ -3,9 +3,9 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <systemd/sd-journal.h>
+#include <unistd.h>
 
 #include "agentfab-bus.h"
 #include "audit-list.h"

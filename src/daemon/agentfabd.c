@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agentfab-bus.h"
+#include "bus-server.h"
 #include "fs-util.h"
 #include "log.h"
-#include "bus-server.h"
 #include "manager.h"
 #include "string-util.h"
 #include "trace.h"

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
-#include <json-c/json.h>
 #include <systemd/sd-event.h>
 
 #include "factory.h"

@@ -10,8 +10,8 @@
 
 #include "breakers.h"
 #include "macro.h"
-#include "string-util.h"
 #include "string-table.h"
+#include "string-util.h"
 
 static const char *const breaker_table[_BREAKER_MAX] = {
         [BREAKER_TESTS_FAILING] = "tests-failing",

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "path-glob.h"
 #include "macro.h"
+#include "path-glob.h"
 #include "string-util.h"
 
 /* Globs over workspace paths ("**" across directories, sets, escapes),

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "test-run.h"
 #include "macro.h"
 #include "string-util.h"
+#include "test-run.h"
 
 /* A test command's output read for its counts and a signature of its
  * failure, for the test breakers (see test_run_parse()). */

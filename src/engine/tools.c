@@ -17,11 +17,11 @@
 #include "fs-util.h"
 #include "json-util.h"
 #include "macro.h"
+#include "string-table.h"
 #include "string-util.h"
 #include "tools-internal.h"
 #include "tools.h"
 #include "workspace-path.h"
-#include "string-table.h"
 
 /* Bounds of the file tools that callers do not choose. */
 #define READ_FILE_MAX_BYTES (8U * 1024U * 1024U)

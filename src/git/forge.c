@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <ctype.h>
-#include <stdarg.h>
 #include <curl/curl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +9,8 @@
 #include "curl-util.h"
 #include "forge.h"
 #include "json-util.h"
-#include "string-util.h"
 #include "string-table.h"
+#include "string-util.h"
 
 #define FORGE_DEFAULT_TIMEOUT_USEC         (60 * USEC_PER_SEC)
 #define FORGE_DEFAULT_CONNECT_TIMEOUT_USEC (10 * USEC_PER_SEC)

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 
 #include "ledger.h"
-#include "string-util.h"
 #include "macro.h"
+#include "string-util.h"
 
 /* A submodule of base that was fetched (LedgerOptions.submodules): its own
  * bare ledger at <parent ledger>/modules/<name>, its work tree the

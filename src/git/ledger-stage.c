@@ -11,10 +11,10 @@
 
 #include "fs-util.h"
 #include "ledger-internal.h"
+#include "ledger-stage.h"
 #include "log.h"
 #include "string-util.h"
 #include "trace.h"
-#include "ledger-stage.h"
 #include "tree-scan.h"
 #include "tree-watch.h"
 

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "fs-util.h"
-#include "json-util.h"
 #include "io-util.h"
+#include "json-util.h"
 #include "known-hosts.h"
 #include "ledger-internal.h"
 #include "log.h"

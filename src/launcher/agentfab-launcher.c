@@ -2,12 +2,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <linux/magic.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -23,12 +23,12 @@
 #include "json-util.h"
 #include "launcher-request.h"
 #include "log.h"
-#include "proxy-env.h"
 #include "macro.h"
+#include "proxy-env.h"
 #include "sandbox.h"
-#include "task-uid.h"
 #include "scope.h"
 #include "string-util.h"
+#include "task-uid.h"
 #include "time-util.h"
 
 /* The privileged launcher: one instance per connection (Accept=yes), the

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json-util.h"
 #include "environments.h"
+#include "json-util.h"
 #include "launcher-request.h"
 #include "macro.h"
 #include "string-util.h"

@@ -7,13 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "fs-util.h"
-#include "log.h"
 #include "conf-files.h"
 #include "credential.h"
+#include "fs-util.h"
+#include "log.h"
 #include "model-profile.h"
-#include "string-util.h"
 #include "string-table.h"
+#include "string-util.h"
 
 static const char *const model_kind_table[_MODEL_KIND_MAX] = {
         [MODEL_KIND_OPENAI] = "openai",

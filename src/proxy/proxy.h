@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-#include <systemd/sd-event.h>
 #include <sys/types.h>
+#include <systemd/sd-event.h>
 
 #include "http-request.h"
 #include "proxy-client.h"

@@ -14,8 +14,8 @@
 #include "fs-util.h"
 #include "json-util.h"
 #include "osv.h"
-#include "string-util.h"
 #include "string-table.h"
+#include "string-util.h"
 
 static const char *const osv_severity_table[_OSV_SEVERITY_MAX] = {
         [OSV_SEVERITY_UNKNOWN] = "unknown",

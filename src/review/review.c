@@ -12,8 +12,8 @@
 #include "review-settings.h"
 #include "review.h"
 #include "secret-scan.h"
-#include "string-util.h"
 #include "string-table.h"
+#include "string-util.h"
 
 static const char *const review_breaker_table[_REVIEW_BREAKER_MAX] = {
         [REVIEW_BREAKER_SECRET] = "secret",

@@ -6,8 +6,8 @@
 #include <strings.h>
 
 #include "macro.h"
-#include "version.h"
 #include "string-table.h"
+#include "version.h"
 
 static const char *const ecosystem_table[_ECOSYSTEM_MAX] = {
         [ECOSYSTEM_NPM] = "npm",

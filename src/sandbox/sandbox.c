@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <linux/mount.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,12 +19,11 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "macro.h"
 #include "exec-service.h"
+#include "macro.h"
 #include "proxy-env.h"
 #include "sandbox.h"
 #include "socket-util.h"

@@ -11,8 +11,8 @@
 #include "conf-files.h"
 #include "environments.h"
 #include "log.h"
-#include "string-util.h"
 #include "string-table.h"
+#include "string-util.h"
 
 static const char *const network_mode_table[_NETWORK_MODE_MAX] = {
         [NETWORK_OFF] = "off",

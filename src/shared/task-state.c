@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "macro.h"
-#include "task-state.h"
 #include "string-table.h"
+#include "task-state.h"
 
 static const char *const task_state_table[_TASK_STATE_MAX] = {
         [TASK_QUEUED]            = "queued",

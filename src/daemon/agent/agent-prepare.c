@@ -6,19 +6,19 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "agent-run.h"
-#include "conversation-file.h"
+#include "agent.h"
 #include "audit.h"
 #include "cache.h"
+#include "conversation-file.h"
 #include "egress.h"
 #include "environment-identity.h"
 #include "exec-session.h"
+#include "factory.h"
 #include "freezer.h"
 #include "fs-util.h"
 #include "ledger.h"
 #include "log.h"
-#include "factory.h"
 #include "string-util.h"
 #include "worker.h"
 

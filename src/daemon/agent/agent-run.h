@@ -6,23 +6,23 @@
  * summary (summary.c) and the delivery (delivery.c). Not for anyone else:
  * the rest of the daemon talks to the agent through agent.h. */
 
+#include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <json-c/json.h>
 #include <systemd/sd-event.h>
 
 #include "breakers.h"
 #include "exec-session.h"
+#include "factory.h"
 #include "ledger.h"
 #include "macro.h"
-#include "factory.h"
 #include "model-client.h"
 #include "model-profile.h"
 #include "step-commit.h"
-#include "task.h"
-#include "task-save.h"
-#include "tools.h"
 #include "task-job.h"
+#include "task-save.h"
+#include "task.h"
+#include "tools.h"
 #include "worker.h"
 
 typedef struct StepCommit StepCommit;

@@ -10,8 +10,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "agent.h"
 #include "agent-run.h"
+#include "agent.h"
 #include "conversation-file.h"
 #include "log.h"
 #include "step-commit.h"

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <json-c/json.h>
 #include <stdbool.h>
 #include <sys/types.h>
-#include <json-c/json.h>
 #include <systemd/sd-bus.h>
 
-#include "finding.h"
 #include "factory.h"
+#include "finding.h"
 #include "task.h"
 
 /* The agent at work on one task: from queued through preparing (workspace,

@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "agent-run.h"
+#include "agent.h"
 #include "conversation.h"
 #include "fs-util.h"
 #include "json-util.h"

@@ -5,23 +5,23 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "agent-run.h"
+#include "agent.h"
 #include "audit.h"
+#include "breakers.h"
 #include "delivery.h"
 #include "forge.h"
 #include "fs-util.h"
 #include "json-util.h"
-#include "log.h"
-#include "breakers.h"
-#include "string-util.h"
-#include "time-util.h"
-#include "review-stage.h"
 #include "leave-out.h"
+#include "log.h"
+#include "review-stage.h"
 #include "step-commit.h"
+#include "string-util.h"
 #include "summary.h"
 #include "task-job.h"
 #include "task-store.h"
+#include "time-util.h"
 
 #define DELIVERY_REASON_MAX 1024u
 

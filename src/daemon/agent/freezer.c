@@ -4,14 +4,14 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "agent-run.h"
+#include "agent.h"
 #include "audit.h"
 #include "environments.h"
 #include "exec-session.h"
+#include "factory.h"
 #include "freezer.h"
 #include "log.h"
-#include "factory.h"
 #include "review-stage.h"
 #include "step-commit.h"
 #include "string-util.h"

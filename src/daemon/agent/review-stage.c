@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "audit.h"
@@ -11,10 +11,10 @@
 #include "dependencies.h"
 #include "fs-util.h"
 #include "json-util.h"
+#include "leave-out.h"
 #include "log.h"
 #include "review-model.h"
 #include "review-settings.h"
-#include "leave-out.h"
 #include "review-stage.h"
 #include "review.h"
 #include "string-util.h"

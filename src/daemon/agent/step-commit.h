@@ -13,8 +13,8 @@
  * it, so a crash in the middle redoes the step from the last
  * acknowledgement (ledger_reset() takes the branch back). */
 
-#include <stdbool.h>
 #include <json-c/json.h>
+#include <stdbool.h>
 
 #include "agent-run.h"
 #include "ledger.h"

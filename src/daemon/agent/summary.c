@@ -6,13 +6,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "review-stage.h"
+#include "agent-run.h"
 #include "agent.h"
 #include "agentfab-bus.h"
-#include "agent-run.h"
 #include "forge.h"
 #include "fs-util.h"
 #include "json-util.h"
+#include "review-stage.h"
 #include "string-util.h"
 #include "summary.h"
 #include "task-job.h"

@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <systemd/sd-bus.h>
 
+#include "access.h"
+#include "bus-server.h"
 #include "cache.h"
 #include "fs-util.h"
 #include "log.h"
-#include "bus-server.h"
-#include "access.h"
 #include "string-util.h"
 #include "worker.h"
 

@@ -2,19 +2,19 @@
 #include <pwd.h>
 #include <stdio.h>
 
+#include "access.h"
 #include "agent.h"
-#include "cache.h"
-#include "environment-identity.h"
-#include "task-branch.h"
 #include "agentfab-bus.h"
 #include "audit.h"
+#include "bus-server.h"
+#include "cache.h"
+#include "environment-identity.h"
 #include "fs-util.h"
 #include "log.h"
-#include "access.h"
-#include "bus-server.h"
-#include "submission.h"
 #include "repository.h"
 #include "string-util.h"
+#include "submission.h"
+#include "task-branch.h"
 #include "task-spec-dbus.h"
 #include "task-store.h"
 

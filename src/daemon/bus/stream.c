@@ -6,14 +6,14 @@
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
-#include "agentfab-bus.h"
-#include "fs-util.h"
-#include "exec-client.h"
-#include "json-util.h"
-#include "log.h"
 #include "access.h"
+#include "agentfab-bus.h"
 #include "bus-polkit.h"
 #include "bus-server.h"
+#include "exec-client.h"
+#include "fs-util.h"
+#include "json-util.h"
+#include "log.h"
 #include "stream.h"
 #include "string-util.h"
 #include "task-store.h"

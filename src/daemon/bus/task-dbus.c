@@ -1,18 +1,18 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <stdio.h>
 
+#include "access.h"
 #include "agent.h"
-#include "conversation-file.h"
-#include "task-branch.h"
-#include "task-save.h"
 #include "agentfab-bus.h"
 #include "audit.h"
+#include "bus-server.h"
+#include "conversation-file.h"
 #include "egress.h"
 #include "json-util.h"
 #include "log.h"
-#include "access.h"
-#include "bus-server.h"
 #include "string-util.h"
+#include "task-branch.h"
+#include "task-save.h"
 #include "task-store.h"
 
 #define COMMENT_MAX 4096

@@ -5,8 +5,8 @@
 
 #include "audit.h"
 #include "egress.h"
-#include "log.h"
 #include "factory.h"
+#include "log.h"
 #include "proxy-client.h"
 #include "string-util.h"
 

@@ -3,13 +3,13 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <systemd/sd-journal.h>
+#include <time.h>
 
 #include "audit.h"
+#include "factory.h"
 #include "json-util.h"
 #include "log.h"
-#include "factory.h"
 #include "messages.h"
 #include "string-util.h"
 #include "task-store.h"

@@ -7,8 +7,8 @@
  * (agent/conversation.h); this is the file as the rest of the daemon reads
  * and extends it. */
 
-#include <stddef.h>
 #include <json-c/json.h>
+#include <stddef.h>
 
 #include "task.h"
 

@@ -7,12 +7,12 @@
 #include "agentfab-bus.h"
 #include "audit.h"
 #include "conversation-file.h"
+#include "factory.h"
 #include "json-util.h"
 #include "ledger.h"
-#include "factory.h"
 #include "string-util.h"
-#include "task-job.h"
 #include "task-branch.h"
+#include "task-job.h"
 #include "task-store.h"
 
 /* What a job needs to open the task's ledger in its thread: its own copies,

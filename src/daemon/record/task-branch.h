@@ -7,8 +7,8 @@
  * queued with the task's other jobs (task-job.h), and tell their caller
  * when done. */
 
-#include <sys/types.h>
 #include <json-c/json.h>
+#include <sys/types.h>
 #include <systemd/sd-bus.h>
 
 #include "task.h"

@@ -7,15 +7,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agentfab-bus.h"
 #include "conf-files.h"
-#include "credential.h"
 #include "config.h"
+#include "credential.h"
 #include "fs-util.h"
 #include "log.h"
 #include "review-settings.h"
-#include "string-util.h"
-#include "agentfab-bus.h"
 #include "string-table.h"
+#include "string-util.h"
 
 static const char *const budget_action_table[_BUDGET_ACTION_MAX] = {
         [BUDGET_ACTION_PAUSE] = "pause",

@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <json-c/json.h>
 #include <systemd/sd-event.h>
 
 #include "config.h"
 #include "environments.h"
 #include "model-client.h"
 #include "model-profile.h"
-#include "task.h"
 #include "task-index.h"
+#include "task.h"
 
 /* The factory: what every task's code may use of the daemon around it —
  * the settings, the event loop, the state directory, the model client, the

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#include <errno.h>
 #include <assert.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "log.h"
 #include "factory.h"
+#include "log.h"
 #include "task-job.h"
 #include "worker.h"
 

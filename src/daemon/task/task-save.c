@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "factory.h"
 #include "fs-util.h"
 #include "log.h"
-#include "factory.h"
 #include "string-util.h"
 #include "task-save.h"
 #include "task-store.h"

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <ctype.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agentfab-bus.h"
-#include "forge.h"
-#include "string-util.h"
 #include "environments.h"
+#include "forge.h"
+#include "string-table.h"
+#include "string-util.h"
 #include "task-id.h"
 #include "task-spec.h"
 #include "workspace-path.h"
-#include "string-table.h"
 
 static const char *const task_limit_table[_TASK_LIMIT_MAX] = {
         [TASK_LIMIT_MAX_STEPS]           = "max_steps",
