@@ -192,18 +192,6 @@ bool proxy_task_id_is_valid(const char *t) {
         return strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
 }
 
-static int add_allow(json_object *req, char **allow) {
-        json_object *a = json_object_new_array();
-        if (!a || json_object_object_add(req, "allow", a) < 0) {
-                json_object_put(a);
-                return -ENOMEM;
-        }
-        for (char **s = allow; s && *s; s++)
-                if (json_object_array_add(a, json_object_new_string(*s)) < 0)
-                        return -ENOMEM;
-        return 0;
-}
-
 int proxy_client_register(ProxyClient *c, const char *task, ProxyMode mode, char **allow, const ProxyLimits *limits,
                           int *ret_channel_fd, char **ret_error) {
         _cleanup_json_ json_object *req = json_object_new_object(), *reply = NULL;
@@ -217,7 +205,7 @@ int proxy_client_register(ProxyClient *c, const char *task, ProxyMode mode, char
         if (!req)
                 return -ENOMEM;
         if (json_add_string(req, "type", "register") < 0 || json_add_string(req, "task", task) < 0 ||
-            json_add_string(req, "mode", proxy_mode_to_string(mode)) < 0 || add_allow(req, allow) < 0 ||
+            json_add_string(req, "mode", proxy_mode_to_string(mode)) < 0 || json_add_strv(req, "allow", allow) < 0 ||
             json_add_uint64(req, "max_connections", limits->max_connections) < 0 ||
             json_add_uint64(req, "max_bytes", limits->max_bytes) < 0 ||
             json_add_uint64(req, "idle_timeout_usec", limits->idle_timeout_usec) < 0 ||
@@ -243,7 +231,7 @@ int proxy_client_allow(ProxyClient *c, const char *task, char **allow, char **re
         if (!proxy_task_id_is_valid(task))
                 return -EINVAL;
         if (!req || json_add_string(req, "type", "allow") < 0 || json_add_string(req, "task", task) < 0 ||
-            add_allow(req, allow) < 0)
+            json_add_strv(req, "allow", allow) < 0)
                 return -ENOMEM;
         r = send_request(c, req, &reply, NULL);
         if (r < 0)

@@ -91,6 +91,19 @@ int json_add_uint64(json_object *o, const char *key, uint64_t value) {
         return 0;
 }
 
+int json_add_strv(json_object *o, const char *key, char **l) {
+        json_object *a = json_object_new_array();
+
+        if (!a || json_object_object_add(o, key, a) < 0) {
+                json_object_put(a);
+                return -ENOMEM;
+        }
+        for (char **i = l; i && *i; i++)
+                if (json_object_array_add(a, json_object_new_string(*i)) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
 const char *json_to_line(json_object *o) {
         return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 }

@@ -28,6 +28,8 @@ int json_get_uint64(json_object *o, const char *key, uint64_t *ret);
 /* Adds key only when value is non-NULL; returns -ENOMEM on failure. */
 int json_add_string(json_object *o, const char *key, const char *value);
 int json_add_uint64(json_object *o, const char *key, uint64_t value);
+/* Adds key as an array of the strings of l (empty for NULL). */
+int json_add_strv(json_object *o, const char *key, char **l);
 
 /* One line of JSON, no newline inside, for JSON-lines files and streams. */
 const char *json_to_line(json_object *o);

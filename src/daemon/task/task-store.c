@@ -14,19 +14,6 @@
 #include "task-store.h"
 #include "workspace-path.h"
 
-static int json_add_strv(json_object *j, const char *key, char **l) {
-        json_object *a = json_object_new_array();
-
-        if (!a || json_object_object_add(j, key, a) < 0) {
-                json_object_put(a);
-                return -ENOMEM;
-        }
-        for (char **i = l; i && *i; i++)
-                if (json_object_array_add(a, json_object_new_string(*i)) < 0)
-                        return -ENOMEM;
-        return 0;
-}
-
 static json_object *progress_to_json(const TaskProgress *p) {
         _cleanup_json_ json_object *j = json_object_new_object();
 
@@ -67,26 +54,9 @@ static json_object *progress_to_json(const TaskProgress *p) {
             json_object_object_add(j, "verified", json_object_new_boolean(p->verified)) < 0 ||
             json_add_string(j, "paused_from", task_state_to_string(p->paused_from)) < 0)
                 return NULL;
-        if (p->allowed_hosts) {
-                json_object *a = json_object_new_array();
-                if (!a || json_object_object_add(j, "allowed_hosts", a) < 0) {
-                        json_object_put(a);
-                        return NULL;
-                }
-                for (char **h = p->allowed_hosts; *h; h++)
-                        if (json_object_array_add(a, json_object_new_string(*h)) < 0)
-                                return NULL;
-        }
-        if (p->approvals) {
-                json_object *a = json_object_new_array();
-                if (!a || json_object_object_add(j, "approvals", a) < 0) {
-                        json_object_put(a);
-                        return NULL;
-                }
-                for (char **h = p->approvals; *h; h++)
-                        if (json_object_array_add(a, json_object_new_string(*h)) < 0)
-                                return NULL;
-        }
+        if ((p->allowed_hosts && json_add_strv(j, "allowed_hosts", p->allowed_hosts) < 0) ||
+            (p->approvals && json_add_strv(j, "approvals", p->approvals) < 0))
+                return NULL;
         if (p->n_test_windows > 0) {
                 json_object *a = json_object_new_array();
                 if (!a || json_object_object_add(j, "test_windows", a) < 0) {
