@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "known-hosts.h"
@@ -23,26 +24,6 @@
 
 /* The ledger's history: checkpoint commits (their messages and trailers),
  * resets of the workspace to one of them, and the list of them. */
-
-static int append(char **s, size_t *n, const char *fmt, ...) _printf_(3, 4);
-static int append(char **s, size_t *n, const char *fmt, ...) {
-        _cleanup_free_ char *piece = NULL;
-        va_list ap;
-        int k;
-
-        va_start(ap, fmt);
-        k = vasprintf(&piece, fmt, ap);
-        va_end(ap);
-        if (k < 0)
-                return -ENOMEM;
-        char *t = realloc(*s, *n + (size_t) k + 1);
-        if (!t)
-                return -ENOMEM;
-        memcpy(t + *n, piece, (size_t) k + 1);
-        *s = t;
-        *n += (size_t) k;
-        return 0;
-}
 
 static char *body_sanitize(const char *body) {
         size_t n = strlen(body);
@@ -63,10 +44,10 @@ static char *body_sanitize(const char *body) {
 }
 
 int ledger_build_message(const Checkpoint *c, char **ret) {
-        _cleanup_free_ char *msg = NULL, *subject = NULL, *body = NULL, *task = NULL, *model = NULL,
-                *test_command = NULL, *user = NULL, *reference = NULL;
+        _cleanup_free_ char *subject = NULL, *body = NULL, *task = NULL, *model = NULL, *test_command = NULL,
+                *user = NULL, *reference = NULL;
+        _cleanup_(buf_done) Buf msg = {};
         const char *tests = c->tests ?: "not-run";
-        size_t n = 0;
         int r;
 
         subject = ledger_one_line(c->subject, LEDGER_SUBJECT_MAX);
@@ -81,37 +62,37 @@ int ledger_build_message(const Checkpoint *c, char **ret) {
         if (isempty(subject) && free_and_strdup(&subject, "Checkpoint") < 0)
                 return -ENOMEM;
 
-        r = append(&msg, &n, "%s\n\n", subject);
+        r = buf_printf(&msg, "%s\n\n", subject);
         if (r >= 0 && !isempty(body))
-                r = append(&msg, &n, "%s\n\n", body);
+                r = buf_printf(&msg, "%s\n\n", body);
         if (r >= 0)
-                r = append(&msg, &n, "Agentfab-Task: %s\n", task);
+                r = buf_printf(&msg, "Agentfab-Task: %s\n", task);
         /* Step 0 is no step of the model's: a record of evidence (ledger_record()). */
         if (r >= 0 && c->step > 0)
-                r = append(&msg, &n, "Agentfab-Step: %u\n", c->step);
+                r = buf_printf(&msg, "Agentfab-Step: %u\n", c->step);
         if (r >= 0)
-                r = append(&msg, &n, "Agentfab-Model: %s\n", model);
+                r = buf_printf(&msg, "Agentfab-Model: %s\n", model);
         if (r >= 0 && !isempty(reference))
-                r = append(&msg, &n, "Agentfab-Ref: %s\n", reference);
+                r = buf_printf(&msg, "Agentfab-Ref: %s\n", reference);
         if (r >= 0 && c->requirement > 0)
-                r = append(&msg, &n, "Agentfab-Requirement: v%u\n", c->requirement);
+                r = buf_printf(&msg, "Agentfab-Requirement: v%u\n", c->requirement);
         size_t k = 0;
         for (char **i = c->commands; r >= 0 && i && *i && k < LEDGER_COMMANDS_MAX; i++, k++) {
                 _cleanup_free_ char *cmd = ledger_one_line(*i, LEDGER_TRAILER_VALUE_MAX);
-                r = cmd ? append(&msg, &n, "Agentfab-Command: %s\n", cmd) : -ENOMEM;
+                r = cmd ? buf_printf(&msg, "Agentfab-Command: %s\n", cmd) : -ENOMEM;
         }
         if (r >= 0) {
                 if (streq(tests, "not-run"))
-                        r = append(&msg, &n, "Agentfab-Tests: not-run\n");
+                        r = buf_printf(&msg, "Agentfab-Tests: not-run\n");
                 else if (c->have_test_count)
-                        r = append(&msg, &n, "Agentfab-Tests: %s (%s, exit %i, %u test%s)\n", tests, test_command,
-                                   c->test_exit, c->test_count, c->test_count == 1 ? "" : "s");
+                        r = buf_printf(&msg, "Agentfab-Tests: %s (%s, exit %i, %u test%s)\n", tests, test_command,
+                                       c->test_exit, c->test_count, c->test_count == 1 ? "" : "s");
                 else
-                        r = append(&msg, &n, "Agentfab-Tests: %s (%s, exit %i)\n", tests, test_command, c->test_exit);
+                        r = buf_printf(&msg, "Agentfab-Tests: %s (%s, exit %i)\n", tests, test_command, c->test_exit);
         }
         if (r >= 0 && c->environment) {
                 _cleanup_free_ char *environment = ledger_one_line(c->environment, LEDGER_TRAILER_VALUE_MAX);
-                r = environment ? append(&msg, &n, "Agentfab-Environment: %s\n", environment) : -ENOMEM;
+                r = environment ? buf_printf(&msg, "Agentfab-Environment: %s\n", environment) : -ENOMEM;
         }
         k = 0;
         for (char **i = c->trailers; r >= 0 && i && *i; i++, k++) {
@@ -126,13 +107,13 @@ int ledger_build_message(const Checkpoint *c, char **ret) {
                 if (k >= LEDGER_TRAILERS_MAX || !strneq(line, "Agentfab-", 9) || !colon || colon == line + 9 ||
                     strspn(line + 9, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-") != (size_t) (colon - line - 9))
                         return -EINVAL;
-                r = append(&msg, &n, "%s\n", line);
+                r = buf_printf(&msg, "%s\n", line);
         }
         if (r >= 0)
-                r = append(&msg, &n, "Agentfab-Submitter: %s (uid %u)\n", user, (unsigned) c->uid);
+                r = buf_printf(&msg, "Agentfab-Submitter: %s (uid %u)\n", user, (unsigned) c->uid);
         if (r < 0)
                 return r;
-        *ret = TAKE_PTR(msg);
+        *ret = TAKE_PTR(msg.s);
         return 0;
 }
 
