@@ -41,16 +41,33 @@ static __attribute__((noinline, unused)) bool tap_result(bool ok, const char *fi
         return ok;
 }
 
-/* Ends the result line with the description. Not a macro around printf():
- * a description may print with "%s" a pointer that is NULL when the check
- * failed, which glibc prints as "(null)" but GCC would warn about. */
+/* Ends the result line with the description, on that one line: a line
+ * break in it (a value printed with "%s") is written as "\n", so that
+ * what follows is not taken for TAP lines of its own. Not a macro around
+ * printf(): a description may print with "%s" a pointer that is NULL when
+ * the check failed, which glibc prints as "(null)" but GCC would warn
+ * about. */
 static __attribute__((format(printf, 1, 2), noinline, unused)) void tap_desc_(const char *fmt, ...) {
+        char *text = NULL;
         va_list ap;
+        int n;
 
         va_start(ap, fmt);
-        vprintf(fmt, ap);
+        n = vasprintf(&text, fmt, ap);
         va_end(ap);
+        if (n < 0) {
+                printf("(description not printed: out of memory)\n");
+                return;
+        }
+        for (const char *c = text; *c; c++)
+                if (*c == '\n')
+                        printf("\\n");
+                else if (*c == '\r')
+                        printf("\\r");
+                else
+                        putchar(*c);
         putchar('\n');
+        free(text);
 }
 
 #define CHECK(cond, ...)                                                        \
