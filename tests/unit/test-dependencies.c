@@ -92,9 +92,9 @@ static void test_npm(void) {
         const DependencyChange *d;
 
         CHECK_INT_EQ(DIFF("web/package.json",
-                   "{\"dependencies\":{\"lodash\":\"^4.17.20\",\"react\":\"18.2.0\"}}",
-                   "{\"name\":\"x\",\"dependencies\":{\"lodash\":\"^4.17.21\",\"react\":\"18.2.0\",\"left-pad\":\"1.3.0\"},"
-                   "\"devDependencies\":{\"jest\":\"~29.1\",\"local\":\"file:../local\"}}"), 0, "package.json");
+                          "{\"dependencies\":{\"lodash\":\"^4.17.20\",\"react\":\"18.2.0\"}}",
+                          "{\"name\":\"x\",\"dependencies\":{\"lodash\":\"^4.17.21\",\"react\":\"18.2.0\",\"left-pad\":\"1.3.0\"},"
+                          "\"devDependencies\":{\"jest\":\"~29.1\",\"local\":\"file:../local\"}}"), 0, "package.json");
         CHECK_INT_EQ(c.n, 4, "4 changes: %zu", c.n);
         d = find(&c, "lodash");
         CHECK(d && streq(d->old_version, "^4.17.20") && streq(d->new_version, "^4.17.21") && streq(d->check_version, "4.17.21") &&
@@ -132,10 +132,10 @@ static void test_python(void) {
         const DependencyChange *d;
 
         CHECK_INT_EQ(DIFF("requirements-dev.txt",
-                   "Django==3.2.0\nrequests>=2.0\n",
-                   "# comment\nDjango==3.2.1 # pinned\nrequests>=2.0\nFlask_Login[extra] >=0.6, <1 ; python_version>'3'\n"
-                   "-r other.txt\n-e git+https://x/y#egg=z\n./local\nhttps://x/y.whl\nurllib3==1.26.4 --hash=sha256:abc\n"
-                   "pkg @ https://example.com/pkg.whl\nnumpy\n"), 0, "requirements");
+                          "Django==3.2.0\nrequests>=2.0\n",
+                          "# comment\nDjango==3.2.1 # pinned\nrequests>=2.0\nFlask_Login[extra] >=0.6, <1 ; python_version>'3'\n"
+                          "-r other.txt\n-e git+https://x/y#egg=z\n./local\nhttps://x/y.whl\nurllib3==1.26.4 --hash=sha256:abc\n"
+                          "pkg @ https://example.com/pkg.whl\nnumpy\n"), 0, "requirements");
         CHECK_INT_EQ(c.n, 5, "5 changes: %zu", c.n);
         d = find(&c, "django");
         CHECK(d && streq(d->old_version, "==3.2.0") && streq(d->check_version, "3.2.1"), "names normalised, == pinned");
@@ -148,11 +148,11 @@ static void test_python(void) {
         dependency_changes_done(&c);
 
         CHECK_INT_EQ(DIFF("pyproject.toml",
-                   "[project]\nname = \"x\"\ndependencies = [\"httpx>=0.23\"]\n",
-                   "[project]\nname = \"x\"\ndependencies = [\n  \"httpx>=0.24\",  # newer\n  'pyyaml==5.3.1',\n]\n"
-                   "[project.optional-dependencies]\ntest = [\"pytest~=7.0\"]\n"
-                   "[tool.poetry.dependencies]\npython = \"^3.8\"\naiohttp = \"^3.8.1\"\njinja2 = { version = \"2.11.2\", optional = true }\n"
-                   "[tool.poetry.group.dev.dependencies]\nblack = \"22.3.0\"\n"), 0, "pyproject.toml: %s", strempty(error));
+                          "[project]\nname = \"x\"\ndependencies = [\"httpx>=0.23\"]\n",
+                          "[project]\nname = \"x\"\ndependencies = [\n  \"httpx>=0.24\",  # newer\n  'pyyaml==5.3.1',\n]\n"
+                          "[project.optional-dependencies]\ntest = [\"pytest~=7.0\"]\n"
+                          "[tool.poetry.dependencies]\npython = \"^3.8\"\naiohttp = \"^3.8.1\"\njinja2 = { version = \"2.11.2\", optional = true }\n"
+                          "[tool.poetry.group.dev.dependencies]\nblack = \"22.3.0\"\n"), 0, "pyproject.toml: %s", strempty(error));
         CHECK(c.n == 6 && !find(&c, "python"), "6 changes, python not one: %zu", c.n);
         CHECK(find(&c, "httpx") && streq(find(&c, "httpx")->old_version, ">=0.23") &&
               find(&c, "pyyaml") && streq(find(&c, "pyyaml")->check_version, "5.3.1") &&
@@ -179,10 +179,10 @@ static void test_go_cargo(void) {
         CHECK_ERRNO(DIFF("go.mod", NULL, "require (\n a v1\n"), -EBADMSG, "unclosed block: %s", strempty(error));
 
         CHECK_INT_EQ(DIFF("Cargo.toml",
-                   "[package]\nname = \"x\"\n[dependencies]\nserde = \"1.0\"\n",
-                   "[package]\nname = \"x\"\nversion = \"0.1.0\"\n[dependencies]\nserde = { version = \"1.0.188\", features = [\"derive\"] }\n"
-                   "tokio.version = \"=1.28.0\"\nlocal = { path = \"../local\" }\n[dev-dependencies.smallvec]\nversion = \"0.6.9\"\n"
-                   "[target.'cfg(unix)'.dependencies]\nnix = \"0.26\"\n"), 0, "Cargo.toml: %s", strempty(error));
+                          "[package]\nname = \"x\"\n[dependencies]\nserde = \"1.0\"\n",
+                          "[package]\nname = \"x\"\nversion = \"0.1.0\"\n[dependencies]\nserde = { version = \"1.0.188\", features = [\"derive\"] }\n"
+                          "tokio.version = \"=1.28.0\"\nlocal = { path = \"../local\" }\n[dev-dependencies.smallvec]\nversion = \"0.6.9\"\n"
+                          "[target.'cfg(unix)'.dependencies]\nnix = \"0.26\"\n"), 0, "Cargo.toml: %s", strempty(error));
         CHECK_INT_EQ(c.n, 5, "5 changes: %zu", c.n);
         CHECK(find(&c, "serde") && streq(find(&c, "serde")->check_version, "1.0.188") &&
               find(&c, "tokio") && streq(find(&c, "tokio")->check_version, "1.28.0") &&

@@ -508,7 +508,7 @@ int main(void) {
         r = sandbox_session_open_async(event, sock_path, TASK, ws, NULL, NULL, NULL, -EBADF, -EBADF, on_ready, NULL, &s);
         CHECK(r == 0 && !sandbox_session_is_ready(s), "asynchronous open started: %s", strerror(-r));
         CHECK_ERRNO(sandbox_session_exec(s, &(ExecRequest) { .argv = (char *[]) { (char *) "x", NULL } }, -EBADF, 10, NULL,
-                                   on_done, NULL), -ENOTCONN, "no command before the sandbox is ready");
+                                         on_done, NULL), -ENOTCONN, "no command before the sandbox is ready");
         if (r == 0) {
                 sd_event_source *timeout = NULL;
                 (void) sd_event_add_time_relative(event, &timeout, CLOCK_MONOTONIC, 30 * USEC_PER_SEC, 0, NULL,

@@ -183,8 +183,8 @@ static void test_trailers_and_record(void) {
 
         /* Every commit, also one made behind the daemon's back without trailers. */
         CHECK_INT_EQ(run("T=$(git --git-dir=task1/ledger.git rev-parse %s^{tree}) && "
-                  "C=$(" GIT "--git-dir=task1/ledger.git commit-tree $T -p %s -m sneaky) && "
-                  "git --git-dir=task1/ledger.git update-ref refs/heads/agentfab/t1 $C", c2, c2), 0, "a commit added by hand");
+                         "C=$(" GIT "--git-dir=task1/ledger.git commit-tree $T -p %s -m sneaky) && "
+                         "git --git-dir=task1/ledger.git update-ref refs/heads/agentfab/t1 $C", c2, c2), 0, "a commit added by hand");
         _cleanup_json_ json_object *all = NULL, *cps = NULL;
         CHECK(ledger_commits(l, 100, &all) == 0 && json_object_array_length(all) == 3, "ledger_commits lists all three");
         CHECK(ledger_checkpoints(l, &cps) == 0 && json_object_array_length(cps) == 1, "(control) checkpoints list only the step");

@@ -316,7 +316,7 @@ static void run_tests(bool ring) {
 
         /* Names NTFS takes for .git: git refuses them, they stay out. */
         CHECK_INT_EQ(run("cd task/workspace && echo x > '.GIT. .' && mkdir -p d/git~1 && echo y > d/git~1/config && "
-                  "echo z > '.git:x' && echo w > .gitx && echo v > GIT~2"), 0, "names git refuses");
+                         "echo z > '.git:x' && echo w > .gitx && echo v > GIT~2"), 0, "names git refuses");
         r = checkpoint(l, &error);
         CHECK_ERRNO(r, 1, "committed beside them: %d %s", r, strempty(error));
         s = capture(TIP "ls-tree -r --name-only agentfab/t | grep -i git | tr '\\n' ' '");
@@ -379,7 +379,7 @@ static void run_tests(bool ring) {
 
         /* Deeper than a scan goes: left out from there, not a failure. */
         CHECK_INT_EQ(run("cd task/workspace && mkdir -p deep && cd deep && for i in $(seq 140); do mkdir d && cd d || exit 1; "
-                  "[ $i = 100 ] && echo mid > mid; done; echo bottom > f"), 0, "a tree 141 directories deep");
+                         "[ $i = 100 ] && echo mid > mid; done; echo bottom > f"), 0, "a tree 141 directories deep");
         r = checkpoint(l, &error);
         CHECK_ERRNO(r, 1, "committed beside it: %d %s", r, strempty(error));
         s = capture(TIP "ls-tree -r --name-only agentfab/t -- deep | tr '/' '\\n' | grep -c .");
@@ -877,7 +877,7 @@ static void run_owner_access_tests(bool ring) {
         step = 1;
         (void) run("chmod -R u+rwx task 2>/dev/null; rm -rf task src");
         CHECK_INT_EQ(run(GIT "init -q src && cd src && mkdir -p d/e && echo one > a.txt && echo two > d/b.txt && "
-                  "echo three > d/e/c.txt && " GIT "add . && " GIT "commit -q -m base"), 0, "source repository");
+                         "echo three > d/e/c.txt && " GIT "add . && " GIT "commit -q -m base"), 0, "source repository");
         r = make_ledger(&task, &l);
         if (r < 0)
                 return;

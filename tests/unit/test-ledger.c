@@ -428,7 +428,7 @@ int main(void) {
          * checkpoint records the link and reads nothing through it, and a
          * reset replaces the link without writing through it. */
         CHECK_INT_EQ(run("mkdir outside && echo SECRET > outside/b.txt && rm -rf task1/workspace/dir && ln -s %s/outside task1/workspace/dir",
-                  root), 0, "directory replaced by a symlink out of the tree");
+                         root), 0, "directory replaced by a symlink out of the tree");
         cp = checkpoint_of(5, "Symlinked directory", NULL);
         free(error);
         error = NULL;
@@ -447,7 +447,7 @@ int main(void) {
          * repository are work like any other, its .git (and a .git of the
          * sandbox's own at the top) never enters the history. */
         CHECK_INT_EQ(run("cd task1/workspace && " GIT "init -q nested && echo n > nested/n.txt && mkdir .git && echo x > .git/config && "
-                  "echo top > top.txt"), 0, "nested repository and a fake .git made");
+                         "echo top > top.txt"), 0, "nested repository and a fake .git made");
         cp = checkpoint_of(6, "Nested", NULL);
         free(error);
         error = NULL;
@@ -484,7 +484,7 @@ int main(void) {
         CHECK_STR_EQ(s, "0\nmine", "nothing written through the link, the directory restored");
         free(s);
         CHECK_INT_EQ(run("echo precious > outside2/victim && rm task1/workspace/deep/er/f.txt && "
-                  "ln -s %s/outside2/victim task1/workspace/deep/er/f.txt", root), 0, "tracked file replaced by a symlink out");
+                         "ln -s %s/outside2/victim task1/workspace/deep/er/f.txt", root), 0, "tracked file replaced by a symlink out");
         CHECK_ERRNO(ledger_reset(l, deep), 0, "reset over it");
         s = capture("cat outside2/victim; test -L task1/workspace/deep/er/f.txt && echo link; cat task1/workspace/deep/er/f.txt");
         CHECK_STR_EQ(s, "precious\nmine", "the file the link pointed to is untouched, the file restored");
@@ -900,10 +900,10 @@ int main(void) {
                 /* printf-escape the text for the shell. */
                 (void) snprintf(gm, sizeof(gm), "%s", evil[i].gitmodules);
                 CHECK_INT_EQ(run("rm -rf evil && " GIT "init -q evil && cd evil && mkdir d && echo x > d/x && ln -s d link && "
-                          "printf '%%s' '%s' > .gitmodules && " GIT "add . && "
-                          "git update-index --add --cacheinfo 160000,%s,%s && " GIT "commit -q -m evil && "
-                          "mkdir -p .git/modules/a && cp -r ../super/.git/modules/lib/. .git/modules/a/",
-                          gm, lib_commit, evil[i].gitlink), 0, "hostile repository: %s", evil[i].what);
+                                 "printf '%%s' '%s' > .gitmodules && " GIT "add . && "
+                                 "git update-index --add --cacheinfo 160000,%s,%s && " GIT "commit -q -m evil && "
+                                 "mkdir -p .git/modules/a && cp -r ../super/.git/modules/lib/. .git/modules/a/",
+                                 gm, lib_commit, evil[i].gitlink), 0, "hostile repository: %s", evil[i].what);
                 if (evil[i].url)
                         (void) snprintf(path, sizeof(path), "file://%s/evil", root);
                 else

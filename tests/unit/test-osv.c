@@ -82,10 +82,10 @@ static void test_database(void) {
         const Finding *f;
 
         CHECK_INT_EQ(DIFF("requirements.txt", "requests==2.31.0\n",
-                   "PyYAML==5.3.1\ndjango==3.2.1\nrequests==2.28.0\nhttpx==0.1\n"), 0, "requirements");
+                          "PyYAML==5.3.1\ndjango==3.2.1\nrequests==2.28.0\nhttpx==0.1\n"), 0, "requirements");
         CHECK_INT_EQ(DIFF("package-lock.json", "{\"packages\":{}}",
-                   "{\"packages\":{\"node_modules/minimist\":{\"version\":\"1.2.5\"},\"node_modules/lodash\":{\"version\":\"4.17.20\"},"
-                   "\"node_modules/x/node_modules/lodash\":{\"version\":\"4.17.21\"}}}"), 0, "lock");
+                          "{\"packages\":{\"node_modules/minimist\":{\"version\":\"1.2.5\"},\"node_modules/lodash\":{\"version\":\"4.17.20\"},"
+                          "\"node_modules/x/node_modules/lodash\":{\"version\":\"4.17.21\"}}}"), 0, "lock");
         CHECK_INT_EQ(DIFF("go.mod", NULL, "require golang.org/x/net v0.7.0\n"), 0, "go.mod");
         CHECK_INT_EQ(DIFF("Cargo.lock", NULL, "[[package]]\nname = \"smallvec\"\nversion = \"0.6.9\"\n[[package]]\nname = \"smallvec\"\nversion = \"1.0.0\"\n"), 0,
                      "Cargo.lock");

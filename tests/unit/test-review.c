@@ -41,8 +41,8 @@ static void test_add_text(void) {
 
         CHECK_ERRNO(finding_list_to_json(&l, &j), 0, "to JSON");
         CHECK_STR_EQ(json_to_line(j), "[{\"kind\":\"static-check\",\"severity\":\"error\",\"file\":\"a`b.c\",\"line\":7,"
-                    "\"rule\":\"cc/W1\",\"message\":\"bad\\\\x01 <x>\\\\x00tail\"},"
-                    "{\"kind\":\"static-check\",\"severity\":\"note\",\"message\":\"\"}]", "JSON: %s", json_to_line(j));
+                     "\"rule\":\"cc/W1\",\"message\":\"bad\\\\x01 <x>\\\\x00tail\"},"
+                     "{\"kind\":\"static-check\",\"severity\":\"note\",\"message\":\"\"}]", "JSON: %s", json_to_line(j));
         CHECK(finding_list_from_json(j, &back) == 0 && back.n == 2 && streq(back.items[0].message, l.items[0].message) &&
               streq(back.items[0].rule, "cc/W1") && back.items[0].line == 7 && !back.items[1].file, "and back");
         CHECK(finding_list_to_markdown(&l, NULL, &md) == 0 &&

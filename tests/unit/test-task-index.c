@@ -61,7 +61,7 @@ int main(void) {
               !(u & TASK_STATE_MASK(TASK_FAILED)) && !(u & TASK_STATE_MASK(TASK_CANCELLED)),
               "unfinished: every state but succeeded, failed and cancelled");
         CHECK_INT_EQ(task_state_mask_active(), (TASK_STATE_MASK(TASK_PREPARING) | TASK_STATE_MASK(TASK_RUNNING) |
-                                           TASK_STATE_MASK(TASK_DELIVERING)), "active: preparing, running, delivering");
+                                                TASK_STATE_MASK(TASK_DELIVERING)), "active: preparing, running, delivering");
 
         /* Tasks added in the order of their positions, over all states. */
         for (unsigned i = 0; i < N; i++) {

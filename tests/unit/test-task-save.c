@@ -155,7 +155,7 @@ static void test_progress_plain(void) {
 
         n_done = 0;
         CHECK_ERRNO(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup("{\"a\":1}\n{\"b\":2}\n"), 16,
-                                       on_done, &n_done), 1, "a step's acknowledgement is written in a thread");
+                                             on_done, &n_done), 1, "a step's acknowledgement is written in a thread");
         CHECK(!ack.checkpoint && !ack.head, "and it took the acknowledgement");
         CHECK(t->progress.step == 0 && !t->progress.checkpoint && task_save_pending(t),
               "memory keeps the old step until the file has the new one");
@@ -370,7 +370,7 @@ static void test_progress_plan(void) {
 
         n_done = 0, last_r = 1;
         CHECK_ERRNO(task_save_progress_async(t, event, "conversation.jsonl", &ack, strdup(line), strlen(line),
-                                       on_done, &n_done), 1, "a plan's acknowledgement under way");
+                                             on_done, &n_done), 1, "a plan's acknowledgement under way");
         CHECK(!t->progress.plan && t->progress.messages == 0, "memory has no plan until the file does");
         CHECK(settle(t) && n_done == 1 && last_r >= 0, "the write ends");
         u = load("00000000002e");

@@ -88,7 +88,7 @@ int main(void) {
         EXPECT(w, "", "nothing changed");
 
         CHECK_INT_EQ(sh("cd t && echo x >> a/b/f && echo y > new && rm h && chmod +x c/g && mv c/g c/g2 && "
-                 "echo z > ignored/z && mkdir d && rmdir d"), 0, "changes");
+                        "echo z > ignored/z && mkdir d && rmdir d"), 0, "changes");
         EXPECT(w, "a/b/f c/g c/g2 d h new", "each path once, sorted; nothing from ignored/");
         EXPECT(w, "", "read once");
 

@@ -175,7 +175,7 @@ int main(void) {
         {
                 char *e = text_escape_controls("a\x1b[2Jb\r\n\tc\x7f\xc2\x9b" "31m\xc3\xa9\xc2\xa0");
                 CHECK_STR_EQ(e, "a\\x1b[2Jb\\x0d\n\tc\\x7f\\u009b31m\xc3\xa9\xc2\xa0",
-                     "control characters escaped, newline, tab and other UTF-8 kept");
+                             "control characters escaped, newline, tab and other UTF-8 kept");
                 free(e);
                 char c1[] = "a\xc2\x9b" "2J\xc2\xa0\xc2";
                 utf8_blank_c1(c1);
