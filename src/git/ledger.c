@@ -228,6 +228,13 @@ int ledger_attach_fd(git_repository *repo, int workspace_fd, const char *branch,
         if (git_repository_config(&cfg, repo) >= 0 && git_config_get_int64(&v, cfg, "agentfab.maxbytes") >= 0 && v >= 0)
                 l->max_bytes = (uint64_t) v;
 
+        /* HEAD names the task's branch, for git in the sandbox (which reads
+         * the ledger as it is): written only when it names another. */
+        _cleanup_(git_reference_freep) git_reference *head = NULL;
+        if (git_reference_lookup(&head, repo, "HEAD") < 0 || git_reference_type(head) != GIT_REFERENCE_SYMBOLIC ||
+            !streq_ptr(git_reference_symbolic_target(head), l->ref))
+                (void) git_repository_set_head(repo, l->ref);
+
         /* The repository is the caller's until here, also on failure. */
         l->repo = repo;
         *ret = TAKE_PTR(l);

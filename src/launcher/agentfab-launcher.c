@@ -189,12 +189,13 @@ static int check_peer(int fd, uid_t agentfab_uid, struct ucred *ret) {
  * stream read at a message that carries fds, so peeking shows at most up
  * to there; then exactly what was peeked, up to the newline, is read for
  * real, with the fds. */
-#define REQUEST_FDS_MAX 3   /* the workspace, then the cache and the proxy channel when the request says so */
+/* The workspace, then the cache, the history and the proxy channel when the request names them. */
+#define REQUEST_FDS_MAX 4   /* as the client sends (LAUNCHER_FDS_MAX) */
 
 static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int ret_fds[static REQUEST_FDS_MAX],
                         size_t *ret_n_fds) {
-        _cleanup_close_ int passed0 = -EBADF, passed1 = -EBADF, passed2 = -EBADF;
-        int *passed[REQUEST_FDS_MAX] = { &passed0, &passed1, &passed2 };
+        _cleanup_close_ int passed0 = -EBADF, passed1 = -EBADF, passed2 = -EBADF, passed3 = -EBADF;
+        int *passed[REQUEST_FDS_MAX] = { &passed0, &passed1, &passed2, &passed3 };
         size_t n_passed = 0;
         uint64_t deadline = clock_now_usec(CLOCK_MONOTONIC) + REQUEST_TIMEOUT_USEC;
         size_t len = 0;
@@ -255,13 +256,14 @@ static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int ret_
                         return -E2BIG;
         }
 
-        /* SECURITY: at most three fds; never keep some of more. */
+        /* SECURITY: at most four fds; never keep some of more. */
         if (extra_fds)
                 return -ETOOMANYREFS;
         *ret_len = len - 1; /* without the newline */
         ret_fds[0] = TAKE_FD(passed0);
         ret_fds[1] = TAKE_FD(passed1);
         ret_fds[2] = TAKE_FD(passed2);
+        ret_fds[3] = TAKE_FD(passed3);
         *ret_n_fds = n_passed;
         return 0;
 }
@@ -405,8 +407,8 @@ static int find_image(int fd, const LauncherRequest *req, char **ret_image) {
         return *ret_image ? 1 : log_oom();
 }
 
-static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, int cache_fd, int proxy_fd,
-                       const struct stat *st) {
+static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, int cache_fd, int history_fd,
+                       int proxy_fd, const struct stat *st) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_strv_free_ char **env = NULL;
@@ -450,6 +452,26 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, int
                                 return log_oom();
         }
 
+        if (history_fd >= 0) {
+                /* git in /workspace answers from the task's history,
+                 * mounted read-only: the ledger's own config, hooks and
+                 * index are read, never run or written, and its owner (the
+                 * task's uid through the idmap) is not questioned. */
+                static const char *const git_env[] = {
+                        "GIT_DIR=" SANDBOX_HISTORY,
+                        "GIT_WORK_TREE=" SANDBOX_WORKSPACE,
+                        "GIT_OPTIONAL_LOCKS=0",
+                        "GIT_CONFIG_COUNT=4",
+                        "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*",
+                        "GIT_CONFIG_KEY_1=core.hooksPath", "GIT_CONFIG_VALUE_1=/dev/null",
+                        "GIT_CONFIG_KEY_2=core.fsmonitor", "GIT_CONFIG_VALUE_2=false",
+                        "GIT_CONFIG_KEY_3=core.checkStat", "GIT_CONFIG_VALUE_3=minimal",
+                };
+                for (size_t i = 0; i < ELEMENTSOF(git_env); i++)
+                        if (strv_env_set(&env, git_env[i]) < 0)
+                                return log_oom();
+        }
+
         _cleanup_free_ char *image = NULL;
         r = find_image(fd, req, &image);
         if (r < 0)
@@ -485,6 +507,7 @@ static int run_sandbox(int fd, const LauncherRequest *req, int workspace_fd, int
                 .serve_fd = fd,
                 .image = image,
                 .cache_fd = cache_fd,
+                .history_fd = history_fd,
                 .proxy_fd = proxy_fd,
                 .proxy_port = AGENTFAB_PROXY_PORT,
         };
@@ -708,9 +731,9 @@ static int run_freezer(int fd, const LauncherRequest *req, int pidfd) {
 }
 
 int main(int argc, char *argv[]) {
-        _cleanup_close_ int workspace_fd = -EBADF, cache_fd = -EBADF, proxy_fd = -EBADF;
+        _cleanup_close_ int workspace_fd = -EBADF, cache_fd = -EBADF, history_fd = -EBADF, proxy_fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
-        int fds[REQUEST_FDS_MAX] = { -EBADF, -EBADF, -EBADF };
+        int fds[REQUEST_FDS_MAX] = { -EBADF, -EBADF, -EBADF, -EBADF };
         size_t n_fds = 0;
         LauncherRequest req = {};
         const char *error;
@@ -754,10 +777,10 @@ int main(int argc, char *argv[]) {
         r = read_request(fd, buf, LAUNCHER_REQUEST_MAX, &len, fds, &n_fds);
         workspace_fd = fds[0];
         if (r < 0) {
-                safe_close(fds[1]);
-                safe_close(fds[2]);
+                for (size_t k = 1; k < REQUEST_FDS_MAX; k++)
+                        safe_close(fds[k]);
                 error = r == -E2BIG ? "request too long" :
-                        r == -ETOOMANYREFS ? "at most three fds may come with a request" :
+                        r == -ETOOMANYREFS ? "at most four fds may come with a request" :
                         r == -ETIMEDOUT ? "timed out waiting for the request" : NULL;
                 if (error)
                         log_warning("Refused request from pid %i: %s", (int) peer.pid, error);
@@ -770,17 +793,19 @@ int main(int argc, char *argv[]) {
         r = launcher_request_parse(buf, len, &arg_maxima, &req, &error);
         if (r >= 0) {
                 /* The fds are taken by position: the workspace, then the
-                 * cache if the request names one, then the proxy channel
-                 * if it asks for one. */
+                 * cache if the request names one, the history if it asks
+                 * for it, then the proxy channel if it asks for one. */
                 size_t k = 1;
                 if (req.cache && k < n_fds)
                         cache_fd = TAKE_FD(fds[k++]);
+                if (req.history && k < n_fds)
+                        history_fd = TAKE_FD(fds[k++]);
                 if (req.proxy && k < n_fds)
                         proxy_fd = TAKE_FD(fds[k++]);
                 for (; k < REQUEST_FDS_MAX; k++)
                         if (fds[k] >= 0) {
                                 fds[k] = safe_close(fds[k]);
-                                error = "more fds came than the request names (one fd, the workspace's, and the cache's and the proxy channel's only if it names them)";
+                                error = "more fds came than the request names (one fd, the workspace's, and the cache's, the history's and the proxy channel's only if it names them)";
                         }
                 if (error) {
                         log_warning("Refused request from pid %i: %s", (int) peer.pid, error);
@@ -789,8 +814,8 @@ int main(int argc, char *argv[]) {
                         return EXIT_FAILURE;
                 }
         } else {
-                safe_close(fds[1]);
-                safe_close(fds[2]);
+                for (size_t k = 1; k < REQUEST_FDS_MAX; k++)
+                        safe_close(fds[k]);
         }
         if (r < 0) {
                 log_warning("Refused request from pid %i: %s", (int) peer.pid, error);
@@ -799,15 +824,16 @@ int main(int argc, char *argv[]) {
         }
         buf = mfree_ptr(buf);
 
-        struct stat cache_st;
+        struct stat cache_st, history_st;
         if (req.type == LAUNCHER_REQUEST_REAP) {
                 workspace_fd = safe_close(workspace_fd);
                 cache_fd = safe_close(cache_fd);
+                history_fd = safe_close(history_fd);
                 proxy_fd = safe_close(proxy_fd);
                 r = run_reap(fd, &req);
         } else if (IN_SET(req.type, LAUNCHER_REQUEST_FREEZE, LAUNCHER_REQUEST_THAW)) {
                 /* The fd that came with it is the sandbox's pidfd here; nothing else may come. */
-                if (cache_fd >= 0) {
+                if (cache_fd >= 0 || history_fd >= 0) {
                         (void) reply_error(fd, "a freeze or thaw request takes one fd, the sandbox's pidfd");
                         r = -EPERM;
                 } else
@@ -815,7 +841,9 @@ int main(int argc, char *argv[]) {
         } else if ((error = check_workspace(workspace_fd, agentfab_uid, &st)) ||
                    (req.cache && cache_fd < 0 && (error = "the request names a cache but no cache fd came")) ||
                    (req.proxy && proxy_fd < 0 && (error = "the request names a proxy channel but no fd came for it")) ||
+                   (req.history && history_fd < 0 && (error = "the request names a history but no fd came for it")) ||
                    (cache_fd >= 0 && (error = check_workspace(cache_fd, agentfab_uid, &cache_st))) ||
+                   (history_fd >= 0 && (error = check_workspace(history_fd, agentfab_uid, &history_st))) ||
                    (proxy_fd >= 0 && (error = check_proxy_channel(proxy_fd)))) {
                 log_warning("Refused sandbox request for task '%s' from pid %i: %s", req.task, (int) peer.pid, error);
                 (void) reply_error(fd, error);
@@ -823,8 +851,11 @@ int main(int argc, char *argv[]) {
         } else if (cache_fd >= 0 && (cache_st.st_uid != st.st_uid || cache_st.st_gid != st.st_gid)) {
                 (void) reply_error(fd, "the cache and the workspace have different owners");
                 r = -EPERM;
+        } else if (history_fd >= 0 && (history_st.st_uid != st.st_uid || history_st.st_gid != st.st_gid)) {
+                (void) reply_error(fd, "the history and the workspace have different owners");
+                r = -EPERM;
         } else
-                r = run_sandbox(fd, &req, workspace_fd, cache_fd, proxy_fd, &st);
+                r = run_sandbox(fd, &req, workspace_fd, cache_fd, history_fd, proxy_fd, &st);
 
         launcher_request_done(&req);
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -121,6 +121,10 @@ static const char *parse_sandbox(json_object *j, LauncherRequest *r) {
                         if (!json_object_is_type(v, json_type_boolean))
                                 return "'cache' must be a boolean";
                         r->cache = json_object_get_boolean(v);
+                } else if (streq(key, "history")) {
+                        if (!json_object_is_type(v, json_type_boolean))
+                                return "'history' must be a boolean";
+                        r->history = json_object_get_boolean(v);
                 } else if (streq(key, "proxy")) {
                         if (!json_object_is_type(v, json_type_boolean))
                                 return "'proxy' must be a boolean";

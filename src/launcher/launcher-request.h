@@ -52,6 +52,7 @@ typedef struct LauncherRequest {
         char **env;                             /* sandbox: NAME=VALUE */
         char environment[64 + 1];               /* sandbox: the environment's name; "" the default */
         bool cache;                             /* sandbox: a second fd, the dependency cache, comes along */
+        bool history;                           /* sandbox: then the task's ledger, mounted read-only for git */
         bool proxy;                             /* sandbox: the task's channel to the egress proxy comes last */
         char **keep;                            /* reap: task ids whose scopes stay */
 } LauncherRequest;

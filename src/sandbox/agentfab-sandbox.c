@@ -356,6 +356,7 @@ int main(int argc, char *argv[]) {
                 .serve_fd = arg_serve_fd,
                 .image = arg_image,
                 .cache_fd = -EBADF,
+                .history_fd = -EBADF,
                 .proxy_fd = arg_proxy_fd,
                 .proxy_port = arg_proxy_port,
         };

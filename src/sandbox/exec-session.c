@@ -241,7 +241,8 @@ static int session_new(sd_event *e, const char *task_id, SandboxSession **ret) {
 
 /* Connects to the launcher and sends request, with the fds of pass (those
  * >= 0). */
-static int launcher_request(const char *launcher_socket, json_object *request, const int pass[static 3], int *ret_fd) {
+static int launcher_request(const char *launcher_socket, json_object *request, const int pass[static LAUNCHER_FDS_MAX],
+                            int *ret_fd) {
         _cleanup_free_ char *line = NULL;
         _cleanup_close_ int fd = -EBADF;
         int r;
@@ -278,7 +279,7 @@ static int launcher_reply_parse(const char *text, size_t n, json_object **ret_re
 
 /* One request to the launcher on a connection of its own, and its reply
  * within timeout_usec (as launcher_reply_parse() takes it). */
-static int launcher_call(const char *launcher_socket, json_object *request, const int pass[static 3],
+static int launcher_call(const char *launcher_socket, json_object *request, const int pass[static LAUNCHER_FDS_MAX],
                          uint64_t timeout_usec, json_object **ret_reply, const char **ret_type, char **ret_error) {
         _cleanup_free_ char *buf = malloc(LAUNCHER_REPLY_MAX + 1);
         _cleanup_close_ int fd = -EBADF;
@@ -300,7 +301,7 @@ static int launcher_call(const char *launcher_socket, json_object *request, cons
  * caller. */
 static int session_start(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                          const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
-                         int proxy_fd, SandboxSession **ret) {
+                         int history_fd, int proxy_fd, SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
         _cleanup_json_ json_object *j = NULL, *l = NULL, *en = NULL;
         int r;
@@ -336,6 +337,7 @@ static int session_start(sd_event *e, const char *launcher_socket, const char *t
             json_object_object_add(j, "env", json_object_get(en)) < 0 ||
             (environment && json_add_string(j, "environment", environment) < 0) ||
             (cache_fd >= 0 && json_object_object_add(j, "cache", json_object_new_boolean(true)) < 0) ||
+            (history_fd >= 0 && json_object_object_add(j, "history", json_object_new_boolean(true)) < 0) ||
             (proxy_fd >= 0 && json_object_object_add(j, "proxy", json_object_new_boolean(true)) < 0))
                 return -ENOMEM;
 
@@ -343,7 +345,8 @@ static int session_start(sd_event *e, const char *launcher_socket, const char *t
         if (r < 0)
                 return r;
 
-        r = launcher_request(launcher_socket, j, (const int[3]) { workspace_fd, cache_fd, proxy_fd }, &s->fd);
+        r = launcher_request(launcher_socket, j, (const int[LAUNCHER_FDS_MAX]) { workspace_fd, cache_fd, history_fd, proxy_fd },
+                             &s->fd);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(s);
@@ -402,7 +405,8 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
         size_t len = 0;
         int r;
 
-        r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, proxy_fd, &s);
+        r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, -EBADF, proxy_fd,
+                          &s);
         if (r < 0)
                 return r;
         r = launcher_read_line(s->fd, s->rbuf, LAUNCHER_REPLY_MAX, &len, deadline);
@@ -471,14 +475,16 @@ static int on_open_timer(sd_event_source *source, uint64_t usec, void *userdata)
 
 int sandbox_session_open_async(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                                const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
-                               int proxy_fd, session_open_handler_t done, void *userdata, SandboxSession **ret) {
+                               int history_fd, int proxy_fd, session_open_handler_t done, void *userdata,
+                               SandboxSession **ret) {
         _cleanup_(sandbox_session_freep) SandboxSession *s = NULL;
         uint64_t now;
         int r;
 
         if (!done)
                 return -EINVAL;
-        r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, proxy_fd, &s);
+        r = session_start(e, launcher_socket, task_id, workspace_fd, limits, env, environment, cache_fd, history_fd,
+                          proxy_fd, &s);
         if (r < 0)
                 return r;
         s->open_done = done;
@@ -619,7 +625,7 @@ static int session_freezer_request(SandboxSession *s, const char *launcher_socke
         if (json_add_string(j, "type", freeze ? "freeze" : "thaw") < 0 || json_add_string(j, "task", s->task) < 0)
                 return -ENOMEM;
 
-        r = launcher_call(launcher_socket, j, (const int[3]) { s->pidfd, -EBADF, -EBADF },
+        r = launcher_call(launcher_socket, j, (const int[LAUNCHER_FDS_MAX]) { s->pidfd, -EBADF, -EBADF, -EBADF },
                           SANDBOX_SESSION_FREEZE_TIMEOUT_USEC, &reply, &type, ret_error);
         if (r < 0)
                 return r;
@@ -805,7 +811,7 @@ int sandbox_session_reap(const char *launcher_socket, char **keep_ids) {
         if (json_add_string(j, "type", "reap") < 0 || json_object_object_add(j, "keep", json_object_get(keep)) < 0)
                 return -ENOMEM;
 
-        r = launcher_call(launcher_socket, j, (const int[3]) { -EBADF, -EBADF, -EBADF }, SANDBOX_SESSION_REAP_TIMEOUT_USEC,
+        r = launcher_call(launcher_socket, j, (const int[LAUNCHER_FDS_MAX]) { -EBADF, -EBADF, -EBADF, -EBADF }, SANDBOX_SESSION_REAP_TIMEOUT_USEC,
                           &reply, &type, NULL);
         if (r < 0)
                 return r;

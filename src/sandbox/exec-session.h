@@ -60,9 +60,14 @@ int sandbox_session_open_in(sd_event *e, const char *launcher_socket, const char
  * the call only); then the session is dead and the handler frees it. Freeing
  * the session before that gives the request up. */
 typedef void (*session_open_handler_t)(SandboxSession *s, int error, const char *error_message, void *userdata);
+/* history_fd (-EBADF: none) is the task's ledger, a bare git directory,
+ * which the sandbox mounts read-only at /history.git with GIT_DIR and
+ * GIT_WORK_TREE set, so that git answers about the task's history in
+ * /workspace and can change nothing of it. */
 int sandbox_session_open_async(sd_event *e, const char *launcher_socket, const char *task_id, int workspace_fd,
                                const SandboxLimits *limits, char **env, const char *environment, int cache_fd,
-                               int proxy_fd, session_open_handler_t done, void *userdata, SandboxSession **ret);
+                               int history_fd, int proxy_fd, session_open_handler_t done, void *userdata,
+                               SandboxSession **ret);
 /* True once the launcher said "ready" (until then exec is -ENOTCONN). */
 bool sandbox_session_is_ready(const SandboxSession *s);
 

@@ -38,12 +38,12 @@ int launcher_connect(const char *path, uint64_t timeout_usec, int *ret) {
 }
 
 /* Sends the request line with the fds of pass (those >= 0, in order). */
-int launcher_send(int fd, const char *line, const int pass[static 3]) {
+int launcher_send(int fd, const char *line, const int pass[static LAUNCHER_FDS_MAX]) {
         size_t n = strlen(line), done = 0;
-        int fds[3];
+        int fds[LAUNCHER_FDS_MAX];
         size_t n_fds = 0;
 
-        for (size_t i = 0; i < 3; i++)
+        for (size_t i = 0; i < LAUNCHER_FDS_MAX; i++)
                 if (pass[i] >= 0)
                         fds[n_fds++] = pass[i];
 

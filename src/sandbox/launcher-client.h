@@ -16,7 +16,10 @@
  * bounded by timeout_usec (a full backlog, a launcher that does not read). */
 int launcher_connect(const char *path, uint64_t timeout_usec, int *ret);
 /* Sends the request line with the fds of pass (those >= 0, in order). */
-int launcher_send(int fd, const char *line, const int pass[static 3]);
+/* What may come with a request: the workspace, the cache, the history and
+ * the proxy channel, in this order (those the request names). */
+#define LAUNCHER_FDS_MAX 4
+int launcher_send(int fd, const char *line, const int pass[static LAUNCHER_FDS_MAX]);
 /* Reads until buf holds a whole line, at most until deadline (CLOCK_MONOTONIC,
  * usec). Returns the line's length (without the newline, which becomes NUL);
  * what follows it stays in buf, *len counts all. */

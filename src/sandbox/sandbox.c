@@ -202,8 +202,9 @@ static int clone_directory(int dir_fd, const char *what) {
         return tree;
 }
 
-/* Mounts a cloned tree (the workspace, the cache) writable at target. */
-static void setup_writable(const SandboxConfig *c, int tree, const char *target, const char *what) {
+/* Mounts a cloned tree (the workspace, the cache) writable at target, or
+ * (the history) read-only. */
+static void setup_tree(const SandboxConfig *c, int tree, const char *target, const char *what, bool read_only) {
         char path[256];
 
         /* The task's own uid owns what agentfab owns on disk, here only. */
@@ -221,7 +222,11 @@ static void setup_writable(const SandboxConfig *c, int tree, const char *target,
         if (syscall(SYS_move_mount, tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
                 die("Failed to mount the %s", what);
         safe_close(tree);
-        struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+        /* SECURITY: read-only is the mount's, not the files' modes: the
+         * task's uid owns them through the idmap. */
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC : 0),
+        };
         if (mount_setattr_(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, &attr) < 0)
                 die("Failed to restrict the %s mount", what);
 }
@@ -285,6 +290,7 @@ static void setup_root(const SandboxConfig *c) {
 
         int workspace = clone_directory(c->workspace_fd, "workspace");
         int cache = c->cache_fd >= 0 ? clone_directory(c->cache_fd, "cache") : -EBADF;
+        int history = c->history_fd >= 0 ? clone_directory(c->history_fd, "history") : -EBADF;
         sandbox_trace("child: workspace cloned");
 
         /* The image is opened before the new root may hide its path (the
@@ -302,9 +308,11 @@ static void setup_root(const SandboxConfig *c) {
 
         setup_system(c->image ? image_root : NULL);
         sandbox_trace("child: system dirs bound");
-        setup_writable(c, workspace, SANDBOX_WORKSPACE, "workspace");
+        setup_tree(c, workspace, SANDBOX_WORKSPACE, "workspace", false);
         if (cache >= 0)
-                setup_writable(c, cache, SANDBOX_CACHE, "cache");
+                setup_tree(c, cache, SANDBOX_CACHE, "cache", false);
+        if (history >= 0)
+                setup_tree(c, history, SANDBOX_HISTORY, "history", true);
 
         snprintf(options, sizeof(options), "mode=1777,size=%llu", (unsigned long long) c->tmp_size);
         tmpfs_at("/tmp", options, MS_NOSUID | MS_NODEV);

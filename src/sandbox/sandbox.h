@@ -9,6 +9,7 @@
 
 #define SANDBOX_WORKSPACE "/workspace"
 #define SANDBOX_CACHE     "/cache"
+#define SANDBOX_HISTORY   "/history.git"
 
 /* One sandbox: the policy every task command gets. */
 typedef struct SandboxConfig {
@@ -26,6 +27,7 @@ typedef struct SandboxConfig {
         int serve_fd;                  /* >= 0: a live sandbox serving exec requests on it (exec-service.h) */
         const char *image;             /* the system directories' root (environments.h); NULL: the host's */
         int cache_fd;                  /* >= 0: the dependency cache, writable at SANDBOX_CACHE, idmapped like the workspace */
+        int history_fd;                /* >= 0: the task's ledger, read-only at SANDBOX_HISTORY, idmapped likewise */
         int proxy_fd;                  /* > 2: the task's channel to the egress proxy (agentfab-proxy(8));
                                         * 0 (left unset) or negative: no network at all */
         uint16_t proxy_port;           /* the forwarder's port on the loopback; 0: AGENTFAB_PROXY_PORT */

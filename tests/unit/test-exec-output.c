@@ -505,7 +505,7 @@ int main(void) {
         CHECK(log_fd >= 0 && write(log_fd, "\n$ cm\n", 6) == 6, "a log");
         ws = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-        r = sandbox_session_open_async(event, sock_path, TASK, ws, NULL, NULL, NULL, -EBADF, -EBADF, on_ready, NULL, &s);
+        r = sandbox_session_open_async(event, sock_path, TASK, ws, NULL, NULL, NULL, -EBADF, -EBADF, -EBADF, on_ready, NULL, &s);
         CHECK(r == 0 && !sandbox_session_is_ready(s), "asynchronous open started: %s", strerror(-r));
         CHECK_ERRNO(sandbox_session_exec(s, &(ExecRequest) { .argv = (char *[]) { (char *) "x", NULL } }, -EBADF, 10, NULL,
                                          on_done, NULL), -ENOTCONN, "no command before the sandbox is ready");

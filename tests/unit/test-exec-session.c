@@ -189,7 +189,7 @@ static int open_session_async(SandboxSession **ret, char **ret_error) {
         SandboxSession *s = NULL;
         int r;
 
-        r = sandbox_session_open_async(event, sock_path, TASK, ws, NULL, NULL, NULL, -EBADF, -EBADF, on_open, &o, &s);
+        r = sandbox_session_open_async(event, sock_path, TASK, ws, NULL, NULL, NULL, -EBADF, -EBADF, -EBADF, on_open, &o, &s);
         if (r < 0)
                 return r;
         for (int i = 0; i < 1000 && !o.done; i++) {

@@ -56,6 +56,14 @@ int main(void) {
         launcher_request_done(&r);
         refused("{\"type\":\"sandbox\",\"task\":\"0123456789ab\",\"proxy\":1}", "boolean", "proxy flag not a boolean");
 
+        /* The history (the task's ledger, read-only for git) likewise. */
+        k = parse("{\"type\":\"sandbox\",\"task\":\"0123456789ab\",\"cache\":true,\"history\":true,\"proxy\":true}",
+                  &r, &error);
+        CHECK(k == 0 && r.cache && r.history && r.proxy, "cache, history and proxy flags: %s", strempty(error));
+        launcher_request_done(&r);
+        refused("{\"type\":\"sandbox\",\"task\":\"0123456789ab\",\"history\":\"yes\"}", "boolean",
+                "history flag not a boolean");
+
         /* The task id becomes a unit name: only the daemon's own id format. */
         refused("{\"type\":\"sandbox\",\"task\":\"../x\"}", "task", "path in the task id");
         refused("{\"type\":\"sandbox\",\"task\":\"0123456789abc\"}", "task", "task id too long");

@@ -209,7 +209,7 @@ static void on_sandbox_ready(SandboxSession *s, int error, const char *error_mes
 int agent_open_sandbox(AgentRun *run) {
         _cleanup_free_ char *error = NULL;
         _cleanup_strv_free_ char **env = NULL;
-        _cleanup_close_ int cache_fd = -EBADF, proxy_fd = -EBADF;
+        _cleanup_close_ int cache_fd = -EBADF, proxy_fd = -EBADF, history_fd = -EBADF;
         const Config *c = &run->factory->config;
         Task *t = run->task;
         const Environment *e;
@@ -288,6 +288,13 @@ int agent_open_sandbox(AgentRun *run) {
                         return agent_fail(run, "Out of memory."), -ENOMEM;
         }
 
+        /* git in the sandbox answers about the task's history, read-only
+         * (exec-session.h); without it git still works on a clone the
+         * commands make themselves. */
+        history_fd = openat(run->dir_fd, "ledger.git", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (history_fd < 0)
+                log_warning_errno(errno, "Task '%s': cannot open its ledger for git in the sandbox, ignoring: %m", t->id);
+
         SandboxLimits limits = {
                 .memory_max = t->spec.limits[TASK_LIMIT_MEMORY_MAX] != TASK_LIMIT_UNSET ?
                         t->spec.limits[TASK_LIMIT_MEMORY_MAX] : e->memory_max != UINT64_MAX ? e->memory_max : c->memory_max,
@@ -306,7 +313,7 @@ int agent_open_sandbox(AgentRun *run) {
          * once must answer its callers meanwhile. */
         r = sandbox_session_open_async(run->factory->event, c->launcher_socket ?: SANDBOX_LAUNCHER_SOCKET, t->id,
                                        ledger_workspace_fd(run->ledger), &limits, env,
-                                       streq(e->name, ENVIRONMENT_DEFAULT) ? NULL : e->name, cache_fd, proxy_fd,
+                                       streq(e->name, ENVIRONMENT_DEFAULT) ? NULL : e->name, cache_fd, history_fd, proxy_fd,
                                        on_sandbox_ready, run, &run->session);
         if (r < 0) {
                 egress_unregister(run->factory->egress, t->id);
