@@ -136,10 +136,13 @@ assert not [c for c in tool if "root:x:0:0" in c]
 assert len([c for c in tool if "escapes the workspace" in c]) == 3
 assert [c for c in tool if c.startswith("read_file") and "'pipe'" in c]
 PY
+        # (The build output the tests leave, __pycache__/, has an entry of its own.)
         hx journalctl -q -o json AGENTFAB_TASK="$id" AGENTFAB_EVENT=left-out | python3 -c '
 import json, sys
+special = sorted(["\x27pipe\x27", "\x27sock\x27", "\x27.git.\x27", "\x27GIT~1\x27"])
 paths = [json.loads(l)["AGENTFAB_PATHS"] for l in sys.stdin]
-assert len(paths) == 1 and sorted(paths[0].split(", ")) == sorted(["\x27pipe\x27", "\x27sock\x27", "\x27.git.\x27", "\x27GIT~1\x27"]), paths' &&
+named = [sorted(p.split(", ")) for p in paths if set(p.split(", ")) & set(special)]
+assert named == [special], paths' &&
                 ok "the journal names the special files left out" || fail "no left-out entry: $(hx journalctl -q AGENTFAB_TASK="$id" AGENTFAB_EVENT=left-out)"
         hx test ! -e /escaped && hx test ! -e /var/lib/agentfab/escaped && ok "nothing was written through the link" ||
                 fail "a write went through up-link"
