@@ -67,7 +67,7 @@ PY
         echo "$out" | head -20 | sed 's/^/    | /'
         grep -q ' /history.git .*\bro\b' <<<"$out" && ok "the history is mounted read-only" || fail "mount line: $(grep history <<<"$out")"
         ! hx git --git-dir="$L" show-ref | grep -q 'refs/heads/evil' && ok "no ref made through git" || fail "a ref was made"
-        ! hx git --git-dir="$L" config user.name >/dev/null 2>&1 && ok "the ledger's config is untouched" || fail "config changed"
+        ! hx git config --file "$L/config" user.name >/dev/null 2>&1 && ok "the ledger's config is untouched" || fail "config changed"
         ! hx test -e "$L/hooks/pre-commit" && ok "no hook written" || fail "a hook was written"
         ! hx test -e "$L/objects/evil" && ok "no file written into the objects by hand" || fail "objects written"
         local evil
