@@ -196,6 +196,13 @@ def main(ws):
             [ws_fd, st_a.fileno()], "SOCK_SEQPACKET")
     st_a.close(); st_b.close()
     refused("proxy named but no fd", {"type": "sandbox", "task": "0a0a0a0a0a03", "proxy": True}, [ws_fd], "proxy channel")
+    # The history (the task's ledger, read-only for git) is checked like the workspace.
+    refused("history named but no fd", {"type": "sandbox", "task": "0a0a0a0a0a03", "history": True}, [ws_fd], "history")
+    refused("root-owned history", {"type": "sandbox", "task": "0a0a0a0a0a03", "history": True}, [ws_fd, root_fd], "not owned")
+    refused("a file as history", {"type": "sandbox", "task": "0a0a0a0a0a03", "history": True}, [ws_fd, file_fd],
+            "not a directory")
+    refused("five fds", {"type": "sandbox", "task": "0a0a0a0a0a03", "cache": True, "history": True, "proxy": True},
+            [ws_fd, ws_fd, ws_fd, ws_fd, ws_fd], "four fds")
     refused("bad task id", {"type": "sandbox", "task": "../../etc"}, [ws_fd], "task")
     refused("LD_PRELOAD", {"type": "sandbox", "task": "0a0a0a0a0a03", "env": {"LD_PRELOAD": "/workspace/x.so"}},
             [ws_fd], "name")
