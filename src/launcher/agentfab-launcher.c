@@ -272,19 +272,23 @@ static int read_request(int fd, char *buf, size_t max, size_t *ret_len, int ret_
  * bind-mounted by root: it must be a directory that belongs to the
  * agentfab user, i.e. one the daemon made, never a directory of the host's
  * system (root's) nor another user's. */
-static const char *check_workspace(int fd, uid_t agentfab_uid, struct stat *ret) {
+/* A directory the sandbox mounts (what: "workspace", "cache" or "history"):
+ * the agentfab user's, on a real file system. The message is the
+ * launcher's own buffer, good until the next call (one request a process). */
+static const char *check_workspace(int fd, uid_t agentfab_uid, struct stat *ret, const char *what) {
+        static char msg[128];
         struct stat st;
 
         if (fd < 0)
-                return "a sandbox request needs the workspace directory fd (SCM_RIGHTS)";
+                return snprintf(msg, sizeof(msg), "a sandbox request needs the %s directory fd (SCM_RIGHTS)", what), msg;
         if (fstat(fd, &st) < 0)
-                return "cannot stat the workspace fd";
+                return snprintf(msg, sizeof(msg), "cannot stat the %s fd", what), msg;
         if (!S_ISDIR(st.st_mode))
-                return "the workspace fd is not a directory";
+                return snprintf(msg, sizeof(msg), "the %s fd is not a directory", what), msg;
         if (st.st_uid == 0 || st.st_uid != agentfab_uid)
-                return "the workspace is not owned by the agentfab user";
+                return snprintf(msg, sizeof(msg), "the %s is not owned by the agentfab user", what), msg;
         if (st.st_gid == 0)
-                return "the workspace's group is root";
+                return snprintf(msg, sizeof(msg), "the %s's group is root", what), msg;
 
         /* SECURITY: kernel interfaces are owned by the agentfab user too
          * (/proc/PID of the daemon, its cgroup): never a workspace. */
@@ -295,10 +299,10 @@ static const char *check_workspace(int fd, uid_t agentfab_uid, struct stat *ret)
         };
         struct statfs sf;
         if (fstatfs(fd, &sf) < 0)
-                return "cannot stat the workspace's file system";
+                return snprintf(msg, sizeof(msg), "cannot stat the %s's file system", what), msg;
         for (size_t i = 0; i < ELEMENTSOF(pseudo); i++)
                 if ((long) sf.f_type == pseudo[i])
-                        return "the workspace is on a kernel file system";
+                        return snprintf(msg, sizeof(msg), "the %s is on a kernel file system", what), msg;
         *ret = st;
         return NULL;
 }
@@ -838,12 +842,12 @@ int main(int argc, char *argv[]) {
                         r = -EPERM;
                 } else
                         r = run_freezer(fd, &req, workspace_fd);
-        } else if ((error = check_workspace(workspace_fd, agentfab_uid, &st)) ||
+        } else if ((error = check_workspace(workspace_fd, agentfab_uid, &st, "workspace")) ||
                    (req.cache && cache_fd < 0 && (error = "the request names a cache but no cache fd came")) ||
                    (req.proxy && proxy_fd < 0 && (error = "the request names a proxy channel but no fd came for it")) ||
                    (req.history && history_fd < 0 && (error = "the request names a history but no fd came for it")) ||
-                   (cache_fd >= 0 && (error = check_workspace(cache_fd, agentfab_uid, &cache_st))) ||
-                   (history_fd >= 0 && (error = check_workspace(history_fd, agentfab_uid, &history_st))) ||
+                   (cache_fd >= 0 && (error = check_workspace(cache_fd, agentfab_uid, &cache_st, "cache"))) ||
+                   (history_fd >= 0 && (error = check_workspace(history_fd, agentfab_uid, &history_st, "history"))) ||
                    (proxy_fd >= 0 && (error = check_proxy_channel(proxy_fd)))) {
                 log_warning("Refused sandbox request for task '%s' from pid %i: %s", req.task, (int) peer.pid, error);
                 (void) reply_error(fd, error);
