@@ -41,6 +41,18 @@ it gets {} like any other. An entry:
     "hold_while": PATH          wait while PATH exists (at most 120 s)
     "huge": BYTES               a 200 reply whose content is BYTES long
     "headers": {"Name": "value"} further response headers
+    "text_calls": "hermes" | "bare" | "fenced" | "mistral" | "llama3" | "function" | "xml"
+                                the reply's tool calls written into its content, in
+                                that model family's format, and no "tool_calls" (as a
+                                server without a parser for the format sends them):
+                                <tool_call>{...}</tool_call>, a bare {"name","arguments"}
+                                object a line, a ```json block, [TOOL_CALLS][...],
+                                <|python_tag|>{"name","parameters"}, <function=N>{...}
+                                </function>, Qwen3-Coder's <function=N><parameter=K>.
+                                Arguments given as a string that is not JSON are
+                                written as they are and end the text (a cut call).
+    "think": "text"             the content begins with <think>text</think>
+    "reasoning": "text"         sent as "reasoning_content" beside the content
 Only the Python standard library is used.
 """
 
@@ -97,8 +109,62 @@ def log_request(entry):
             f.write(json.dumps(entry) + "\n")
 
 
+def render_text_calls(reply, style):
+    """The reply's tool calls as a model writes them in its text."""
+    out = []
+    for tc in reply.get("tool_calls", []):
+        name, args, cut = tc["name"], tc.get("arguments", "{}"), False
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                cut = True
+        key = "parameters" if style == "llama3" else "arguments"
+        if cut:
+            # Cut at max_tokens: the text ends within the call.
+            head = {"function": "<function=%s>" % name,
+                    "xml": "<tool_call>\n<function=%s>\n<parameter=content>\n" % name,
+                    "hermes": "<tool_call>\n"}.get(style, "")
+            if style in ("function", "xml"):
+                out.append(head + args)
+            else:
+                out.append(head + '{"name": %s, "%s": %s' % (json.dumps(name), key, args))
+            return out, True
+        obj = json.dumps({"name": name, key: args})
+        if style == "hermes":
+            out.append("<tool_call>\n%s\n</tool_call>" % obj)
+        elif style in ("bare", "fenced", "mistral", "llama3"):
+            out.append(obj)
+        elif style == "function":
+            out.append("<function=%s>%s</function>" % (name, json.dumps(args)))
+        elif style == "xml":
+            params = "".join("<parameter=%s>\n%s\n</parameter>\n" % (k, v if isinstance(v, str) else json.dumps(v))
+                             for k, v in args.items())
+            out.append("<tool_call>\n<function=%s>\n%s</function>\n</tool_call>" % (name, params))
+        else:
+            raise ValueError("unknown text_calls style %r" % style)
+    return out, False
+
+
+def text_calls_content(reply, style):
+    calls, cut = render_text_calls(reply, style)
+    if style == "fenced":
+        text = "```json\n" + ("\n".join(calls) if cut else "%s\n```" % (
+            calls[0] if len(calls) == 1 else "[" + ", ".join(calls) + "]"))
+    elif style == "mistral":
+        text = "[TOOL_CALLS][" + ", ".join(calls) + ("" if cut else "]")
+    elif style == "llama3":
+        text = "<|python_tag|>" + "; ".join(calls) + ("" if cut else "<|eom_id|>")
+    else:
+        text = "\n".join(calls)
+    content = reply.get("content")
+    return (content + "\n\n" if content else "") + text
+
+
 def message_of(reply):
     msg = {"role": "assistant", "content": reply.get("content")}
+    if reply.get("reasoning"):
+        msg["reasoning_content"] = reply["reasoning"]
     calls = []
     for i, tc in enumerate(reply.get("tool_calls", [])):
         c = {"type": "function",
@@ -132,6 +198,9 @@ def stream_events(reply, model, chunk):
         return d
 
     out = [ev({"role": "assistant", "content": None if reply.get("content") is None else ""})]
+    if reply.get("reasoning"):
+        for p in pieces(reply["reasoning"], chunk):
+            out.append(ev({"reasoning_content": p}))
     if reply.get("content"):
         for p in pieces(reply["content"], chunk):
             out.append(ev({"content": p}))
@@ -237,6 +306,15 @@ class Handler(BaseHTTPRequestHandler):
         reply = dict(e.get("reply", {"content": "done"}))
         if "huge" in e:
             reply = {"content": "x" * int(e["huge"])}
+        if e.get("text_calls") and reply.get("tool_calls"):
+            # As a server without a parser for the model's format: the
+            # calls are text, and the reply ends with "stop".
+            reply["content"] = text_calls_content(reply, e["text_calls"])
+            del reply["tool_calls"]
+        if e.get("think"):
+            reply["content"] = "<think>\n%s\n</think>\n\n" % e["think"] + (reply.get("content") or "")
+        if e.get("reasoning"):
+            reply["reasoning"] = e["reasoning"]
         stream = e.get("stream", bool((body or {}).get("stream")))
 
         if not stream:

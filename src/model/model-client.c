@@ -14,6 +14,7 @@
 #include "json-util.h"
 #include "log.h"
 #include "model-client.h"
+#include "model-text-calls.h"
 #include "string-util.h"
 
 /* How libcurl's multi interface is driven by sd-event:
@@ -763,6 +764,7 @@ void model_client_replay_reset(ModelClient *c, const char *path) {
 int model_client_chat(ModelClient *c, const ModelProfile *p, const char *api_key, json_object *messages,
                       json_object *tools, model_reply_handler_t handler, void *userdata, ModelCall **ret_call) {
         _cleanup_(model_call_freep) ModelCall *call = NULL;
+        _cleanup_json_ json_object *text_messages = NULL;
         int r;
 
         assert(c);
@@ -789,6 +791,17 @@ int model_client_chat(ModelClient *c, const ModelProfile *p, const char *api_key
         /* SECURITY: the key goes into a header line. */
         if (api_key && (isempty(api_key) || !string_is_safe(api_key, false)))
                 return -EINVAL;
+
+        /* ToolCalls=text: a server without tool support gets no "tools",
+         * but their description in the system prompt and the calls and
+         * results of the conversation written as text. */
+        if (p->tool_calls == MODEL_TOOL_CALLS_TEXT) {
+                r = model_text_calls_messages(messages, tools, &text_messages);
+                if (r < 0)
+                        return r;
+                messages = text_messages;
+                tools = NULL;
+        }
 
         r = model_call_new(c, handler, userdata, &call);
         if (r < 0)

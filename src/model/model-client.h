@@ -40,6 +40,9 @@ typedef struct ModelReply {
         size_t raw_size;
         bool stream;            /* raw is an SSE stream */
         unsigned attempts;      /* HTTP attempts made */
+        /* Set by model_reply_read_text() (model-text-calls.h). */
+        bool text_calls;        /* the tool calls were written in the text of content */
+        unsigned unread_calls;  /* calls written in the text that could not be read */
 } ModelReply;
 
 ModelReply *model_reply_free(ModelReply *r);
@@ -51,6 +54,9 @@ static inline void model_reply_freep(ModelReply **r) {
  * JSON object. Exposed for replay and for tests. On failure, *ret_error_message
  * (if given) gets a short human explanation. */
 int model_reply_parse(const char *raw, size_t size, bool stream, ModelReply **ret, char **ret_error_message);
+/* Makes r->message from r->content and r->tool_calls: the assistant
+ * message the conversation keeps. */
+int model_reply_build_message(ModelReply *r);
 /* Whether model_reply_parse() reads raw as a stream when asked for one or
  * not: a server asked for a stream may answer with one object, and one not
  * asked may stream all the same. */
@@ -74,7 +80,9 @@ static inline void model_client_freep(ModelClient **c) {
 }
 
 /* Starts POST <endpoint>/chat/completions with {"model","messages","tools",
- * "max_tokens","temperature","stream"}; never blocks. api_key may be NULL (no
+ * "max_tokens","temperature","stream"}; never blocks. With ToolCalls=text
+ * there are no "tools": the messages are sent as
+ * model_text_calls_messages() writes them (model-text-calls.h). api_key may be NULL (no
  * Authorization header). Everything needed is copied: p, api_key, messages
  * and tools may go away once this returns. tools may be NULL.
  *

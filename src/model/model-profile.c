@@ -22,6 +22,14 @@ static const char *const model_kind_table[_MODEL_KIND_MAX] = {
 
 DEFINE_STRING_TABLE_LOOKUP(model_kind, ModelKind);
 
+static const char *const model_tool_calls_table[_MODEL_TOOL_CALLS_MAX] = {
+        [MODEL_TOOL_CALLS_AUTO] = "auto",
+        [MODEL_TOOL_CALLS_NATIVE] = "native",
+        [MODEL_TOOL_CALLS_TEXT] = "text",
+};
+
+DEFINE_STRING_TABLE_LOOKUP(model_tool_calls, ModelToolCalls);
+
 bool model_name_is_valid(const char *name) {
         size_t l;
 
@@ -99,6 +107,7 @@ static int model_profile_new(const char *name, ModelProfile **ret) {
                 .retry_base_usec = 1 * USEC_PER_SEC,
                 .max_reply_bytes = 8 * 1024 * 1024,
                 .stream = false,
+                .tool_calls = MODEL_TOOL_CALLS_AUTO,
         };
         p->name = strdup(name);
         p->endpoint = strdup(MODEL_PROFILE_DEFAULT_ENDPOINT);
@@ -281,6 +290,13 @@ static int model_profile_assign(ModelProfile *p, const char *key, const char *va
                 if (r < 0)
                         return r;
                 p->stream = r;
+                return 0;
+        }
+        if (streq(key, "ToolCalls")) {
+                ModelToolCalls t = model_tool_calls_from_string(value);
+                if (t < 0)
+                        return -EINVAL;
+                p->tool_calls = t;
                 return 0;
         }
         return -ENOENT;

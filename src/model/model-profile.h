@@ -24,6 +24,15 @@ typedef enum ModelKind {
         _MODEL_KIND_INVALID = -EINVAL,
 } ModelKind;
 
+/* How the model's tool calls reach us (ToolCalls=, agentfab.conf(5)). */
+typedef enum ModelToolCalls {
+        MODEL_TOOL_CALLS_AUTO,          /* the reply's tool_calls; when it has none, calls written in its text */
+        MODEL_TOOL_CALLS_NATIVE,        /* the reply's tool_calls only */
+        MODEL_TOOL_CALLS_TEXT,          /* no tools in the request: the system prompt describes them, the text holds the calls */
+        _MODEL_TOOL_CALLS_MAX,
+        _MODEL_TOOL_CALLS_INVALID = -EINVAL,
+} ModelToolCalls;
+
 typedef struct ModelProfile {
         char *name;
         ModelKind kind;
@@ -39,6 +48,7 @@ typedef struct ModelProfile {
         uint64_t retry_base_usec;
         uint64_t max_reply_bytes;
         bool stream;
+        ModelToolCalls tool_calls;
         char *replay_path;
 } ModelProfile;
 
@@ -49,6 +59,8 @@ typedef struct ModelProfiles {
 
 const char *model_kind_to_string(ModelKind k);
 ModelKind model_kind_from_string(const char *s);
+const char *model_tool_calls_to_string(ModelToolCalls t);
+ModelToolCalls model_tool_calls_from_string(const char *s);
 
 /* [A-Za-z0-9_.-]{1,64}, and not "." or "..". Profile and credential names. */
 bool model_name_is_valid(const char *name);

@@ -405,14 +405,17 @@ static uint32_t fnv1a(const char *s, size_t n) {
         return h;
 }
 
-static int reply_build_message(ModelReply *r) {
+int model_reply_build_message(ModelReply *r) {
         _cleanup_json_ json_object *m = json_object_new_object(), *tcs = NULL;
 
         if (!m)
                 return -ENOMEM;
         if (json_add_string(m, "role", "assistant") < 0)
                 return -ENOMEM;
-        if (json_object_object_add(m, "content", r->content ? json_object_new_string(r->content) : NULL) < 0)
+        /* null goes with tool calls only: servers refuse an assistant
+         * message with neither (one whose text was all thinking). */
+        if (json_object_object_add(m, "content", r->content ? json_object_new_string(r->content) :
+                                   r->n_tool_calls == 0 ? json_object_new_string("") : NULL) < 0)
                 return -ENOMEM;
 
         if (r->n_tool_calls > 0) {
@@ -527,7 +530,7 @@ int model_reply_parse(const char *raw, size_t size, bool stream, ModelReply **re
                                 goto fail;
                 }
         }
-        r = reply_build_message(reply);
+        r = model_reply_build_message(reply);
         if (r < 0)
                 goto fail;
 

@@ -10,6 +10,7 @@
 #include "fs-util.h"
 #include "json-util.h"
 #include "model-client.h"
+#include "model-text-calls.h"
 #include "tap.h"
 
 /* Drives the real client against tests/model-server.py on loopback, with a
@@ -264,6 +265,7 @@ static int chat_once(ModelClient *c, sd_event *e, const char *script, ModelProfi
                 p.max_retries = p_override->max_retries;
                 p.retry_base_usec = p_override->retry_base_usec ?: p.retry_base_usec;
                 p.max_reply_bytes = p_override->max_reply_bytes ?: p.max_reply_bytes;
+                p.tool_calls = p_override->tool_calls;
         }
         p.stream = stream;
 
@@ -412,6 +414,35 @@ int main(void) {
                       NULL, true, NULL, &res, &s);
         CHECK(r >= 0 && res.error == 0 && res.n_tool_calls == 2 && streq_ptr(res.args[0], "{\"n\": 1}") &&
               streq_ptr(res.args[1], "{\"m\":2}"), "stream without index: calls kept apart (%s)", strempty(res.error_message));
+        server_stop(&s);
+        result_done(&res);
+
+        /* ToolCalls=text: no tools in the request but their description
+         * in the system prompt; a reply that writes its call in its text
+         * (streamed in pieces, after thinking, as a server without a parser
+         * for the model's format sends it) is read by model_reply_read_text(). */
+        {
+                ModelProfile tp = { .tool_calls = MODEL_TOOL_CALLS_TEXT, .max_retries = 2 };
+                r = chat_once(c, e, "[{\"chunk\":3,\"text_calls\":\"hermes\",\"think\":\"Read it first.\",\"reply\":{"
+                                    "\"content\":\"Reading.\",\"tool_calls\":[{\"name\":\"read_file\",\"arguments\":{\"path\":\"a.c\"}}]}}]",
+                              &tp, true, NULL, &res, &s);
+                CHECK(r >= 0 && res.error == 0 && res.n_tool_calls == 0 && res.content && strstr(res.content, "<think>") &&
+                      strstr(res.content, "<tool_call>") && streq_ptr(res.finish_reason, "stop"),
+                      "text calls: the call in the content, streamed (%s)", strempty(res.error_message));
+                _cleanup_json_ json_object *req = server_request(&s, 0), *body = NULL, *msgs = NULL, *t = tools_new();
+                body = req ? json_object_get(json_object_object_get(req, "body")) : NULL;
+                msgs = body ? json_object_get(json_object_object_get(body, "messages")) : NULL;
+                const char *sys = msgs ? json_object_get_string(json_object_object_get(json_object_array_get_idx(msgs, 0), "content")) : NULL;
+                CHECK(body && !json_object_object_get_ex(body, "tools", NULL) && !json_object_object_get_ex(body, "tool_choice", NULL),
+                      "ToolCalls=text: no tools in the request");
+                CHECK(sys && strstr(sys, "You write code.") && strstr(sys, "<tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>") &&
+                      strstr(sys, "## read_file"), "ToolCalls=text: the system prompt describes the tools and the format");
+                _cleanup_(model_reply_freep) ModelReply *raw = NULL, *read = NULL;
+                CHECK(res.raw && model_reply_parse(res.raw, strlen(res.raw), true, &raw, NULL) == 0 &&
+                      model_reply_read_text(raw, MODEL_TOOL_CALLS_TEXT, t, &read) == 1 && read && read->n_tool_calls == 1 &&
+                      streq_ptr(read->tool_calls[0].name, "read_file") && streq_ptr(read->tool_calls[0].arguments, "{\"path\":\"a.c\"}") &&
+                      streq_ptr(read->content, "Reading."), "text calls: read from the streamed reply, thinking dropped");
+        }
         server_stop(&s);
         result_done(&res);
 

@@ -24,7 +24,7 @@ int main(void) {
         CHECK(p && streq(p->name, "default") && streq(p->endpoint, MODEL_PROFILE_DEFAULT_ENDPOINT) &&
               streq(p->model, MODEL_PROFILE_DEFAULT_MODEL) && p->kind == MODEL_KIND_OPENAI, "built-in default profile");
         CHECK(p && p->timeout_usec == 300 * USEC_PER_SEC && p->max_retries == 3 && p->max_reply_bytes == 8 * 1024 * 1024 &&
-              !p->stream && !p->api_key_credential, "documented defaults");
+              !p->stream && !p->api_key_credential && p->tool_calls == MODEL_TOOL_CALLS_AUTO, "documented defaults");
         CHECK(!model_profiles_find(&ps, "nope"), "unknown profile not found");
 
         model_profiles_parse(&ps,
@@ -32,7 +32,7 @@ int main(void) {
                              "[Model]\nEndpoint=https://api.example.com/v1\nName=remote\nModel=gpt-x\n"
                              "APIKeyCredential=openai.key\nTimeoutSec=90\nConnectTimeoutSec=1500ms\nMaxTokens=1000\n"
                              "Temperature=0.7\nContextBudget=128000\nMaxRetries=5\nRetryBaseSec=250ms\nMaxReplySize=2M\n"
-                             "Stream=yes\n"
+                             "Stream=yes\nToolCalls=text\n"
                              "[Model]\nName=rec\nKind=replay\nReplayPath=/var/lib/agentfab/t.jsonl\n",
                              "test");
         p = model_profiles_find(&ps, "remote");
@@ -42,19 +42,25 @@ int main(void) {
               p->retry_base_usec == 250 * USEC_PER_MSEC, "profile parsed: times");
         CHECK(p && p->max_tokens == 1000 && p->temperature > 0.69 && p->temperature < 0.71 && p->context_budget == 128000 &&
               p->max_retries == 5 && p->max_reply_bytes == 2 * 1024 * 1024 && p->stream, "profile parsed: numbers");
+        CHECK(p && p->tool_calls == MODEL_TOOL_CALLS_TEXT, "profile parsed: ToolCalls=text");
         p = model_profiles_find(&ps, "rec");
         CHECK(p && p->kind == MODEL_KIND_REPLAY && streq_ptr(p->replay_path, "/var/lib/agentfab/t.jsonl"), "replay profile parsed");
 
         /* Bad values are ignored key by key; the profile stays usable. */
         model_profiles_parse(&ps,
                              "[Model]\nName=remote\nEndpoint=file:///etc/passwd\nMaxRetries=many\nKind=magic\n"
-                             "Temperature=9\nAPIKeyCredential=../../etc/shadow\nModel=gpt-y\n",
+                             "Temperature=9\nAPIKeyCredential=../../etc/shadow\nModel=gpt-y\nToolCalls=json\n",
                              "test");
         p = model_profiles_find(&ps, "remote");
         CHECK(p && streq(p->endpoint, "https://api.example.com/v1"), "non-http endpoint refused");
         CHECK(p && p->max_retries == 5 && p->kind == MODEL_KIND_OPENAI && p->temperature < 1, "invalid numbers and kind ignored");
         CHECK(p && streq_ptr(p->api_key_credential, "openai.key"), "credential name with '/' refused");
         CHECK(p && streq(p->model, "gpt-y"), "valid key in the same section applied");
+        CHECK(p && p->tool_calls == MODEL_TOOL_CALLS_TEXT, "an unknown ToolCalls= value ignored");
+        CHECK(model_tool_calls_from_string("auto") == MODEL_TOOL_CALLS_AUTO &&
+              model_tool_calls_from_string("native") == MODEL_TOOL_CALLS_NATIVE &&
+              streq(model_tool_calls_to_string(MODEL_TOOL_CALLS_TEXT), "text") &&
+              model_tool_calls_from_string("Text") == _MODEL_TOOL_CALLS_INVALID, "ToolCalls= names");
 
         /* A section needs a valid name. */
         model_profiles_parse(&ps, "[Model]\nEndpoint=http://10.0.0.1/v1\n[Model]\nName=bad/name\nModel=x\n[Model]\nName=\n", "test");
