@@ -203,6 +203,18 @@ static void test_message(void) {
         sd_bus_message_unref(m);
         task_spec_done(&s);
 
+        /* A limit nothing enforces is refused, naming the ones that are:
+         * a submitter must not believe in a limit that is ignored. */
+        m = new_call();
+        sd_bus_message_append(m, "a{sv}", 1, "limits", "a{sv}", 1, "max_cpu_time", "u", 2);
+        task_spec_init(&s);
+        CHECK(parse_message(m, &s, &e) < 0 && is_invalid_spec(&e) && strstr(e.message, "Unknown limit 'max_cpu_time'") &&
+              strstr(e.message, "max_steps") && s.n_extra_limits == 0,
+              "an unknown limit is refused with the known ones: %s", e.message ?: "-");
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        task_spec_done(&s);
+
         m = new_call();
         sd_bus_message_append(m, "a{sv}", 1, "evil", "s", "x");
         task_spec_init(&s);

@@ -80,6 +80,13 @@ static int read_limits(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error) {
                 r = read_unsigned_variant(m, key, &value, error);
                 if (r < 0)
                         return r;
+                /* A limit nothing enforces is refused: a submitter must not
+                 * believe in it. (State files written before keep theirs.) */
+                if (task_limit_from_string(key) < 0) {
+                        _cleanup_free_ char *known = task_limit_names();
+                        return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
+                                                 "Unknown limit '%s'; known limits: %s.", key, known ?: "?");
+                }
                 r = task_spec_set_limit(spec, key, value, error);
                 if (r < 0)
                         return r;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <ctype.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -25,6 +26,19 @@ static const char *const task_limit_table[_TASK_LIMIT_MAX] = {
 };
 
 DEFINE_STRING_TABLE_LOOKUP(task_limit, TaskLimit);
+
+char *task_limit_names(void) {
+        _cleanup_free_ char *s = NULL;
+
+        for (TaskLimit l = 0; l < _TASK_LIMIT_MAX; l++) {
+                char *n = NULL;
+                if (asprintf(&n, "%s%s%s", strempty(s), s ? ", " : "", task_limit_to_string(l)) < 0)
+                        return NULL;
+                free(s);
+                s = n;
+        }
+        return TAKE_PTR(s);
+}
 
 void task_spec_init(TaskSpec *spec) {
         *spec = (TaskSpec) { .repository_fd = -EBADF };

@@ -83,6 +83,8 @@ typedef struct TaskSpec {
 
 const char *task_limit_to_string(TaskLimit l);
 TaskLimit task_limit_from_string(const char *s);
+/* "max_steps, max_wall_clock_sec, ...": every limit a spec may name. */
+char *task_limit_names(void);
 
 void task_spec_init(TaskSpec *spec);
 void task_spec_done(TaskSpec *spec);
