@@ -132,7 +132,8 @@ int agent_check_breakers(AgentRun *run, const StepCommit *c) {
 
         if (p->malformed >= bc.max_malformed) {
                 _cleanup_free_ char *reason = NULL;
-                if (asprintf(&reason, "the model sent %u malformed replies or tool calls in a row", p->malformed) < 0)
+                if (asprintf(&reason, "the model sent %u replies in a row without a usable tool call (malformed, cut at "
+                             "its token limit, or none at all)", p->malformed) < 0)
                         return -ENOMEM;
                 agent_trip(run, BREAKER_MALFORMED_OUTPUT, reason, commit_before);
                 return 1;

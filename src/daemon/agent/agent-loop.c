@@ -53,6 +53,8 @@ static void agent_step_done_reset(AgentRun *run) {
         run->body = mfree_ptr(run->body);
         run->tests_ran = run->tests_passed = run->network = run->finish = false;
         run->good_calls = run->bad_calls = 0;
+        run->reply_malformed = run->reply_cut = false;
+        run->cut_tokens = 0;
         run->test_exit = 0;
         run->tests_n_passed = -1;
         run->network_command = mfree_ptr(run->network_command);
@@ -270,9 +272,12 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
         if (c->step_known)
                 (void) free_and_strdup(&run->body, c->body);
 
-        /* A reply whose tool calls were all garbage counts towards the
-         * breaker; one that the tools could use starts the count again. */
-        ack.malformed = run->good_calls > 0 ? 0 : run->bad_calls > 0 ? p->malformed + 1 : p->malformed;
+        /* A reply that called no tool, one cut at its token limit and one
+         * whose tool calls were all garbage count towards the breaker, so
+         * that a model is not nudged without end; one that the tools could
+         * use starts the count again. */
+        ack.malformed = run->reply_malformed || (run->good_calls == 0 && run->bad_calls > 0) ? p->malformed + 1 :
+                run->good_calls > 0 ? 0 : p->malformed;
 
         /* The messages of the step join the conversation file first, then
          * the state file acknowledges them, the commit and the step in one

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "model-client.h"
 #include "model-profile.h"
+#include "model-text-calls.h"
 #include "review-stage.h"
 #include "step-commit.h"
 #include "string-util.h"
@@ -161,7 +162,51 @@ int agent_save_messages(AgentRun *run, const char *plan) {
         return r;
 }
 
+char *agent_cut_note(AgentRun *run, const char *tool) {
+        _cleanup_free_ char *at = NULL, *limit = NULL;
+        char *s;
+
+        if (run->cut_tokens > 0 && asprintf(&at, " at %" PRIu64 " tokens", run->cut_tokens) < 0)
+                return NULL;
+        if (run->profile->max_tokens > 0 ? asprintf(&limit, "MaxTokens=%u", run->profile->max_tokens) < 0 :
+            !(limit = strdup("the server's limit")))
+                return NULL;
+        if (tool ? asprintf(&s, "Your reply was cut%s (%s): the arguments of %s are incomplete, and it did not run. ",
+                            strempty(at), limit, tool) < 0 :
+            asprintf(&s, "Your reply was cut%s (%s) before any of its tool calls was complete; none ran. ", strempty(at),
+                     limit) < 0)
+                return NULL;
+        _cleanup_free_ char *head = s;
+        if (asprintf(&s, "%sWrite smaller pieces: several edit_file calls of a few lines each rather than one write_file "
+                     "of a whole file, and fewer calls in one reply.", head) < 0)
+                return NULL;
+        return s;
+}
+
+/* What a reply that called no tool is answered with. */
+static char *agent_nudge(AgentRun *run, const ModelReply *reply) {
+        const char *format = run->profile->tool_calls == MODEL_TOOL_CALLS_TEXT ?
+                " Call a tool by writing <tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>." : "";
+        char *s;
+
+        if (run->reply_cut)
+                return agent_cut_note(run, NULL);
+        if (reply->unread_calls > 0) {
+                if (asprintf(&s, "None of the %u tool calls written in your reply could be read: each must name one of "
+                             "the tools and give its arguments as one JSON object, e.g. "
+                             "<tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"README\"}}</tool_call>.",
+                             reply->unread_calls) < 0)
+                        return NULL;
+                return s;
+        }
+        if (asprintf(&s, "Use the tools to work towards the goal; call finish with a summary when the tests pass.%s",
+                     format) < 0)
+                return NULL;
+        return s;
+}
+
 static void on_model_reply(ModelCall *call, int error, const char *error_message, const ModelReply *reply, void *userdata) {
+        _cleanup_(model_reply_freep) ModelReply *read = NULL;
         AgentRun *run = userdata;
         Task *t = run->task;
         TaskProgress *p;
@@ -213,6 +258,15 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
                 return agent_fail(run, "The model endpoint failed: %s", error_message ?: strerror(-error));
         }
 
+        /* The reply as the conversation keeps it: without thinking, and
+         * with the calls a model wrote in its text as its tool calls
+         * (model-text-calls.h), which then run like any others. */
+        r = model_reply_read_text(reply, run->profile->tool_calls, planning ? NULL : run->tools, &read);
+        if (r < 0)
+                return agent_fail(run, "Out of memory.");
+        if (read)
+                reply = read;
+
         if (planning) {
                 json_object *m = conversation_message_new("assistant", reply->content);
                 if (!m || conversation_add(run, m) < 0) {
@@ -232,12 +286,23 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
                 return agent_fail(run, "Out of memory.");
         run->subject = step_subject_from(reply, p->step + 1);
         run->body = step_body_from(reply);
+        /* A reply cut at its token limit is told as that, and counts as
+         * malformed: a model that writes too much at once would else be
+         * cut again and again. */
+        run->reply_cut = streq_ptr(reply->finish_reason, "length");
+        run->cut_tokens = reply->completion_tokens ?: run->profile->max_tokens;
+        run->reply_malformed = run->reply_cut;
 
         if (reply->n_tool_calls == 0) {
-                json_object *nudge = conversation_message_new("user",
-                        "Use the tools to work towards the goal; call finish with a summary when the tests pass.");
-                if (!nudge || conversation_add(run, nudge) < 0)
+                /* Nudged, and counted: MaxMalformedReplies= such replies in
+                 * a row stop the task for a person. */
+                _cleanup_free_ char *text = agent_nudge(run, reply);
+                json_object *nudge = text ? conversation_message_new("user", text) : NULL;
+                run->reply_malformed = true;
+                if (!nudge || conversation_add(run, nudge) < 0) {
+                        json_object_put(nudge);
                         return agent_fail(run, "Out of memory.");
+                }
                 return agent_end_step(run);
         }
 

@@ -104,6 +104,9 @@ struct AgentRun {
         bool finish;               /* finish called and its tests passed */
         unsigned good_calls;       /* tool calls of this step that parsed */
         unsigned bad_calls;        /* and those that did not */
+        bool reply_malformed;      /* the reply called no tool, or was cut: counts towards MaxMalformedReplies= */
+        bool reply_cut;            /* the reply ended at its token limit (finish_reason "length") */
+        uint64_t cut_tokens;       /* and at how many tokens, as the server counted them or MaxTokens= */
         char *finish_summary;
 
         bool sandbox_opening;      /* the launcher makes our sandbox: one of agent-prepare.c's sandbox_opening */
@@ -229,3 +232,7 @@ int agent_start_plan_steps(AgentRun *run);
  * 1: under way (PHASE_STATE); 0: written here; negative: failed. */
 int agent_save_messages(AgentRun *run, const char *plan);
 void agent_call_model(AgentRun *run);
+/* What the model is told of a reply cut at its token limit (run->reply_cut):
+ * what happened, and how to do better; tool names the call that was cut,
+ * or is NULL when none of the reply's calls was complete. */
+char *agent_cut_note(AgentRun *run, const char *tool);

@@ -468,7 +468,14 @@ void agent_next_tool(AgentRun *run) {
                         id = "call";
                 r = tool_call_parse(name, args ?: "{}", &a, &error);
                 if (r < 0) {
+                        _cleanup_json_ json_object *o = NULL;
                         run->bad_calls++;
+                        /* Arguments cut at the reply's token limit are
+                         * that, not "invalid JSON" the model should fix. */
+                        if (run->reply_cut && json_parse_strict(args ?: "{}", strlen(args ?: "{}"), &o) < 0) {
+                                free(error);
+                                error = agent_cut_note(run, name);
+                        }
                         agent_tool_result(run, id, strempty(name), error ?: "malformed tool call");
                         continue;
                 }
