@@ -477,6 +477,56 @@ static bool curl_is_transient(CURLcode r) {
         return r == CURLE_COULDNT_CONNECT || r == CURLE_GOT_NOTHING || r == CURLE_SEND_ERROR || r == CURLE_RECV_ERROR;
 }
 
+/* The number after the first of the prefixes found in s. */
+static uint64_t number_after(const char *s, const char *const *prefixes) {
+        for (const char *const *p = prefixes; *p; p++) {
+                const char *at = strcasestr(s, *p);
+                uint64_t u = 0;
+
+                if (!at)
+                        continue;
+                at += strlen(*p);
+                at += strspn(at, " \t\"':(");
+                if (*at < '0' || *at > '9')
+                        continue;
+                for (; *at >= '0' && *at <= '9' && u < UINT64_MAX / 10; at++)
+                        u = u * 10 + (uint64_t) (*at - '0');
+                return u;
+        }
+        return 0;
+}
+
+bool model_error_is_context_overflow(const char *body, uint64_t *ret_tokens) {
+        static const char *const words[] = {
+                "context_length_exceeded",                      /* OpenAI's error code */
+                "maximum context length",                       /* OpenAI's and vLLM's message */
+                "exceeds the available context size",           /* llama.cpp */
+                "exceed_context_size_error",                    /* llama.cpp's error type */
+                "context shift is disabled",                    /* llama.cpp without --context-shift */
+                "input length exceeds the context length",      /* Ollama */
+                "input exceeds context length",                 /* Ollama's runner */
+                "reduce the length of the messages",            /* OpenAI, older */
+                "prompt is too long",                           /* Anthropic's words, which some proxies pass on */
+        };
+        static const char *const lengths[] = {
+                "maximum context length is",                    /* "This model's maximum context length is 4096 tokens" */
+                "\"n_ctx\":",                                   /* llama.cpp's error object */
+                "available context size (",                     /* "... exceeds the available context size (4096 tokens)" */
+                NULL,
+        };
+        bool found = false;
+
+        if (ret_tokens)
+                *ret_tokens = 0;
+        if (isempty(body))
+                return false;
+        for (size_t i = 0; i < ELEMENTSOF(words) && !found; i++)
+                found = strcasestr(body, words[i]);
+        if (found && ret_tokens)
+                *ret_tokens = number_after(body, lengths);
+        return found;
+}
+
 static int http_status_to_errno(long status) {
         switch (status) {
         case 400:
@@ -526,6 +576,16 @@ static void model_call_finished(ModelCall *call, CURLcode result) {
                                             "Model request to '%s' failed: %s", call->url, curl_easy_strerror(result));
         }
 
+        /* A request longer than the model's context is no transient
+         * failure, and not the endpoint's: the caller may send a shorter
+         * one. llama.cpp says so with a 500 at times, Ollama with a 500 in
+         * older versions. */
+        if (status == 413 || (status >= 400 && status != 429 && call->buf &&
+                              model_error_is_context_overflow(call->buf, NULL))) {
+                error = error_excerpt(call);
+                return model_call_completef(call, -EMSGSIZE, "HTTP %ld from model server, the request is longer than "
+                                            "the model's context: %s", status, strempty(error));
+        }
         if (status == 429 || status >= 500) {
                 if (model_call_retry(call))
                         return;

@@ -62,8 +62,19 @@ int model_reply_build_message(ModelReply *r);
  * asked may stream all the same. */
 bool model_reply_is_stream(const char *raw, size_t size, bool asked);
 
+/* Whether an error body from a model server says that the request is
+ * longer than the model's context, in the words of OpenAI
+ * ("context_length_exceeded"), vLLM ("This model's maximum context length
+ * is N tokens"), llama.cpp ("exceeds the available context size", "context
+ * shift is disabled") or Ollama ("the input length exceeds the context
+ * length"). *ret_tokens (optional) gets the context length the body names,
+ * or 0. */
+bool model_error_is_context_overflow(const char *body, uint64_t *ret_tokens);
+
 /* error is 0 and reply non-NULL on success; else a negative errno and a
- * one-line message. reply and error_message belong to the call and are freed
+ * one-line message; -EMSGSIZE when the server refused the request as
+ * longer than the model's context (model_error_is_context_overflow(), or
+ * HTTP 413), whatever the status, and without retries. reply and error_message belong to the call and are freed
  * after the handler returns, along with the call itself: take a reference
  * (json_object_get(reply->message)) to keep something. */
 typedef void (*model_reply_handler_t)(ModelCall *call, int error, const char *error_message,

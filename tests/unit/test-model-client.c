@@ -487,6 +487,32 @@ int main(void) {
         server_stop(&s);
         result_done(&res);
 
+        /* A request longer than the model's context, in each server's
+         * words: -EMSGSIZE, at once, even from a 500 (llama.cpp), so that
+         * the agent compacts and asks again instead of failing. */
+        {
+                static const char *const refusals[] = {
+                        "[{\"status\":400,\"body\":\"{\\\"error\\\":{\\\"message\\\":\\\"This model's maximum context "
+                        "length is 4096 tokens.\\\",\\\"code\\\":\\\"context_length_exceeded\\\"}}\"}]",
+                        "[{\"status\":400,\"body\":\"{\\\"error\\\":{\\\"code\\\":400,\\\"message\\\":\\\"request (5000 "
+                        "tokens) exceeds the available context size (4096 tokens), try increasing it\\\",\\\"type\\\":"
+                        "\\\"exceed_context_size_error\\\"}}\"}]",
+                        "[{\"status\":500,\"body\":\"{\\\"error\\\":{\\\"code\\\":500,\\\"message\\\":\\\"context shift "
+                        "is disabled\\\"}}\"},{\"reply\":{\"content\":\"no\"}}]",
+                        "[{\"status\":400,\"body\":\"{\\\"error\\\":{\\\"message\\\":\\\"the input length exceeds the "
+                        "context length\\\"}}\"}]",
+                        "[{\"status\":413,\"body\":\"<html>Request Entity Too Large</html>\"}]",
+                };
+                for (size_t i = 0; i < ELEMENTSOF(refusals); i++) {
+                        r = chat_once(c, e, refusals[i], &o, false, NULL, &res, &s);
+                        CHECK(r >= 0 && res.error == -EMSGSIZE && server_n_requests(&s) == 1 && res.error_message &&
+                              strstr(res.error_message, "longer than the model's context"),
+                              "too long for the context (%zu): -EMSGSIZE, not retried: '%s'", i, strempty(res.error_message));
+                        server_stop(&s);
+                        result_done(&res);
+                }
+        }
+
         /* An error body that echoes the key does not put it in the message. */
         r = chat_once(c, e, "[{\"status\":401,\"body\":\"bad key Bearer sekrit-key\"}]", &o, false, "sekrit-key", &res, &s);
         CHECK(r >= 0 && res.error == -EACCES && res.error_message && !strstr(res.error_message, "sekrit"),
