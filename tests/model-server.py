@@ -3,6 +3,8 @@
 """A scripted OpenAI-compatible chat-completions server for tests.
 
     model-server.py --script SCRIPT.json [--log REQUESTS.jsonl] [--port N] [--by-step]
+                    [--context-limit BYTES [--context-error openai|vllm|llamacpp|ollama | --context-truncate]]
+                    [--bytes-per-token R]
 
 Binds 127.0.0.1 (port 0 = any free one) and prints the port on its first
 line of stdout. Every POST to a path ending in /chat/completions takes the
@@ -53,6 +55,22 @@ it gets {} like any other. An entry:
                                 written as they are and end the text (a cut call).
     "think": "text"             the content begins with <think>text</think>
     "reasoning": "text"         sent as "reasoning_content" beside the content
+
+A model's context, as servers keep it (--context-limit BYTES): a request
+whose body is longer than BYTES is more than the model takes. It is
+answered with HTTP 400 and the error the server named by --context-error
+sends (default openai): OpenAI's context_length_exceeded, vLLM's "This
+model's maximum context length is N tokens", llama.cpp's "request (M
+tokens) exceeds the available context size (N tokens)" with
+exceed_context_size_error, or Ollama's "the input length exceeds the
+context length"; such a request takes no entry of the script, and is
+logged with "refused": "context". With --context-truncate it is answered
+instead as Ollama does past num_ctx: as scripted, and without a word, but
+usage.prompt_tokens counts only the last BYTES (the front of the prompt,
+the system message first, is what the model never saw); it is logged with
+"truncated": true. Tokens are bytes / R (--bytes-per-token, default 4);
+with --context-limit or --bytes-per-token every reply whose script gives
+no usage reports usage.prompt_tokens so counted.
 Only the Python standard library is used.
 """
 
@@ -99,6 +117,28 @@ def take_entry(body=None):
             state["next"] += 1
             return n, e
         return n, {}
+
+
+def context_error(style, limit_tokens, sent_tokens, max_tokens):
+    """HTTP 400's body for a request longer than the context, in the words
+    of the server named."""
+    if style == "vllm":
+        return {"error": {"message": "This model's maximum context length is %d tokens. However, you requested %d "
+                                     "tokens (%d in the messages, %d in the completion). Please reduce the length "
+                                     "of the messages or completion." % (limit_tokens, sent_tokens + max_tokens,
+                                                                         sent_tokens, max_tokens),
+                          "type": "BadRequestError", "param": None, "code": 400}}
+    if style == "llamacpp":
+        return {"error": {"code": 400,
+                          "message": "request (%d tokens) exceeds the available context size (%d tokens), try "
+                                     "increasing it" % (sent_tokens, limit_tokens),
+                          "type": "exceed_context_size_error", "n_prompt_tokens": sent_tokens, "n_ctx": limit_tokens}}
+    if style == "ollama":
+        return {"error": {"message": "the input length exceeds the context length", "type": "api_error",
+                          "param": None, "code": None}}
+    return {"error": {"message": "This model's maximum context length is %d tokens. However, your messages resulted "
+                                 "in %d tokens. Please reduce the length of the messages." % (limit_tokens, sent_tokens),
+                      "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
 
 
 def log_request(entry):
@@ -264,12 +304,26 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             body = None
+        bpt = state.get("bytes_per_token") or 4.0
+        limit = state.get("context_limit")
+        over = limit is not None and length > limit and self.path.endswith("/chat/completions")
+        if over and not state.get("context_truncate"):
+            # Refused before the model sees it: it takes no entry.
+            log_request({"n": None, "t": time.time(), "path": self.path,
+                         "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body,
+                         "refused": "context"})
+            max_tokens = (body or {}).get("max_tokens") or 0
+            self.send(400, json.dumps(context_error(state.get("context_error"), int(limit / bpt),
+                                                    int(length / bpt), max_tokens)))
+            return
         n, e = take_entry(body)
         rec = {"n": n, "t": time.time(), "path": self.path,
                "headers": {k.lower(): v for k, v in self.headers.items()},
                "body": body}
         if body is None:
             rec["raw"] = raw
+        if over:
+            rec["truncated"] = True
         log_request(rec)
 
         if not self.path.endswith("/chat/completions"):
@@ -306,6 +360,11 @@ class Handler(BaseHTTPRequestHandler):
         reply = dict(e.get("reply", {"content": "done"}))
         if "huge" in e:
             reply = {"content": "x" * int(e["huge"])}
+        if "usage" not in reply and (limit is not None or state.get("bytes_per_token")):
+            # What the model took of the prompt: all of it, or past the
+            # context only its end, as Ollama counts a prompt it cut.
+            reply["usage"] = {"prompt_tokens": int(min(length, limit if over else length) / bpt),
+                              "completion_tokens": 10}
         if e.get("text_calls") and reply.get("tool_calls"):
             # As a server without a parser for the model's format: the
             # calls are text, and the reply ends with "stop".
@@ -368,8 +427,20 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--by-step", action="store_true",
                     help="choose the entry by the number of assistant messages in the request")
+    ap.add_argument("--context-limit", type=int, metavar="BYTES",
+                    help="a request body longer than BYTES is more than the model's context")
+    ap.add_argument("--context-error", choices=["openai", "vllm", "llamacpp", "ollama"], default="openai",
+                    help="answer such a request with HTTP 400 in this server's words")
+    ap.add_argument("--context-truncate", action="store_true",
+                    help="answer it as scripted instead, counting only its last BYTES as prompt tokens (Ollama)")
+    ap.add_argument("--bytes-per-token", type=float, metavar="R",
+                    help="report usage.prompt_tokens as body bytes / R (default 4 with --context-limit)")
     args = ap.parse_args()
     state["by_step"] = args.by_step
+    state["context_limit"] = args.context_limit
+    state["context_error"] = args.context_error
+    state["context_truncate"] = args.context_truncate
+    state["bytes_per_token"] = args.bytes_per_token
 
     if args.script:
         with open(args.script, encoding="utf-8") as f:
