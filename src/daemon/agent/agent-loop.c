@@ -86,6 +86,7 @@ static AgentRun *agent_run_free(AgentRun *run) {
         model_replay_free(run->replay);
         agent_step_done_reset(run);
         json_object_put(run->messages);
+        agent_context_free(run->context);
         json_object_put(run->tools);
         model_api_key_free(run->api_key);
         free(run->model_name);

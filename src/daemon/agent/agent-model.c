@@ -234,6 +234,15 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
                         (void) model_transcript_append(fd, NULL, reply);
         }
 
+        /* A request too long for the server, refused or cut by it: asked
+         * again, compacted harder, a few times (conversation.h). */
+        _cleanup_free_ char *context_reason = NULL;
+        r = conversation_context_answered(run, error, error_message, reply, &context_reason);
+        if (r < 0)
+                return agent_fail(run, "%s", context_reason ?: "Out of memory.");
+        if (r > 0)
+                return agent_schedule(run);
+
         if (error < 0) {
                 /* Garbage is the model's fault and counts towards its breaker;
                  * an endpoint that stays unreachable after the retries fails

@@ -83,6 +83,7 @@ struct AgentRun {
         ModelReplay *replay;       /* with spec.replay: the recorded exchanges instead of the endpoint */
         json_object *messages;     /* the conversation: acknowledged messages, then the step in flight */
         json_object *tools;
+        struct AgentContext *context;   /* what the model's server showed of its context (conversation.h) */
         uint64_t clock_usec;       /* CLOCK_MONOTONIC when wall-clock use was last counted */
 
         /* The step in flight. */

@@ -386,6 +386,56 @@ void audit_left_out(Task *t, unsigned step, char **paths, size_t n) {
         task_event(t, "left-out", UID_INVALID, "step", step_s, "paths", names, NULL, NULL);
 }
 
+void audit_context_refused(Task *t, unsigned step, const char *model, uint64_t sent_bytes, uint64_t budget_before,
+                           uint64_t budget, unsigned attempt, const char *error) {
+        char step_s[16], budget_s[32];
+
+        snprintf(step_s, sizeof(step_s), "%u", step);
+        snprintf(budget_s, sizeof(budget_s), "%" PRIu64, budget);
+        journal_send("MESSAGE=Task %s step %u: model %s refused a request of %" PRIu64 " bytes as longer than its "
+                     "context; the task's context budget is now %" PRIu64 " tokens (was %" PRIu64 "), and the step is "
+                     "asked again, shorter.", t->id, step, model, sent_bytes, budget, budget_before,
+                     "MESSAGE_ID=" AGENTFAB_MESSAGE_CONTEXT_REFUSED_STR,
+                     "PRIORITY=%i", LOG_WARNING,
+                     "AGENTFAB_EVENT=context-refused",
+                     "AGENTFAB_TASK=%s", t->id,
+                     "AGENTFAB_STEP=%u", step,
+                     "AGENTFAB_MODEL=%s", model,
+                     "AGENTFAB_REQUEST_BYTES=%" PRIu64, sent_bytes,
+                     "AGENTFAB_CONTEXT_BUDGET_BEFORE=%" PRIu64, budget_before,
+                     "AGENTFAB_CONTEXT_BUDGET=%" PRIu64, budget,
+                     "AGENTFAB_ATTEMPT=%u", attempt,
+                     "AGENTFAB_ERROR=%s", strempty(error),
+                     NULL);
+        task_event(t, "context-refused", UID_INVALID, "step", step_s, "budget", budget_s, "error", strempty(error));
+}
+
+void audit_context_truncated(Task *t, unsigned step, const char *model, uint64_t sent_bytes, uint64_t estimated_tokens,
+                             uint64_t prompt_tokens, uint64_t profile_budget, uint64_t budget) {
+        char step_s[16], budget_s[32], tokens_s[32];
+
+        snprintf(step_s, sizeof(step_s), "%u", step);
+        snprintf(budget_s, sizeof(budget_s), "%" PRIu64, budget);
+        snprintf(tokens_s, sizeof(tokens_s), "%" PRIu64, prompt_tokens);
+        journal_send("MESSAGE=Task %s step %u: the server of model %s took %" PRIu64 " prompt tokens of a request of "
+                     "%" PRIu64 " bytes (about %" PRIu64 " tokens): it cut the prompt, and its context window is smaller "
+                     "than the profile's ContextBudget=%" PRIu64 ". The task now fills %" PRIu64 " tokens.",
+                     t->id, step, model, prompt_tokens, sent_bytes, estimated_tokens, profile_budget, budget,
+                     "MESSAGE_ID=" AGENTFAB_MESSAGE_CONTEXT_TRUNCATED_STR,
+                     "PRIORITY=%i", LOG_WARNING,
+                     "AGENTFAB_EVENT=context-truncated",
+                     "AGENTFAB_TASK=%s", t->id,
+                     "AGENTFAB_STEP=%u", step,
+                     "AGENTFAB_MODEL=%s", model,
+                     "AGENTFAB_REQUEST_BYTES=%" PRIu64, sent_bytes,
+                     "AGENTFAB_ESTIMATED_TOKENS=%" PRIu64, estimated_tokens,
+                     "AGENTFAB_PROMPT_TOKENS=%" PRIu64, prompt_tokens,
+                     "AGENTFAB_PROFILE_BUDGET=%" PRIu64, profile_budget,
+                     "AGENTFAB_CONTEXT_BUDGET=%" PRIu64, budget,
+                     NULL);
+        task_event(t, "context-truncated", UID_INVALID, "step", step_s, "prompt_tokens", tokens_s, "budget", budget_s);
+}
+
 AuditTrace audit_trace_begin(Task *t, unsigned step) {
         TracePhase stale[TRACE_PHASES_MAX];
 

@@ -38,6 +38,18 @@ void audit_step(Task *t, unsigned step, const char *commit, const char *subject,
 /* What a step's checkpoint left out (ledger_take_left_out()): n paths in
  * all, the first of them in paths, each "path" or "path (reason)". */
 void audit_left_out(Task *t, unsigned step, char **paths, size_t n);
+/* The model's server refused a request of sent_bytes as longer than the
+ * model's context (error: its words); the context budget of the task goes
+ * from budget_before to budget tokens, and the step is asked again
+ * (attempt: how many of its requests were refused or cut). */
+void audit_context_refused(Task *t, unsigned step, const char *model, uint64_t sent_bytes, uint64_t budget_before,
+                           uint64_t budget, unsigned attempt, const char *error);
+/* The server counted prompt_tokens of a request of sent_bytes, about
+ * estimated_tokens: it cut the prompt, and its context window is smaller
+ * than the profile's ContextBudget= (profile_budget). The budget is now
+ * budget tokens. */
+void audit_context_truncated(Task *t, unsigned step, const char *model, uint64_t sent_bytes, uint64_t estimated_tokens,
+                             uint64_t prompt_tokens, uint64_t profile_budget, uint64_t budget);
 /* AGENTFAB_TRACE=1 (trace.h): `_cleanup_(audit_trace_end) AuditTrace x =
  * audit_trace_begin(t, step);` journals, when x goes out of scope, how long
  * the scope took and the phases traced meanwhile on this thread. */
