@@ -15,7 +15,7 @@
 /* A test command's output read for its counts and a signature of its
  * failure, for the test breakers (see test_run_parse()). */
 
-#define FNV_OFFSET UINT64_C(0xcbf29ce484222325)
+#define FNV_OFFSET TEST_RUN_HASH_INIT
 #define FNV_PRIME UINT64_C(0x100000001b3)
 
 static uint64_t fnv_byte(uint64_t h, unsigned char c) {
@@ -40,10 +40,9 @@ static bool is_hex(char c) {
         return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-/* Hashes a line with what changes between runs of the same failure folded:
- * digit runs and 0x... numbers (timings, line numbers of the runner,
- * addresses, PIDs), /tmp/... names, runs of white space. */
-static uint64_t hash_folded(uint64_t h, const char *s, size_t l) {
+/* Digit runs and 0x... numbers are timings, line numbers of the runner,
+ * addresses, PIDs. */
+uint64_t test_run_fold_hash(uint64_t h, const char *s, size_t l) {
         for (size_t i = 0; i < l;) {
                 if (s[i] == '0' && i + 1 < l && (s[i + 1] == 'x' || s[i + 1] == 'X')) {
                         i += 2;
@@ -126,6 +125,18 @@ static void summary_part(Summary *s, SummaryKind kind, int passed, int failed) {
                 s->failed = MAX(s->failed, 0) + failed;
 }
 
+/* " in 0.13s" ending a line: pytest's summary. */
+static bool pytest_timing(const char *s) {
+        const char *p = strstr(s, " in ");
+
+        if (!p || !is_digit(p[4]))
+                return false;
+        p += 4;
+        while (is_digit(*p) || *p == '.')
+                p++;
+        return *p == 's' && (p[1] == '\0' || p[1] == ' ');
+}
+
 /* Counts "<number> <word>" pairs of a summary line. Returns true if the line
  * looks like a test summary. Mocha's split lines come back as parts. */
 static bool parse_counts_line(const char *s, Summary *sum) {
@@ -175,8 +186,10 @@ static bool parse_counts_line(const char *s, Summary *sum) {
         if (passed < 0 && failed < 0)
                 return false;
         /* "failed" alone ("1 error generated") says nothing about tests,
-         * unless a total came with it ("10 examples, 2 failures"). */
-        if (passed < 0 && total < 0)
+         * unless a total came with it ("10 examples, 2 failures") or it is
+         * pytest's summary ("1 error in 0.13s": a module that did not
+         * import). */
+        if (passed < 0 && total < 0 && !pytest_timing(s))
                 return false;
         if (passed < 0)
                 passed = MAX(total - MAX(failed, 0) - skipped, 0);
@@ -200,29 +213,35 @@ static bool line_key_count(const char *s, const char *key, int *ret) {
         return *s == '\0' || *s == ' ' || *s == '\t';
 }
 
-int test_run_parse(int exit_code, const char *output, TestRun *ret) {
+int test_run_parse_full(int exit_code, const char *text, size_t size, TestRun *ret) {
         Summary sum = { .kind = SUMMARY_NONE, .passed = -1, .failed = -1 };
         int cargo_passed = 0, cargo_failed = 0, go_pass = 0, go_fail = 0, go_ok_pkgs = 0, go_fail_pkgs = 0;
         int tap_ok = 0, tap_not_ok = 0, unittest_ran = -1;
         bool cargo = false;
         uint64_t h_fail = FNV_OFFSET, h_all = FNV_OFFSET;
         bool any_failure_line = false;
+        TestOutput out = {};
         char line[4096];
+        int r;
 
         if (!ret)
                 return -EINVAL;
+        *ret = (TestRun) { .exit_code = exit_code, .n_passed = -1, .n_failed = -1, .n_skipped = -1,
+                           .runner = _TEST_RUNNER_INVALID };
+        if (!text)
+                size = 0;
 
-        output = strempty(output);
-        for (const char *p = output; *p;) {
-                size_t l = strcspn(p, "\n");
+        for (const char *p = text, *end = text + size; p && p < end;) {
+                const char *nl = memchr(p, '\n', (size_t) (end - p));
+                size_t l = nl ? (size_t) (nl - p) : (size_t) (end - p);
                 int v;
 
-                strip_ansi_line(p, l, line, sizeof(line));
-                p += l + (p[l] == '\n');
+                test_output_clean_line(p, l, line, sizeof(line));
+                p += l + (nl ? 1 : 0);
 
-                h_all = hash_folded(h_all, line, strlen(line));
+                h_all = test_run_fold_hash(h_all, line, strlen(line));
                 if (line_is_failure(line)) {
-                        h_fail = hash_folded(h_fail, line, strlen(line));
+                        h_fail = test_run_fold_hash(h_fail, line, strlen(line));
                         any_failure_line = true;
                 }
 
@@ -285,12 +304,12 @@ int test_run_parse(int exit_code, const char *output, TestRun *ret) {
                         continue;
                 }
 
-                /* TAP producers' summary comments. */
-                if (line_key_count(s, "# pass", &v)) {
+                /* TAP producers' summary comments; node's spec reporter's. */
+                if (line_key_count(s, "# pass", &v) || line_key_count(s, "\xe2\x84\xb9 pass", &v)) {
                         summary_part(&sum, SUMMARY_TAP, v, -1);
                         continue;
                 }
-                if (line_key_count(s, "# fail", &v)) {
+                if (line_key_count(s, "# fail", &v) || line_key_count(s, "\xe2\x84\xb9 fail", &v)) {
                         summary_part(&sum, SUMMARY_TAP, -1, v);
                         continue;
                 }
@@ -342,7 +361,8 @@ int test_run_parse(int exit_code, const char *output, TestRun *ret) {
                 (void) parse_counts_line(s, &sum);
         }
 
-        TestRun t = { .exit_code = exit_code, .n_passed = -1, .n_failed = -1 };
+        TestRun t = { .exit_code = exit_code, .n_passed = -1, .n_failed = -1, .n_skipped = -1,
+                      .runner = _TEST_RUNNER_INVALID };
         if (cargo) {
                 t.n_passed = cargo_passed;
                 t.n_failed = cargo_failed;
@@ -369,6 +389,36 @@ int test_run_parse(int exit_code, const char *output, TestRun *ret) {
         h ^= any_failure_line ? h_fail : h_all;
         t.signature = h * FNV_PRIME;
 
+        /* The runner, its skips and the names of what failed. */
+        r = test_output_parse(text ?: "", size, &out);
+        if (r < 0)
+                return r;
+        t.runner = out.runner;
+        t.n_skipped = out.n_skipped;
+        t.failed = TAKE_PTR(out.failed);
+        t.n_failed_names = out.n_failed;
+        /* ctest counts a skipped test among those that passed. */
+        if (t.runner == TEST_RUNNER_CTEST && t.n_passed > 0 && t.n_skipped > 0)
+                t.n_passed = MAX(t.n_passed - t.n_skipped, 0);
+        /* Every failure named: and a failed run with no failure counted
+         * (a build error, a crash after the tests) is not explained by
+         * names. */
+        t.failed_complete = t.runner >= 0 && !out.truncated && t.n_failed >= 0 &&
+                out.n_reports >= (size_t) t.n_failed && (exit_code == 0 || t.n_failed > 0);
+
         *ret = t;
         return 0;
+}
+
+int test_run_parse(int exit_code, const char *output, TestRun *ret) {
+        return test_run_parse_full(exit_code, output, output ? strlen(output) : 0, ret);
+}
+
+void test_run_done(TestRun *t) {
+        if (!t)
+                return;
+        strv_free(t->failed);
+        t->failed = NULL;
+        t->n_failed_names = 0;
+        t->failed_complete = false;
 }

@@ -184,9 +184,12 @@ static void test_changes(void) {
         config.max_files_changed = 20;
 }
 
+/* The counts and the signature: the names (test-test-output.c) are freed
+ * here, so that the copies the history tests make own nothing. */
 static TestRun parse(int exit_code, const char *output) {
         TestRun t;
         test_run_parse(exit_code, output, &t);
+        test_run_done(&t);
         return t;
 }
 

@@ -196,7 +196,7 @@ static void agent_tool_result(AgentRun *run, const char *call_id, const char *na
 }
 
 static void agent_record_tests(AgentRun *run, int exit_code, const char *output) {
-        TestRun tr = {};
+        _cleanup_(test_run_done) TestRun tr = {};
         Task *t = run->task;
 
         (void) test_run_parse(exit_code, output, &tr);
@@ -258,7 +258,7 @@ void agent_on_command_done(SandboxSession *s, int error, const ExecResult *resul
 
         /* The baseline run before the first step. */
         if (run->call_kind == _TOOL_KIND_INVALID) {
-                TestRun tr = {};
+                _cleanup_(test_run_done) TestRun tr = {};
                 (void) test_run_parse(status, result->output, &tr);
                 t->progress.baseline_passed = tr.n_passed;
                 t->progress.baseline_done = true;

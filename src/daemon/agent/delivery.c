@@ -510,7 +510,7 @@ static void on_verify_output(const char *stream, const char *data, size_t size, 
 static void on_verify_done(SandboxSession *s, int error, const ExecResult *result, void *userdata) {
         AgentRun *run = userdata;
         Task *t = run->task;
-        TestRun tr = {};
+        _cleanup_(test_run_done) TestRun tr = {};
         int status;
 
         (void) s;
