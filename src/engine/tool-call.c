@@ -94,10 +94,18 @@ json_object *tools_schema(void) {
                 { "content", "string", "The complete new content of the file.", true },
         }, edit_file[] = {
                 { "path", "string", "File path relative to the workspace top.", true },
-                { "old_text", "string", "Text to replace. It must occur exactly once in the file, matching "
-                  "whitespace and indentation exactly; include a few surrounding lines to make it unique. "
-                  "Do not include the line numbers that read_file shows.", true },
+                { "old_text", "string", "Text to replace, copied from the file. It must occur once in the file; "
+                  "include a few surrounding lines to make it unique. Do not include the line numbers that "
+                  "read_file shows.", true },
                 { "new_text", "string", "The replacement text (may be empty to delete old_text).", true },
+                { "replace_all", "boolean", "Optional: when true, replace every exact occurrence of old_text "
+                  "instead of requiring one. Default false.", false },
+        }, apply_patch[] = {
+                { "patch", "string", "The patch. Codex format: \"*** Begin Patch\", then per file \"*** Update "
+                  "File: PATH\" followed by hunks (an optional \"@@ line to find first\", then lines starting with "
+                  "' ' for context, '-' to remove, '+' to add), \"*** Add File: PATH\" followed by the content as "
+                  "'+' lines, or \"*** Delete File: PATH\"; then \"*** End Patch\". A unified diff (\"--- a/PATH\", "
+                  "\"+++ b/PATH\", \"@@ -l,n +l,n @@\") is accepted too.", true },
         }, list_files[] = {
                 { "path", "string", "Optional directory relative to the workspace top; the top when omitted.", false },
         }, search[] = {
@@ -127,9 +135,15 @@ json_object *tools_schema(void) {
                   read_file, ELEMENTSOF(read_file) },
                 { "write_file", "Create a file or replace its whole content. For changes to part of an existing "
                   "file, prefer edit_file.", write_file, ELEMENTSOF(write_file) },
-                { "edit_file", "Change part of a file: replace the one exact occurrence of old_text by new_text. "
-                  "Fails, saying why, when old_text is not found or is found more than once.",
-                  edit_file, ELEMENTSOF(edit_file) },
+                { "edit_file", "Change part of a file: replace the one occurrence of old_text by new_text. When "
+                  "old_text does not match exactly, differences in line endings, trailing whitespace, indentation "
+                  "(new_text is then re-indented to the file's), quotes and dashes are tolerated. Fails, saying "
+                  "why and showing the nearest lines, when old_text is not found, and when it is found more than "
+                  "once. Shows the changed lines.", edit_file, ELEMENTSOF(edit_file) },
+                { "apply_patch", "Change several files at once, all or nothing: update parts of files, add, "
+                  "delete or move files. Context lines are matched as edit_file matches old_text; line numbers "
+                  "are only hints. If any part fails, no file is changed and every problem is reported.",
+                  apply_patch, ELEMENTSOF(apply_patch) },
                 { "list_files", "List files and directories recursively, one path a line relative to the workspace "
                   "top; directories end in \"/\", symlinks show their target. .git is not shown.",
                   list_files, ELEMENTSOF(list_files) },
@@ -166,12 +180,13 @@ static const char *const tool_keys[_TOOL_KIND_MAX][4] = {
         [TOOL_RUN_COMMAND] = { "command", "timeout_sec" },
         [TOOL_READ_FILE] = { "path", "start_line", "end_line" },
         [TOOL_WRITE_FILE] = { "path", "content" },
-        [TOOL_EDIT_FILE] = { "path", "old_text", "new_text" },
+        [TOOL_EDIT_FILE] = { "path", "old_text", "new_text", "replace_all" },
         [TOOL_LIST_FILES] = { "path" },
         [TOOL_SEARCH] = { "pattern", "regex", "path" },
         [TOOL_RUN_TESTS] = {},
         [TOOL_FINISH] = { "summary" },
         [TOOL_KEEP_FILE] = { "path", "reason" },
+        [TOOL_APPLY_PATCH] = { "patch" },
 };
 
 _printf_(2, 3)
@@ -369,6 +384,7 @@ void tool_call_args_done(ToolCallArgs *a) {
         free(a->content);
         free(a->old_text);
         free(a->new_text);
+        free(a->patch);
         free(a->pattern);
         free(a->summary);
         free(a->reason);
@@ -395,7 +411,7 @@ int tool_call_parse(const char *name, const char *arguments, ToolCallArgs *ret, 
                 if (!shown)
                         return -ENOMEM;
                 return parse_error(ret_error, "unknown tool '%s'; the tools are: run_command, read_file, "
-                                   "write_file, edit_file, list_files, search, run_tests, finish", shown);
+                                   "write_file, edit_file, apply_patch, list_files, search, run_tests, finish, keep_file", shown);
         }
         a.kind = k;
 
@@ -448,6 +464,12 @@ int tool_call_parse(const char *name, const char *arguments, ToolCallArgs *ret, 
                         r = arg_string(o, k, "new_text", true, true, TOOL_CONTENT_MAX, &a.new_text, ret_error);
                 if (r >= 0 && streq(a.old_text, a.new_text))
                         r = parse_error(ret_error, "edit_file: 'old_text' and 'new_text' are the same; nothing would change");
+                if (r >= 0)
+                        r = arg_bool(o, k, "replace_all", &a.replace_all, ret_error);
+                break;
+
+        case TOOL_APPLY_PATCH:
+                r = arg_string(o, k, "patch", true, false, TOOL_CONTENT_MAX, &a.patch, ret_error);
                 break;
 
         case TOOL_LIST_FILES:

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "buf.h"
 #include "macro.h"
@@ -26,3 +27,15 @@ char *quote_short(const char *s);
 int read_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size, bool *ret_truncated);
 /* A NUL in it: not text. */
 bool looks_binary(const char *s, size_t n);
+/* Lines in s, a last one without "\n" included. */
+unsigned count_lines(const char *s, size_t n);
+
+/* The entry dir_fd/name that a write would replace: refuses a symlink,
+ * a directory, anything but a regular file (and, with must_exist, nothing)
+ * with a message for the model; else the mode to keep in *ret_mode (0644
+ * for a new file) and 1 if it exists, 0 if not. */
+int check_write_target(int dir_fd, const char *name, ToolKind k, const char *path, bool must_exist, mode_t *ret_mode,
+                       char **ret_output);
+/* Replaces dir_fd/name atomically, with a message for the model on failure. */
+int write_replace(int dir_fd, const char *name, ToolKind k, const char *path, const char *data, size_t size,
+                  mode_t mode, char **ret_output);

@@ -36,6 +36,7 @@ static const char *const tool_kind_table[_TOOL_KIND_MAX] = {
         [TOOL_RUN_TESTS] = "run_tests",
         [TOOL_FINISH] = "finish",
         [TOOL_KEEP_FILE] = "keep_file",
+        [TOOL_APPLY_PATCH] = "apply_patch",
 };
 
 DEFINE_STRING_TABLE_LOOKUP(tool_kind, ToolKind);
@@ -183,7 +184,7 @@ bool looks_binary(const char *s, size_t n) {
         return memchr(s, '\0', n) != NULL;
 }
 
-static unsigned count_lines(const char *s, size_t n) {
+unsigned count_lines(const char *s, size_t n) {
         unsigned lines = 0;
 
         for (const char *p = s; (p = memchr(p, '\n', n - (size_t) (p - s))); p++)
@@ -191,15 +192,6 @@ static unsigned count_lines(const char *s, size_t n) {
         if (n > 0 && s[n - 1] != '\n')
                 lines++;
         return lines;
-}
-
-static unsigned line_of_offset(const char *s, size_t offset) {
-        unsigned line = 1;
-
-        for (size_t i = 0; i < offset; i++)
-                if (s[i] == '\n')
-                        line++;
-        return line;
 }
 
 /* ---- read_file ---- */
@@ -302,12 +294,12 @@ int tool_read_file(int ws_fd, const ToolCallArgs *a, size_t max_output, char **r
         return buf_steal(&b, ret_output);
 }
 
-/* ---- write_file and edit_file ---- */
+/* ---- write_file (edit_file and apply_patch: tools-edit.c) ---- */
 
 /* Looks at the entry a write would replace: refuses what must not be
  * replaced and returns the mode to keep (0644 for a new file). */
-static int check_write_target(int dir_fd, const char *name, ToolKind k, const char *path,
-                              bool must_exist, mode_t *ret_mode, char **ret_output) {
+int check_write_target(int dir_fd, const char *name, ToolKind k, const char *path, bool must_exist, mode_t *ret_mode,
+                       char **ret_output) {
         struct stat st;
 
         if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -338,8 +330,8 @@ static int check_write_target(int dir_fd, const char *name, ToolKind k, const ch
         return 1;
 }
 
-static int write_replace(int dir_fd, const char *name, ToolKind k, const char *path,
-                         const char *data, size_t size, mode_t mode, char **ret_output) {
+int write_replace(int dir_fd, const char *name, ToolKind k, const char *path, const char *data, size_t size,
+                  mode_t mode, char **ret_output) {
         int r;
 
         /* write_file_atomic() needs room for its temporary name. */
@@ -386,90 +378,3 @@ int tool_write_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **re
         return tool_message(ret_output, 0, "wrote '%s' (%zu bytes, %u lines, %s)", shown, size,
                           count_lines(strempty(a->content), size), existed ? "replaced" : "new file");
 }
-
-int tool_edit_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **ret_output) {
-        _cleanup_free_ char *name = NULL, *shown = NULL, *data = NULL, *out = NULL;
-        _cleanup_close_ int dir_fd = -EBADF;
-        size_t size, ol, nl;
-        mode_t mode;
-        int r;
-
-        assert(a);
-        assert(ret_output);
-
-        shown = quote_short(a->path);
-        if (!shown)
-                return -ENOMEM;
-        if (isempty(a->old_text))
-                return tool_message(ret_output, -EINVAL, "edit_file: 'old_text' must not be empty");
-
-        r = workspace_open_parent(ws_fd, a->path, false, &dir_fd, &name);
-        if (r < 0)
-                return tool_path_error(TOOL_EDIT_FILE, a->path, r, ret_output);
-
-        r = check_write_target(dir_fd, name, TOOL_EDIT_FILE, a->path, true, &mode, ret_output);
-        if (r < 0)
-                return r;
-
-        r = read_file_at(dir_fd, name, max_file, &data, &size);
-        if (r == -EFBIG)
-                return tool_message(ret_output, r, "edit_file: '%s' is bigger than the limit of %zu bytes", shown, max_file);
-        if (r < 0)
-                return tool_path_error(TOOL_EDIT_FILE, a->path, r, ret_output);
-        if (looks_binary(data, size))
-                return tool_message(ret_output, -EMEDIUMTYPE, "edit_file: '%s' is a binary file", shown);
-
-        /* Count every occurrence, overlapping ones too: "aa" in "aaa" is
-         * ambiguous. Remember the lines of the first few for the message. */
-        ol = strlen(a->old_text);
-        nl = strlen(strempty(a->new_text));
-        unsigned count = 0, lines[8];
-        const char *first = NULL;
-        for (const char *p = data; (p = strstr(p, a->old_text)); p++) {
-                if (count < ELEMENTSOF(lines))
-                        lines[count] = line_of_offset(data, (size_t) (p - data));
-                if (!first)
-                        first = p;
-                count++;
-        }
-
-        if (count == 0)
-                return tool_message(ret_output, -ENODATA, "edit_file: old_text was not found in '%s'. It must match "
-                                  "the file exactly, including whitespace, indentation and line breaks, and must "
-                                  "not include the line numbers read_file shows; read the file again and copy the "
-                                  "text%s", shown,
-                                  strstr(data, "\r\n") && !strchr(a->old_text, '\r') ?
-                                  " (note: the file has CRLF line endings, \\r\\n)" : "");
-        if (count > 1) {
-                _cleanup_(buf_done) Buf where = {};
-                for (unsigned i = 0; i < MIN(count, (unsigned) ELEMENTSOF(lines)); i++)
-                        if (buf_printf(&where, "%s%u", i > 0 ? ", " : "", lines[i]) < 0)
-                                return -ENOMEM;
-                return tool_message(ret_output, -ENOTUNIQ, "edit_file: old_text occurs %u times in '%s' (at lines "
-                                  "%s%s); it must occur exactly once: include more of the surrounding lines",
-                                  count, shown, where.s, count > ELEMENTSOF(lines) ? ", ..." : "");
-        }
-
-        size_t offset = (size_t) (first - data), new_size = size - ol + nl;
-        if (new_size > max_file)
-                return tool_message(ret_output, -EFBIG, "edit_file: '%s' would become %zu bytes, more than the "
-                                  "limit of %zu", shown, new_size, max_file);
-
-        out = malloc(new_size + 1);
-        if (!out)
-                return -ENOMEM;
-        memcpy(out, data, offset);
-        memcpy(out + offset, strempty(a->new_text), nl);
-        memcpy(out + offset + nl, data + offset + ol, size - offset - ol);
-        out[new_size] = '\0';
-
-        r = write_replace(dir_fd, name, TOOL_EDIT_FILE, a->path, out, new_size, mode, ret_output);
-        if (r < 0)
-                return r;
-
-        unsigned at = line_of_offset(data, offset);
-        return tool_message(ret_output, 0, "edited '%s': replaced %u line%s at line %u with %u line%s", shown,
-                          count_lines(a->old_text, ol), count_lines(a->old_text, ol) == 1 ? "" : "s", at,
-                          count_lines(strempty(a->new_text), nl), count_lines(strempty(a->new_text), nl) == 1 ? "" : "s");
-}
-

@@ -31,6 +31,7 @@ typedef enum ToolKind {
         TOOL_RUN_TESTS,
         TOOL_FINISH,
         TOOL_KEEP_FILE,
+        TOOL_APPLY_PATCH,
         _TOOL_KIND_MAX,
         _TOOL_KIND_INVALID = -EINVAL,
 } ToolKind;
@@ -40,7 +41,7 @@ ToolKind tool_kind_from_string(const char *s);
 
 /* Bounds on single arguments, checked by tool_call_parse(). */
 #define TOOL_ARGUMENTS_MAX (16U * 1024U * 1024U)  /* the raw JSON text */
-#define TOOL_CONTENT_MAX (8U * 1024U * 1024U)     /* content, old_text, new_text */
+#define TOOL_CONTENT_MAX (8U * 1024U * 1024U)     /* content, old_text, new_text, patch */
 #define TOOL_COMMAND_MAX (64U * 1024U)
 #define TOOL_PATTERN_MAX 4096U
 #define TOOL_SUMMARY_MAX (64U * 1024U)
@@ -55,6 +56,8 @@ typedef struct ToolCallArgs {
         unsigned start_line, end_line; /* read_file: 1-based inclusive, 0 when not given */
         char *content;          /* write_file */
         char *old_text, *new_text; /* edit_file */
+        bool replace_all;       /* edit_file: every exact occurrence */
+        char *patch;            /* apply_patch */
         char *pattern;          /* search */
         bool regex;             /* search: pattern is a POSIX extended regex */
         char *summary;          /* finish */
@@ -100,11 +103,30 @@ int tool_read_file(int ws_fd, const ToolCallArgs *a, size_t max_output, char **r
  * (-EFBIG). */
 int tool_write_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **ret_output);
 
-/* Replaces the one exact occurrence of old_text by new_text. Not found is
- * -ENODATA, more than one (overlapping ones count) is -ENOTUNIQ, both with a
- * message that says which and, for several, how many and on which lines.
- * Symlinks, directories, binary files and files over max_file are refused. */
+/* Replaces the one occurrence of old_text by new_text (tools-edit.c). When
+ * old_text is not in the file byte for byte, it is looked for with line
+ * endings, trailing whitespace, indentation, then quotes and dashes let
+ * differ, and again without read_file's "  12| " prefixes if every line
+ * carries one (text-match.h); the answer says which rule matched and shows
+ * the changed lines, numbered. With replace_all, every exact occurrence is
+ * replaced, and the answer says how many. Not found is -ENODATA, with the
+ * nearest lines of the file; more than one match (overlapping ones count)
+ * under the rule that matched is -ENOTUNIQ, saying how many and on which
+ * lines. Symlinks, directories, binary files and files over max_file are
+ * refused. */
 int tool_edit_file(int ws_fd, const ToolCallArgs *a, size_t max_file, char **ret_output);
+
+/* Applies a patch (patch.h: Codex's format or a unified diff) to several
+ * files, all or nothing: every file's new content is computed first, with
+ * edit_file's tolerant matching for the hunks' lines, and every path is
+ * resolved and checked as the other file tools do (no absolute paths, no
+ * "..", nothing in .git, no symlinks, only regular text files of at most
+ * max_file bytes, PATCH_FILES_MAX files); only then are the files written,
+ * added, moved and deleted. Should a write fail midway, what was already
+ * written is put back from memory. *ret_paths (which may be NULL) lists
+ * every workspace-relative path the patch names, once writing began or
+ * succeeded, NULL when nothing was touched. */
+int tool_apply_patch(int ws_fd, const ToolCallArgs *a, size_t max_file, char ***ret_paths, char **ret_output);
 
 /* Lists path (default: the workspace top) recursively, sorted per directory,
  * depth first, one workspace-relative path a line: directories end in "/",
