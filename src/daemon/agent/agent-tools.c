@@ -332,6 +332,8 @@ typedef struct FileToolJob {
         char *kept;
         bool binary;
         uint64_t size;
+        /* apply_patch: every path it names, once it began writing. */
+        char **patched;
 } FileToolJob;
 
 static void file_tool_job_free(void *p) {
@@ -344,6 +346,7 @@ static void file_tool_job_free(void *p) {
         free(j->id);
         free(j->out);
         free(j->kept);
+        strv_free(j->patched);
         free(j);
 }
 
@@ -380,6 +383,8 @@ static int file_tool_job_run(void *p) {
                 return tool_write_file(j->ws_fd, &j->args, FILE_MAX, &j->out);
         case TOOL_EDIT_FILE:
                 return tool_edit_file(j->ws_fd, &j->args, FILE_MAX, &j->out);
+        case TOOL_APPLY_PATCH:
+                return tool_apply_patch(j->ws_fd, &j->args, FILE_MAX, &j->patched, &j->out);
         case TOOL_LIST_FILES:
                 return tool_list_files(j->ws_fd, &j->args, LIST_MAX_ENTRIES, j->keep, &j->out);
         case TOOL_SEARCH:
@@ -405,6 +410,15 @@ static void on_file_tool_done(Task *task, int r, void *p, void *userdata) {
                 if (r >= 0) {
                         audit_file_change(t, t->progress.step + 1, tool_kind_to_string(j->args.kind), j->args.path);
                         agent_note_written(run, j->args.path);
+                }
+        }
+        /* A patch names its paths itself; each is noted, audited and the
+         * agent's own as one write_file would be. */
+        for (char **path = j->patched; path && *path; path++) {
+                ledger_note_path(run->ledger, *path);
+                if (r >= 0) {
+                        audit_file_change(t, t->progress.step + 1, tool_kind_to_string(j->args.kind), *path);
+                        agent_note_written(run, *path);
                 }
         }
         if (j->args.kind == TOOL_KEEP_FILE && r >= 0)
