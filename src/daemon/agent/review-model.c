@@ -9,6 +9,7 @@
 #include "fs-util.h"
 #include "json-util.h"
 #include "log.h"
+#include "model-text-calls.h"
 #include "review-model.h"
 #include "secret-scan.h"
 #include "string-util.h"
@@ -166,6 +167,15 @@ static void on_reviewer_reply(ModelCall *call, int error, const char *error_mess
                 return agent_trip(run, BREAKER_REVIEW, reason, p->checkpoint);
         }
         p->tokens += reply->prompt_tokens + reply->completion_tokens;
+        /* An open model may write its verdict in its text, as a call of
+         * review_verdict in its family's format (model-text-calls.h). */
+        _cleanup_json_ json_object *tools = review_model_tools();
+        _cleanup_(model_reply_freep) ModelReply *read = NULL;
+        const ModelProfile *profile = model_profiles_find(&run->factory->profiles, c->review_model);
+        if (!tools || model_reply_read_text(reply, profile ? profile->tool_calls : MODEL_TOOL_CALLS_AUTO, tools, &read) < 0)
+                return agent_fail(run, "Out of memory.");
+        if (read)
+                reply = read;
         for (size_t i = 0; i < reply->n_tool_calls && !verdict; i++)
                 if (streq_ptr(reply->tool_calls[i].name, "review_verdict") &&
                     review_model_parse_verdict(reply->tool_calls[i].arguments, &verdict) == -ENOMEM)
