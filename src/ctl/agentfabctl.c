@@ -9,6 +9,7 @@
 #include "audit-list.h"
 #include "audit-verify.h"
 #include "bus-client.h"
+#include "eval.h"
 #include "export-client.h"
 #include "json-util.h"
 #include "log.h"
@@ -23,6 +24,7 @@
 #include "terminal-escape.h"
 
 static bool arg_json = false;
+static const char *arg_json_file = NULL;
 static bool arg_ask_password = true;
 static bool arg_follow = false;
 static bool arg_session = false;
@@ -81,6 +83,10 @@ static void help(void) {
                "  fetch ID [--repo=PATH]       Import branch agentfab/ID into the task's repository\n"
                "  environments                 List the environments a task may name\n"
                "  cache [clear ENVIRONMENT]    Show the sizes of your dependency caches, or clear one\n"
+               "  eval [CORPUS] --model=PROFILE[,...] | --oracle | --null | --agent=NAME[,...]\n"
+               "       [--runs=N] [--tasks=GLOB] [--jobs=N] [--json=FILE]\n"
+               "                               Measure models on a corpus of tasks (the bundled one)\n"
+               "  eval --compare A.json B.json Compare two reports task by task\n"
                "\nOptions:\n"
                "  -h --help                    Show this help\n"
                "     --version                 Show package version\n"
@@ -114,6 +120,17 @@ static void help(void) {
                "     --forge-repository=OWNER/REPO\n"
                "                               The forge's repository for the pull request\n"
                "     --pr-base=BRANCH          The branch the pull request is for (default: main)\n"
+               "\nEval options:\n"
+               "     --oracle, --null          Measure the built-in oracle or null agent too\n"
+               "     --agent=NAME[,NAME...]    Measure built-in agents (oracle-whitespace, oracle-wrong-first, ...)\n"
+               "     --runs=N                  Run each task N times (default: 1)\n"
+               "     --tasks=GLOB              Only the tasks whose names match\n"
+               "     --jobs=N                  Tasks at work at once (default: 1)\n"
+               "     --json=FILE               Write a JSON line a run and one a profile to FILE\n"
+               "     --timeout=TIME            Cancel a run after this long (default: 30min)\n"
+               "     --builtin-profile=NAME    The model profile that reaches the built-in agents (default: eval)\n"
+               "     --builtin-port=PORT       The port their server binds on 127.0.0.1 (default: 8431)\n"
+               "     --keep                    Keep the runs' repositories and graded trees\n"
                "\nSee agentfabctl(1).\n",
                program_invocation_short_name);
 }
@@ -667,6 +684,15 @@ static int verb_watch(sd_bus *bus, int argc, char *argv[]) {
         return stream_client_follow(fd, arg_json);
 }
 
+static int verb_eval(sd_bus *bus, int argc, char *argv[]) {
+        (void) bus;
+        if (arg_json && !arg_json_file) {
+                fprintf(stderr, "eval writes its JSON lines to a file: --json=FILE.\n");
+                return EXIT_USAGE;
+        }
+        return eval_verb(argc, argv, arg_model, arg_json_file, arg_ask_password, connect_bus);
+}
+
 static int verb_logs(sd_bus *bus, int argc, char *argv[]) {
         (void) bus, (void) argc;
         if (!task_id_is_valid(argv[1])) {
@@ -708,6 +734,7 @@ static const Verb verbs[] = {
         { "fetch",   1, true,  verb_fetch   },
         { "environments", 0, true, verb_environments },
         { "cache",   -1, true,  verb_cache   },
+        { "eval",    -1, false, verb_eval    },
 };
 
 static int parse_argv(int argc, char *argv[]) {
@@ -718,11 +745,12 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_ALLOW_HOST,
                 ARG_COVERAGE_REPORT,
                 ARG_STATE,
+                ARG_EVAL_BASE = 0x200,
         };
         static const struct option options[] = {
                 { "help",            no_argument,       NULL, 'h'                 },
                 { "version",         no_argument,       NULL, ARG_VERSION         },
-                { "json",            no_argument,       NULL, ARG_JSON            },
+                { "json",            optional_argument, NULL, ARG_JSON            },
                 { "no-ask-password", no_argument,       NULL, ARG_NO_ASK_PASSWORD },
                 { "system",          no_argument,       NULL, ARG_SYSTEM          },
                 { "session",         no_argument,       NULL, ARG_SESSION         },
@@ -751,6 +779,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "coverage-report", required_argument, NULL, ARG_COVERAGE_REPORT },
                 { "all",             no_argument,       NULL, 'a'                 },
                 { "state",           required_argument, NULL, ARG_STATE           },
+                EVAL_LONG_OPTIONS(ARG_EVAL_BASE),
                 {}
         };
         int c;
@@ -759,7 +788,7 @@ static int parse_argv(int argc, char *argv[]) {
                 switch (c) {
                 case 'h': help(); return 0;
                 case ARG_VERSION: printf("agentfab %s\n", PROJECT_VERSION); return 0;
-                case ARG_JSON: arg_json = true; break;
+                case ARG_JSON: arg_json = true; arg_json_file = optarg; break;
                 case ARG_NO_ASK_PASSWORD: arg_ask_password = false; break;
                 case ARG_SYSTEM: arg_session = false; break;
                 case ARG_SESSION: arg_session = true; break;
@@ -799,6 +828,12 @@ static int parse_argv(int argc, char *argv[]) {
                                 return -ENOMEM;
                         break;
                 default:
+                        if (c >= ARG_EVAL_BASE && c < ARG_EVAL_BASE + _EVAL_OPT_MAX) {
+                                int r = eval_parse_option(c - ARG_EVAL_BASE, optarg);
+                                if (r < 0)
+                                        return r;
+                                break;
+                        }
                         return -EINVAL;
                 }
         return 1;
@@ -815,6 +850,7 @@ int main(int argc, char *argv[]) {
                 strv_free(arg_limits);
                 strv_free(arg_allow_hosts);
                 strv_free(arg_states);
+                eval_options_free();
                 return r < 0 ? EXIT_USAGE : EXIT_OK;
         }
 
@@ -855,5 +891,6 @@ int main(int argc, char *argv[]) {
         strv_free(arg_limits);
         strv_free(arg_allow_hosts);
         strv_free(arg_states);
+        eval_options_free();
         return r;
 }

@@ -118,7 +118,8 @@ static int repository_bundle(const char *repo, const char *base, int *ret_fd) {
         return 0;
 }
 
-int submit_task(sd_bus *bus, const SubmitRequest *req, bool ask_password, bool json) {
+int submit_task_get_id(sd_bus *bus, const SubmitRequest *req, bool ask_password, bool quiet, char **ret_id,
+                       char **ret_path) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
         _cleanup_close_ int repo_fd = -EBADF;
@@ -166,7 +167,7 @@ int submit_task(sd_bus *bus, const SubmitRequest *req, bool ask_password, bool j
         if (r < 0 && repo_fd >= 0 && sd_bus_error_has_name(&error, AGENTFAB_ERROR_REPOSITORY_UNREADABLE)) {
                 _cleanup_close_ int bundle_fd = -EBADF;
 
-                if (!json)
+                if (!quiet)
                         fprintf(stderr, "agentfabd cannot read '%s' itself; sending its history as a bundle.\n", repo);
                 if (repository_bundle(repo, req->base, &bundle_fd) < 0)
                         return EXIT_FAIL;
@@ -182,7 +183,23 @@ int submit_task(sd_bus *bus, const SubmitRequest *req, bool ask_password, bool j
         r = sd_bus_message_read(reply, "so", &id, &path);
         if (r < 0)
                 return EXIT_FAIL;
+        *ret_id = strdup(id);
+        *ret_path = strdup(path);
+        if (!*ret_id || !*ret_path) {
+                *ret_id = mfree_ptr(*ret_id);
+                *ret_path = mfree_ptr(*ret_path);
+                return EXIT_FAIL;
+        }
+        return EXIT_OK;
+}
 
+int submit_task(sd_bus *bus, const SubmitRequest *req, bool ask_password, bool json) {
+        _cleanup_free_ char *id = NULL, *path = NULL;
+        int r;
+
+        r = submit_task_get_id(bus, req, ask_password, json, &id, &path);
+        if (r != EXIT_OK)
+                return r;
         if (json) {
                 _cleanup_json_ json_object *j = json_object_new_object();
                 (void) json_add_string(j, "id", id);

@@ -29,3 +29,8 @@ typedef struct SubmitRequest {
  * directory, or as a bundle of its history when the daemon cannot read it.
  * Prints the new task's id (or JSON) and returns an exit code. */
 int submit_task(sd_bus *bus, const SubmitRequest *req, bool ask_password, bool json);
+/* The same without printing the id: the new task's id and object path in
+ * *ret_id and *ret_path; errors printed, and quiet leaves out the note on a
+ * repository sent as a bundle. Returns an exit code. */
+int submit_task_get_id(sd_bus *bus, const SubmitRequest *req, bool ask_password, bool quiet, char **ret_id,
+                       char **ret_path);

@@ -1,0 +1,1 @@
+"""Small statistics over sequences of numbers."""
