@@ -208,6 +208,12 @@ int ledger_checkpoint(Ledger *l, const Checkpoint *c, char ret_commit[static 41]
         if (git_commit_create(&id, l->repo, l->ref, sig, sig, NULL, msg, tree, 1, parents) < 0)
                 return error_set(ret_error, -ESTALE, "Cannot commit on '%s': %s", l->branch, ledger_git_message());
         TRACE_END("commit", t0);
+        /* Its objects and its ref are on the disk (libgit2 fsynced each);
+         * so is any directory made for them, before the caller
+         * acknowledges the step. */
+        r = ledger_sync(l);
+        if (r < 0)
+                return error_set(ret_error, r, "Cannot make the commit on '%s' durable: %s", l->branch, strerror(-r));
 
         git_oid_tostr(ret_commit, GIT_OID_HEXSZ + 1, &id);
         return 1;

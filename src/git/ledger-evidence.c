@@ -46,6 +46,10 @@ int ledger_record(Ledger *l, const Checkpoint *c, char ret_commit[static 41], ch
         const git_commit *parents[] = { parent };
         if (git_commit_create(&id, l->repo, l->ref, sig, sig, NULL, msg, tree, 1, parents) < 0)
                 return error_set(ret_error, -ESTALE, "Cannot commit on '%s': %s", l->branch, ledger_git_message());
+        /* On the disk before the delivery goes on (ledger_checkpoint()). */
+        r = ledger_sync(l);
+        if (r < 0)
+                return error_set(ret_error, r, "Cannot make the commit on '%s' durable: %s", l->branch, strerror(-r));
 
         git_oid_tostr(ret_commit, GIT_OID_HEXSZ + 1, &id);
         return 0;

@@ -645,6 +645,16 @@ int ledger_create(int task_dir_fd, const char *source, int source_fd, const char
                 return error_set(ret_error, -EEXIST, "The task directory already has a ledger.");
 
         r = create_internal(task_dir_fd, source, source_fd, base, branch, o, max, ret_error, ret);
+        /* The whole ledger on the disk before the task that holds it is
+         * recorded: every step builds on its base's objects. (The workspace
+         * is not: a run begins by resetting it to the checkpoint.) */
+        if (r >= 0) {
+                r = ledger_sync_tree(task_dir_fd, "ledger.git");
+                if (r < 0) {
+                        *ret = ledger_free(*ret);
+                        r = error_set(ret_error, r, "Cannot make the ledger durable: %s", strerror(-r));
+                }
+        }
         if (r < 0) {
                 /* Nothing half-made stays behind. */
                 (void) rm_rf_at(task_dir_fd, "ledger.git");

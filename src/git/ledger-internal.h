@@ -67,6 +67,9 @@ struct Ledger {
         LedgerLines *lines;     /* sorted by (old_id, new_id) */
         size_t n_lines;
         unsigned long lines_generation;
+        /* The link count of objects/ when it was last fsynced (ledger-sync.c). */
+        nlink_t objects_nlink;
+        bool have_objects_nlink;
 };
 
 /* Where the base commit is remembered, so that ledger_open() finds it again. */
@@ -121,6 +124,13 @@ int ledger_submodules_read(git_repository *repo, git_tree *tree, const char *sup
 void ledger_submodules_free(LedgerSubmodule *s, size_t n);
 bool ledger_submodule_name_safe(const char *name);
 bool ledger_submodule_path_safe(const char *path);
+
+/* ledger-sync.c. Every directory and regular file of the tree name below
+ * parent_fd fsynced, and parent_fd: for a ledger just made. */
+int ledger_sync_tree(int parent_fd, const char *name);
+/* After a commit, before anyone is told of it: what libgit2's own fsyncs
+ * left out (a new fan-out directory of objects/). */
+int ledger_sync(Ledger *l);
 
 /* ledger-stage.c. The stat index (l->index), read again if another Ledger
  * wrote it; 1 when it was. *ret_racy: entries whose file changed at or

@@ -611,12 +611,41 @@ static int stage_tree_update(Stage *s, const git_oid *last, git_oid *ret) {
         return git_tree_create_updated(ret, s->repo, baseline, n, u) < 0 ? -EXDEV : 0;
 }
 
+/* The index is a cache, written without an fsync (libgit2 1.5 has none for
+ * it): after a power cut it may be torn. Then it goes, and is made again
+ * from the branch's tip without stat data, so that every file is hashed
+ * again once and the gitlinks (which the workspace does not show) stay. */
+static int index_discard(Ledger *l) {
+        _cleanup_(git_commit_freep) git_commit *tip = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        char path[PATH_MAX];
+        git_oid id;
+        int r;
+
+        log_warning("The index of ledger '%s' cannot be read (%s), making it again.", l->branch, ledger_git_message());
+        if (snprintf(path, sizeof(path), "%sindex", git_repository_path(l->repo)) >= (int) sizeof(path))
+                return -ENAMETOOLONG;
+        if (unlink(path) < 0 && errno != ENOENT)
+                return -errno;
+        if (!l->index && git_repository_index(&l->index, l->repo) < 0)
+                return -EIO;
+        r = ledger_tip(l, &id);
+        if (r < 0)
+                return r;
+        /* Written, so that the file is there to be read as ever (libgit2
+         * reads a missing one as empty). */
+        if (git_commit_lookup(&tip, l->repo, &id) < 0 || git_commit_tree(&tree, tip) < 0 ||
+            git_index_read_tree(l->index, tree) < 0 || git_index_write(l->index) < 0)
+                return -EIO;
+        return 0;
+}
+
 int ledger_index_refresh(Ledger *l, const struct timespec *now, struct timespec *ret_racy, char **ret_error) {
         struct stat ist = {};
         int ir;
 
         if (!l->index) {
-                if (git_repository_index(&l->index, l->repo) < 0)
+                if (git_repository_index(&l->index, l->repo) < 0 && index_discard(l) < 0)
                         return error_set(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
                 l->have_staged = false;
         }
@@ -630,8 +659,11 @@ int ledger_index_refresh(Ledger *l, const struct timespec *now, struct timespec 
                 *ret_racy = (struct timespec) { .tv_sec = INT64_MAX };
                 return 0;
         }
-        if (git_index_read(l->index, 1) < 0)
-                return error_set(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
+        if (git_index_read(l->index, 1) < 0) {
+                if (index_discard(l) < 0)
+                        return error_set(ret_error, -EIO, "Cannot read the index: %s", ledger_git_message());
+                ir = index_file_stat(l, &ist);
+        }
         l->have_staged = false;
         l->index_dirty = false;
         l->index_st = ist;

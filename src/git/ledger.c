@@ -35,6 +35,14 @@ void ledger_library_init(void) {
         (void) git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_XDG, "");
         (void) git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_SYSTEM, "");
 
+        /* A step is acknowledged only once its commit, every object it needs
+         * and its ref are on the disk. libgit2 then fsyncs each loose object
+         * before renaming it into place (so that no object ever exists under
+         * its name with torn contents, which a later step would take for
+         * present and never write again) and the fan-out directory after;
+         * likewise packs and refs. What it leaves out, ledger-sync.c adds. */
+        (void) git_libgit2_opts(GIT_OPT_ENABLE_FSYNC_GITDIR, 1);
+
         /* SECURITY: owner validation (safe.directory) is left as it is. A local
          * source is never opened as a repository: its objects are read through
          * plain odb backends and its refs by hand (see import_local()), so none
