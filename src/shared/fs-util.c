@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <assert.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -118,6 +120,47 @@ int append_file_at(int dir_fd, const char *name, const void *data, size_t size, 
         if (fd < 0)
                 return -errno;
         return append_whole(fd, data, size);
+}
+
+int openat_created(int dir_fd, const char *name, int flags, mode_t mode, bool *ret_created) {
+        assert(!(flags & O_CREAT));
+
+        /* Twice at most: someone else may make it between the two. */
+        for (unsigned i = 0; i < 2; i++) {
+                int fd = openat(dir_fd, name, flags);
+                if (fd >= 0) {
+                        *ret_created = false;
+                        return fd;
+                }
+                if (errno != ENOENT)
+                        return -errno;
+                fd = openat(dir_fd, name, flags | O_CREAT | O_EXCL, mode);
+                if (fd >= 0) {
+                        *ret_created = true;
+                        return fd;
+                }
+                if (errno != EEXIST)
+                        return -errno;
+        }
+        return -EEXIST;
+}
+
+int append_file_at_sync(int dir_fd, const char *name, const void *data, size_t size, mode_t mode) {
+        _cleanup_close_ int fd = -EBADF;
+        bool created;
+        int r;
+
+        fd = openat_created(dir_fd, name, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, mode, &created);
+        if (fd < 0)
+                return fd;
+        r = append_whole(fd, data, size);
+        if (r < 0)
+                return r;
+        /* The size is metadata that fdatasync() writes too: the lines are
+         * found again after a power cut. */
+        if (fdatasync(fd) < 0)
+                return -errno;
+        return created ? fsync_directory(dir_fd) : 0;
 }
 
 DIR *xopendirat(int dir_fd, const char *name, int flags) {

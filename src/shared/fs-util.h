@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -19,6 +20,14 @@ int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *r
 /* Appends all of data to fd (opened O_APPEND), or nothing: a failed write is cut off. */
 int append_whole(int fd, const void *data, size_t size);
 int append_file_at(int dir_fd, const char *name, const void *data, size_t size, mode_t mode);
+/* openat() that says whether it made the file: flags without O_CREAT,
+ * which is added (with O_EXCL) only when the file is not there. */
+int openat_created(int dir_fd, const char *name, int flags, mode_t mode, bool *ret_created);
+/* append_file_at() that returns once the data is on the disk: fdatasync()
+ * of the file, and fsync() of dir_fd when this call made the file. For a
+ * record that another file acknowledges (a task's conversation, before its
+ * state file says how much of it counts). */
+int append_file_at_sync(int dir_fd, const char *name, const void *data, size_t size, mode_t mode);
 
 /* Removes a directory tree below dir_fd without following symlinks. */
 int rm_rf_at(int dir_fd, const char *name);

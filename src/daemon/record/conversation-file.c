@@ -102,6 +102,7 @@ int conversation_append_user(Task *t, const char *text) {
         _cleanup_close_ int dir_fd = -EBADF, fd = -EBADF;
         TaskProgress *p = &t->progress;
         uint64_t end = 0;
+        bool created;
         size_t n;
         int r;
 
@@ -114,9 +115,10 @@ int conversation_append_user(Task *t, const char *text) {
         dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dir_fd < 0)
                 return -errno;
-        fd = openat(dir_fd, TASK_CONVERSATION_FILE, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        fd = openat_created(dir_fd, TASK_CONVERSATION_FILE, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600,
+                            &created);
         if (fd < 0)
-                return -errno;
+                return fd;
 
         /* Cut what the state file does not acknowledge, then append. */
         r = conversation_acknowledged_end(t, dir_fd, fd, &end);
@@ -127,6 +129,15 @@ int conversation_append_user(Task *t, const char *text) {
         r = append_whole(fd, line, n);
         if (r < 0)
                 return r;
+        /* On the disk before the state file that the caller writes next
+         * counts it (the cut too: fdatasync() writes the new size). */
+        if (fdatasync(fd) < 0)
+                return -errno;
+        if (created) {
+                r = fsync_directory(dir_fd);
+                if (r < 0)
+                        return r;
+        }
         p->messages++;
         p->conversation_size = end + n;
         return 0;

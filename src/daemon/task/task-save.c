@@ -107,12 +107,18 @@ static void task_progress_ack_swap(TaskProgress *p, TaskProgressAck *a) {
 }
 
 /* Both writes of a step's end, in this order: the conversation lines,
- * then the state file that acknowledges them. */
+ * then the state file that acknowledges them. Each is on the disk before
+ * the next begins (the lines fdatasync()ed, and their directory fsynced if
+ * the file is new; the state file fsynced, renamed into place, its
+ * directory fsynced), so that after a power cut the state file never
+ * counts lines the conversation lacks. The step's commit is on the disk
+ * already (ledger_checkpoint()); nothing is announced before this
+ * returns. */
 static int task_save_write(int dir_fd, const char *text, const char *append_name, const char *append, size_t append_size) {
         int r;
 
         if (append_name && append_size > 0) {
-                r = append_file_at(dir_fd, append_name, append, append_size, 0600);
+                r = append_file_at_sync(dir_fd, append_name, append, append_size, 0600);
                 if (r < 0)
                         return r;
         }
@@ -301,7 +307,7 @@ static int task_save_progress_here(Task *t, int dir_fd, const char *conversation
         int r;
 
         if (conversation_file && append_size > 0) {
-                r = append_file_at(dir_fd, conversation_file, append, append_size, 0600);
+                r = append_file_at_sync(dir_fd, conversation_file, append, append_size, 0600);
                 if (r < 0) {
                         task_progress_ack_done(ack);
                         return r;
