@@ -296,7 +296,7 @@ int conversation_context_answered(AgentRun *run, int error, const char *error_me
         before = c->gauge.budget;
 
         if (error == -EMSGSIZE) {
-                uint64_t named = 0, budget;
+                uint64_t named = 0, budget, used;
 
                 if (c->tries + 1 >= CONTEXT_TRIES_MAX)
                         return context_give_up(run, ret_reason, "The model server refused %u requests of step %u in a "
@@ -306,20 +306,25 @@ int conversation_context_answered(AgentRun *run, int error, const char *error_me
                 if (c->refused_bytes > 0 && c->sent_bytes >= c->refused_bytes)
                         return context_give_up(run, ret_reason, "The model server refused a request of %" PRIu64 " bytes "
                                                "as longer than the model's context (%s), and the conversation cannot be "
-                                               "made shorter: that is its system prompt, digest and latest messages.",
-                                               c->sent_bytes, strempty(error_message));
+                                               "made shorter: that is its system prompt, the tools and the latest "
+                                               "messages.", c->sent_bytes, strempty(error_message));
 
-                /* Half, or the context length the server named if that is
-                 * less: the estimate of tokens may be off as well. */
+                /* Half of what the refused request took of the budget (a
+                 * conversation shorter than the budget took less than it),
+                 * or the context length the server named if that is less:
+                 * the estimate of tokens may be off as well. */
+                used = c->sent_bytes * 1000 / MAX(c->gauge.bytes_per_token_milli, 1u) +
+                        MIN((uint64_t) run->profile->max_tokens, before / 2) + before / 10;
+                budget = MIN(before, used) / 2;
                 (void) model_error_is_context_overflow(error_message, &named);
-                budget = before / 2;
                 if (named > 0 && named < budget)
                         budget = named;
                 budget = MAX(budget, (uint64_t) CONTEXT_BUDGET_MIN);
-                if (budget >= before && c->sent_bytes >= CONTEXT_MESSAGES_MIN + c->tools_bytes)
+                if (budget >= before)
                         return context_give_up(run, ret_reason, "The model server refused a request of %" PRIu64 " bytes "
-                                               "as longer than the model's context (%s), with a context budget of "
-                                               "%" PRIu64 " tokens already.", c->sent_bytes, strempty(error_message), before);
+                                               "as longer than the model's context (%s), with the smallest context "
+                                               "budget, %" PRIu64 " tokens, already.", c->sent_bytes,
+                                               strempty(error_message), before);
 
                 e = (ContextEntry) {
                         .cause = CONTEXT_REFUSED,
@@ -335,8 +340,14 @@ int conversation_context_answered(AgentRun *run, int error, const char *error_me
                                       error_message);
                 return 1;
         }
-        if (error < 0 || !reply || reply->prompt_tokens == 0)
+        if (error < 0 || !reply)
                 return 0;
+        if (reply->prompt_tokens == 0) {
+                /* A server that counts nothing: nothing to learn. */
+                c->tries = 0;
+                c->refused_bytes = 0;
+                return 0;
+        }
 
         if (context_truncated(&c->gauge, c->sent_bytes, reply->prompt_tokens, &estimate)) {
                 uint64_t budget = MIN(before, reply->prompt_tokens);

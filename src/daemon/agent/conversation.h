@@ -63,9 +63,9 @@ json_object *conversation_for_model(AgentRun *run);
 /* After the model's answer to that request (error and error_message as
  * the model client gave them, reply NULL on error). Learns bytes per
  * token from usage.prompt_tokens. When the server refused the request as
- * longer than the model's context (-EMSGSIZE), the budget is halved for
- * the rest of the task (or set to the context length the error names, if
- * smaller); when it counted far fewer prompt tokens than it was sent (it
+ * longer than the model's context (-EMSGSIZE), the budget becomes half of
+ * what that request took of it for the rest of the task (or the context
+ * length the error names, if smaller); when it counted far fewer prompt tokens than it was sent (it
  * cut the prompt, as Ollama does past num_ctx), the budget becomes what it
  * took. Both are journaled and recorded in TASK_CONTEXT_FILE. Returns 1
  * when the same step is to be asked again, compacted harder; 0 to go on
