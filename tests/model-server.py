@@ -12,10 +12,12 @@ next entry of the script, in order of arrival; when the script has run out,
 the answer is a plain "stop" message with the content "done". With
 --by-step, a request that carries K assistant messages gets entry K
 instead, whenever it arrives (for replies that must not depend on retries
-or on a crashed client asking twice). Every request
+or on a crashed client asking twice; a conversation whose old steps the
+daemon condensed to fit its context budget has fewer assistant messages
+than steps, so a test that condenses uses the order of arrival). Every request
 is appended to the log as one JSON line:
     {"n": N, "t": arrival (time.time()), "path": "...", "headers": {lower-case name: value},
-     "body": <parsed JSON or null>, "raw": "<body if not JSON>"}
+     "body": <parsed JSON or null>, "bytes": <the body's length>, "raw": "<body if not JSON>"}
 (a GET as {"n": null, "method": "GET", "path": ..., "headers": ..., "body": null}).
 
 The script is a JSON list of entries (or {"responses": [...]}). With
@@ -311,7 +313,7 @@ class Handler(BaseHTTPRequestHandler):
             # Refused before the model sees it: it takes no entry.
             log_request({"n": None, "t": time.time(), "path": self.path,
                          "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body,
-                         "refused": "context"})
+                         "bytes": length, "refused": "context"})
             max_tokens = (body or {}).get("max_tokens") or 0
             self.send(400, json.dumps(context_error(state.get("context_error"), int(limit / bpt),
                                                     int(length / bpt), max_tokens)))
@@ -319,7 +321,7 @@ class Handler(BaseHTTPRequestHandler):
         n, e = take_entry(body)
         rec = {"n": n, "t": time.time(), "path": self.path,
                "headers": {k.lower(): v for k, v in self.headers.items()},
-               "body": body}
+               "body": body, "bytes": length}
         if body is None:
             rec["raw"] = raw
         if over:
