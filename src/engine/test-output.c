@@ -575,6 +575,12 @@ static void parse_tap_result(Parser *p, const char *line, size_t indent, bool ok
                         }
                         free(n->v[idx]);
                         n->v[idx] = c;
+                        /* Named so already: left empty, and dropped at the end. */
+                        for (size_t j = 0; j < n->n; j++)
+                                if (j != idx && streq(n->v[j], c)) {
+                                        n->v[idx][0] = '\0';
+                                        break;
+                                }
                 }
                 for (unsigned i = 0; i < p->tap_n_pending[d + 1]; i++)
                         if (p->tap_n_pending[d] < ELEMENTSOF(p->tap_pending[d]))
@@ -850,6 +856,12 @@ int test_output_parse(const char *text, size_t size, TestOutput *ret) {
         }
         if (best >= 0) {
                 RunnerState *st = &p->r[best];
+                /* Renamed into a name listed already (TAP's parents). */
+                for (size_t i = 0; i < st->names.n;)
+                        if (st->names.v[i][0] == '\0')
+                                names_remove(&st->names, i);
+                        else
+                                i++;
                 *ret = (TestOutput) {
                         .runner = best,
                         .n_skipped = st->skipped,
@@ -1360,7 +1372,8 @@ int test_output_excerpt(const char *text, size_t size, TestRunner runner, size_t
 
         /* In order, overlaps merged; then the end, where the summary is, a
          * block of its own that a long block before it cannot swallow. */
-        qsort(e->v, e->n, sizeof(Block), block_cmp);
+        if (e->n > 0)
+                qsort(e->v, e->n, sizeof(Block), block_cmp);
         k = 0;
         for (size_t i = 0; i < e->n; i++) {
                 if (k > 0 && e->v[i].start < e->v[k - 1].end) {
@@ -1378,9 +1391,12 @@ int test_output_excerpt(const char *text, size_t size, TestRunner runner, size_t
         if (e->n >= BLOCKS_MAX)
                 e->n = BLOCKS_MAX - 1;
         ex_add(e, tail, size);
-        if (e->oom < 0) {
+        if (e->oom < 0 || e->n == 0) {
                 free(e->v);
-                return e->oom;
+                if (e->oom < 0)
+                        return e->oom;
+                *ret = strdup("");
+                return *ret ? 0 : -ENOMEM;
         }
 
         /* Room for the header and the notes first; then as many blocks as
