@@ -124,7 +124,7 @@ static void help(void) {
                "     --oracle, --null          Measure the built-in oracle or null agent too\n"
                "     --agent=NAME[,NAME...]    Measure built-in agents (oracle-whitespace, oracle-wrong-first, ...)\n"
                "     --runs=N                  Run each task N times (default: 1)\n"
-               "     --tasks=GLOB              Only the tasks whose names match\n"
+               "     --tasks=GLOB[,GLOB...]    Only the tasks whose names match\n"
                "     --jobs=N                  Tasks at work at once (default: 1)\n"
                "     --json=FILE               Write a JSON line a run and one a profile to FILE\n"
                "     --timeout=TIME            Cancel a run after this long (default: 30min)\n"

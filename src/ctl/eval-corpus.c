@@ -170,6 +170,19 @@ static int read_json(int dir_fd, const char *name, json_object **ret) {
         return json_object_is_type(*ret, json_type_object) ? 0 : -EBADMSG;
 }
 
+/* Whether name matches one of the comma-separated fnmatch(3) globs. */
+static bool name_matches(const char *globs, const char *name) {
+        _cleanup_free_ char *copy = strdup(globs);
+        char *next = copy, *g;
+
+        if (!copy)
+                return false;
+        while ((g = strsep(&next, ",")))
+                if (fnmatch(g, name, 0) == 0)
+                        return true;
+        return false;
+}
+
 static int compare_names(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
@@ -215,7 +228,7 @@ int eval_corpus_load(const char *path, const char *glob, EvalCorpus *ret) {
                 }
                 if (faccessat(fd, tj, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
-                if (glob && fnmatch(glob, de->d_name, 0) != 0)
+                if (glob && !name_matches(glob, de->d_name))
                         continue;
                 if (strv_length(names) >= CORPUS_MAX_TASKS || strv_extend(&names, de->d_name) < 0) {
                         closedir(d);

@@ -24,8 +24,8 @@ typedef struct EvalCorpus {
         size_t n_tasks;
 } EvalCorpus;
 
-/* Loads the corpus at path, only the tasks whose names match the fnmatch(3)
- * glob (all when NULL). Problems are printed, with the task's name; returns
+/* Loads the corpus at path, only the tasks whose names match one of the
+ * comma-separated fnmatch(3) globs (all when NULL). Problems are printed, with the task's name; returns
  * 0 or a negative errno (-EINVAL for a malformed corpus, -ENOENT when no
  * task matched). */
 int eval_corpus_load(const char *path, const char *glob, EvalCorpus *ret);

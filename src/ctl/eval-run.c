@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,11 @@ DEFINE_STRING_TABLE_LOOKUP(eval_outcome, EvalOutcome);
 /* The user a grading command runs as when eval runs as root, which
  * agentfab-sandbox never runs a command as: nobody. */
 #define GRADE_UID 65534
+
+#ifndef BWRAP_PATH
+#define BWRAP_PATH "/usr/bin/bwrap"
+#endif
+#define TIMEOUT_PATH "/usr/bin/timeout"
 
 static uint64_t now_usec(void) {
         struct timespec ts;
@@ -267,14 +273,153 @@ int eval_run_start(EvalContext *c, EvalRun *run, EvalResult *result, const char 
         return 0;
 }
 
+/* ---- the grading sandbox ---- */
+
+/* SECURITY: the delivered tree is the model's work and runs only in a
+ * sandbox: no network, no capabilities, never as root, nothing of the host
+ * writable but the tree itself. agentfab-sandbox gives it the policy of a
+ * task's commands. Where it cannot be made (a user namespace may mount no
+ * proc file system where /proc is not fully visible: in a container, or
+ * under the test harness, whose /proc/sys is read-only), bwrap(1) gives the
+ * same but for the host's /proc, bound read-only. */
+int eval_sandbox_probe(EvalContext *c) {
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_strv_free_ char **argv = NULL;
+        pid_t pid;
+        int status, r;
+
+        if (asprintf(&dir, "%s/probe", c->workdir) < 0)
+                return -ENOMEM;
+        if (mkdir(dir, 0755) < 0)
+                return -errno;
+        if (geteuid() == 0 && chown(dir, GRADE_UID, GRADE_UID) < 0)
+                return -errno;
+        c->sandbox_kind = EVAL_SANDBOX_AGENTFAB;
+        r = eval_sandbox_argv(c, dir, 30, "true", &argv);
+        if (r < 0)
+                return r;
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+        r = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        if (r == 0) {
+                while (waitpid(pid, &status, 0) < 0)
+                        if (errno != EINTR)
+                                return -errno;
+                if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                        return 0;
+        }
+        if (access(BWRAP_PATH, X_OK) < 0) {
+                fprintf(stderr, "Cannot grade: '%s' cannot make a sandbox here, and there is no %s.\n", c->sandbox,
+                        BWRAP_PATH);
+                return -EOPNOTSUPP;
+        }
+        c->sandbox_kind = EVAL_SANDBOX_BWRAP;
+        return 0;
+}
+
+static int strv_add(char ***l, const char *fmt, ...) _printf_(2, 3);
+static int strv_add(char ***l, const char *fmt, ...) {
+        _cleanup_free_ char *s = NULL;
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return -ENOMEM;
+        return strv_extend(l, s);
+}
+
+int eval_sandbox_argv(const EvalContext *c, const char *tree, unsigned timeout_sec, const char *command, char ***ret) {
+        _cleanup_strv_free_ char **a = NULL;
+        bool root = geteuid() == 0;
+        int r = 0;
+
+        if (c->sandbox_kind == EVAL_SANDBOX_AGENTFAB) {
+                r = strv_add(&a, "%s", c->sandbox);
+                if (r >= 0)
+                        r = strv_add(&a, "--workspace=%s", tree);
+                if (r >= 0)
+                        r = strv_add(&a, "--timeout=%u", timeout_sec);
+                if (r >= 0 && root)
+                        r = strv_add(&a, "--uid=%d", GRADE_UID);
+                if (r >= 0 && root)
+                        r = strv_add(&a, "--gid=%d", GRADE_UID);
+        } else {
+                static const char *const top[] = { "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
+
+                r = strv_add(&a, "%s", TIMEOUT_PATH);
+                if (r >= 0)
+                        r = strv_add(&a, "--kill-after=5");
+                if (r >= 0)
+                        r = strv_add(&a, "%u", timeout_sec);
+                if (r >= 0)
+                        r = strv_add(&a, "%s", BWRAP_PATH);
+                for (const char *const *x = (const char *const[]) { "--unshare-all", "--die-with-parent", "--new-session",
+                                                                     "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr",
+                                                                     "--ro-bind", "/etc", "/etc", "--dev", "/dev",
+                                                                     "--ro-bind", "/proc", "/proc", "--tmpfs", "/tmp",
+                                                                     "--tmpfs", "/run", "--clearenv", "--setenv", "PATH",
+                                                                     "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME",
+                                                                     "/workspace", "--setenv", "LANG", "C.UTF-8", NULL };
+                     r >= 0 && *x; x++)
+                        r = strv_add(&a, "%s", *x);
+                /* A merged /usr has the top directories as symlinks into it. */
+                for (size_t i = 0; r >= 0 && i < ELEMENTSOF(top); i++) {
+                        char target[PATH_MAX];
+                        ssize_t n = readlink(top[i], target, sizeof(target) - 1);
+                        struct stat st;
+                        if (n > 0) {
+                                target[n] = 0;
+                                r = strv_extend(&a, "--symlink");
+                                if (r >= 0)
+                                        r = strv_add(&a, "%s", target);
+                                if (r >= 0)
+                                        r = strv_add(&a, "%s", top[i]);
+                        } else if (stat(top[i], &st) >= 0 && S_ISDIR(st.st_mode)) {
+                                r = strv_extend(&a, "--ro-bind");
+                                if (r >= 0)
+                                        r = strv_add(&a, "%s", top[i]);
+                                if (r >= 0)
+                                        r = strv_add(&a, "%s", top[i]);
+                        }
+                }
+                if (r >= 0 && root)
+                        r = strv_add(&a, "--unshare-user");
+                if (r >= 0 && root)
+                        r = strv_add(&a, "--uid=%d", GRADE_UID);
+                if (r >= 0 && root)
+                        r = strv_add(&a, "--gid=%d", GRADE_UID);
+                if (r >= 0)
+                        r = strv_extend(&a, "--bind");
+                if (r >= 0)
+                        r = strv_add(&a, "%s", tree);
+                if (r >= 0)
+                        r = strv_add(&a, "/workspace");
+                if (r >= 0)
+                        r = strv_add(&a, "--chdir");
+                if (r >= 0)
+                        r = strv_add(&a, "/workspace");
+        }
+        for (const char *const *x = (const char *const[]) { "--", "/bin/sh", "-c", command, NULL }; r >= 0 && *x; x++)
+                r = strv_add(&a, "%s", *x);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(a);
+        return 0;
+}
+
 /* The branch fetched, its tree checked out, hidden/ laid over it, and the
  * grading command run in a sandbox of its own: 1 if it passed, 0 if not
  * (the detail says how), or a negative errno. */
 static int eval_grade(EvalContext *c, EvalRun *run) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_free_ char *repo = NULL, *tree = NULL, *hidden = NULL, *branch = NULL, *log = NULL, *message = NULL,
-                            *workspace = NULL, *timeout = NULL;
+        _cleanup_free_ char *repo = NULL, *tree = NULL, *hidden = NULL, *branch = NULL, *log = NULL, *message = NULL;
         EvalResult *res = run->result;
         const EvalTask *t = res->task;
         int fd, r;
@@ -300,28 +445,13 @@ static int eval_grade(EvalContext *c, EvalRun *run) {
         if (access(hidden, F_OK) >= 0 && copy_tree(hidden, tree) < 0)
                 return result_set(res, EVAL_ERROR, "cannot lay hidden/ over the tree: %s", strerror(errno)), 0;
 
-        /* SECURITY: the delivered tree is the model's work and is run only
-         * in a sandbox: no network, no capabilities, never as root, and
-         * nothing of the host writable but the tree itself. */
         bool root = geteuid() == 0;
         if (root && nftw(tree, chown_one, 16, FTW_PHYS) != 0)
                 return result_set(res, EVAL_ERROR, "cannot hand the tree to uid %d: %s", GRADE_UID, strerror(errno)), 0;
-        if (asprintf(&workspace, "--workspace=%s", tree) < 0 || asprintf(&timeout, "--timeout=%u", t->timeout_sec) < 0)
-                return -ENOMEM;
-        char *argv[12];
-        size_t n = 0;
-        argv[n++] = (char *) c->sandbox;
-        argv[n++] = workspace;
-        argv[n++] = timeout;
-        if (root) {
-                argv[n++] = (char *) "--uid=65534";
-                argv[n++] = (char *) "--gid=65534";
-        }
-        argv[n++] = (char *) "--";
-        argv[n++] = (char *) "/bin/sh";
-        argv[n++] = (char *) "-c";
-        argv[n++] = t->grade ?: t->test;
-        argv[n] = NULL;
+        _cleanup_strv_free_ char **argv = NULL;
+        r = eval_sandbox_argv(c, tree, t->timeout_sec, t->grade ?: t->test, &argv);
+        if (r < 0)
+                return r;
 
         _cleanup_close_ int log_fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (log_fd < 0)
@@ -333,15 +463,17 @@ static int eval_grade(EvalContext *c, EvalRun *run) {
         posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
         posix_spawn_file_actions_adddup2(&fa, log_fd, STDOUT_FILENO);
         posix_spawn_file_actions_adddup2(&fa, log_fd, STDERR_FILENO);
-        r = posix_spawn(&pid, c->sandbox, &fa, NULL, argv, environ);
+        r = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
         posix_spawn_file_actions_destroy(&fa);
         if (r != 0)
-                return result_set(res, EVAL_ERROR, "cannot run '%s': %s", c->sandbox, strerror(r)), 0;
+                return result_set(res, EVAL_ERROR, "cannot run '%s': %s", argv[0], strerror(r)), 0;
         while (waitpid(pid, &status, 0) < 0)
                 if (errno != EINTR)
                         return -errno;
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
                 return 1;
+        /* 127 from agentfab-sandbox: the sandbox, not the grade, failed. */
+        bool setup = c->sandbox_kind == EVAL_SANDBOX_AGENTFAB && WIFEXITED(status) && WEXITSTATUS(status) == 127;
 
         /* The last line of what it printed says best what failed. */
         _cleanup_free_ char *out = NULL;
@@ -353,7 +485,9 @@ static int eval_grade(EvalContext *c, EvalRun *run) {
                 last = strrchr(out, '\n');
                 last = last ? last + 1 : out;
         }
-        if (WIFEXITED(status))
+        if (setup && last && strneq(last, "Sandbox:", 8))
+                result_set(res, EVAL_ERROR, "the grading sandbox failed: %.200s", last);
+        else if (WIFEXITED(status))
                 result_set(res, EVAL_TESTS, "the grade failed (exit %d): %.200s", WEXITSTATUS(status), strempty(last));
         else
                 result_set(res, EVAL_TESTS, "the grade was killed by signal %d", WTERMSIG(status));

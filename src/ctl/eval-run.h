@@ -50,10 +50,16 @@ static inline bool eval_result_ended(const EvalResult *r) {
         return r->state || r->detail;
 }
 
+typedef enum EvalSandboxKind {
+        EVAL_SANDBOX_AGENTFAB,  /* agentfab-sandbox(1) */
+        EVAL_SANDBOX_BWRAP,     /* bwrap(1), where agentfab-sandbox cannot mount /proc */
+} EvalSandboxKind;
+
 typedef struct EvalContext {
         sd_bus *bus;
         const char *workdir;    /* private: one directory a run below it */
         const char *sandbox;    /* agentfab-sandbox */
+        EvalSandboxKind sandbox_kind;
         bool ask_password;
         uint64_t timeout_usec;  /* a run that takes longer is cancelled */
         unsigned n_started;
@@ -76,3 +82,9 @@ int eval_run_start(EvalContext *c, EvalRun *run, EvalResult *result, const char 
  * result is complete (graded, and cancelled if it waited for a person). */
 int eval_run_poll(EvalContext *c, EvalRun *run);
 void eval_run_done(EvalRun *run);
+
+/* Finds out which sandbox grades here: agentfab-sandbox if it can run a
+ * command, else bwrap. Returns 0 or a negative errno (said why). */
+int eval_sandbox_probe(EvalContext *c);
+/* The command line that runs command in tree in that sandbox, with a timeout. */
+int eval_sandbox_argv(const EvalContext *c, const char *tree, unsigned timeout_sec, const char *command, char ***ret);

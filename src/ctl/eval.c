@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <git2.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -446,6 +447,7 @@ int eval_verb(int argc, char *argv[], const char *model, const char *json_file, 
         (void) sigaction(SIGINT, &sa, NULL);
         (void) sigaction(SIGTERM, &sa, NULL);
 
+        (void) git_libgit2_init();
         EvalContext c = {
                 .bus = bus,
                 .workdir = workdir,
@@ -453,7 +455,11 @@ int eval_verb(int argc, char *argv[], const char *model, const char *json_file, 
                 .ask_password = ask_password,
                 .timeout_usec = arg.timeout_usec,
         };
+        r = eval_sandbox_probe(&c);
+        if (r < 0)
+                return r == -ENOMEM ? (log_oom(), EXIT_FAIL) : EXIT_FAIL;
         r = run_all(&c, &corpus, profiles, n_models, &rs);
+        (void) git_libgit2_shutdown();
         if (r == -EACCES) {
                 fprintf(stderr, "Not allowed to submit tasks.\n");
                 return EXIT_DENIED;
