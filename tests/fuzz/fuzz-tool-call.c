@@ -13,7 +13,8 @@
  * workspace_open_parent() gives names something inside the workspace, and
  * what write_file wrote is never in .git; a tool's output is valid UTF-8 without NUL and bounded
  * by the max_output given; nothing outside the workspace and nothing in .git
- * ever changes (write_file and edit_file run too, on this workspace). */
+ * ever changes (write_file, edit_file and apply_patch run too, on this
+ * workspace), and the paths a patch names are valid ones. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -237,6 +238,7 @@ static void check_args(const ToolCallArgs *a) {
                 FUZZ_CHECK(a->path && a->old_text && *a->old_text && a->new_text && !streq(a->old_text, a->new_text), "edit");
                 break;
         case TOOL_SEARCH: FUZZ_CHECK(a->pattern, "a pattern"); break;
+        case TOOL_APPLY_PATCH: FUZZ_CHECK(a->patch && *a->patch && strlen(a->patch) <= TOOL_CONTENT_MAX, "a patch"); break;
         case TOOL_FINISH: FUZZ_CHECK(a->summary && *a->summary, "a summary"); break;
         default: break;
         }
@@ -336,6 +338,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 (void) tool_edit_file(ws_fd, &a, MAX_FILE, &out);
                 check_output(out, 64 * 1024, "edit_file");
                 break;
+        case TOOL_APPLY_PATCH: {
+                char **paths = NULL;
+                ws_dirty = true;
+                r = tool_apply_patch(ws_fd, &a, MAX_FILE, &paths, &out);
+                check_output(out, 256 * 1024, "apply_patch");
+                FUZZ_CHECK(r >= 0 || !paths, "a patch that failed names no paths");
+                for (char **p = paths; p && *p; p++)
+                        FUZZ_CHECK(workspace_path_check(*p) == 0, "a patched path '%s' is valid", *p);
+                strv_free(paths);
+                break;
+        }
         default:
                 break;
         }
