@@ -138,7 +138,8 @@ if any(a == b for a, b in zip(roles, roles[1:])): print("roles do not alternate:
 t_open_models_cut_and_nudge() {
         echo "=== replies cut at their token limit or without a call: told what they are, counted up to the breaker"
         # MaxMalformedReplies=5 (the harness's configuration): a cut call,
-        # a cut text call, prose, an unknown tool, prose: the fifth pauses.
+        # a whole text call and a cut one, prose, an unknown tool, prose:
+        # the fifth pauses.
         python3 - "$WORK/om-cut.json" <<'PY'
 import json, sys
 cut = '{"path": "calc.py", "old_text": "return a - b", "new_text": "return a +'
@@ -147,7 +148,8 @@ json.dump([
     {"reply": {"content": None, "finish_reason": "length", "usage": {"prompt_tokens": 900, "completion_tokens": 4096},
                "tool_calls": [{"name": "edit_file", "arguments": cut}]}},
     {"text_calls": "hermes", "reply": {"content": "Again.", "finish_reason": "length", "usage": {"prompt_tokens": 990, "completion_tokens": 4096},
-                                       "tool_calls": [{"name": "edit_file", "arguments": cut}]}},
+                                       "tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}},
+                                                      {"name": "edit_file", "arguments": cut}]}},
     {"reply": {"content": "I believe add() is fine now."}},
     {"reply": {"content": "<tool_call>{\"name\": \"patch_everything\", \"arguments\": {}}</tool_call>"}},
     {"reply": {"content": "Done, I think."}},
@@ -173,8 +175,9 @@ last = max(reqs, key=lambda b: len(b["messages"]))["messages"]
 tool = [content(m) for m in last if m.get("role") == "tool"]
 user = [content(m) for m in last if m.get("role") == "user"][2:]
 if not tool or "Your reply was cut at 4096 tokens (MaxTokens=4096): the arguments of edit_file are incomplete" not in tool[0]: print("the cut call was answered:", tool[:1])
+if len(tool) < 2 or "1| def add(a, b):" not in tool[1]: print("the whole call before the cut one did not run:", tool[1:2])
 if any("not valid JSON" in t for t in tool): print("a cut call was called invalid JSON")
-want = ["Your reply was cut at 4096 tokens (MaxTokens=4096) before any of its tool calls was complete",
+want = ["Your reply was cut at 4096 tokens (MaxTokens=4096): its last tool call was incomplete and did not run; the others did.",
         "Use the tools to work towards the goal",
         "None of the 1 tool calls written in your reply could be read",
         "Use the tools to work towards the goal"]

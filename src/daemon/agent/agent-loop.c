@@ -53,7 +53,7 @@ static void agent_step_done_reset(AgentRun *run) {
         run->body = mfree_ptr(run->body);
         run->tests_ran = run->tests_passed = run->network = run->finish = false;
         run->good_calls = run->bad_calls = 0;
-        run->reply_malformed = run->reply_cut = false;
+        run->reply_malformed = run->reply_cut = run->cut_untold = false;
         run->cut_tokens = 0;
         run->test_exit = 0;
         run->tests_n_passed = -1;

@@ -173,6 +173,9 @@ char *agent_cut_note(AgentRun *run, const char *tool) {
                 return NULL;
         if (tool ? asprintf(&s, "Your reply was cut%s (%s): the arguments of %s are incomplete, and it did not run. ",
                             strempty(at), limit, tool) < 0 :
+            run->good_calls + run->bad_calls > 0 ?
+            asprintf(&s, "Your reply was cut%s (%s): its last tool call was incomplete and did not run; the others "
+                     "did. ", strempty(at), limit) < 0 :
             asprintf(&s, "Your reply was cut%s (%s) before any of its tool calls was complete; none ran. ", strempty(at),
                      limit) < 0)
                 return NULL;
@@ -301,6 +304,7 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
         run->reply_cut = streq_ptr(reply->finish_reason, "length");
         run->cut_tokens = reply->completion_tokens ?: run->profile->max_tokens;
         run->reply_malformed = run->reply_cut;
+        run->cut_untold = run->reply_cut && reply->text_calls && reply->unread_calls > 0;
 
         if (reply->n_tool_calls == 0) {
                 /* Nudged, and counted: MaxMalformedReplies= such replies in

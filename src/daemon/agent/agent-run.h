@@ -108,6 +108,7 @@ struct AgentRun {
         bool reply_malformed;      /* the reply called no tool, or was cut: counts towards MaxMalformedReplies= */
         bool reply_cut;            /* the reply ended at its token limit (finish_reason "length") */
         uint64_t cut_tokens;       /* and at how many tokens, as the server counted them or MaxTokens= */
+        bool cut_untold;           /* and a call written in its text was cut: told after the others ran */
         char *finish_summary;
 
         bool sandbox_opening;      /* the launcher makes our sandbox: one of agent-prepare.c's sandbox_opening */
@@ -235,5 +236,6 @@ int agent_save_messages(AgentRun *run, const char *plan);
 void agent_call_model(AgentRun *run);
 /* What the model is told of a reply cut at its token limit (run->reply_cut):
  * what happened, and how to do better; tool names the call that was cut,
- * or is NULL when none of the reply's calls was complete. */
+ * or is NULL for its last call (written in its text), which did not run
+ * while the others did, or when none of its calls was complete. */
 char *agent_cut_note(AgentRun *run, const char *tool);

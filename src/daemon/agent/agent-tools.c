@@ -537,7 +537,19 @@ void agent_next_tool(AgentRun *run) {
                 }
         }
 
-        if (run->task)
-                agent_end_step(run);
+        if (!run->task)
+                return;
+        /* A call written in the text and cut at the reply's token limit has
+         * no id to answer: the model hears of it after the others' results. */
+        if (run->cut_untold) {
+                _cleanup_free_ char *text = agent_cut_note(run, NULL);
+                json_object *m = text ? conversation_message_new("user", text) : NULL;
+                run->cut_untold = false;
+                if (!m || conversation_add(run, m) < 0) {
+                        json_object_put(m);
+                        return agent_fail(run, "Out of memory.");
+                }
+        }
+        agent_end_step(run);
 }
 
