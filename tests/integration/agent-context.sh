@@ -190,3 +190,38 @@ t_context_hopeless() {
         [ "$(ctx_requests | awk '$2 == 1' | wc -l)" -le 4 ] && ok "after at most 4 refused requests" ||
                 fail "$(ctx_requests | awk '$2 == 1' | wc -l) requests refused"
 }
+
+t_context_restart() {
+        local N=48000 id i running= reqs
+        echo "=== context: a step redone after a SIGKILL sends the same compacted request"
+        ctx_script "$WORK/ctx-restart.json" 16
+        # Entry 17, after the plan and 16 steps, sleeps: the daemon is
+        # killed while it does, with step 17 asked and not acknowledged.
+        python3 - "$WORK/ctx-restart.json" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))
+e.insert(17, {"reply": {"content": "Slow step", "tool_calls": [{"name": "run_command", "arguments": {"command": "seq 1 1400; sleep 4"}}]}})
+json.dump(e, open(sys.argv[1], "w"))
+PY
+        model "$WORK/ctx-restart.json" --context-limit $N || { fail "model server"; return; }
+        make_repo ctxrestart
+        id=$(submit ctxrestart --model ctx-fit --limit max_steps=40) || { fail "submit: $id"; return; }
+        for i in $(seq 600); do
+                hx pgrep -f 'slee[p] 4' >/dev/null && { running=1; break; }
+                sleep 0.1
+        done
+        [ -n "$running" ] || { fail "step 17 never ran: $(task_prop "$id" State) $(task_prop "$id" Reason)"; return; }
+        hx systemctl kill -s KILL agentfab.service
+        sleep 1
+        hx busctl call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks >/dev/null 2>&1
+        [ "$(ctx_wait "$id")" = succeeded ] && ok "the task resumed and succeeded" ||
+                { fail "task ended $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; }
+        python3 - "$WORK/requests.jsonl" <<'PY' && ok "step 17 asked again after the restart: the same request, compacted alike" || fail "the redone step's request differs"
+import json, sys
+reqs = {r["n"]: r["body"] for r in map(json.loads, open(sys.argv[1])) if r.get("n") is not None}
+first, again = reqs[17]["messages"], reqs[18]["messages"]
+assert "elided to fit the context budget" in json.dumps(first), "step 17 was not compacted"
+assert first == again, "%d and %d messages, first difference at %s" % (len(first), len(again),
+        next((i for i, (a, b) in enumerate(zip(first, again)) if a != b), None))
+PY
+}
