@@ -1,0 +1,19 @@
+from settings import get_bool, get_int, get_setting
+
+
+def test_from_env():
+    assert get_setting({"HOST": " example.org "}, "HOST") == "example.org"
+
+
+def test_default():
+    assert get_int({}, "PORT") == 8080
+
+
+def test_unknown_is_none():
+    assert get_setting({}, "TIMEOUT") is None
+    assert get_int({}, "TIMEOUT") is None
+
+
+def test_bool():
+    assert get_bool({"DEBUG": "Yes"}, "DEBUG") is True
+    assert get_bool({}, "VERBOSE") is False

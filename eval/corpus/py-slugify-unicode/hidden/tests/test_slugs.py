@@ -1,0 +1,21 @@
+from slugs import slugify
+
+
+def test_plain_title():
+    assert slugify("Hello, World!") == "hello-world"
+
+
+def test_accents_keep_their_letters():
+    assert slugify("Crème brûlée") == "creme-brulee"
+
+
+def test_length_limit():
+    assert slugify("a" * 80) == "a" * 60
+
+
+def test_german_and_spanish():
+    assert slugify("Über Año Nuevo") == "uber-ano-nuevo"
+
+
+def test_only_symbols():
+    assert slugify("!!!") == ""
