@@ -39,3 +39,8 @@ int check_write_target(int dir_fd, const char *name, ToolKind k, const char *pat
 /* Replaces dir_fd/name atomically, with a message for the model on failure. */
 int write_replace(int dir_fd, const char *name, ToolKind k, const char *path, const char *data, size_t size,
                   mode_t mode, char **ret_output);
+
+/* tools-walk.c, for tools-tree.c: a directory of generated or downloaded
+ * files, shown but not walked; a symlink's target, shortened for display. */
+bool dir_is_bulky(const char *name);
+int readlink_shown(int dir_fd, const char *name, char **ret);

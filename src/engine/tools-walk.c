@@ -39,7 +39,7 @@
 
 /* Directories of generated or downloaded files: listed, not descended when
  * met during a walk (naming them as the path still works). */
-static bool dir_is_bulky(const char *name) {
+bool dir_is_bulky(const char *name) {
         static const char *const table[] = {
                 "node_modules", "bower_components", "__pycache__", ".venv", "venv", ".tox", ".nox",
                 ".mypy_cache", ".pytest_cache", ".ruff_cache", ".gradle", ".next", ".cache", "target", "vendor",
@@ -218,7 +218,7 @@ static int walk_open_start(int ws_fd, ToolKind k, const char *path, bool allow_f
         return 0;
 }
 
-static int readlink_shown(int dir_fd, const char *name, char **ret) {
+int readlink_shown(int dir_fd, const char *name, char **ret) {
         char target[PATH_MAX];
         ssize_t l = readlinkat(dir_fd, name, target, sizeof(target) - 1);
         if (l < 0)
@@ -452,70 +452,6 @@ int tool_search(int ws_fd, const ToolCallArgs *a, unsigned max_matches, size_t m
 }
 
 /* ---- For the system prompt ---- */
-
-typedef struct TreeContext {
-        Buf out;
-        unsigned n, max_entries;
-        bool cut;
-} TreeContext;
-
-static int tree_entry(Walk *w, int dir_fd, const char *name, const char *relpath, const struct stat *st, unsigned depth) {
-        TreeContext *c = w->userdata;
-        int r;
-
-        if (c->n >= c->max_entries) {
-                c->cut = true;
-                return WALK_STOP;
-        }
-        c->n++;
-
-        for (unsigned i = 0; i < depth; i++)
-                if (buf_puts(&c->out, "  ") < 0)
-                        return -ENOMEM;
-
-        if (S_ISLNK(st->st_mode)) {
-                _cleanup_free_ char *target = NULL;
-                r = readlink_shown(dir_fd, name, &target);
-                if (r < 0)
-                        return r;
-                return buf_printf(&c->out, "%s -> %s\n", name, target);
-        }
-        if (S_ISDIR(st->st_mode)) {
-                if (dir_is_bulky(name)) {
-                        r = buf_printf(&c->out, "%s/ (not shown)\n", name);
-                        return r < 0 ? r : WALK_NO_DESCEND;
-                }
-                return buf_printf(&c->out, "%s/\n", name);
-        }
-        return buf_printf(&c->out, "%s\n", name);
-}
-
-int workspace_tree(int ws_fd, unsigned max_entries, char **ret) {
-        TreeContext c = { .max_entries = max_entries };
-        struct stat st;
-        int fd, r;
-
-        assert(ret);
-
-        r = workspace_open(ws_fd, ".", O_RDONLY | O_DIRECTORY, 0, &fd);
-        if (r < 0)
-                return r;
-        if (fstat(fd, &st) < 0) {
-                r = -errno;
-                safe_close(fd);
-                return r;
-        }
-
-        Walk w = { .dev = st.st_dev, .max_depth = TREE_MAX_DEPTH, .entry = tree_entry, .userdata = &c };
-        r = walk_dir(&w, fd, ".", 0);
-        if (r >= 0 && (c.cut || w.too_many))
-                r = buf_printf(&c.out, "[... tree cut after %u entries ...]\n", c.n);
-        if (r < 0) {
-                buf_done(&c.out);
-                return r;
-        }
-        return buf_steal(&c.out, ret);
-}
 
 typedef struct StringPair {
         char *s[2];
