@@ -845,8 +845,10 @@ static int find_anchor(const TextLines *file, const char *anchor, size_t from, s
 }
 
 /* Where hunk k goes, at line cursor (where the hunk before ended) or
- * later: 1 and *p set, or the failure. */
-static int place_hunk(const PatchFile *f, size_t k, const TextLines *file, size_t cursor, Placed *p, Buf *errors) {
+ * later: 1 and *p set, or the failure, explained in errors (with the
+ * nearest lines, which cost a search of their own) when explain is set. */
+static int place_hunk(const PatchFile *f, size_t k, const TextLines *file, size_t cursor, bool explain, Placed *p,
+                      Buf *errors) {
         const PatchHunk *h = &f->hunks[k];
         BlockFound found = {};
         size_t from = cursor;
@@ -896,6 +898,8 @@ static int place_hunk(const PatchFile *f, size_t k, const TextLines *file, size_
                         break;
         }
 
+        if (found.n == 0 && !explain)
+                return -ENODATA;
         if (found.n == 0) {
                 _cleanup_(buf_done) Buf near = {};
                 BlockFound before = {};
@@ -984,7 +988,7 @@ int patch_apply(const PatchFile *f, const char *data, size_t size, size_t max_si
 
         for (size_t k = 0; k < f->n_hunks; k++) {
                 Buf *e = failed < PATCH_FAILURES_SHOWN ? errors : &(Buf) {};
-                r = place_hunk(f, k, &file, from, &placed[k], e);
+                r = place_hunk(f, k, &file, from, e == errors, &placed[k], e);
                 if (e != errors)
                         buf_done(e);
                 if (r == -ENOMEM) {

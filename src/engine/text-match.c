@@ -63,6 +63,26 @@ static const char *match_rule_clause(MatchRule r) {
 
 /* ---- Lines ---- */
 
+/* How a text indents (indent_stats_add()). */
+typedef struct IndentStats {
+        unsigned rises[17];
+        size_t tab_lines, space_lines;
+} IndentStats;
+
+struct TextLineHashes {
+        uint64_t *rule[_MATCH_RULE_MAX];
+        /* From the second search under a rule on: the line numbers
+         * ordered by their hash (then by number), so that a search looks
+         * only at the lines that hash as its rarest line does, instead of
+         * rolling over the rest of the file (a patch of many hunks over a
+         * long file). */
+        uint32_t *order[_MATCH_RULE_MAX];
+        unsigned searches[_MATCH_RULE_MAX];
+        /* How the text indents, once it is asked. */
+        bool have_indent;
+        IndentStats indent;
+};
+
 int text_lines_split(const char *text, size_t size, TextLines *ret) {
         size_t n = 0, allocated = 0, crlf = 0, lf = 0;
         size_t *start = NULL;
@@ -103,6 +123,11 @@ int text_lines_split(const char *text, size_t size, TextLines *ret) {
                         return -ENOMEM;
         }
         start[n] = size;
+        ret->hashes = calloc(1, sizeof(TextLineHashes));
+        if (!ret->hashes) {
+                free(start);
+                return -ENOMEM;
+        }
 
         ret->n = n;
         ret->start = start;
@@ -118,6 +143,13 @@ void text_lines_done(TextLines *l) {
         free(l->start);
         l->start = NULL;
         l->n = 0;
+        if (l->hashes)
+                for (size_t r = 0; r < _MATCH_RULE_MAX; r++) {
+                        free(l->hashes->rule[r]);
+                        free(l->hashes->order[r]);
+                }
+        free(l->hashes);
+        l->hashes = NULL;
 }
 
 size_t text_line_end(const TextLines *l, size_t i) {
@@ -223,10 +255,93 @@ static bool lines_equal(const TextLines *a, size_t i, const TextLines *b, size_t
 
 /* ---- Blocks of lines ---- */
 
+/* The hashes of every line's key under rule: kept with the lines. */
+static const uint64_t *line_hashes(const TextLines *l, MatchRule rule) {
+        uint64_t *h;
+
+        if (l->hashes && l->hashes->rule[rule])
+                return l->hashes->rule[rule];
+        h = malloc(MAX(l->n, (size_t) 1) * sizeof(uint64_t));
+        if (!h)
+                return NULL;
+        for (size_t i = 0; i < l->n; i++) {
+                const char *b, *e;
+                line_key(l, i, rule, &b, &e);
+                h[i] = key_hash(b, e, rule);
+        }
+        if (l->hashes)
+                l->hashes->rule[rule] = h;
+        return h;
+}
+
+static int order_cmp(const void *a, const void *b, void *userdata) {
+        const uint64_t *h = userdata;
+        uint32_t x = *(const uint32_t *) a, y = *(const uint32_t *) b;
+
+        if (h[x] != h[y])
+                return h[x] < h[y] ? -1 : 1;
+        return x < y ? -1 : x > y;
+}
+
+static const uint32_t *line_order(const TextLines *l, MatchRule rule, const uint64_t *hh) {
+        uint32_t *o;
+
+        if (l->hashes->order[rule])
+                return l->hashes->order[rule];
+        o = malloc(MAX(l->n, (size_t) 1) * sizeof(uint32_t));
+        if (!o)
+                return NULL;
+        for (size_t i = 0; i < l->n; i++)
+                o[i] = (uint32_t) i;
+        qsort_r(o, l->n, sizeof(uint32_t), order_cmp, (void *) hh);
+        l->hashes->order[rule] = o;
+        return o;
+}
+
+/* The part of order whose lines hash to h: [*ret_lo, *ret_hi). */
+static void order_range(const uint32_t *order, const uint64_t *hh, size_t n, uint64_t h, size_t *ret_lo,
+                        size_t *ret_hi) {
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (hh[order[mid]] < h)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_lo = lo;
+        hi = n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (hh[order[mid]] <= h)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_hi = lo;
+}
+
+static bool block_equal(const TextLines *hay, const uint64_t *hh, size_t i, const TextLines *needle,
+                        const uint64_t *hn, MatchRule rule) {
+        for (size_t j = 0; j < needle->n; j++)
+                if (hh[i + j] != hn[j] || !lines_equal(hay, i + j, needle, j, rule))
+                        return false;
+        return true;
+}
+
+static void found_add(BlockFound *ret, size_t i) {
+        if (ret->n >= BLOCK_FOUND_MAX)
+                ret->more = true;
+        else
+                ret->at[ret->n++] = i;
+}
+
 int text_find_block(const TextLines *hay, const TextLines *needle, MatchRule rule, size_t from, bool at_end,
                     BlockFound *ret) {
         const uint64_t P = UINT64_C(0x9E3779B97F4A7C15) | 1;
-        _cleanup_free_ uint64_t *hh = NULL, *hn = NULL;
+        _cleanup_free_ uint64_t *hn = NULL;
+        const uint64_t *hh;
         size_t k = needle->n, n = hay->n;
         uint64_t target = 0, window = 0, pk = 1;
 
@@ -241,10 +356,13 @@ int text_find_block(const TextLines *hay, const TextLines *needle, MatchRule rul
 
         /* A rolling hash over the hashes of the lines' keys: a window is
          * compared line by line only when its hash is the needle's. */
-        hh = malloc((n - from) * sizeof(uint64_t));
+        hh = line_hashes(hay, rule);
         hn = malloc(k * sizeof(uint64_t));
-        if (!hh || !hn)
+        if (!hh || !hn) {
+                if (hh && !hay->hashes)
+                        free((uint64_t *) hh);
                 return -ENOMEM;
+        }
         for (size_t j = 0; j < k; j++) {
                 const char *b, *e;
                 line_key(needle, j, rule, &b, &e);
@@ -253,30 +371,45 @@ int text_find_block(const TextLines *hay, const TextLines *needle, MatchRule rul
                 if (j > 0)
                         pk *= P;
         }
-        for (size_t i = from; i < n; i++) {
-                const char *b, *e;
-                line_key(hay, i, rule, &b, &e);
-                hh[i - from] = key_hash(b, e, rule);
-        }
-        for (size_t j = 0; j < k; j++)
-                window = window * P + hh[j];
 
-        for (size_t i = from; i + k <= n; i++) {
-                if (window == target) {
-                        bool equal = true;
-                        for (size_t j = 0; j < k && equal; j++)
-                                equal = hh[i - from + j] == hn[j] && lines_equal(hay, i + j, needle, j, rule);
-                        if (equal) {
-                                if (ret->n >= BLOCK_FOUND_MAX) {
-                                        ret->more = true;
-                                        break;
-                                }
-                                ret->at[ret->n++] = i;
+        if (hay->hashes && ++hay->hashes->searches[rule] >= 2) {
+                const uint32_t *order = line_order(hay, rule, hh);
+                size_t anchor = 0, lo = 0, hi = SIZE_MAX;
+
+                if (!order)
+                        return -ENOMEM;
+                for (size_t j = 0; j < MIN(k, (size_t) 64); j++) {
+                        size_t l, h;
+                        order_range(order, hh, n, hn[j], &l, &h);
+                        if (h - l < hi - lo) {
+                                anchor = j;
+                                lo = l;
+                                hi = h;
                         }
                 }
-                if (i + k < n)
-                        window = (window - hh[i - from] * pk) * P + hh[i - from + k];
+                for (size_t x = lo; x < hi && !ret->more; x++) {
+                        size_t line = order[x], i;
+                        if (line < from + anchor)
+                                continue;
+                        i = line - anchor;
+                        if (i + k > n)
+                                break;
+                        if ((!at_end || i + k == n) && block_equal(hay, hh, i, needle, hn, rule))
+                                found_add(ret, i);
+                }
+                return (int) ret->n;
         }
+
+        for (size_t j = 0; j < k; j++)
+                window = window * P + hh[from + j];
+        for (size_t i = from; i + k <= n && !ret->more; i++) {
+                if (window == target && block_equal(hay, hh, i, needle, hn, rule))
+                        found_add(ret, i);
+                if (i + k < n)
+                        window = (window - hh[i] * pk) * P + hh[i + k];
+        }
+        if (!hay->hashes)
+                free((uint64_t *) hh);
         return (int) ret->n;
 }
 
@@ -307,10 +440,6 @@ static bool line_blank(const TextLines *l, size_t i) {
  * that is not blank to the next (a continuation line aligned under a
  * parenthesis rises by odd amounts, but rarely most often). Also counts
  * the lines indented with tabs and with spaces. */
-typedef struct IndentStats {
-        unsigned rises[17];
-        size_t tab_lines, space_lines;
-} IndentStats;
 
 static void indent_stats_add(IndentStats *s, const TextLines *l) {
         long prev = -1;
@@ -361,7 +490,15 @@ static void reindent_prepare(Reindent *x) {
                         x->have_anchor = true;
                         break;
                 }
-        indent_stats_add(&hs, x->hay);
+        if (x->hay->hashes && x->hay->hashes->have_indent)
+                hs = x->hay->hashes->indent;
+        else {
+                indent_stats_add(&hs, x->hay);
+                if (x->hay->hashes) {
+                        x->hay->hashes->indent = hs;
+                        x->hay->hashes->have_indent = true;
+                }
+        }
         indent_stats_add(&ms, x->old);
         indent_stats_add(&ms, x->new);
         x->hay_unit = indent_stats_unit(&hs);

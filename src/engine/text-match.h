@@ -44,6 +44,8 @@ const char *match_rule_description(MatchRule r);
 /* A text as lines. Line i is text[start[i] .. text_line_end(l, i)), without
  * its line ending ("\n" or "\r\n"); a last line without one counts, the empty
  * rest after a final line ending does not. */
+typedef struct TextLineHashes TextLineHashes;
+
 typedef struct TextLines {
         const char *text;
         size_t size, n;
@@ -51,6 +53,10 @@ typedef struct TextLines {
         bool has_eol;   /* at least one line ending */
         bool crlf;      /* most line endings are "\r\n" */
         bool final_eol; /* the text ends with a line ending */
+        /* The lines' hashes under each rule, made by the first
+         * text_find_block() in this text and kept for the next: a patch's
+         * hunks are all looked for in the same file. */
+        TextLineHashes *hashes;
 } TextLines;
 
 /* -E2BIG past TEXT_LINES_MAX lines. text must stay while ret is used. */

@@ -13,7 +13,9 @@
  * PATCH_FILES_MAX, every one with a path, and an update has hunks or a
  * move; a refusal says why; an applied update is at most the limit, and
  * says for each hunk a line within the new content; applying is
- * deterministic; a failing one says which hunk. An edit's result is at
+ * deterministic; a failing one says which hunk; a second search for a
+ * hunk's lines (by the index of line hashes) finds what the first (rolling
+ * over them) found. An edit's result is at
  * most the limit and free of NUL; an exact match of a one-line new_text
  * is the plain replacement; replace_all of a text that is not there is
  * refused; a refusal says why. */
@@ -34,6 +36,24 @@ FUZZ_UNINSTRUMENTED static unsigned lines_in(const char *s, size_t n) {
         for (const char *p = s; (p = memchr(p, '\n', n - (size_t) (p - s))); p++)
                 lines++;
         return lines + (n > 0 && s[n - 1] != '\n');
+}
+
+static void check_find_twice(const char *content, size_t content_size, const PatchHunk *h) {
+        TextLines hay = {}, needle = {};
+
+        if (text_lines_split(content, content_size, &hay) < 0)
+                return;
+        if (text_lines_split(h->old_text, h->old_size, &needle) >= 0)
+                for (MatchRule rule = MATCH_EXACT; rule < _MATCH_RULE_MAX; rule++) {
+                        BlockFound a, b;
+                        int r1 = text_find_block(&hay, &needle, rule, 0, h->at_end, &a);
+                        int r2 = text_find_block(&hay, &needle, rule, 0, h->at_end, &b);
+                        FUZZ_CHECK(r1 == r2 && a.n == b.n && a.more == b.more &&
+                                   memcmp(a.at, b.at, a.n * sizeof(size_t)) == 0,
+                                   "rule %d: %zu matches rolling, %zu by the index", (int) rule, a.n, b.n);
+                }
+        text_lines_done(&needle);
+        text_lines_done(&hay);
 }
 
 static void fuzz_patch(const char *content, size_t content_size, const char *text) {
@@ -79,6 +99,8 @@ static void fuzz_patch(const char *content, size_t content_size, const char *tex
                                 for (size_t j = 0; j < h->n_new; j++)
                                         FUZZ_CHECK(h->new_from_old[j] < (int) lines_in(h->old_text, h->old_size),
                                                    "context maps into the old lines");
+                                if (k == 0)
+                                        check_find_twice(content, content_size, h);
                         }
                         if (f->n_hunks == 0)
                                 break;

@@ -208,6 +208,34 @@ static void test_edit_details(void) {
         CHECK(text_strip_line_numbers("a|b\n", true, &s, &first) == 0, "'a|b' is no prefix");
 }
 
+/* A second search in the same text goes by an index of the lines'
+ * hashes instead of rolling over them: both must find the same. */
+static void test_find_twice(void) {
+        static const char *const hay = "a\n}\n\n  b\n}\nc\n}\n\n  b\n}\na\n}\n";
+        static const char *const needles[] = { "}\n", "b\n}\n", "\n  b\n", "a\n}\n", "}\nc\n}\n\n", "x\n", "}\na\n}\n" };
+        bool same = true;
+
+        for (MatchRule rule = MATCH_EXACT; rule < _MATCH_RULE_MAX; rule++)
+                for (size_t i = 0; i < ELEMENTSOF(needles); i++)
+                        for (size_t from = 0; from < 12; from += 5) {
+                                _cleanup_(text_lines_done) TextLines h = {}, n = {};
+                                BlockFound a, b, c;
+                                if (text_lines_split(hay, strlen(hay), &h) < 0 ||
+                                    text_lines_split(needles[i], strlen(needles[i]), &n) < 0)
+                                        exit(2);
+                                (void) text_find_block(&h, &n, rule, from, false, &a);
+                                (void) text_find_block(&h, &n, rule, from, false, &b);
+                                (void) text_find_block(&h, &n, rule, from, true, &c);
+                                if (a.n != b.n || a.more != b.more || memcmp(a.at, b.at, a.n * sizeof(size_t)) != 0 ||
+                                    c.n > 1 || (c.n == 1 && (a.n == 0 || c.at[0] != a.at[a.n - 1]))) {
+                                        printf("# rule %s, needle %zu, from %zu: %zu then %zu matches, %zu at the end\n",
+                                               match_rule_to_string(rule), i, from, a.n, b.n, c.n);
+                                        same = false;
+                                }
+                        }
+        CHECK(same, "the rolling search and the indexed one find the same blocks");
+}
+
 /* ---- The patch parser ---- */
 
 typedef struct ParseCase {
@@ -394,6 +422,18 @@ static void test_apply(void) {
         r = patch_tool("--- a/d.txt\n+++ b/d.txt\n@@ -3,2 +3,2 @@\n x\n-y\n+Y\n", NULL, &o);
         a = get("d.txt");
         CHECK(r == 0 && streq_ptr(a, "x\ny\nx\nY\n"), "the nearest to line 3: %s", strempty(o));
+        free(a);
+        free(o);
+
+        /* Several hunks in one file, in its order; the last one's lines are
+         * there twice after the one before, and its line number picks. */
+        put("h.txt", "one\nx\ntwo\nx\nthree\nx\nfour\nx\n");
+        r = patch_tool("--- a/h.txt\n+++ b/h.txt\n@@ -1,2 +1,2 @@\n one\n-x\n+X1\n@@ -3,2 +3,2 @@\n two\n-x\n+X2\n"
+                       "@@ -8,1 +8,1 @@\n-x\n+X8\n", NULL, &o);
+        a = get("h.txt");
+        CHECK(r == 0 && streq_ptr(a, "one\nX1\ntwo\nX2\nthree\nx\nfour\nX8\n") &&
+              contains(o, "hunk 1 at line 1 (exact), hunk 2 at line 3 (exact), hunk 3 at line 8 (exact)"),
+              "three hunks in one file: %s", strempty(o));
         free(a);
         free(o);
 
@@ -588,6 +628,7 @@ int main(void) {
 
         test_edit_table();
         test_edit_details();
+        test_find_twice();
         test_parse_table();
         test_parse_details();
         test_apply();
