@@ -1,6 +1,6 @@
 import datetime
 
-from billing.dates import due_date, is_overdue
+from orders.dates import due_date, is_overdue
 
 
 def test_due_date_skips_weekend():

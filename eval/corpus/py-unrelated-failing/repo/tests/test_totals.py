@@ -1,6 +1,6 @@
 from decimal import Decimal
 
-from billing.invoice import invoice_total, line_total
+from orders.totals import invoice_total, line_total
 
 
 def test_line():
