@@ -29,6 +29,8 @@ static const char *const breaker_table[_BREAKER_MAX] = {
         [BREAKER_REVIEW] = "review",
         [BREAKER_COVERAGE_DROPPED] = "coverage-dropped",
         [BREAKER_BINARY_FILE] = "binary-file",
+        [BREAKER_GAVE_UP] = "gave-up",
+        [BREAKER_STUCK] = "stuck",
 };
 
 DEFINE_STRING_TABLE_LOOKUP(breaker, Breaker);
@@ -111,6 +113,10 @@ int breaker_config_init_defaults(BreakerConfig *c) {
                 .max_files_changed = 20,
                 .max_lines_changed = 1000,
                 .max_malformed = 3,
+                /* Three times the same answer to the same question is a
+                 * pattern worth a word to the model; five, a loop. */
+                .warn_repeated_calls = BREAKER_WARN_REPEATED_CALLS,
+                .max_repeated_calls = BREAKER_MAX_REPEATED_CALLS,
         };
         for (Breaker b = 0; b < _BREAKER_MAX; b++)
                 c->enabled[b] = true;
@@ -455,3 +461,61 @@ int breakers_check_malformed(const BreakerConfig *c, unsigned n_malformed, Break
         return trip(ret, BREAKER_MALFORMED_OUTPUT, "the model sent %u malformed replies in a row", n_malformed);
 }
 
+/* ---- Giving up, and going round in circles ---- */
+
+int breakers_check_gave_up(const BreakerConfig *c, const char *reason, BreakerTrip *ret) {
+        _cleanup_free_ char *why = NULL;
+
+        assert(c);
+        assert(ret);
+
+        *ret = (BreakerTrip) { .breaker = _BREAKER_INVALID };
+        if (!c->enabled[BREAKER_GAVE_UP])
+                return 0;
+        /* The summary may be many lines: one, for the Reason property and
+         * the journal, at most 1000 bytes (trip() blanks the rest). */
+        why = strndup(strempty(reason), 1000);
+        if (!why)
+                return -ENOMEM;
+        for (char *p = why; *p; p++)
+                if (*p == '\n' || *p == '\r' || *p == '\t')
+                        *p = ' ';
+        return trip(ret, BREAKER_GAVE_UP, "the agent gave up: %s", isempty(why) ? "(no reason given)" : why);
+}
+
+uint64_t tool_call_signature(const char *name, const char *arguments, const char *result) {
+        uint64_t h = TEST_RUN_HASH_INIT;
+
+        /* Name and arguments exactly (another line or path is another
+         * call), the result folded. */
+        for (const char *p = strempty(name); *p; p++)
+                h = (h ^ (unsigned char) *p) * UINT64_C(0x100000001b3);
+        h = (h ^ 0xff) * UINT64_C(0x100000001b3);
+        for (const char *p = strempty(arguments); *p; p++)
+                h = (h ^ (unsigned char) *p) * UINT64_C(0x100000001b3);
+        h = (h ^ 0xfe) * UINT64_C(0x100000001b3);
+        return test_run_fold_hash(h, strempty(result), strlen(strempty(result)));
+}
+
+unsigned tool_call_repeats(const uint64_t *recent, size_t n, uint64_t sig) {
+        unsigned k = 0;
+
+        for (size_t i = 0; i < n; i++)
+                if (recent[i] == sig)
+                        k++;
+        return k;
+}
+
+int breakers_check_stuck(const BreakerConfig *c, unsigned repeats, const char *call, BreakerTrip *ret) {
+        assert(c);
+        assert(ret);
+
+        *ret = (BreakerTrip) { .breaker = _BREAKER_INVALID };
+        if (!c->enabled[BREAKER_STUCK] || c->max_repeated_calls == 0 || repeats < c->max_repeated_calls)
+                return 0;
+
+        _cleanup_free_ char *shown = strshorten_line(strempty(call), 160);
+        if (!shown)
+                return -ENOMEM;
+        return trip(ret, BREAKER_STUCK, "the model made the same call with the same result %u times: %s", repeats, shown);
+}

@@ -30,6 +30,10 @@ typedef enum Breaker {
         BREAKER_COVERAGE_DROPPED,
         /* A binary file the agent asked to keep (keep_file). */
         BREAKER_BINARY_FILE,
+        /* The model gave up (finish with cannot_complete), saying why. */
+        BREAKER_GAVE_UP,
+        /* The same tool call with the same result, again and again. */
+        BREAKER_STUCK,
         _BREAKER_MAX,
         _BREAKER_INVALID = -EINVAL,
 } Breaker;
@@ -38,6 +42,11 @@ typedef enum Breaker {
 const char *breaker_to_string(Breaker b);
 Breaker breaker_from_string(const char *s);
 
+/* The same call with the same result: the model is warned at the first,
+ * the task stops at the second. */
+#define BREAKER_WARN_REPEATED_CALLS 3U
+#define BREAKER_MAX_REPEATED_CALLS 5U
+
 typedef struct BreakerConfig {
         unsigned max_consecutive_test_failures; /* same failure this many runs in a row; 0: no limit */
         unsigned max_files_changed;             /* more than this many files; 0: no limit */
@@ -45,6 +54,8 @@ typedef struct BreakerConfig {
         char **protected_globs;                 /* path_glob_match() globs, matched ignoring case */
         char **manifest_names;                  /* basename globs, or path globs when they contain '/' */
         unsigned max_malformed;                 /* malformed model replies in a row; 0: no limit */
+        unsigned warn_repeated_calls;           /* the same call with the same result: warned this often */
+        unsigned max_repeated_calls;            /* and stopped; 0: no limit */
         bool enabled[_BREAKER_MAX];
 } BreakerConfig;
 
@@ -94,5 +105,21 @@ int breakers_check_network(const BreakerConfig *c, const char *command, int exit
 
 /* BREAKER_MALFORMED_OUTPUT when n_malformed replies in a row reached the limit. */
 int breakers_check_malformed(const BreakerConfig *c, unsigned n_malformed, BreakerTrip *ret);
+
+/* BREAKER_GAVE_UP with the model's reason (finish's summary) as the
+ * task's Reason: one line, control characters blanked, bounded. */
+int breakers_check_gave_up(const BreakerConfig *c, const char *reason, BreakerTrip *ret);
+
+/* A signature of a tool call and its result: the tool, its arguments as
+ * the model wrote them, and the result with what differs between runs of
+ * the same thing folded (timings, addresses: test_run_fold_hash()). */
+uint64_t tool_call_signature(const char *name, const char *arguments, const char *result);
+
+/* How often sig is among the n recent signatures. */
+unsigned tool_call_repeats(const uint64_t *recent, size_t n, uint64_t sig);
+
+/* BREAKER_STUCK when the same call came with the same result repeats
+ * times, the limit; call describes it (the tool and its arguments, cut). */
+int breakers_check_stuck(const BreakerConfig *c, unsigned repeats, const char *call, BreakerTrip *ret);
 
 void breaker_trip_done(BreakerTrip *t);

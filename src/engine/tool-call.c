@@ -120,7 +120,11 @@ json_object *tools_schema(void) {
                   true },
         }, finish[] = {
                 { "summary", "string", "What was changed and why, and the state of the tests, for the "
-                  "person who reviews the work.", true },
+                  "person who reviews the work; when you give up, why the task cannot be done.", true },
+                { "cannot_complete", "boolean", "Optional: true to give up honestly, when you cannot do the task "
+                  "(it is impossible as asked, or blocked by something outside the workspace, such as tests that "
+                  "fail for reasons unrelated to it). The tests are not run; the task stops for a person, who "
+                  "reads the summary and may amend the task, let you go on, or cancel it. Default false.", false },
         };
         static const struct {
                 const char *name, *description;
@@ -151,8 +155,9 @@ json_object *tools_schema(void) {
                   "\"path:line: text\" for each matching line.", search, ELEMENTSOF(search) },
                 { "run_tests", "Run the project's test suite the way the factory is configured to, and return "
                   "the result and output.", NULL, 0 },
-                { "finish", "Call once when the task is done (or cannot be done), with a summary. Ends the work "
-                  "on this task.", finish, ELEMENTSOF(finish) },
+                { "finish", "Call once when the task is done, with a summary: it runs the tests and is accepted "
+                  "when nothing fails that passed before you started and the tests the task is about pass. Or give "
+                  "up with cannot_complete.", finish, ELEMENTSOF(finish) },
                 { "keep_file", "Commit a file that the factory leaves out of your commits (build output, a binary, "
                   "or a file the test command wrote) because it belongs to the change: a generated file the "
                   "project tracks, a fixture. A binary file is committed only once a person approves it.",
@@ -184,7 +189,7 @@ static const char *const tool_keys[_TOOL_KIND_MAX][4] = {
         [TOOL_LIST_FILES] = { "path" },
         [TOOL_SEARCH] = { "pattern", "regex", "path" },
         [TOOL_RUN_TESTS] = {},
-        [TOOL_FINISH] = { "summary" },
+        [TOOL_FINISH] = { "summary", "cannot_complete" },
         [TOOL_KEEP_FILE] = { "path", "reason" },
         [TOOL_APPLY_PATCH] = { "patch" },
 };
@@ -491,6 +496,8 @@ int tool_call_parse(const char *name, const char *arguments, ToolCallArgs *ret, 
 
         case TOOL_FINISH:
                 r = arg_string(o, k, "summary", true, false, TOOL_SUMMARY_MAX, &a.summary, ret_error);
+                if (r >= 0)
+                        r = arg_bool(o, k, "cannot_complete", &a.cannot_complete, ret_error);
                 break;
 
         case TOOL_KEEP_FILE:

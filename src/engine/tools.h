@@ -61,6 +61,7 @@ typedef struct ToolCallArgs {
         char *pattern;          /* search */
         bool regex;             /* search: pattern is a POSIX extended regex */
         char *summary;          /* finish */
+        bool cannot_complete;   /* finish: the model gives up, summary says why */
         char *reason;           /* keep_file */
 } ToolCallArgs;
 

@@ -370,6 +370,42 @@ static void test_network(void) {
         breaker_trip_done(&t);
 }
 
+/* A model that says it cannot do the task stops it for a person, with its
+ * words as the reason; one that makes the same call with the same result
+ * over and over is stopped too. */
+static void test_gave_up_and_stuck(void) {
+        BreakerTrip t = {};
+        uint64_t recent[8];
+        size_t n = 0;
+
+        CHECK(streq(breaker_to_string(BREAKER_GAVE_UP), "gave-up") && breaker_from_string("stuck") == BREAKER_STUCK,
+              "the new breakers' names");
+        CHECK(breakers_check_gave_up(&config, "test_net needs the network.\nIt fails at the start too.", &t) == 1 &&
+              t.breaker == BREAKER_GAVE_UP &&
+              streq(t.reason, "the agent gave up: test_net needs the network. It fails at the start too."),
+              "gave up: one line, the model's reason: %s", t.reason);
+        breaker_trip_done(&t);
+        CHECK(breakers_check_gave_up(&config, "", &t) == 1 && strstr(t.reason, "(no reason given)"), "no reason: %s",
+              t.reason);
+        breaker_trip_done(&t);
+
+        /* The same call and result, whatever the timings in it. */
+        uint64_t a = tool_call_signature("run_command", "{\"command\": \"ls\"}", "a b\n[exit status 0; 0.1 s]"),
+                 b = tool_call_signature("run_command", "{\"command\": \"ls\"}", "a b\n[exit status 0; 0.3 s]"),
+                 c = tool_call_signature("run_command", "{\"command\": \"ls -l\"}", "a b\n[exit status 0; 0.1 s]"),
+                 d = tool_call_signature("run_command", "{\"command\": \"ls\"}", "a c\n[exit status 0; 0.1 s]");
+        CHECK(a == b && a != c && a != d, "a call's signature: its arguments and its result, timings folded");
+        recent[n++] = a;
+        recent[n++] = c;
+        recent[n++] = b;
+        CHECK_UINT_EQ(tool_call_repeats(recent, n, a), 2, "counted among the recent calls");
+        CHECK_ERRNO(breakers_check_stuck(&config, 4, "run_command {\"command\": \"ls\"}", &t), 0, "4 times: warned only");
+        CHECK(breakers_check_stuck(&config, 5, "run_command {\"command\": \"ls\"}", &t) == 1 && t.breaker == BREAKER_STUCK &&
+              streq(t.reason, "the model made the same call with the same result 5 times: run_command {\"command\": \"ls\"}"),
+              "5 times: stuck: %s", t.reason);
+        breaker_trip_done(&t);
+}
+
 int main(void) {
         if (breaker_config_init_defaults(&config) < 0)
                 return 2;
@@ -384,6 +420,7 @@ int main(void) {
         test_parsers();
         test_history();
         test_network();
+        test_gave_up_and_stuck();
 
         breaker_config_done(&config);
         breaker_config_done(&config);

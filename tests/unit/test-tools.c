@@ -259,6 +259,18 @@ static void test_parse(void) {
         e = parse_fails("finish", "{}");
         CHECK(contains(e, "'summary' is required"), "finish needs a summary: %s", L(e));
         free(e);
+        /* Giving up says why: the person reads the summary as the reason. */
+        e = parse_fails("finish", "{\"cannot_complete\": true}");
+        CHECK(contains(e, "'summary' is required"), "giving up needs a reason: %s", L(e));
+        free(e);
+        e = parse_fails("finish", "{\"summary\": \"x\", \"cannot_complete\": 3}");
+        CHECK(contains(e, "true or false"), "cannot_complete is a boolean: %s", L(e));
+        free(e);
+        {
+                _cleanup_(tool_call_args_done) ToolCallArgs g = {};
+                CHECK(tool_call_parse("finish", "{\"summary\": \"blocked\", \"cannot_complete\": true}", &g, NULL) == 0 &&
+                      g.kind == TOOL_FINISH && g.cannot_complete && streq(g.summary, "blocked"), "finish gives up");
+        }
 
         /* Oversized strings. */
         size_t big = TOOL_CONTENT_MAX + 64;
