@@ -106,6 +106,10 @@ run_counted "integration tests" bash tests/integration/run.sh build
 run_counted "sandbox attacks" bash tests/integration/sandbox-attacks.sh build
 run_counted "launcher" bash tests/integration/launcher.sh build
 run_counted "agent end to end" bash tests/integration/agent.sh build
+# agentfabctl eval on a subset of the bundled corpus (about five minutes):
+# the oracle passes each task three times, the null agent none. The whole
+# corpus and every built-in agent: FULL=1 bash tests/integration/eval.sh build.
+run_counted "eval" bash tests/integration/eval.sh build
 # The README's first command, so that it cannot rot: it checks its breaker,
 # polkit prompt, review findings and the tip's evidence (35–59 s on a loaded machine).
 run_counted "demo" bash tools/demo.sh
