@@ -100,11 +100,13 @@ def parse_patch(text):
         if line.startswith("@@ ") and cur is not None:
             try:
                 spec = line.split("@@")[1].split()
+                old_start = int(spec[0][1:].split(",")[0])
                 old_n = int(spec[0].split(",")[1]) if "," in spec[0] else 1
                 new_n = int(spec[1].split(",")[1]) if "," in spec[1] else 1
             except (IndexError, ValueError):
                 raise PatchError("bad hunk header: %r" % line)
             hunk = []
+            hunk_start = old_start
             i += 1
             while (old_n > 0 or new_n > 0) and i < len(lines):
                 l = lines[i]
@@ -127,7 +129,7 @@ def parse_patch(text):
                     i += 1
             if old_n != 0 or new_n != 0:
                 raise PatchError("hunk shorter than its header says")
-            cur["hunks"].append(hunk)
+            cur["hunks"].append((hunk_start, hunk))
             continue
         i += 1
     if not files:
@@ -145,14 +147,25 @@ def read_text(path):
         return f.read()
 
 
-def unique_region(content, old, new):
-    """old (and new alike) grown by whole lines of content around it until
-    old occurs exactly once; None when it is not there at all."""
-    pos = content.find(old)
-    if pos < 0:
+def unique_region(content, old, new, line=1):
+    """old (and new alike) grown by whole lines of content around the
+    occurrence nearest line (1-based) until old occurs exactly once; None
+    when it is not there at all."""
+    hits, pos = [], content.find(old)
+    while pos >= 0 and len(hits) < 10000:
+        hits.append(pos)
+        pos = content.find(old, pos + 1)
+    if not hits:
         return None
-    if old and content.find(old, pos + 1) < 0:
+    if len(hits) == 1 and old:
         return old, new
+    want = 0
+    for _ in range(max(0, line - 1)):
+        nl = content.find("\n", want)
+        if nl < 0:
+            break
+        want = nl + 1
+    pos = min(hits, key=lambda h: abs(h - want))
     start, end = pos, pos + len(old)
     while True:
         grew = False
@@ -183,17 +196,19 @@ def patch_plan(patch_text, repo_dir):
             continue
         path = f["new"]
         if f["old"] is None:
-            text = "".join(hunk_text(h, "new") for h in f["hunks"])
+            text = "".join(hunk_text(h, "new") for _, h in f["hunks"])
             steps.append((path, [call("write_file", path=path, content=text)]))
             final[path] = text
             continue
         content = read_text(os.path.join(repo_dir, f["old"]))
         calls = []
-        for h in f["hunks"]:
+        shift = 0   # lines earlier hunks added
+        for start, h in f["hunks"]:
             old, new = hunk_text(h, "old"), hunk_text(h, "new")
-            region = unique_region(content, old, new)
+            region = unique_region(content, old, new, start + shift)
             if region is None:
                 raise PatchError("%s: a hunk does not apply" % path)
+            shift += new.count("\n") - old.count("\n")
             old, new = region
             content = content.replace(old, new, 1)
             calls.append(call("edit_file", path=path, old_text=old, new_text=new))
