@@ -29,6 +29,9 @@ packages=(
         shellcheck cppcheck
         # the leave-out scenarios' Python project runs pytest (.pytest_cache)
         python3-pytest
+        # the crash test's recording disk (tests/crash/blklog.c) and the
+        # images it mounts
+        libfuse3-dev fuse3 e2fsprogs
 )
 
 missing=()

@@ -119,6 +119,11 @@ run_counted "egress proxy" bash tests/integration/proxy.sh build
 # tasks) is "bash tests/integration/faults.sh build".
 ONLY="${FAULTS_ONLY:-t_polkit_stopped t_journald_stopped t_sandbox_killed t_sigkill_reattach t_step_durable t_reboot}" \
         run_counted "faults" bash tests/integration/faults.sh build
+# Power cuts: a task's steps and delivery on a disk that records every write
+# and flush, then crash points of that record mounted and checked, none
+# losing an acknowledged step (about 2 minutes; the long form, several
+# thousand crash points: bash tests/crash/run.sh build).
+run_counted "crash consistency" bash tests/crash/run.sh build --short
 run_counted "tasks with a network" bash tests/integration/network.sh build
 run_counted "daemon under load" bash tests/integration/daemon-load.sh build
 [ -d build-asan ] && run_counted "integration tests (ASan/UBSan)" bash tests/integration/run.sh build-asan
