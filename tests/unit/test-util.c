@@ -207,6 +207,25 @@ int main(void) {
         free(text);
         CHECK_ERRNO(read_file_at(fd, "f", 2, &text, NULL), -EFBIG, "size bound enforced");
         CHECK_ERRNO(write_file_atomic(fd, "../escape", "x", 1, 0600), -EINVAL, "no slashes in atomic file names");
+
+        /* The conversation's appends before the state file counts them: a
+         * file made by the first append (whose directory entry is then
+         * flushed too), added to by the next, and the mode given only to a
+         * new file. */
+        bool created = true;
+        int k = openat_created(fd, "made", O_WRONLY | O_APPEND | O_CLOEXEC, 0600, &created);
+        CHECK(k >= 0 && created, "openat_created: the file made, and said so");
+        safe_close(k);
+        k = openat_created(fd, "made", O_WRONLY | O_APPEND | O_CLOEXEC, 0600, &created);
+        CHECK(k >= 0 && !created, "openat_created: the file there, and said so");
+        safe_close(k);
+        CHECK_ERRNO(append_file_at_sync(fd, "lines", "a\n", 2, 0640), 0, "append_file_at_sync makes the file");
+        CHECK_ERRNO(append_file_at_sync(fd, "lines", "b\n", 2, 0600), 0, "append_file_at_sync appends");
+        CHECK(read_file_at(fd, "lines", 100, &text, NULL) == 0 && streq(text, "a\nb\n"), "both lines there, in order");
+        free(text);
+        struct stat lst;
+        CHECK(fstatat(fd, "lines", &lst, 0) == 0 && (lst.st_mode & 07777) == (0640 & ~umask(022)),
+              "the mode of the first append's file (%o)", lst.st_mode & 07777);
         close(fd);
         rm_rf_at(AT_FDCWD, dir);
 
