@@ -115,6 +115,16 @@ static void test_progress_round_trip(void) {
         p->test_signature = UINT64_MAX - 5;
         p->baseline_passed = 40;
         p->baseline_done = true;
+        p->baseline_recorded = true;
+        p->baseline_exit = 1;
+        p->baseline_failed = 2;
+        p->baseline_failures_complete = true;
+        CHECK(strv_extend(&p->baseline_failures, "test_calc.T.test_add") >= 0 &&
+              strv_extend(&p->baseline_failures, "math > throws") >= 0, "baseline failures set");
+        p->recent_calls[0] = 17;
+        p->recent_calls[1] = UINT64_MAX;
+        p->n_recent_calls = 2;
+        p->budget_warned = TASK_BUDGET_WARNED_STEPS | TASK_BUDGET_WARNED_WALL;
         p->breaker = strdup("tests-failing");
         p->last_test_exit = -1;
         p->pushed = true;
@@ -156,6 +166,15 @@ static void test_progress_round_trip(void) {
         CHECK(u->progress.test_failures == 2 && u->progress.test_signature == UINT64_MAX - 5 &&
               u->progress.baseline_passed == 40 && u->progress.baseline_done, "test history survives");
         CHECK(streq_ptr(u->progress.breaker, "tests-failing") && u->progress.last_test_exit == -1, "breaker and exit survive");
+        /* What failed at the start decides finish after a restart as before it. */
+        CHECK(u->progress.baseline_recorded && u->progress.baseline_exit == 1 && u->progress.baseline_failed == 2 &&
+              u->progress.baseline_failures_complete && strv_length(u->progress.baseline_failures) == 2 &&
+              streq_ptr(u->progress.baseline_failures[1], "math > throws"), "the baseline's failures survive");
+        /* And the stuck breaker's count and the budgets told of. */
+        CHECK(u->progress.n_recent_calls == 2 && u->progress.recent_calls[0] == 17 &&
+              u->progress.recent_calls[1] == UINT64_MAX &&
+              u->progress.budget_warned == (TASK_BUDGET_WARNED_STEPS | TASK_BUDGET_WARNED_WALL),
+              "recent calls and budget warnings survive");
         /* A paused task goes back where it was paused, after a restart too. */
         CHECK_INT_EQ(u->progress.paused_from, TASK_PREPARING, "the state a pause goes back to survives");
         task_free(t);

@@ -10,6 +10,7 @@
 #include "agent.h"
 #include "audit.h"
 #include "breakers.h"
+#include "buf.h"
 #include "cache.h"
 #include "conversation.h"
 #include "delivery.h"
@@ -109,6 +110,13 @@ int agent_check_breakers(AgentRun *run, const StepCommit *c) {
         if (r < 0)
                 return r;
 
+        /* The model gave up: a person reads why. */
+        if (run->gave_up) {
+                r = breakers_check_gave_up(&bc, run->gave_up, &trip);
+                if (r != 0)
+                        return r < 0 ? r : (agent_trip(run, trip.breaker, trip.reason, commit_before), 1);
+        }
+
         /* In allowlist mode the egress proxy's refusal names the host, and
          * the approver may allow it (approve --allow-host=). */
         _cleanup_free_ char *refused_host = NULL, *refused_reason = NULL;
@@ -139,6 +147,12 @@ int agent_check_breakers(AgentRun *run, const StepCommit *c) {
                 return 1;
         }
 
+        if (run->stuck) {
+                r = breakers_check_stuck(&bc, bc.max_repeated_calls, run->stuck, &trip);
+                if (r != 0)
+                        return r < 0 ? r : (agent_trip(run, trip.breaker, trip.reason, commit_before), 1);
+        }
+
         if (run->tests_ran) {
                 if (!run->tests_passed && p->test_failures >= bc.max_consecutive_test_failures) {
                         _cleanup_free_ char *reason = NULL;
@@ -148,9 +162,10 @@ int agent_check_breakers(AgentRun *run, const StepCommit *c) {
                         agent_trip(run, BREAKER_TESTS_FAILING, reason, commit_before);
                         return 1;
                 }
-                /* Mid-work breakage is the failing breaker's business; a green
-                 * run with fewer passing tests means tests were dropped. */
-                if (run->tests_passed && p->baseline_passed >= 0 && run->tests_n_passed >= 0 &&
+                /* Mid-work breakage is the failing breaker's business; a run
+                 * finish accepts (green, or red only as at the start) with
+                 * fewer passing tests means tests were dropped. */
+                if (run->tests_accepted && p->baseline_passed >= 0 && run->tests_n_passed >= 0 &&
                     run->tests_n_passed < p->baseline_passed) {
                         _cleanup_free_ char *reason = NULL;
                         if (asprintf(&reason, "fewer tests pass than at the start: %i, before %i",
@@ -185,6 +200,94 @@ int agent_check_breakers(AgentRun *run, const StepCommit *c) {
         return 0;
 }
 
+/* The tool call being answered: the reply's call at next_call - 1. */
+static const char *current_call_arguments(AgentRun *run) {
+        json_object *call, *fn, *v;
+
+        if (!run->calls || run->next_call == 0 || run->next_call > json_object_array_length(run->calls))
+                return NULL;
+        call = json_object_array_get_idx(run->calls, run->next_call - 1);
+        if (!json_object_object_get_ex(call, "function", &fn) || !json_object_object_get_ex(fn, "arguments", &v))
+                return NULL;
+        return json_object_get_string(v);
+}
+
+int agent_note_call(AgentRun *run, const char *name, const char *text, char **ret_text) {
+        TaskProgress *p = &run->task->progress;
+        const char *args = current_call_arguments(run);
+        uint64_t sig = tool_call_signature(name, args, text);
+        unsigned k = tool_call_repeats(p->recent_calls, p->n_recent_calls, sig) + 1;
+
+        *ret_text = NULL;
+        if (p->n_recent_calls >= TASK_RECENT_CALLS_MAX) {
+                memmove(p->recent_calls, p->recent_calls + 1, sizeof(uint64_t) * (TASK_RECENT_CALLS_MAX - 1));
+                p->n_recent_calls--;
+        }
+        p->recent_calls[p->n_recent_calls++] = sig;
+
+        if (k >= BREAKER_MAX_REPEATED_CALLS) {
+                free(run->stuck);
+                if (asprintf(&run->stuck, "%s %s", strempty(name), strempty(args)) < 0) {
+                        run->stuck = NULL;
+                        return -ENOMEM;
+                }
+                if (asprintf(ret_text, "%s\n\n[agentfab: this is the %u. time you made this call with this result "
+                             "since a tool last changed the workspace. The task stops at the end of this step for a "
+                             "person (breaker stuck).]", text, k) < 0)
+                        return -ENOMEM;
+        } else if (k >= BREAKER_WARN_REPEATED_CALLS) {
+                if (asprintf(ret_text, "%s\n\n[agentfab: warning: you made this same call with the same result %u "
+                             "times since a tool last changed the workspace; doing it again will not change the result. "
+                             "Try something else. At %u times the task stops for a person (breaker stuck).]", text, k,
+                             BREAKER_MAX_REPEATED_CALLS) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* Told once per budget, before the next model call: what is left, when 80 %
+ * of it is spent. */
+static int agent_warn_budget(AgentRun *run, uint64_t steps, uint64_t tokens, uint64_t wall) {
+        TaskProgress *p = &run->task->progress;
+        _cleanup_(buf_done) Buf b = {};
+        json_object *m;
+        int r = 0;
+
+        if (!(p->budget_warned & TASK_BUDGET_WARNED_STEPS) && steps > 0 && (uint64_t) p->step * 5 >= steps * 4) {
+                r = buf_printf(&b, " %llu of %llu steps left.", (unsigned long long) (steps - p->step),
+                               (unsigned long long) steps);
+                p->budget_warned |= TASK_BUDGET_WARNED_STEPS;
+        }
+        if (r >= 0 && !(p->budget_warned & TASK_BUDGET_WARNED_TOKENS) && tokens > 0 && tokens < UINT64_MAX / 5 &&
+            p->tokens * 5 >= tokens * 4) {
+                r = buf_printf(&b, " %llu of %llu tokens left.", (unsigned long long) (tokens - p->tokens),
+                               (unsigned long long) tokens);
+                p->budget_warned |= TASK_BUDGET_WARNED_TOKENS;
+        }
+        if (r >= 0 && !(p->budget_warned & TASK_BUDGET_WARNED_WALL) && wall > 0 && wall < UINT64_MAX / 5 &&
+            p->wall_usec * 5 >= wall * 4) {
+                r = buf_printf(&b, " %llu of %llu s of wall-clock time left.",
+                               (unsigned long long) ((wall - p->wall_usec) / USEC_PER_SEC),
+                               (unsigned long long) (wall / USEC_PER_SEC));
+                p->budget_warned |= TASK_BUDGET_WARNED_WALL;
+        }
+        if (r < 0)
+                return -ENOMEM;
+        if (!b.s)
+                return 0;
+        _cleanup_free_ char *text = NULL;
+        if (asprintf(&text, "[agentfab: 80 %% or more of a budget of this task is spent:%s When one runs out, the "
+                     "task stops for a person. Finish what matters most, run the tests, and call finish; or give "
+                     "up (finish with cannot_complete) if the task cannot be done.]", b.s) < 0)
+                return -ENOMEM;
+        m = conversation_message_new("user", text);
+        if (!m || conversation_add(run, m) < 0) {
+                json_object_put(m);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 int agent_check_budget(AgentRun *run) {
         const Config *c = &run->factory->config;
         Task *t = run->task;
@@ -211,7 +314,7 @@ int agent_check_budget(AgentRun *run) {
                 (void) asprintf(&reason, "wall-clock budget exhausted: %llu of %llu s",
                                 (unsigned long long) (p->wall_usec / USEC_PER_SEC), (unsigned long long) (wall / USEC_PER_SEC));
         else
-                return 0;
+                return agent_warn_budget(run, steps, tokens, wall) < 0 ? (agent_fail(run, "Out of memory."), 1) : 0;
 
         if (!reason)
                 return -ENOMEM;

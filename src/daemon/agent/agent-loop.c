@@ -57,6 +57,9 @@ static void agent_step_done_reset(AgentRun *run) {
         run->cut_tokens = 0;
         run->test_exit = 0;
         run->tests_n_passed = -1;
+        run->tests_accepted = false;
+        run->gave_up = mfree_ptr(run->gave_up);
+        run->stuck = mfree_ptr(run->stuck);
         run->network_command = mfree_ptr(run->network_command);
         run->finish_summary = mfree_ptr(run->finish_summary);
 }
@@ -686,6 +689,7 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                 switch (b) {
                 case BREAKER_TESTS_FAILING:   p->test_failures = 0; break;
                 case BREAKER_MALFORMED_OUTPUT: p->malformed = 0; break;
+                case BREAKER_STUCK:           p->n_recent_calls = 0; break;
                 case BREAKER_TESTS_REGRESSED: p->baseline_passed = -1; break;
                 case BREAKER_FILES_CHANGED:   p->extra_files += c->max_files_changed; break;
                 case BREAKER_BINARY_FILE:
@@ -708,9 +712,17 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                                 t->spec.limits[TASK_LIMIT_MAX_COMMANDS] : c->max_commands;
                         p->extra_wall_usec += t->spec.limits[TASK_LIMIT_MAX_WALL_CLOCK_SEC] != TASK_LIMIT_UNSET ?
                                 t->spec.limits[TASK_LIMIT_MAX_WALL_CLOCK_SEC] * USEC_PER_SEC : c->max_wall_clock_usec;
+                        /* Told again when 80 % of the larger budget is spent. */
+                        p->budget_warned = 0;
                         break;
                 default: break;
                 }
+                if (!text && b == BREAKER_GAVE_UP &&
+                    asprintf(&text, "A person (uid %u) read why you gave up and lets you go on%s%s. The goal and the "
+                             "acceptance criteria may have been amended: look at them again. Call finish when the "
+                             "task is done; give up again only if it still cannot be, saying what is new.",
+                             (unsigned) uid, isempty(comment) ? "" : ": ", strempty(comment)) < 0)
+                        return -ENOMEM;
                 if (!text && asprintf(&text, "A human reviewer (uid %u) approved what stopped you (%s)%s%s. Continue.",
                              (unsigned) uid, strempty(breaker), isempty(comment) ? "" : ": ", strempty(comment)) < 0)
                         return -ENOMEM;
@@ -733,6 +745,8 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                         p->test_failures = 0;
                 if (b == BREAKER_MALFORMED_OUTPUT)
                         p->malformed = 0;
+                if (b == BREAKER_STUCK)
+                        p->n_recent_calls = 0;
                 if (b == BREAKER_BINARY_FILE) {
                         p->keep_pending = mfree_ptr(p->keep_pending);
                         p->keep_reason = mfree_ptr(p->keep_reason);

@@ -98,8 +98,12 @@ struct AgentRun {
         char *body;                /* the reply's words after its first line, and its tool calls */
         bool tests_ran;
         bool tests_passed;
+        bool tests_accepted;       /* and finish's rule accepts them (test-judge.h), green or not */
         int test_exit;
         int tests_n_passed;
+        uint64_t output_start;     /* where the test command's output begins in output.log; UINT64_MAX: unknown */
+        char *gave_up;             /* finish with cannot_complete: the model's reason */
+        char *stuck;               /* the call made MaxRepeatedCalls times with the same result */
         bool network;              /* a command failed for want of the network */
         char *network_command;
         bool finish;               /* finish called and its tests passed */
@@ -220,6 +224,41 @@ void agent_on_command_done(SandboxSession *s, int error, const ExecResult *resul
 void agent_next_tool(AgentRun *run);
 /* From task_unpaused(): goes on with the tool calls held (tools_held). */
 void agent_take_held_tools(AgentRun *run);
+/* Answers the tool call call_id with text; the stuck breaker sees it first
+ * (agent_note_call()). */
+void agent_tool_result(AgentRun *run, const char *call_id, const char *name, const char *text);
+/* agent-breakers.c. Counts the call being answered (run->calls[next_call -
+ * 1]) with its result among the recent ones: at BREAKER_WARN_REPEATED_CALLS
+ * of the same, *ret_text is text with a warning to the model; at
+ * BREAKER_MAX_REPEATED_CALLS, with a note that the task stops, and
+ * run->stuck is set for the step's end. *ret_text NULL: text as it is. */
+int agent_note_call(AgentRun *run, const char *name, const char *text, char **ret_text);
+
+/* agent-tests.c. A run of the test command, read back from output.log in
+ * the task's job queue (the run's phase meanwhile): parsed (test-run.h)
+ * and cut to the parts about failures for the model. */
+typedef struct TestResult {
+        TestRun run;
+        char *text;                /* the output for the model: all of it, or the parts about failures */
+        int status;                /* as the model sees it: 128 + the signal for a signal */
+        int signal;
+        bool timed_out, limit_killed;
+        uint64_t duration_usec;
+} TestResult;
+void test_result_done(TestResult *r);
+typedef void (*agent_tests_read_t)(AgentRun *run, TestResult *r);
+/* Before the command starts: where its output will begin in the log. */
+void agent_note_output_start(AgentRun *run);
+int agent_read_tests(AgentRun *run, const ExecResult *result, AgentPhase phase, agent_tests_read_t done);
+/* The baseline's run, or run_tests' or finish's: recorded, judged against
+ * the baseline, told to the model; then the next tool call. */
+int agent_tests_command_done(AgentRun *run, const ExecResult *result);
+/* The baseline as progress keeps it, as a TestRun that borrows its names. */
+void agent_baseline_view(const TaskProgress *p, TestRun *ret);
+/* The goal and the acceptance criteria, for finish's rule. */
+char *agent_requirement(Task *t);
+/* finish's rule (test-judge.h) for tr against the task's baseline. */
+int agent_judge_tests(AgentRun *run, const TestRun *tr, char **ret_why);
 
 /* agent-model.c. The first messages of the conversation (or of the plan's
  * steps), and one model call for the step. The first two return 0 when

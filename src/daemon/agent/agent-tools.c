@@ -139,6 +139,8 @@ void agent_note_written(AgentRun *run, const char *path) {
         _cleanup_free_ char *p = NULL;
         int r;
 
+        /* The workspace changed: calls made before may give other results. */
+        run->task->progress.n_recent_calls = 0;
         r = workspace_path_normalize(path, &p);
         if (r >= 0)
                 r = task_progress_add_written(&run->task->progress, p);
@@ -164,8 +166,11 @@ int agent_run_command(AgentRun *run, const char *tool, const char *command, uint
         ledger_note_all(run->ledger);   /* A command may change anything in the workspace. */
         /* What the test command writes is not the change (leave-out.h):
          * its window on the clock that stamps inodes. */
-        if (IN_SET(run->call_kind, _TOOL_KIND_INVALID, TOOL_RUN_TESTS, TOOL_FINISH))
+        if (IN_SET(run->call_kind, _TOOL_KIND_INVALID, TOOL_RUN_TESTS, TOOL_FINISH)) {
                 run->tests_started = clock_now_usec(CLOCK_REALTIME);
+                /* Its output is read back from the log (agent-tests.c). */
+                agent_note_output_start(run);
+        }
 
         ExecRequest req = {
                 .argv = argv,
@@ -189,45 +194,17 @@ static char *command_result_text(const ExecResult *r) {
         return s;
 }
 
-static void agent_tool_result(AgentRun *run, const char *call_id, const char *name, const char *text) {
-        json_object *m = conversation_tool_message_new(call_id, name, text);
+void agent_tool_result(AgentRun *run, const char *call_id, const char *name, const char *text) {
+        _cleanup_free_ char *noted = NULL;
+        json_object *m;
+
+        /* The same call with the same result again: the model is warned,
+         * and the stuck breaker counts it. */
+        if (agent_note_call(run, name, text, &noted) < 0)
+                return agent_fail(run, "Out of memory.");
+        m = conversation_tool_message_new(call_id, name, noted ?: text);
         if (!m || conversation_add(run, m) < 0)
                 return agent_fail(run, "Out of memory.");
-}
-
-static void agent_record_tests(AgentRun *run, int exit_code, const char *output) {
-        _cleanup_(test_run_done) TestRun tr = {};
-        Task *t = run->task;
-
-        (void) test_run_parse(exit_code, output, &tr);
-        run->tests_ran = true;
-        run->tests_passed = tr.passed;
-        run->test_exit = exit_code;
-        run->tests_n_passed = tr.n_passed;
-        t->progress.last_test_exit = exit_code;
-        (void) free_and_strdup(&t->progress.last_tests, tr.passed ? "pass" : "fail");
-        /* "The same tests failing": a run that fails the way the last one
-         * did extends the streak; a new failure starts a new one. */
-        if (tr.passed)
-                t->progress.test_failures = 0;
-        else if (t->progress.test_failures > 0 && tr.signature == t->progress.test_signature)
-                t->progress.test_failures++;
-        else
-                t->progress.test_failures = 1;
-        t->progress.test_signature = tr.signature;
-}
-
-/* The baseline's coverage report is kept (or there was none): running. */
-static void agent_baseline_done(AgentRun *run) {
-        Task *t = run->task;
-
-        /* Paused meanwhile: the resume finds the baseline done and makes the
-         * task running then (agent_advance()). */
-        if (t->state == TASK_PAUSED)
-                return;
-        agent_set_state(run, TASK_RUNNING, NULL);
-        if (t->run)
-                agent_schedule(run);
 }
 
 void agent_on_command_done(SandboxSession *s, int error, const ExecResult *result, void *userdata) {
@@ -256,45 +233,25 @@ void agent_on_command_done(SandboxSession *s, int error, const ExecResult *resul
         audit_command(t, t->progress.step + 1, strempty(tool_name), run->call_command, result->status, result->signal,
                       result->timed_out, result->duration_usec, result->output_bytes);
 
-        /* The baseline run before the first step. */
-        if (run->call_kind == _TOOL_KIND_INVALID) {
-                _cleanup_(test_run_done) TestRun tr = {};
-                (void) test_run_parse(status, result->output, &tr);
-                t->progress.baseline_passed = tr.n_passed;
-                t->progress.baseline_done = true;
-                (void) free_and_strdup(&t->progress.last_tests, tr.passed ? "pass" : "fail");
-                t->progress.last_test_exit = status;
-                run->call_command = mfree_ptr(run->call_command);
-                /* Then the state change writes all this down (once). */
-                return review_stage_keep_base_coverage(run, agent_baseline_done);
+        if (run->call_kind != _TOOL_KIND_INVALID)
+                (void) strv_extend(&run->commands, run->call_command);
+
+        /* The test command's runs, the baseline's before the first step
+         * included: read back from the log, judged against the baseline,
+         * told to the model (agent-tests.c). */
+        if (IN_SET(run->call_kind, _TOOL_KIND_INVALID, TOOL_RUN_TESTS, TOOL_FINISH)) {
+                int r = agent_tests_command_done(run, result);
+                if (r < 0)
+                        return agent_fail(run, "Cannot read the test command's output: %s", strerror(-r));
+                return;
         }
 
-        (void) strv_extend(&run->commands, run->call_command);
         text = command_result_text(result);
         if (!text)
                 return agent_fail(run, "Out of memory.");
-
-        if (run->call_kind == TOOL_RUN_TESTS || run->call_kind == TOOL_FINISH)
-                agent_record_tests(run, status, result->output);
-        else if (status != 0 && !agent_has_network(run) && command_output_needs_network(run->call_command, result->output)) {
+        if (status != 0 && !agent_has_network(run) && command_output_needs_network(run->call_command, result->output)) {
                 run->network = true;
                 (void) free_and_strdup(&run->network_command, run->call_command);
-        }
-
-        if (run->call_kind == TOOL_FINISH) {
-                if (run->tests_passed) {
-                        run->finish = true;
-                        free(text);
-                        text = strdup("The tests pass. Your work is accepted and will be delivered.");
-                } else {
-                        _cleanup_free_ char *t2 = NULL;
-                        if (asprintf(&t2, "finish refused: the tests fail.\n%s", text) < 0)
-                                return agent_fail(run, "Out of memory.");
-                        free(text);
-                        text = TAKE_PTR(t2);
-                }
-                if (!text)
-                        return agent_fail(run, "Out of memory.");
         }
 
         agent_tool_result(run, run->call_id, tool_kind_to_string(run->call_kind), text);
@@ -503,6 +460,17 @@ void agent_next_tool(AgentRun *run) {
 
                         if (a.kind == TOOL_FINISH && a.summary)
                                 (void) free_and_strdup(&run->finish_summary, a.summary);
+                        /* Giving up: no tests, the task stops at the step's
+                         * end for a person (the gave-up breaker). */
+                        if (a.kind == TOOL_FINISH && a.cannot_complete) {
+                                if (free_and_strdup(&run->gave_up, a.summary) < 0)
+                                        return agent_fail(run, "Out of memory.");
+                                agent_tool_result(run, id, "finish",
+                                                  "You gave up. At the end of this step the task stops for a person, "
+                                                  "who reads your summary as the reason: they may amend the goal or "
+                                                  "the acceptance criteria, let you go on, or cancel the task.");
+                                continue;
+                        }
                         if (isempty(command)) {
                                 if (a.kind == TOOL_FINISH) {
                                         run->finish = true;

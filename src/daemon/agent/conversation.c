@@ -18,6 +18,7 @@
 #include "string-util.h"
 #include "task-job.h"
 #include "task-save.h"
+#include "test-judge.h"
 #include "tools.h"
 
 #define TREE_MAX_ENTRIES   300u
@@ -385,12 +386,21 @@ int conversation_context_answered(AgentRun *run, int error, const char *error_me
 }
 
 int conversation_system_prompt(AgentRun *run, char **ret) {
-        _cleanup_free_ char *tree = NULL, *instructions = NULL;
+        _cleanup_free_ char *tree = NULL, *instructions = NULL, *baseline = NULL, *req = NULL;
         Task *t = run->task;
         int ws = ledger_workspace_fd(run->ledger);
 
         (void) workspace_tree(ws, TREE_MAX_ENTRIES, &tree);
         (void) workspace_agent_instructions(ws, INSTRUCTIONS_MAX, &instructions);
+        /* What failed before the agent changed anything, so that it knows
+         * from the start what is its to fix and what finish asks of it. */
+        if (t->progress.baseline_recorded) {
+                TestRun base;
+                agent_baseline_view(&t->progress, &base);
+                req = agent_requirement(t);
+                if (!req || test_run_baseline_text(&base, req, &baseline) < 0)
+                        return -ENOMEM;
+        }
 
         if (asprintf(ret,
                      "You are agentfab's software engineering agent. You work on a git repository checked out at "
@@ -398,19 +408,28 @@ int conversation_system_prompt(AgentRun *run, char **ret) {
                      "# Goal\n%s\n\n"
                      "# Acceptance criteria\n%s\n\n"
                      "# Test command\n%s\n\n"
+                     "%s%s%s"
                      "# Files\n%s\n"
                      "%s%s%s"
                      "# Rules\n"
                      "- Work in small steps. Read before you edit. Keep changes to what the goal needs.\n"
                      "- Paths are relative to the workspace. Never try to leave it.\n"
-                     "- Run the tests (run_tests) to check your work; call finish with a summary when the goal is met "
-                     "and the tests pass. finish runs the tests again and is refused while they fail.\n"
+                     "- Run the tests (run_tests) to check your work: each result begins with a line that compares it "
+                     "with the start. Call finish with a summary when the goal is met: it runs the tests again and is "
+                     "accepted when nothing fails that passed before you started and the tests the task is about pass "
+                     "(those the goal and acceptance criteria name; if they name none, every test that failed at the "
+                     "start).\n"
+                     "- If the task cannot be done (impossible as asked, or blocked by something outside the "
+                     "workspace), give up honestly: finish with cannot_complete true and a summary that says why. A "
+                     "person decides what happens next.\n"
+                     "- Do not repeat a call that gave the same result before: it will give it again.\n"
                      "- Changes to protected paths (authentication, payment, migrations, CI configuration, lock files), "
                      "dependency manifests and deleting tests need a human's approval; avoid them unless the goal "
                      "requires them.\n",
                      t->spec.goal,
                      isempty(t->spec.acceptance) ? "(none given: the goal and the tests decide)" : t->spec.acceptance,
                      isempty(t->spec.test_command) ? "(none: there is no test command; say in your summary how you checked your work)" : t->spec.test_command,
+                     baseline ? "# Tests at the start\n" : "", strempty(baseline), baseline ? "\n\n" : "",
                      strempty(tree),
                      instructions ? "# The repository's instructions for agents\n" : "",
                      strempty(instructions), instructions ? "\n\n" : "") < 0)

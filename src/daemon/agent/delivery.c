@@ -21,6 +21,7 @@
 #include "summary.h"
 #include "task-job.h"
 #include "task-store.h"
+#include "test-judge.h"
 #include "time-util.h"
 
 #define DELIVERY_REASON_MAX 1024u
@@ -457,7 +458,7 @@ static void on_verified_saved(AgentRun *run, StepCommit *c) {
 /* Records the evidence on the branch: a commit with the tip's own tree and
  * the trailers of what verified it, made after the verification ran, so
  * that the delivered tip says what verified exactly its tree. */
-static void delivery_record(AgentRun *run, const TestRun *tr, int status, bool ran) {
+static void delivery_record(AgentRun *run, const TestRun *tr, int status, bool ran, const char *accepted) {
         _cleanup_strv_free_ char **trailers = NULL;
         StepCommit *c;
         int r;
@@ -475,7 +476,9 @@ static void delivery_record(AgentRun *run, const TestRun *tr, int status, bool r
 
         /* Not a step of the model's: no Agentfab-Step: trailer, and not a
          * checkpoint to reset to. */
-        c = delivery_step_commit(run, 0, ran ? "Verified: the tests pass on this tree" : "Reviewed: this tree");
+        c = delivery_step_commit(run, 0, !ran ? "Reviewed: this tree" :
+                                 accepted ? "Verified: the task's tests pass, others fail as at the start" :
+                                 "Verified: the tests pass on this tree");
         if (!c)
                 return agent_fail(run, "Out of memory.");
         c->record = true;
@@ -488,8 +491,10 @@ static void delivery_record(AgentRun *run, const TestRun *tr, int status, bool r
                         c->have_test_count = true;
                         c->test_count = (unsigned) tr->n_passed + (unsigned) MAX(tr->n_failed, 0);
                 }
-                c->body = strdup("agentfabd ran the test command itself at delivery, in the task's sandbox, on "
-                                 "the tree of this commit (its parent's: this commit changes nothing).");
+                if (asprintf(&c->body, "agentfabd ran the test command itself at delivery, in the task's sandbox, on "
+                             "the tree of this commit (its parent's: this commit changes nothing).%s%s%s",
+                             accepted ? "\n\nNot all of them pass: " : "", strempty(accepted), accepted ? "." : "") < 0)
+                        c->body = NULL;
                 if (!c->body) {
                         step_commit_free(c);
                         return agent_fail(run, "Out of memory.");
@@ -507,11 +512,40 @@ static void on_verify_output(const char *stream, const char *data, size_t size, 
                 task_send_output(run->task, data, size);
 }
 
+/* The output of delivery's run, read back from the log (agent-tests.c):
+ * judged by finish's rule against the baseline. */
+static void on_verify_read(AgentRun *run, TestResult *r) {
+        _cleanup_free_ char *why = NULL;
+        Task *t = run->task;
+        int verdict;
+
+        t->progress.last_test_exit = r->status;
+        (void) free_and_strdup(&t->progress.last_tests, r->run.passed ? "pass" : "fail");
+
+        /* SECURITY: the judge's word decides, not the model's. A tree whose
+         * tests fail now (flaky tests, or a test that depends on what ran
+         * before) is not delivered as a success: the task fails with the
+         * reason, and a person decides (Resume() runs the tests again,
+         * Amend() sends the task back to the model). It is the rule finish
+         * was accepted by: red only as at the start, not in the tests the
+         * requirement names. */
+        verdict = agent_judge_tests(run, &r->run, &why);
+        if (verdict < 0)
+                return agent_fail(run, "Out of memory.");
+        if (verdict == TEST_VERDICT_REFUSE) {
+                audit_verified(t, NULL, "fail", r->status,
+                               r->run.n_passed >= 0 ? r->run.n_passed + MAX(r->run.n_failed, 0) : -1);
+                return agent_fail(run, "The tests fail on the final tree (%s, exit %i%s): %s. Not delivered. "
+                                  "Resume runs them again; Amend sends the task back to the model.",
+                                  t->spec.test_command, r->status, r->timed_out ? ", timed out" : "", why);
+        }
+        delivery_record(run, &r->run, r->status, true, verdict == TEST_VERDICT_ACCEPT ? why : NULL);
+}
+
 static void on_verify_done(SandboxSession *s, int error, const ExecResult *result, void *userdata) {
         AgentRun *run = userdata;
         Task *t = run->task;
-        _cleanup_(test_run_done) TestRun tr = {};
-        int status;
+        int r;
 
         (void) s;
         if (!t)
@@ -523,25 +557,11 @@ static void on_verify_done(SandboxSession *s, int error, const ExecResult *resul
                                   error == -ECONNRESET || error == -EPIPE ? "the task's sandbox ended unexpectedly" :
                                   strerror(-error));
 
-        status = result->signal > 0 ? 128 + result->signal : result->status;
         audit_command(t, t->progress.step + 1, "verify", t->spec.test_command, result->status, result->signal,
                       result->timed_out, result->duration_usec, result->output_bytes);
-        (void) test_run_parse(status, result->output, &tr);
-        t->progress.last_test_exit = status;
-        (void) free_and_strdup(&t->progress.last_tests, tr.passed ? "pass" : "fail");
-
-        /* SECURITY: the judge's word decides, not the model's. A tree whose
-         * tests fail now (flaky tests, or a test that depends on what ran
-         * before) is not delivered as a success: the task fails with the
-         * reason, and a person decides (Resume() runs the tests again,
-         * Amend() sends the task back to the model). */
-        if (!tr.passed) {
-                audit_verified(t, NULL, "fail", status, tr.n_passed >= 0 ? tr.n_passed + MAX(tr.n_failed, 0) : -1);
-                return agent_fail(run, "The tests fail on the final tree (%s, exit %i%s): not delivered. "
-                                  "Resume runs them again; Amend sends the task back to the model.",
-                                  t->spec.test_command, status, result->timed_out ? ", timed out" : "");
-        }
-        delivery_record(run, &tr, status, true);
+        r = agent_read_tests(run, result, PHASE_VERIFY, on_verify_read);
+        if (r < 0)
+                return agent_fail(run, "Cannot read the output of the tests on the final tree: %s", strerror(-r));
 }
 
 /* Runs the task's test command on the final tree in the task's sandbox:
@@ -553,12 +573,13 @@ static void delivery_verify(AgentRun *run) {
         int r;
 
         if (isempty(t->spec.test_command))
-                return delivery_record(run, NULL, 0, false);
+                return delivery_record(run, NULL, 0, false, NULL);
         if (agent_open_sandbox(run) != 0)
                 return;   /* failed, or delivery starts again when the sandbox is there */
 
         if (asprintf(&banner, "\n$ %s    # agentfabd's own run on the final tree\n", t->spec.test_command) >= 0)
                 (void) write(run->log_fd, banner, strlen(banner));
+        agent_note_output_start(run);
         ExecRequest req = {
                 .argv = argv,
                 .timeout_usec = agent_command_timeout_usec(run),

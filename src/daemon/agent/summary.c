@@ -134,8 +134,11 @@ int summary_text(const SummaryInput *in, char **ret, size_t *ret_size) {
                 fprintf(f, "No test command was given.\n\n");
         else if (in->verified)
                 fprintf(f, "`%s`: %s (exit status %i), run by agentfabd itself on the final tree, in the task's "
-                        "sandbox; recorded in commit %.12s, the delivered tip.\n\n", in->test_command,
-                        strempty(in->last_tests), in->last_test_exit, strempty(in->checkpoint));
+                        "sandbox; recorded in commit %.12s, the delivered tip.%s\n\n", in->test_command,
+                        strempty(in->last_tests), in->last_test_exit, strempty(in->checkpoint),
+                        streq_ptr(in->last_tests, "fail") ?
+                        " What fails failed before the task too and is not a test the goal or the acceptance criteria "
+                        "name (finish's rule, agentfabd(8)); the delivered tip's message names it." : "");
         else
                 fprintf(f, "`%s`: %s (exit status %i)\n\n", in->test_command, strempty(in->last_tests),
                         in->last_test_exit);

@@ -12,6 +12,7 @@
 #include "string-util.h"
 #include "task-save.h"
 #include "task-store.h"
+#include "test-output.h"
 #include "workspace-path.h"
 
 static json_object *progress_to_json(const TaskProgress *p) {
@@ -67,6 +68,26 @@ static json_object *progress_to_json(const TaskProgress *p) {
                         if (json_object_array_add(a, json_object_new_uint64(p->test_windows[i])) < 0)
                                 return NULL;
         }
+        if (p->baseline_recorded &&
+            (json_object_object_add(j, "baseline_recorded", json_object_new_boolean(true)) < 0 ||
+             json_object_object_add(j, "baseline_exit", json_object_new_int(p->baseline_exit)) < 0 ||
+             json_object_object_add(j, "baseline_failed", json_object_new_int(p->baseline_failed)) < 0 ||
+             (p->baseline_failures && json_add_strv(j, "baseline_failures", p->baseline_failures) < 0) ||
+             json_object_object_add(j, "baseline_failures_complete",
+                                    json_object_new_boolean(p->baseline_failures_complete)) < 0))
+                return NULL;
+        if (p->n_recent_calls > 0) {
+                json_object *a = json_object_new_array();
+                if (!a || json_object_object_add(j, "recent_calls", a) < 0) {
+                        json_object_put(a);
+                        return NULL;
+                }
+                for (unsigned i = 0; i < p->n_recent_calls; i++)
+                        if (json_object_array_add(a, json_object_new_uint64(p->recent_calls[i])) < 0)
+                                return NULL;
+        }
+        if (p->budget_warned != 0 && json_add_uint64(j, "budget_warned", p->budget_warned) < 0)
+                return NULL;
         if ((p->written && json_add_strv(j, "written", p->written) < 0) ||
             (p->kept && json_add_strv(j, "kept", p->kept) < 0) ||
             json_add_string(j, "keep_pending", p->keep_pending) < 0 ||
@@ -116,6 +137,19 @@ static int progress_uint(json_object *j, const char *key, uint64_t max, uint64_t
         if (json_get_uint64(j, key, &u) < 0 || u > max)
                 return -EBADMSG;
         *ret = u;
+        return 0;
+}
+
+/* An optional integer of at least min. */
+static int progress_int(json_object *j, const char *key, int min, int *ret) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(j, key, &v))
+                return 0;
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < min ||
+            json_object_get_int64(v) > INT32_MAX)
+                return -EBADMSG;
+        *ret = json_object_get_int(v);
         return 0;
 }
 
@@ -247,6 +281,41 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
                 return r;
         if (p->keep_pending && workspace_path_check(p->keep_pending) < 0)
                 return -EBADMSG;
+        /* The baseline's failures: names the model and the journal see,
+         * so bounded and free of control characters. */
+        p->baseline_recorded = progress_bool(j, "baseline_recorded");
+        p->baseline_failures_complete = progress_bool(j, "baseline_failures_complete");
+        if ((r = progress_int(j, "baseline_exit", INT32_MIN, &p->baseline_exit)) < 0 ||
+            (r = progress_int(j, "baseline_failed", -1, &p->baseline_failed)) < 0)
+                return r;
+        if (json_object_object_get_ex(j, "baseline_failures", &v)) {
+                if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) > TEST_NAMES_MAX)
+                        return -EBADMSG;
+                for (size_t i = 0; i < json_object_array_length(v); i++) {
+                        json_object *h = json_object_array_get_idx(v, i);
+                        const char *s = json_object_is_type(h, json_type_string) ? json_object_get_string(h) : NULL;
+                        if (isempty(s) || strlen(s) > TEST_NAME_MAX || !string_is_safe(s, false))
+                                return -EBADMSG;
+                        if (strv_extend(&p->baseline_failures, s) < 0)
+                                return -ENOMEM;
+                }
+        }
+        if (json_object_object_get_ex(j, "recent_calls", &v)) {
+                if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) > TASK_RECENT_CALLS_MAX)
+                        return -EBADMSG;
+                for (size_t i = 0; i < json_object_array_length(v); i++) {
+                        json_object *c = json_object_array_get_idx(v, i);
+                        if (!json_object_is_type(c, json_type_int))
+                                return -EBADMSG;
+                        p->recent_calls[i] = json_object_get_uint64(c);
+                }
+                p->n_recent_calls = (unsigned) json_object_array_length(v);
+        }
+        u = 0;
+        if ((r = progress_uint(j, "budget_warned", TASK_BUDGET_WARNED_STEPS | TASK_BUDGET_WARNED_TOKENS |
+                               TASK_BUDGET_WARNED_WALL, &u)) < 0)
+                return r;
+        p->budget_warned = (unsigned) u;
         if (json_object_object_get_ex(j, "paused_from", &v)) {
                 /* Only what Pause() may leave: a paused task goes back to work. */
                 TaskState s = json_object_is_type(v, json_type_string) ? task_state_from_string(json_object_get_string(v)) :

@@ -71,6 +71,7 @@ void task_progress_done(TaskProgress *p) {
         free(p->keep_pending);
         free(p->keep_reason);
         free(p->kept_note);
+        strv_free(p->baseline_failures);
         *p = (TaskProgress) { .baseline_passed = -1, .paused_from = TASK_RUNNING };
 }
 

@@ -22,6 +22,12 @@ typedef struct TaskSave TaskSave;
 
 /* How far the agent got, persisted in the state file with the task: a step
  * counts only once this record names it (see agent-loop.c). */
+#define TASK_RECENT_CALLS_MAX 20U
+
+#define TASK_BUDGET_WARNED_STEPS  (1U << 0)
+#define TASK_BUDGET_WARNED_TOKENS (1U << 1)
+#define TASK_BUDGET_WARNED_WALL   (1U << 2)
+
 typedef struct TaskProgress {
         unsigned step;             /* steps done and acknowledged */
         unsigned messages;         /* conversation messages acknowledged */
@@ -44,6 +50,14 @@ typedef struct TaskProgress {
         uint64_t test_signature;   /* of the last failure (test_run_parse()) */
         int baseline_passed;       /* tests passing at the start; -1 unknown */
         bool baseline_done;
+        /* The baseline's failures (test-run.h), with baseline_recorded:
+         * each test result is told against them, and finish's rule weighs
+         * them (test-judge.h). */
+        bool baseline_recorded;
+        int baseline_exit;
+        int baseline_failed;       /* failures counted; -1: the output did not say */
+        char **baseline_failures;  /* their names, at most TEST_NAMES_MAX */
+        bool baseline_failures_complete;
         char *last_tests;          /* "pass", "fail" or NULL (not run) */
         int last_test_exit;
         char *breaker;             /* the breaker that paused the task; NULL none */
@@ -71,6 +85,12 @@ typedef struct TaskProgress {
         char *keep_pending;        /* its path */
         char *keep_reason;         /* "'path' (binary, N bytes): why", for the breaker and the commit */
         char *kept_note;           /* "Kept on purpose: ..." lines for the next commit's body */
+        /* The stuck breaker's: signatures of the latest tool calls with
+         * their results, since a tool last changed the workspace (or the
+         * breaker was decided on), oldest first. */
+        uint64_t recent_calls[TASK_RECENT_CALLS_MAX];
+        unsigned n_recent_calls;
+        unsigned budget_warned;    /* TASK_BUDGET_WARNED_*: the budgets the model was told of at 80 % */
 } TaskProgress;
 
 /* Bounds of what the leave-out rules keep in the state file: windows past
