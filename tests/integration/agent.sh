@@ -21,6 +21,7 @@ SRC=$(realpath "$HERE/../..")
 . "$HERE/agent-review.sh"
 . "$HERE/agent-tree.sh"
 . "$HERE/agent-leave-out.sh"
+. "$HERE/agent-tests-speak.sh"
 . "$HERE/agent-context.sh"
 . "$HERE/agent-open-models.sh"
 . "$HERE/agent-git.sh"
@@ -1107,6 +1108,7 @@ main() {
                  t_context_refused t_context_truncated t_context_hopeless t_context_restart \
                  t_edit_drift t_patch_two_files \
                  t_leave_out_c t_leave_out_python t_leave_out_js t_keep_binary t_git_in_sandbox \
+                 t_tests_speak_unrelated t_tests_speak_give_up t_tests_speak_stuck \
                  t_open_models_formats t_open_models_text_mode t_open_models_cut_and_nudge; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 "$t"
