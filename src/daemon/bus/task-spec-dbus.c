@@ -82,7 +82,7 @@ static int read_limits(TaskSpec *spec, sd_bus_message *m, sd_bus_error *error) {
                         return r;
                 /* A limit nothing enforces is refused: a submitter must not
                  * believe in it. (State files written before keep theirs.) */
-                if (task_limit_from_string(key) < 0) {
+                if (task_limit_name_is_valid(key) && task_limit_from_string(key) < 0) {
                         _cleanup_free_ char *known = task_limit_names();
                         return sd_bus_error_setf(error, AGENTFAB_ERROR_INVALID_SPEC,
                                                  "Unknown limit '%s'; known limits: %s.", key, known ?: "?");

@@ -273,7 +273,7 @@ int task_spec_set_string(TaskSpec *spec, const char *key, const char *value, sd_
         return free_and_strdup(field, value);
 }
 
-static bool limit_name_is_valid(const char *name) {
+bool task_limit_name_is_valid(const char *name) {
         size_t l = strlen(name);
 
         if (l == 0 || l > TASK_LIMIT_NAME_MAX || !isalpha((unsigned char) name[0]))
@@ -285,7 +285,7 @@ static bool limit_name_is_valid(const char *name) {
 }
 
 static int task_spec_set_extra_limit(TaskSpec *spec, const char *key, uint64_t value, sd_bus_error *error) {
-        if (!limit_name_is_valid(key))
+        if (!task_limit_name_is_valid(key))
                 return invalid(error, "Limit name '%s' is not valid: letters, digits and '_', at most 64.", key);
         for (size_t i = 0; i < spec->n_extra_limits; i++)
                 if (streq(spec->extra_limit_names[i], key))

@@ -83,6 +83,8 @@ typedef struct TaskSpec {
 
 const char *task_limit_to_string(TaskLimit l);
 TaskLimit task_limit_from_string(const char *s);
+/* Letters, digits and '_', beginning with a letter, at most 64. */
+bool task_limit_name_is_valid(const char *name);
 /* "max_steps, max_wall_clock_sec, ...": every limit a spec may name. */
 char *task_limit_names(void);
 
