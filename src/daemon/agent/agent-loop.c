@@ -91,6 +91,7 @@ static AgentRun *agent_run_free(AgentRun *run) {
         json_object_put(run->messages);
         agent_context_free(run->context);
         json_object_put(run->tools);
+        json_object_put(run->plan_tools);
         model_api_key_free(run->api_key);
         free(run->model_name);
         safe_close(run->log_fd);
@@ -636,6 +637,9 @@ int agent_start(Task *t) {
         }
         run->tools = tools_schema();
         if (!run->tools)
+                return -ENOMEM;
+        run->plan_tools = agent_plan_tools(run->tools);
+        if (!run->plan_tools)
                 return -ENOMEM;
 
         r = sd_event_add_defer(f->event, &run->defer, on_defer, run);

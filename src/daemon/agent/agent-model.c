@@ -208,6 +208,12 @@ static char *agent_nudge(AgentRun *run, const ModelReply *reply) {
         return s;
 }
 
+/* The tools offered while planning: the read-only ones, until the looks
+ * are spent; then none, and the reply is the plan. */
+static json_object *agent_plan_tools_now(AgentRun *run) {
+        return run->plan_looks < PLAN_LOOKS_MAX ? run->plan_tools : NULL;
+}
+
 static void on_model_reply(ModelCall *call, int error, const char *error_message, const ModelReply *reply, void *userdata) {
         _cleanup_(model_reply_freep) ModelReply *read = NULL;
         AgentRun *run = userdata;
@@ -273,11 +279,29 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
         /* The reply as the conversation keeps it: without thinking, and
          * with the calls a model wrote in its text as its tool calls
          * (model-text-calls.h), which then run like any others. */
-        r = model_reply_read_text(reply, run->profile->tool_calls, planning ? NULL : run->tools, &read);
+        r = model_reply_read_text(reply, run->profile->tool_calls, planning ? agent_plan_tools_now(run) : run->tools,
+                                  &read);
         if (r < 0)
                 return agent_fail(run, "Out of memory.");
         if (read)
                 reply = read;
+
+        /* Looking before the plan: the read-only calls run, their results
+         * are written, and the plan is asked for again. */
+        if (planning && reply->n_tool_calls > 0 && agent_plan_tools_now(run)) {
+                json_object *calls;
+                if (!json_object_object_get_ex(reply->message, "tool_calls", &calls) ||
+                    !json_object_is_type(calls, json_type_array))
+                        return agent_fail(run, "The model's reply has tool calls in an unknown shape.");
+                if (conversation_add(run, json_object_get(reply->message)) < 0)
+                        return agent_fail(run, "Out of memory.");
+                run->plan_looks++;
+                run->planning_look = true;
+                json_object_put(run->calls);
+                run->calls = json_object_get(calls);
+                run->next_call = 0;
+                return agent_next_tool(run);
+        }
 
         if (planning) {
                 json_object *m = conversation_message_new("assistant", reply->content);
@@ -354,11 +378,24 @@ void agent_call_model(AgentRun *run) {
                 r = model_client_chat_replay(run->factory->model, run->replay, on_model_reply, run, &run->call);
         else
                 r = model_client_chat(run->factory->model, run->profile, run->api_key, messages,
-                                      planning ? NULL : run->tools, on_model_reply, run, &run->call);
+                                      planning ? agent_plan_tools_now(run) : run->tools, on_model_reply, run, &run->call);
         if (r < 0) {
                 run->phase = PHASE_IDLE;
                 return agent_fail(run, "Cannot call the model: %s", strerror(-r));
         }
+}
+
+void agent_plan_look_done(AgentRun *run) {
+        int r;
+
+        run->planning_look = false;
+        json_object_put(run->calls);
+        run->calls = NULL;
+        r = agent_save_messages(run, NULL);
+        if (r < 0)
+                return agent_fail(run, "Cannot save the task's state: %s", strerror(-r));
+        if (r == 0)
+                agent_messages_saved(run);   /* written here */
 }
 
 /* The first messages: the system prompt and the request for a plan. */
@@ -377,7 +414,8 @@ int agent_begin_conversation(AgentRun *run) {
                 return r;
         r = agent_add_message(run, "user",
                         "First write a plan: the steps you intend to take, the ambiguities you see in the goal, and "
-                        "the risks. Do not call tools yet; answer with the plan only.");
+                        "the risks. You may look at the code first with read_file, list_files and search; then answer "
+                        "with the plan only, without tool calls.");
         if (r < 0)
                 return r;
         return agent_save_messages(run, NULL);

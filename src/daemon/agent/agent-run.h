@@ -42,6 +42,8 @@ typedef enum AgentPhase {
         PHASE_DELIVER,             /* the push and the pull request, in a worker thread */
 } AgentPhase;
 
+#define PLAN_LOOKS_MAX 5U
+
 struct AgentRun {
         Task *task;                /* NULL once stopped: callbacks then do nothing */
         Factory *factory;
@@ -83,6 +85,12 @@ struct AgentRun {
         ModelReplay *replay;       /* with spec.replay: the recorded exchanges instead of the endpoint */
         json_object *messages;     /* the conversation: acknowledged messages, then the step in flight */
         json_object *tools;
+        /* While planning, the model may look first (read_file, list_files,
+         * search), up to PLAN_LOOKS_MAX replies of calls; their results
+         * are messages of the conversation, not a step. */
+        json_object *plan_tools;
+        unsigned plan_looks;
+        bool planning_look;
         struct AgentContext *context;   /* what the model's server showed of its context (conversation.h) */
         uint64_t clock_usec;       /* CLOCK_MONOTONIC when wall-clock use was last counted */
 
@@ -213,6 +221,11 @@ int agent_check_budget(AgentRun *run);
 void agent_end_step(AgentRun *run);
 
 void agent_tests_ended(AgentRun *run);
+/* The read-only tools of schema, for looking while planning. */
+json_object *agent_plan_tools(json_object *schema);
+bool agent_tool_reads_only(ToolKind k);
+/* A look while planning is done: its messages written, the plan asked again. */
+void agent_plan_look_done(AgentRun *run);
 /* A line "Kept on purpose: what" for the next commit's body. */
 int agent_add_kept_note(TaskProgress *p, const char *what);
 void agent_note_written(AgentRun *run, const char *path);

@@ -121,6 +121,25 @@ static int agent_keep_file(AgentRun *run, const char *path, const char *reason, 
         return asprintf(ret_text, "'%s' is kept: this step's commit records it, and says why.", path) < 0 ? -ENOMEM : 0;
 }
 
+bool agent_tool_reads_only(ToolKind k) {
+        return IN_SET(k, TOOL_READ_FILE, TOOL_LIST_FILES, TOOL_SEARCH);
+}
+
+json_object *agent_plan_tools(json_object *schema) {
+        _cleanup_json_ json_object *a = json_object_new_array();
+
+        if (!a)
+                return NULL;
+        for (size_t i = 0; i < json_object_array_length(schema); i++) {
+                json_object *tool = json_object_array_get_idx(schema, i), *f, *name;
+                if (json_object_object_get_ex(tool, "function", &f) && json_object_object_get_ex(f, "name", &name) &&
+                    agent_tool_reads_only(tool_kind_from_string(json_object_get_string(name))) &&
+                    json_object_array_add(a, json_object_get(tool)) < 0)
+                        return NULL;
+        }
+        return TAKE_PTR(a);
+}
+
 /* The test command ended (or never ran): its window is kept with the task. */
 void agent_tests_ended(AgentRun *run) {
         int r;
@@ -452,6 +471,12 @@ void agent_next_tool(AgentRun *run) {
                 }
                 run->good_calls++;
 
+                if (run->planning_look && !agent_tool_reads_only(a.kind)) {
+                        agent_tool_result(run, id, strempty(name), "Only read_file, list_files and search may be "
+                                          "called before the plan. Write the plan first; the work comes after it.");
+                        continue;
+                }
+
                 switch (a.kind) {
                 case TOOL_RUN_COMMAND:
                 case TOOL_RUN_TESTS:
@@ -518,6 +543,8 @@ void agent_next_tool(AgentRun *run) {
                         return agent_fail(run, "Out of memory.");
                 }
         }
+        if (run->planning_look)
+                return agent_plan_look_done(run);
         agent_end_step(run);
 }
 

@@ -250,7 +250,8 @@ json_object *conversation_for_model(AgentRun *run) {
                 return NULL;
         if (c->tools_bytes == SIZE_MAX)
                 c->tools_bytes = run->tools ? strlen(json_to_line(run->tools)) : 0;
-        tools_bytes = tools ? c->tools_bytes : 0;
+        /* Before the plan only the read-only tools go (agent-run.h). */
+        tools_bytes = tools ? c->tools_bytes : run->plan_tools ? strlen(json_to_line(run->plan_tools)) : 0;
 
         context_gauge_from(&c->gauge, run->profile->context_budget, c->entries, c->n_entries, t->progress.step);
         budget = context_message_budget(c->gauge.budget, c->gauge.bytes_per_token_milli, run->profile->max_tokens,
