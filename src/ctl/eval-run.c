@@ -269,7 +269,7 @@ int eval_run_start(EvalContext *c, EvalRun *run, EvalResult *result, const char 
                 result_set(result, EVAL_ERROR, "the task was not submitted (exit %d)", r);
                 return 0;
         }
-        run->active = true;
+        run->active = run->submitted = true;
         return 0;
 }
 

@@ -71,6 +71,7 @@ typedef struct EvalRun {
         char *dir, *path;
         uint64_t start_usec;
         bool active;
+        bool submitted;
 } EvalRun;
 
 /* Makes the run's repository and submits the task (model: the profile's

@@ -241,10 +241,10 @@ static void progress(bool tty, const char *profile, size_t done, size_t total, u
                 (now_usec() - start) / USEC_PER_SEC);
 }
 
-static int run_profile(EvalContext *c, EvalResult *results, size_t n, const char *model, bool tty) {
+static int run_profile(EvalContext *c, EvalResult *results, size_t n, const char *model, bool builtin, bool tty) {
         _cleanup_free_ EvalRun *slots = calloc(arg.jobs, sizeof(EvalRun));
         _cleanup_free_ bool *busy = calloc(arg.jobs, sizeof(bool));
-        size_t next = 0, done = 0;
+        size_t next = 0, done = 0, submitted = 0;
         unsigned passed = 0;
         uint64_t start = now_usec();
         int r = 0;
@@ -259,6 +259,15 @@ static int run_profile(EvalContext *c, EvalResult *results, size_t n, const char
                         if (r < 0)
                                 break;
                         busy[j] = true;
+                        submitted += slots[j].submitted;
+                        /* The profile's first task refused (no such profile,
+                         * say): the others would be too. */
+                        if (submitted == 0 && !slots[j].submitted) {
+                                fprintf(stderr, "The first task of '%s' was not submitted; its other runs are left out.%s\n",
+                                        results[0].profile, builtin ? " Does agentfab.conf have the model profile of the "
+                                        "built-in agents? See agentfab-corpus(5), \"BUILT-IN AGENTS\"." : "");
+                                n = next;
+                        }
                 }
                 if (r < 0 || interrupted)
                         break;
@@ -364,7 +373,7 @@ static int run_all(EvalContext *c, const EvalCorpus *corpus, char **profiles, si
                         if (r < 0)
                                 return r;
                 }
-                r = run_profile(c, rs->r + first, rs->n - first, builtin ? arg.builtin_profile : profiles[p], tty);
+                r = run_profile(c, rs->r + first, rs->n - first, builtin ? arg.builtin_profile : profiles[p], builtin, tty);
                 agent_stop(&agent);
                 if (r < 0)
                         return r;

@@ -246,6 +246,10 @@ t_compare() {
                 hx_as alice "${CTL[@]}" eval
         expect_refused "2:Unknown built-in agent 'oracle-psychic'" "an unknown built-in agent is refused (exit 2)" \
                 hx_as alice "${CTL[@]}" eval --agent=oracle-psychic
+        out=$(ev --model=nosuchprofile --tasks='py-*' 2>&1)
+        grep -q "no model profile 'nosuchprofile'" <<<"$out" && grep -q "The first task of 'nosuchprofile' was not submitted" <<<"$out" &&
+                [ "$(grep -c 'Failed to submit' <<<"$out")" = 1 ] &&
+                ok "a profile the daemon does not know: said once, its other runs left out" || fail "unknown profile: $out"
 }
 
 t_full() {
