@@ -22,7 +22,8 @@ generator is replayed through the steps the conversation already holds.
 The agents (agentfabctl(1), "eval"; agentfab-corpus(5)):
   oracle              the task's oracle.patch through edit_file, write_file
                       and run_command (for a deleted file), a step a file;
-                      run_tests; finish
+                      run_tests; finish (for a task that cannot be done:
+                      run_tests, then finish with cannot_complete, giving up)
   null                finish, at once and at every step after
   oracle-whitespace   the first edit's old_text and new_text with their
                       whitespace drifted (tabs and spaces swapped, trailing
@@ -288,6 +289,13 @@ def summary_text(task):
     return "Applied the reference fix (%s); the tests pass." % ", ".join(task["files"])
 
 
+def finish_call(task):
+    """finish, or for a task that cannot be done, giving up (cannot_complete)."""
+    if not task.get("solvable", True):
+        return call("finish", summary=summary_text(task), cannot_complete=True)
+    return call("finish", summary=summary_text(task))
+
+
 def agent_oracle(task, text_calls=False, cut_first=False):
     yield reply(plan_text(task))
     steps, _ = task["plan"]()
@@ -299,7 +307,7 @@ def agent_oracle(task, text_calls=False, cut_first=False):
     if not task.get("solvable", True):
         yield reply("Checking what the tests ask for.", [call("run_tests")])
         while True:
-            yield reply(None, [call("finish", summary=summary_text(task))])
+            yield reply(None, [finish_call(task)])
     for path, calls in steps:
         r = reply("Changing %s." % path, calls)
         if text_calls:
@@ -307,7 +315,7 @@ def agent_oracle(task, text_calls=False, cut_first=False):
         yield r
     yield as_text(reply(None, [call("run_tests")])) if text_calls else reply(None, [call("run_tests")])
     while True:
-        r = reply(None, [call("finish", summary=summary_text(task))])
+        r = reply(None, [finish_call(task)])
         yield as_text(r) if text_calls else r
 
 
@@ -351,7 +359,7 @@ def agent_whitespace(task):
         yield reply("The tests fail: writing the files whole.", writes)
         yield reply(None, [call("run_tests")])
     while True:
-        yield reply(None, [call("finish", summary=summary_text(task))])
+        yield reply(None, [finish_call(task)])
 
 
 def agent_wrong_first(task):
@@ -378,13 +386,13 @@ def agent_wrong_first(task):
         yield reply("Changing %s." % p, c)
     yield reply(None, [call("run_tests")])
     while True:
-        yield reply(None, [call("finish", summary=summary_text(task))])
+        yield reply(None, [finish_call(task)])
 
 
 def agent_finish_only(task):
     yield reply(None, [call("run_tests")])
     while True:
-        yield reply(None, [call("finish", summary=summary_text(task))])
+        yield reply(None, [finish_call(task)])
 
 
 def trivial_test(path):

@@ -56,7 +56,6 @@ int eval_summarize(const EvalResult *results, size_t n, const char *profile, Eva
                 if (!r->solvable) {
                         s.unsolvable++;
                         s.unsolvable_right += r->passed;
-                        continue;
                 }
                 s.tasks++;
                 if (!r->passed)
@@ -139,7 +138,7 @@ void eval_print_profile(FILE *f, const EvalResult *results, size_t n, const Eval
                 fprintf(f, "%s %s %u", i ? "," : "", s->breakers[i].name, s->breakers[i].count);
         fprintf(f, "\n");
         if (s->unsolvable > 0)
-                fprintf(f, "  cannot be done: %u of %u runs ended without success, the right outcome\n",
+                fprintf(f, "  of the tasks that cannot be done: %u of %u runs gave up, the right outcome\n",
                         s->unsolvable_right, s->unsolvable);
 }
 

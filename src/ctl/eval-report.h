@@ -21,9 +21,9 @@ typedef struct EvalStamp {
 
 typedef struct EvalSummary {
         char *profile, *model;
-        unsigned tasks, passed;         /* runs of the tasks that can be done */
+        unsigned tasks, passed;         /* runs, and those with the right outcome */
         double pass_rate, low, high;    /* and the 95 % Wilson interval */
-        unsigned unsolvable, unsolvable_right;
+        unsigned unsolvable, unsolvable_right;  /* of them, of tasks that cannot be done */
         double median_steps, median_tokens, median_commands, median_seconds;
         double tokens_per_pass;         /* all tokens of the profile's runs over the passes */
         uint64_t tokens;

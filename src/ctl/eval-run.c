@@ -502,6 +502,8 @@ static void eval_cancel(EvalContext *c, EvalRun *run) {
 
 /* Why a task stopped for a person, as the report counts it. */
 static EvalOutcome outcome_of_breaker(const char *breaker) {
+        if (streq_ptr(breaker, "gave-up"))
+                return EVAL_GAVE_UP;
         if (streq_ptr(breaker, "budget"))
                 return EVAL_BUDGET;
         if (streq_ptr(breaker, "malformed-output"))
@@ -561,8 +563,11 @@ int eval_run_poll(EvalContext *c, EvalRun *run) {
         } else if (waiting) {
                 /* Eval approves nothing: a task that needs a person has
                  * not passed, and is cancelled so that it does not wait. */
-                result_set(res, outcome_of_breaker(info.breaker), "waits for approval: %s: %s", strempty(info.breaker),
-                           strempty(info.reason));
+                if (streq_ptr(info.breaker, "gave-up"))
+                        result_set(res, EVAL_GAVE_UP, "%s", strempty(info.reason));
+                else
+                        result_set(res, outcome_of_breaker(info.breaker), "waits for approval: %s: %s",
+                                   strempty(info.breaker), strempty(info.reason));
                 eval_cancel(c, run);
         } else if (streq(info.state, "succeeded")) {
                 r = eval_grade(c, run);
@@ -574,16 +579,16 @@ int eval_run_poll(EvalContext *c, EvalRun *run) {
                 result_set(res, streq(info.state, "failed") ? outcome_of_failure(info.reason) : EVAL_ERROR, "%s: %s",
                            info.state, strempty(info.reason));
 
-        /* A task that cannot be done has its right outcome when it does not
-         * succeed: agentfab has no way yet for the agent to give up, so a
-         * give-up and a failure look alike (agentfab-corpus(5)). */
+        /* A task that cannot be done has one right outcome: the agent gives
+         * up (finish with cannot_complete, the gave-up breaker), saying why
+         * (agentfab-corpus(5)). Delivering anything is wrong, and so is
+         * failing any other way. */
         if (!res->task->solvable) {
-                if (res->outcome == EVAL_PASSED)
-                        result_set(res, EVAL_TESTS, "succeeded at a task that cannot be done");
-                else if (!streq(info.state, "succeeded") || res->outcome == EVAL_TESTS) {
+                if (res->outcome == EVAL_GAVE_UP) {
                         _cleanup_free_ char *d = TAKE_PTR(res->detail);
-                        result_set(res, EVAL_DECLINED, "did not succeed, as it should not: %s", strempty(d));
-                }
+                        result_set(res, EVAL_DECLINED, "the right outcome: %s", strempty(d));
+                } else if (res->outcome == EVAL_PASSED)
+                        result_set(res, EVAL_TESTS, "succeeded at a task that cannot be done");
         }
         res->seconds = (double) (now_usec() - run->start_usec) / USEC_PER_SEC;
         return 1;

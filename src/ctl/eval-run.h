@@ -14,12 +14,12 @@
 
 typedef enum EvalOutcome {
         EVAL_PASSED,            /* delivered, and the grading command passed */
-        EVAL_DECLINED,          /* a task that cannot be done did not succeed: the right outcome */
+        EVAL_DECLINED,          /* the agent gave up a task that cannot be done: the right outcome */
         EVAL_TESTS,             /* delivered but the grade fails, or stopped by tests-failing */
         EVAL_BUDGET,            /* a budget ran out */
         EVAL_BREAKER,           /* another breaker stopped it for a person */
         EVAL_MALFORMED,         /* too many malformed replies */
-        EVAL_GAVE_UP,           /* the agent said it cannot be done */
+        EVAL_GAVE_UP,           /* the agent gave up a task that can be done */
         EVAL_ERROR,             /* failed otherwise, cancelled, timed out, or not even submitted */
         _EVAL_OUTCOME_MAX,
         _EVAL_OUTCOME_INVALID = -EINVAL,
@@ -33,7 +33,7 @@ typedef struct EvalResult {
         char *task_name;        /* as in the JSON (a compared report has no EvalTask) */
         char *profile;
         unsigned run;           /* 1..runs */
-        bool solvable;
+        bool solvable;          /* false: passed means the agent gave up */
         bool passed;
         EvalOutcome outcome;
         char *detail;           /* the breaker, the task's reason or the grade's last line */

@@ -279,7 +279,7 @@ static int run_profile(EvalContext *c, EvalResult *results, size_t n, const char
                         if (r < 0)
                                 break;
                         if (r > 0) {
-                                passed += slots[j].result->passed && slots[j].result->solvable;
+                                passed += slots[j].result->passed;
                                 done++;
                                 busy[j] = false;
                                 eval_run_done(&slots[j]);
@@ -503,7 +503,7 @@ int eval_verb(int argc, char *argv[], const char *model, const char *json_file, 
                 _cleanup_(eval_summary_done) EvalSummary s = {};
                 if (eval_summarize(rs.r, rs.n, *p, &s) < 0)
                         return log_oom(), EXIT_FAIL;
-                if (s.tasks + s.unsolvable == 0)
+                if (s.tasks == 0)
                         continue;
                 eval_print_profile(stdout, rs.r, rs.n, &s);
                 if (json && eval_write_summary(json, &s, &stamp) < 0)

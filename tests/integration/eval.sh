@@ -111,12 +111,14 @@ runs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"run"' in l]
 bad = [(r["task"], r["run"], r["reason"], r.get("detail")) for r in runs if not r["passed"]]
 for b in bad:
     print("    oracle:", b)
-sys.exit(1 if bad or not runs else 0)
+gave_up = [r for r in runs if not r["solvable"]]
+print("    the task that cannot be done:", gave_up[0]["breaker"] if gave_up else None, gave_up[0]["detail"] if gave_up else None)
+sys.exit(1 if bad or not runs or any(r["reason"] != "declined" or r["breaker"] != "gave-up" for r in gave_up) else 0)
 PY
-        report "$WORK/null.json" <<'PY' && ok "null agent: no task that can be done passed" || fail "the null agent passed something"
+        report "$WORK/null.json" <<'PY' && ok "null agent: no task passed, not even the one that cannot be done" || fail "the null agent passed something"
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"run"' in l]
-bad = [(r["task"], r["reason"]) for r in runs if r["passed"] and r["solvable"]]
+bad = [(r["task"], r["reason"]) for r in runs if r["passed"]]
 for b in bad:
     print("    null:", b)
 sys.exit(1 if bad or not runs else 0)
@@ -132,7 +134,7 @@ need_sum = {"profile", "tasks", "passed", "pass_rate", "interval", "median_steps
 assert runs and sums
 for r in runs:
     assert need_run <= set(r), need_run - set(r)
-    assert r["profile"] == "oracle" and r["steps"] >= 3 and r["tokens"] > 0, r
+    assert r["profile"] == "oracle" and r["steps"] >= 2 and r["tokens"] > 0, r
 for s in sums:
     assert need_sum <= set(s), need_sum - set(s)
     assert s["pass_rate"] == 1 and s["interval"][1] == 1 and 0 < s["interval"][0] < 1, s
@@ -269,10 +271,10 @@ bad = [(r["task"], r["run"], r.get("detail")) for r in runs if not r["passed"]]
 print("    %d runs, %d not passed: %s" % (len(runs), len(bad), bad))
 sys.exit(1 if bad else 0)
 PY
-        report "$WORK/full-null.json" <<'PY' && ok "the null agent passed no task that can be done" || fail "null on the whole corpus"
+        report "$WORK/full-null.json" <<'PY' && ok "the null agent passed no task" || fail "null on the whole corpus"
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"run"' in l]
-bad = [r["task"] for r in runs if r["passed"] and r["solvable"]]
+bad = [r["task"] for r in runs if r["passed"]]
 sys.exit(1 if bad or not runs else 0)
 PY
 }
