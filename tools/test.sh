@@ -121,8 +121,8 @@ ONLY="${FAULTS_ONLY:-t_polkit_stopped t_journald_stopped t_sandbox_killed t_sigk
         run_counted "faults" bash tests/integration/faults.sh build
 # Power cuts: a task's steps and delivery on a disk that records every write
 # and flush, then crash points of that record mounted and checked, none
-# losing an acknowledged step (about 2 minutes; the long form, several
-# thousand crash points: bash tests/crash/run.sh build).
+# losing an acknowledged step (1-2 minutes; the long form, some 1,300
+# crash points in about 11 minutes: bash tests/crash/run.sh build).
 run_counted "crash consistency" bash tests/crash/run.sh build --short
 run_counted "tasks with a network" bash tests/integration/network.sh build
 run_counted "daemon under load" bash tests/integration/daemon-load.sh build
