@@ -111,8 +111,9 @@ t_context_refused() {
 import json, sys
 reqs = [json.loads(l)["body"] for l in open(sys.argv[1]) if "completions" in l]
 last = reqs[-1]["messages"]
-text = json.dumps(last)
-assert "elided to fit the context budget" in text, "nothing shrunk"
+# Shrinking comes before condensing: some request shrank old outputs or
+# arguments, whichever the last one still shows.
+assert any("elided to fit the context budget" in json.dumps(r["messages"]) for r in reqs), "nothing shrunk"
 assert last[0]["role"] == "system" and "Make add() add" in last[0]["content"], "the system prompt is not first"
 assert last[1]["role"] == "user" and "plan" in last[1]["content"], "the first user message is not second"
 assert last[2]["role"] == "user" and last[2]["content"].startswith("[agentfab]"), "no digest"
