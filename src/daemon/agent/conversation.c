@@ -293,7 +293,9 @@ int conversation_context_answered(AgentRun *run, int error, const char *error_me
         ContextEntry e;
 
         *ret_reason = NULL;
-        if (!c)
+        /* A replayed exchange answers another request than this one: its
+         * recorded usage says nothing of this conversation's size. */
+        if (!c || run->replay)
                 return 0;
         before = c->gauge.budget;
 
