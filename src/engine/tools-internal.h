@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -39,6 +40,12 @@ int check_write_target(int dir_fd, const char *name, ToolKind k, const char *pat
 /* Replaces dir_fd/name atomically, with a message for the model on failure. */
 int write_replace(int dir_fd, const char *name, ToolKind k, const char *path, const char *data, size_t size,
                   mode_t mode, char **ret_output);
+
+/* The names in d but ".", ".." and .git, at most max (then *too_many),
+ * sorted by compare; *ret is the caller's, with its *ret_n strings, also on
+ * failure. */
+int dir_read_names(DIR *d, size_t max, int (*compare)(const void *, const void *), char ***ret, size_t *ret_n,
+                   bool *too_many);
 
 /* tools-walk.c, for tools-tree.c: a directory of generated or downloaded
  * files, shown but not walked; a symlink's target, shortened for display. */

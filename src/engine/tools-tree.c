@@ -90,41 +90,16 @@ static int tree_add(Tree *t, const char *name, size_t parent, unsigned depth) {
  * entries become nodes, in display order. Takes fd. */
 static int tree_read_dir(Tree *t, int fd, size_t dir, unsigned depth, dev_t dev) {
         _cleanup_free_ char **names = NULL;
-        size_t n = 0, allocated = 0;
+        size_t n = 0;
         DIR *d;
-        int r = 0;
+        int r;
 
         d = fdopendir(fd);
         if (!d) {
                 safe_close(fd);
                 return -errno;
         }
-        for (struct dirent *de; (de = readdir(d));) {
-                if (streq(de->d_name, ".") || streq(de->d_name, "..") || strcasecmp(de->d_name, ".git") == 0)
-                        continue;
-                if (n >= TREE_NODES_MAX) {
-                        t->cut = true;
-                        break;
-                }
-                if (n >= allocated) {
-                        size_t na = MAX(allocated * 2, (size_t) 64);
-                        char **nn = reallocarray(names, na, sizeof(char *));
-                        if (!nn) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        names = nn;
-                        allocated = na;
-                }
-                names[n] = strdup(de->d_name);
-                if (!names[n]) {
-                        r = -ENOMEM;
-                        break;
-                }
-                n++;
-        }
-        if (r >= 0 && n > 1)
-                qsort(names, n, sizeof(char *), entry_compare);
+        r = dir_read_names(d, TREE_NODES_MAX, entry_compare, &names, &n, &t->cut);
 
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 struct stat st;

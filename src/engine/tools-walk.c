@@ -76,20 +76,11 @@ static void names_free(char ***names, size_t n) {
         *names = mfree_ptr(*names);
 }
 
-/* Takes ownership of fd. SECURITY: each level is opened with O_NOFOLLOW |
- * O_DIRECTORY relative to its parent, symlinks are never descended, nor are
- * other file systems, and depth and entries are bounded. */
-static int walk_dir(Walk *w, int fd, const char *prefix, unsigned depth) {
-        _cleanup_free_ char **names = NULL;
+int dir_read_names(DIR *d, size_t max, int (*compare)(const void *, const void *), char ***ret, size_t *ret_n,
+                   bool *too_many) {
+        char **names = NULL;
         size_t n = 0, allocated = 0;
-        DIR *d;
         int r = 0;
-
-        d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -errno;
-        }
 
         for (struct dirent *de; (de = readdir(d));) {
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
@@ -97,8 +88,8 @@ static int walk_dir(Walk *w, int fd, const char *prefix, unsigned depth) {
                 /* SECURITY: the repository metadata is never shown or searched. */
                 if (strcasecmp(de->d_name, ".git") == 0)
                         continue;
-                if (n >= WALK_DIR_ENTRIES_MAX) {
-                        w->too_many = true;
+                if (n >= max) {
+                        *too_many = true;
                         break;
                 }
                 if (n >= allocated) {
@@ -118,10 +109,30 @@ static int walk_dir(Walk *w, int fd, const char *prefix, unsigned depth) {
                 }
                 n++;
         }
-
         /* An empty directory has no array at all: qsort() must not see NULL. */
-        if (r >= 0 && n > 0)
-                qsort(names, n, sizeof(char *), name_compare);
+        if (n > 0)
+                qsort(names, n, sizeof(char *), compare);
+        *ret = names;
+        *ret_n = n;
+        return r;
+}
+
+/* Takes ownership of fd. SECURITY: each level is opened with O_NOFOLLOW |
+ * O_DIRECTORY relative to its parent, symlinks are never descended, nor are
+ * other file systems, and depth and entries are bounded. */
+static int walk_dir(Walk *w, int fd, const char *prefix, unsigned depth) {
+        _cleanup_free_ char **names = NULL;
+        size_t n = 0;
+        DIR *d;
+        int r;
+
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+
+        r = dir_read_names(d, WALK_DIR_ENTRIES_MAX, name_compare, &names, &n, &w->too_many);
 
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 _cleanup_free_ char *rel = NULL;
