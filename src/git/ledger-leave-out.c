@@ -15,10 +15,6 @@
  * workshop's sweepings (ledger.h, LedgerLeaveOut). Asked only of paths that
  * would change the tree: a clean file costs nothing here. */
 
-static int cmp_str(const void *a, const void *b) {
-        return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
 static int strv_sorted_copy(char **from, char ***ret) {
         _cleanup_strv_free_ char **copy = NULL;
         size_t n = 0;
@@ -29,7 +25,7 @@ static int strv_sorted_copy(char **from, char ***ret) {
                 else
                         n++;
         if (n > 1)
-                qsort(copy, n, sizeof(char *), cmp_str);
+                qsort(copy, n, sizeof(char *), stage_path_cmp);
         *ret = TAKE_PTR(copy);
         return 0;
 }
@@ -70,7 +66,7 @@ int ledger_set_leave_out(Ledger *l, const LedgerLeaveOut *o) {
 
 static bool sorted_has(char **list, const char *s) {
         size_t n = strv_length(list);
-        return n > 0 && bsearch(&s, list, n, sizeof(char *), cmp_str);
+        return n > 0 && bsearch(&s, list, n, sizeof(char *), stage_path_cmp);
 }
 
 /* Whether name is build output by a pattern of the set: directory patterns

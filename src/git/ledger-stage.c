@@ -192,7 +192,7 @@ void ledger_entry_smudge_racy(git_index_entry *e, const struct timespec *start) 
                 e->ctime.nanoseconds = SMUDGED_NSEC;
 }
 
-static int path_cmp(const void *a, const void *b) {
+int stage_path_cmp(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
@@ -209,7 +209,7 @@ int stage_left_out_why(Stage *s, const char *path, const git_index_entry *old, c
         /* Reported once. Past the bound of the known list a stage that
          * meets one reports it again: more, never less. */
         if (l->n_left_out_known > 0 &&
-            bsearch(&path, l->left_out_known, l->n_left_out_known, sizeof(char *), path_cmp))
+            bsearch(&path, l->left_out_known, l->n_left_out_known, sizeof(char *), stage_path_cmp))
                 return 0;
         if (l->n_left_out_known < LEDGER_LEFT_OUT_KNOWN_MAX) {
                 char **k = reallocarray(l->left_out_known, l->n_left_out_known + 1, sizeof(char *));

@@ -46,6 +46,8 @@ bool stage_entry_clean(const Stage *s, const git_index_entry *e, const struct st
  * it out (a tracked file that became one goes), and noted for
  * ledger_take_left_out(). */
 int stage_left_out(Stage *s, const char *path, const git_index_entry *old);
+/* strcmp() of two char * array elements, for qsort() and bsearch(). */
+int stage_path_cmp(const void *a, const void *b);
 /* The same with the reason named ("path (why)"), for what git could record
  * but the ledger leaves out (ledger-leave-out.c). */
 int stage_left_out_why(Stage *s, const char *path, const git_index_entry *old, const char *why);
