@@ -11,6 +11,7 @@
 #include "agentfab-bus.h"
 #include "macro.h"
 #include "task-id.h"
+#include "task-resources.h"
 #include "task-spec.h"
 #include "task-state.h"
 
@@ -91,6 +92,7 @@ typedef struct TaskProgress {
         uint64_t recent_calls[TASK_RECENT_CALLS_MAX];
         unsigned n_recent_calls;
         unsigned budget_warned;    /* TASK_BUDGET_WARNED_*: the budgets the model was told of at 80 % */
+        TaskResources resources;   /* what the task has used (task-resources.h) */
 } TaskProgress;
 
 /* Bounds of what the leave-out rules keep in the state file: windows past
