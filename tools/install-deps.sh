@@ -6,7 +6,10 @@ set -euo pipefail
 packages=(
         # build
         gcc meson ninja-build pkg-config
-        libsystemd-dev libgit2-dev libcurl4-openssl-dev libjson-c-dev libseccomp-dev liburing-dev
+        libsystemd-dev libgit2-dev libcurl4-openssl-dev libjson-c-dev libseccomp-dev liburing-dev libpq-dev
+        # the fleet's database: the fleet tests and benchmark start a private
+        # PostgreSQL 15 cluster (tests/fleet/pg.sh)
+        postgresql
         # the real services the integration tests and the demo boot
         systemd systemd-sysv dbus polkitd pkexec
         # tools the tests drive them with
