@@ -68,6 +68,8 @@ static void test_round_trip(void) {
         CHECK(u->created_usec == t->created_usec && streq(u->branch, "agentfab/0123456789ab"), "timestamps and branch survive");
         CHECK(u->progress.step == 0 && !u->progress.checkpoint && u->progress.baseline_passed == -1,
               "a new task has done nothing yet");
+        CHECK(u->progress.resources.cpu_usec == 0 && u->progress.resources.tokens_in == 0 &&
+              u->progress.resources.cost_micros == TASK_RESOURCE_UNKNOWN, "a new task has used nothing, at no known cost");
         task_free(u);
 
         /* A state change is on disk when task_set_state() returns. */
@@ -130,6 +132,15 @@ static void test_progress_round_trip(void) {
         p->pushed = true;
         p->pull_request = strdup("https://gitea.example/alice/proj/pulls/7");
         p->paused_from = TASK_PREPARING;
+        p->wall_usec = 61000000;
+        p->resources.cpu_usec = 2500000;
+        p->resources.memory_peak = TASK_RESOURCE_UNKNOWN;
+        p->resources.net_connections = 4;
+        p->resources.tokens_in = 1000;
+        p->resources.tokens_cached = 600;
+        p->resources.wall_usec = 1;
+        p->resources.cost_micros = 150;
+        strcpy(p->resources.currency, "EUR");
         t->spec.push_url = strdup("https://gitea.example/alice/proj.git");
         t->spec.forge = strdup("corp");
         t->spec.forge_repository = strdup("alice/proj");
@@ -177,6 +188,13 @@ static void test_progress_round_trip(void) {
               "recent calls and budget warnings survive");
         /* A paused task goes back where it was paused, after a restart too. */
         CHECK_INT_EQ(u->progress.paused_from, TASK_PREPARING, "the state a pause goes back to survives");
+        /* What the task used is banked across restarts; the wall time has
+         * one source, the progress's. */
+        CHECK(u->progress.resources.cpu_usec == 2500000 && u->progress.resources.memory_peak == TASK_RESOURCE_UNKNOWN &&
+              u->progress.resources.net_connections == 4 && u->progress.resources.tokens_in == 1000 &&
+              u->progress.resources.tokens_cached == 600 && u->progress.resources.cost_micros == 150 &&
+              streq(u->progress.resources.currency, "EUR"), "what the task used survives, unknowns included");
+        CHECK_UINT_EQ(u->progress.resources.wall_usec, 61000000, "the wall time is the progress's");
         task_free(t);
         task_free(u);
 }

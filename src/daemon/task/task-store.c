@@ -88,6 +88,17 @@ static json_object *progress_to_json(const TaskProgress *p) {
         }
         if (p->budget_warned != 0 && json_add_uint64(j, "budget_warned", p->budget_warned) < 0)
                 return NULL;
+        /* What the task used; the wall time is the progress's own. */
+        {
+                json_object *res = NULL;
+                if (task_resources_to_json(&p->resources, &res) < 0)
+                        return NULL;
+                json_object_object_del(res, "wall_usec");
+                if (json_object_object_add(j, "resources", res) < 0) {
+                        json_object_put(res);
+                        return NULL;
+                }
+        }
         if ((p->written && json_add_strv(j, "written", p->written) < 0) ||
             (p->kept && json_add_strv(j, "kept", p->kept) < 0) ||
             json_add_string(j, "keep_pending", p->keep_pending) < 0 ||
@@ -316,6 +327,12 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
                                TASK_BUDGET_WARNED_WALL, &u)) < 0)
                 return r;
         p->budget_warned = (unsigned) u;
+        /* A state file older than the accounting has none: nothing counted. */
+        v = NULL;
+        (void) json_object_object_get_ex(j, "resources", &v);
+        if ((r = task_resources_from_json(&p->resources, v)) < 0)
+                return r;
+        p->resources.wall_usec = p->wall_usec;
         if (json_object_object_get_ex(j, "paused_from", &v)) {
                 /* Only what Pause() may leave: a paused task goes back to work. */
                 TaskState s = json_object_is_type(v, json_type_string) ? task_state_from_string(json_object_get_string(v)) :
@@ -464,6 +481,7 @@ int task_from_json(Task *t, json_object *j, char **ret_error) {
         /* Records of the first release have no progress: nothing done yet. */
         TaskProgress progress = { .baseline_passed = -1, .paused_from = TASK_RUNNING };
         json_object *pj;
+        task_resources_init(&progress.resources);
         if (json_object_object_get_ex(j, "progress", &pj)) {
                 r = progress_from_json(&progress, pj);
                 if (r < 0) {

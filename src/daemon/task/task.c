@@ -44,6 +44,7 @@ int task_new(Task **ret, const char *id) {
         task_spec_init(&t->spec);
         t->progress.baseline_passed = -1;
         t->progress.paused_from = TASK_RUNNING;
+        task_resources_init(&t->progress.resources);
         t->id = strdup(id);
         t->reason = strdup("");
         if (!t->id || !t->reason || asprintf(&t->branch, "agentfab/%s", id) < 0)
@@ -73,6 +74,7 @@ void task_progress_done(TaskProgress *p) {
         free(p->kept_note);
         strv_free(p->baseline_failures);
         *p = (TaskProgress) { .baseline_passed = -1, .paused_from = TASK_RUNNING };
+        task_resources_init(&p->resources);
 }
 
 int task_progress_add_test_window(TaskProgress *p, uint64_t start, uint64_t end) {
