@@ -110,6 +110,9 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         r = config_load(&m->factory.config, m->config_path);
         if (r < 0)
                 return r;
+        r = fleet_config_verify(&m->factory.config.fleet);
+        if (r < 0)
+                return r;
         /* Once, here: worker threads use libgit2 later. */
         ledger_library_init();
 

@@ -57,6 +57,7 @@ void config_init(Config *c) {
 
                 .leave_out_binaries = true,
         };
+        fleet_config_init(&c->fleet);
 }
 
 /* Build output that checkpoints leave out unless LeaveOut= is emptied:
@@ -116,6 +117,7 @@ void config_done(Config *c) {
         c->ssh_key_credential = c->ssh_known_hosts_credential = NULL;
         c->launcher_socket = NULL;
         c->protected_paths = NULL;
+        fleet_config_done(&c->fleet);
 }
 
 static int parse_unsigned(const char *v, unsigned min, unsigned max, unsigned *ret) {
@@ -523,7 +525,7 @@ static int config_assign(Config *c, const char *section, const char *key, const 
                 return config_assign_git(c, key, value);
         if (streq(section, "Review"))
                 return config_assign_review(c, key, value);
-        return 0; /* [Model] sections are read by the model profiles (model-profile.c), [Forge] below. */
+        return 0; /* [Model] sections are read by the model profiles (model-profile.c), [Forge] and [Fleet] below. */
 }
 
 typedef struct ConfigParse {
@@ -546,6 +548,10 @@ static int config_line(const char *filename, const char *section, const char *ke
                 p->forge.start = line;
                 return 0;
         }
+
+        /* [Fleet] warns in its own words: a refused line there stops the daemon. */
+        if (section && streq(section, "Fleet"))
+                return fleet_config_assign(&p->config->fleet, key, value, filename, line);
 
         r = p->forge.active ? config_assign_forge(&p->forge, key, value) : config_assign(p->config, section, key, value);
         if (r == -ENOMEM)

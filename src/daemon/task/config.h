@@ -7,6 +7,7 @@
 
 #include <systemd/sd-bus.h>
 
+#include "config-fleet.h"
 #include "forge.h"
 #include "task-spec.h"
 
@@ -86,6 +87,9 @@ typedef struct Config {
         /* [Forge] sections, in the order first seen. */
         ForgeConfig forges[CONFIG_FORGES_MAX];
         size_t n_forges;
+
+        /* [Fleet]: absent, this host is on its own. */
+        FleetConfig fleet;
 } Config;
 
 const char *budget_action_to_string(BudgetAction a);
