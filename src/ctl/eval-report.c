@@ -61,6 +61,7 @@ int eval_summarize(const EvalResult *results, size_t n, const char *profile, Eva
                 if (!r->passed)
                         continue;
                 s.passed++;
+                s.passed_alone += !r->person;
                 steps[k] = r->steps;
                 tokens[k] = (double) r->tokens;
                 commands[k] = (double) r->commands;
@@ -86,8 +87,25 @@ void eval_print_stamp(FILE *f, const EvalStamp *st) {
                 "the first prompt.\n", st->n_named, st->n_tasks, st->repository_map * 100);
 }
 
-void eval_print_profile(FILE *f, const EvalResult *results, size_t n, const EvalSummary *s) {
+/* "Settings: Endpoint=..., ToolCalls=auto, ...": what the daemon said of the
+ * profile, in agentfab.conf(5)'s own names. */
+static void print_settings(FILE *f, const EvalStamp *st, const char *profile) {
+        json_object *settings = NULL;
+        const char *sep = "";
+
+        if (!st->profiles || !json_object_object_get_ex(st->profiles, profile, &settings))
+                return;
+        fputs("Settings: ", f);
+        json_object_object_foreach(settings, key, value) {
+                fprintf(f, "%s%s=%s", sep, key, json_object_get_string(value));
+                sep = ", ";
+        }
+        fputc('\n', f);
+}
+
+void eval_print_profile(FILE *f, const EvalResult *results, size_t n, const EvalSummary *s, const EvalStamp *st) {
         fprintf(f, "\nProfile %s%s%s%s\n", s->profile, s->model ? " (model " : "", strempty(s->model), s->model ? ")" : "");
+        print_settings(f, st, s->profile);
         fprintf(f, "%-28s %-10s %-18s %-7s %5s %8s %5s %7s  %s\n", "TASK", "LANGUAGE", "KIND", "PASSED", "STEPS",
                 "TOKENS", "CMDS", "SECONDS", "RESULT");
         for (size_t i = 0; i < n; i++) {
@@ -125,7 +143,7 @@ void eval_print_profile(FILE *f, const EvalResult *results, size_t n, const Eval
         }
 
         fprintf(f, "%s: %u of %u passed, %.1f %% (95 %% interval %.1f-%.1f %%); %u passed without a person\n",
-                s->profile, s->passed, s->tasks, s->pass_rate * 100, s->low * 100, s->high * 100, s->passed);
+                s->profile, s->passed, s->tasks, s->pass_rate * 100, s->low * 100, s->high * 100, s->passed_alone);
         fprintf(f, "  passed tasks' medians: %.0f steps, %.0f tokens, %.0f commands, %.1f s; %.0f tokens per passed task\n",
                 s->median_steps, s->median_tokens, s->median_commands, s->median_seconds, s->tokens_per_pass);
         fprintf(f, "  failed: tests %u, budget %u, breaker %u, malformed replies %u, gave up %u, error %u\n",
@@ -194,7 +212,7 @@ int eval_write_summary(FILE *f, const EvalSummary *s, const EvalStamp *st) {
         if (json_add_string(o, "type", "summary") < 0 || json_add_string(o, "profile", s->profile) < 0 ||
             json_add_string(o, "model", s->model) < 0 || json_add_uint64(o, "tasks", s->tasks) < 0 ||
             json_add_uint64(o, "passed", s->passed) < 0 || json_add_double(o, "pass_rate", s->pass_rate) < 0 ||
-            json_add_uint64(o, "passed_without_person", s->passed) < 0 ||
+            json_add_uint64(o, "passed_without_person", s->passed_alone) < 0 ||
             json_add_double(o, "median_steps", s->median_steps) < 0 ||
             json_add_double(o, "median_tokens", s->median_tokens) < 0 ||
             json_add_double(o, "median_commands", s->median_commands) < 0 ||
@@ -208,6 +226,10 @@ int eval_write_summary(FILE *f, const EvalSummary *s, const EvalStamp *st) {
             json_add_string(o, "agentfab_version", st->version) < 0 ||
             json_add_string(o, "daemon_version", st->daemon_version) < 0 || json_add_uint64(o, "runs", st->runs) < 0)
                 return -ENOMEM;
+        /* The profile's settings as the daemon had them: what was measured. */
+        json_object *settings = NULL;
+        if (st->profiles && json_object_object_get_ex(st->profiles, s->profile, &settings))
+                json_object_object_add(o, "settings", json_object_get(settings));
         fprintf(f, "%s\n", json_to_line(o));
         return 0;
 }

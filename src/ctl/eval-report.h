@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <json-c/json.h>
 
 #include "eval-corpus.h"
 #include "eval-run.h"
@@ -15,6 +16,9 @@ typedef struct EvalStamp {
         unsigned runs;
         double repository_map;          /* share of the tasks whose fix touches only files named */
         unsigned n_tasks, n_named;
+        /* The daemon's ListModelProfiles(): an object a profile name, its
+         * settings; NULL when the daemon does not say (an older one). */
+        json_object *profiles;
 } EvalStamp;
 
 #define EVAL_MAX_BREAKERS 32
@@ -22,6 +26,7 @@ typedef struct EvalStamp {
 typedef struct EvalSummary {
         char *profile, *model;
         unsigned tasks, passed;         /* runs, and those with the right outcome */
+        unsigned passed_alone;          /* passed with no person's step (EvalResult.person) */
         double pass_rate, low, high;    /* and the 95 % Wilson interval */
         unsigned unsolvable, unsolvable_right;  /* of them, of tasks that cannot be done */
         double median_steps, median_tokens, median_commands, median_seconds;
@@ -41,7 +46,7 @@ void eval_summary_done(EvalSummary *s);
 
 /* The table of one profile: a line a task (its runs together), then the
  * summary's lines. */
-void eval_print_profile(FILE *f, const EvalResult *results, size_t n, const EvalSummary *s);
+void eval_print_profile(FILE *f, const EvalResult *results, size_t n, const EvalSummary *s, const EvalStamp *stamp);
 void eval_print_stamp(FILE *f, const EvalStamp *stamp);
 
 /* JSON lines: one object a run, one a profile's summary. */

@@ -190,9 +190,23 @@ static int repo_commit(const char *dir, char **ret_error) {
         return 0;
 }
 
+/* Whether a person took a step in the task, as its tip records it: an
+ * approval (delivery lists them as Agentfab-Approved:) or a requirement
+ * amended past its first version. Eval itself approves and amends nothing,
+ * but an administrator may while it waits. */
+static bool tip_names_person(const char *message) {
+        const char *t;
+
+        if (strstr(message, "\nAgentfab-Approved: "))
+                return true;
+        t = strstr(message, "\nAgentfab-Requirement: v");
+        return t && strtoul(t + strlen("\nAgentfab-Requirement: v"), NULL, 10) != 1;
+}
+
 /* The tree of branch, checked out into dir; and the first Agentfab-Model:
  * trailer on it, for the report's stamp. */
-static int repo_checkout(const char *repo_dir, const char *branch, const char *dir, char **ret_model, char **ret_error) {
+static int repo_checkout(const char *repo_dir, const char *branch, const char *dir, char **ret_model, bool *ret_person,
+                         char **ret_error) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_commit_freep) git_commit *tip = NULL;
         _cleanup_(git_tree_freep) git_tree *tree = NULL;
@@ -207,6 +221,7 @@ static int repo_checkout(const char *repo_dir, const char *branch, const char *d
             git_reference_name_to_id(&id, repo, ref) < 0 || git_commit_lookup(&tip, repo, &id) < 0 ||
             git_commit_tree(&tree, tip) < 0)
                 return error_set(ret_error, -EIO, "%s", git_message());
+        *ret_person = tip_names_person(strempty(git_commit_message(tip)));
         if (git_checkout_options_init(&opts, GIT_CHECKOUT_OPTIONS_VERSION) < 0)
                 return -ENOMEM;
         opts.checkout_strategy = GIT_CHECKOUT_FORCE;
@@ -439,7 +454,7 @@ static int eval_grade(EvalContext *c, EvalRun *run) {
         if (r < 0)
                 return result_set(res, EVAL_ERROR, "cannot fetch the branch: %s", message ?: strerror(-r)), 0;
         message = mfree_ptr(message);
-        r = repo_checkout(repo, branch, tree, &res->model, &message);
+        r = repo_checkout(repo, branch, tree, &res->model, &res->person, &message);
         if (r < 0)
                 return result_set(res, EVAL_ERROR, "cannot check out the branch: %s", message ?: strerror(-r)), 0;
         if (access(hidden, F_OK) >= 0 && copy_tree(hidden, tree) < 0)

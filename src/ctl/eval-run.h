@@ -35,6 +35,7 @@ typedef struct EvalResult {
         unsigned run;           /* 1..runs */
         bool solvable;          /* false: passed means the agent gave up */
         bool passed;
+        bool person;            /* a person approved a stop or amended the requirement (the tip says) */
         EvalOutcome outcome;
         char *detail;           /* the breaker, the task's reason or the grade's last line */
         char *task_id, *state, *breaker, *model;

@@ -21,6 +21,7 @@
 #include "eval-run.h"
 #include "eval.h"
 #include "fs-util.h"
+#include "json-util.h"
 #include "log.h"
 #include "macro.h"
 #include "string-util.h"
@@ -315,6 +316,87 @@ static char *daemon_version(sd_bus *bus) {
         return v;
 }
 
+/* One basic value of a variant, as text: strings as they are, booleans as
+ * yes/no, numbers in decimal. NULL in *ret for a type not shown. */
+static int bus_read_basic_as_text(sd_bus_message *m, char type, char **ret) {
+        union {
+                const char *s;
+                int b;
+                uint32_t u;
+                uint64_t t;
+                double d;
+        } v;
+        int r;
+
+        *ret = NULL;
+        switch (type) {
+        case 's':
+                r = sd_bus_message_read_basic(m, type, &v.s);
+                return r < 0 ? r : (*ret = strdup(v.s)) ? 0 : -ENOMEM;
+        case 'b':
+                r = sd_bus_message_read_basic(m, type, &v.b);
+                return r < 0 ? r : (*ret = strdup(v.b ? "yes" : "no")) ? 0 : -ENOMEM;
+        case 'u':
+                r = sd_bus_message_read_basic(m, type, &v.u);
+                return r < 0 ? r : asprintf(ret, "%" PRIu32, v.u) < 0 ? -ENOMEM : 0;
+        case 't':
+                r = sd_bus_message_read_basic(m, type, &v.t);
+                return r < 0 ? r : asprintf(ret, "%" PRIu64, v.t) < 0 ? -ENOMEM : 0;
+        case 'd':
+                r = sd_bus_message_read_basic(m, type, &v.d);
+                return r < 0 ? r : asprintf(ret, "%g", v.d) < 0 ? -ENOMEM : 0;
+        default:
+                return sd_bus_message_skip(m, (char[]) { type, 0 });
+        }
+}
+
+/* ListModelProfiles() as {"NAME": {"Endpoint": ..., ...}, ...}, for the
+ * report's stamp; NULL when the daemon cannot say. Settings are shown as
+ * strings, in the names agentfab.conf(5) gives them. */
+static json_object *model_profiles_settings(sd_bus *bus) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_json_ json_object *all = NULL;
+        const char *name;
+        int r;
+
+        if (sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
+                               "ListModelProfiles", &error, &reply, NULL) < 0)
+                return NULL;
+        all = json_object_new_object();
+        if (!all || sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "(sa{sv})") < 0)
+                return NULL;
+        while ((r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_STRUCT, "sa{sv}")) > 0) {
+                _cleanup_json_ json_object *settings = json_object_new_object();
+                const char *key;
+
+                if (!settings || sd_bus_message_read(reply, "s", &name) < 0 ||
+                    sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "{sv}") < 0)
+                        return NULL;
+                while (sd_bus_message_enter_container(reply, SD_BUS_TYPE_DICT_ENTRY, "sv") > 0) {
+                        _cleanup_free_ char *text = NULL;
+                        const char *contents = NULL;
+                        char type;
+
+                        if (sd_bus_message_read(reply, "s", &key) < 0 ||
+                            sd_bus_message_peek_type(reply, &type, &contents) < 0 || !contents ||
+                            sd_bus_message_enter_container(reply, SD_BUS_TYPE_VARIANT, contents) < 0)
+                                return NULL;
+                        if (bus_read_basic_as_text(reply, contents[0], &text) < 0 ||
+                            sd_bus_message_exit_container(reply) < 0 || sd_bus_message_exit_container(reply) < 0)
+                                return NULL;
+                        if (text && json_add_string(settings, key, text) < 0)
+                                return NULL;
+                }
+                if (sd_bus_message_exit_container(reply) < 0 || sd_bus_message_exit_container(reply) < 0)
+                        return NULL;
+                json_object_object_add(all, name, TAKE_PTR(settings));
+        }
+        if (r < 0)
+                return NULL;
+        return TAKE_PTR(all);
+}
+
 typedef struct Results {
         EvalResult *r;
         size_t n;
@@ -387,6 +469,7 @@ int eval_verb(int argc, char *argv[], const char *model, const char *json_file, 
         _cleanup_(eval_corpus_done) EvalCorpus corpus = {};
         _cleanup_strv_free_ char **profiles = NULL;
         _cleanup_free_ char *dversion = NULL;
+        _cleanup_json_ json_object *profile_settings = NULL;
         _cleanup_(results_done) Results rs = {};
         _cleanup_(workdir_done) char *workdir = NULL;
         _cleanup_(fclosep) FILE *json = NULL;
@@ -442,6 +525,7 @@ int eval_verb(int argc, char *argv[], const char *model, const char *json_file, 
         if (connect(&bus) < 0)
                 return EXIT_FAIL;
         dversion = daemon_version(bus);
+        profile_settings = model_profiles_settings(bus);
 
         const char *tmp = getenv("TMPDIR") ?: "/tmp";
         if (asprintf(&workdir, "%s/agentfab-eval.XXXXXX", tmp) < 0)
@@ -490,6 +574,7 @@ int eval_verb(int argc, char *argv[], const char *model, const char *json_file, 
                 .daemon_version = dversion,
                 .runs = arg.runs,
                 .n_tasks = corpus.n_tasks,
+                .profiles = profile_settings,
         };
         for (size_t i = 0; i < corpus.n_tasks; i++)
                 stamp.n_named += corpus.tasks[i].files_named;
@@ -505,7 +590,7 @@ int eval_verb(int argc, char *argv[], const char *model, const char *json_file, 
                         return log_oom(), EXIT_FAIL;
                 if (s.tasks == 0)
                         continue;
-                eval_print_profile(stdout, rs.r, rs.n, &s);
+                eval_print_profile(stdout, rs.r, rs.n, &s, &stamp);
                 if (json && eval_write_summary(json, &s, &stamp) < 0)
                         return log_oom(), EXIT_FAIL;
         }

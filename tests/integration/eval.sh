@@ -228,7 +228,18 @@ s = [l for l in lines if l["type"] == "summary"][0]
 print("    run:", r)
 assert r["passed"] and r["steps"] == 2 and r["tokens"] == 945 and r["model"] == "scripted/scripted", r
 assert s["profile"] == "scripted" and s["tasks"] == 1 and s["passed"] == 1 and s["tokens_per_pass"] == 945, s
+assert s["passed_without_person"] == 1, s
 PY
+        report "$WORK/model.json" <<'PY' && ok "the summary is stamped with the profile's settings as the daemon has them, no key" || fail "no settings in the stamp"
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1]) if '"type":"summary"' in l][0]
+st = s.get("settings") or {}
+print("    settings:", st)
+assert st.get("Model") == "scripted" and st.get("ToolCalls") in ("auto", "native", "text"), st
+assert st.get("Endpoint", "").startswith("http://127.0.0.1:") and "ContextBudget" in st and "APIKey" in st, st
+assert not any("key" in str(v).lower() for k, v in st.items() if k != "APIKey"), st
+PY
+        grep -q '^Settings: .*ToolCalls=' <<<"$out" && ok "the table names the profile's settings" || fail "no Settings line"
 }
 
 t_compare() {

@@ -11,6 +11,7 @@
 #include "environment-identity.h"
 #include "fs-util.h"
 #include "log.h"
+#include "profiles-dbus.h"
 #include "repository.h"
 #include "string-util.h"
 #include "submission.h"
@@ -387,6 +388,11 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("a(sssss)", environments),
                                 method_list_environments,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListModelProfiles",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("a(sa{sv})", profiles),
+                                method_list_model_profiles,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListCaches",
                                 SD_BUS_NO_ARGS,
