@@ -15,6 +15,7 @@ void review_repo_settings_done(ReviewRepoSettings *s) {
         strv_free(s->secret_scan_ignore);
         strv_free(s->checkers);
         strv_free(s->leave_out);
+        strv_free(s->syntax_checks);
         free(s->coverage_report);
         strv_free(s->warnings);
         *s = (ReviewRepoSettings) {};
@@ -141,6 +142,25 @@ static int settings_line(ReviewRepoSettings *s, unsigned line, const char *b, co
                 if (strv_length(s->checkers) >= REVIEW_CHECKERS_MAX)
                         return warn(s, line, "more than %u checkers, ignoring.", REVIEW_CHECKERS_MAX);
                 return strv_extend(&s->checkers, value);
+        }
+        if (KEY_IS("syntax-check")) {
+                size_t g = strcspn(value, " \t");
+                const char *command = value + g + strspn(value + g, " \t");
+
+                if (value[g] == '\0' || isempty(command))
+                        return warn(s, line, "a syntax check is a glob, then a command, ignoring.");
+                value[g] = '\0';
+                if (!review_glob_is_valid(value))
+                        return warn(s, line, "invalid glob '%.64s', ignoring.", value);
+                if (strlen(command) > REVIEW_CHECKER_COMMAND_MAX)
+                        return warn(s, line, "a syntax check's command must be at most %u bytes, ignoring.",
+                                    REVIEW_CHECKER_COMMAND_MAX);
+                if (strv_length(s->syntax_checks) >= 2 * REVIEW_SYNTAX_CHECKS_MAX)
+                        return warn(s, line, "more than %u syntax checks, ignoring.", REVIEW_SYNTAX_CHECKS_MAX);
+                r = strv_extend(&s->syntax_checks, value);
+                if (r < 0)
+                        return r;
+                return strv_extend(&s->syntax_checks, command);
         }
         if (KEY_IS("coverage-report")) {
                 if (!review_glob_is_valid(value) || strpbrk(value, "*?[ \t"))

@@ -27,6 +27,10 @@
  *  - leave-out: whitespace-separated names of build output the checkpoints
  *    leave out, besides agentfab.conf's LeaveOut= (fnmatch() patterns of
  *    one path component; "name/" a directory); repeatable.
+ *  - syntax-check: a glob (as for secret-scan-ignore), then the command
+ *    that checks a file it matches after the agent edits it, "{file}" the
+ *    file (run in the task's sandbox, syntax-check.h); repeatable, the
+ *    first glob that matches wins over the others and the defaults.
  * Several such blocks add up. Other text of the file is the model's
  * instructions and is not read here. Unknown keys and invalid values are
  * skipped with a warning that names the line.
@@ -41,12 +45,14 @@
 #define REVIEW_CHECKER_COMMAND_MAX 1024U
 #define REVIEW_GLOB_MAX 255U
 #define REVIEW_LEAVE_OUT_MAX 64U
+#define REVIEW_SYNTAX_CHECKS_MAX 32U
 
 typedef struct ReviewRepoSettings {
         char **secret_scan_ignore;
         char **checkers;
         char *coverage_report;
         char **leave_out;       /* leave-out: names of build output */
+        char **syntax_checks;   /* syntax-check: pairs GLOB, COMMAND */
         char **warnings;        /* "line N: ...", for the journal */
 } ReviewRepoSettings;
 

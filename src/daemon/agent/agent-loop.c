@@ -47,6 +47,8 @@ static void agent_step_done_reset(AgentRun *run) {
         run->next_call = 0;
         run->call_id = mfree_ptr(run->call_id);
         run->call_command = mfree_ptr(run->call_command);
+        run->check_id = mfree_ptr(run->check_id);
+        run->check_text = mfree_ptr(run->check_text);
         strv_free(run->commands);
         run->commands = NULL;
         run->subject = mfree_ptr(run->subject);

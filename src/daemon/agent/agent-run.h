@@ -101,6 +101,11 @@ struct AgentRun {
         ToolKind call_kind;
         uint64_t tests_started;    /* CLOCK_REALTIME µs: the test command runs since (a leave-out window) */
         char *call_command;
+        /* The syntax check after a write (syntax-check.h) runs: the
+         * write's call and answer wait for it. */
+        char *check_id;
+        char *check_text;
+        ToolKind check_kind;
         char **commands;           /* run in this step, for the Agentfab-Command: trailers */
         char *subject;
         char *body;                /* the reply's words after its first line, and its tool calls */

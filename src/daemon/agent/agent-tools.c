@@ -24,9 +24,12 @@
 #include "log.h"
 #include "model-client.h"
 #include "model-profile.h"
+#include "path-glob.h"
+#include "review-settings.h"
 #include "review-stage.h"
 #include "step-commit.h"
 #include "string-util.h"
+#include "syntax-check.h"
 #include "task-job.h"
 #include "task-store.h"
 #include "time-util.h"
@@ -310,6 +313,12 @@ typedef struct FileToolJob {
         uint64_t size;
         /* apply_patch: every path it names, once it began writing. */
         char **patched;
+        /* A write: the ledger borrowed, to read the base's .agentfab.md,
+         * and the script of the syntax checks of what was written (NULL:
+         * none is known). */
+        Ledger *ledger;
+        char *check_script;
+        bool check_repository;     /* a check of the repository's own may write anything */
 } FileToolJob;
 
 static void file_tool_job_free(void *p) {
@@ -323,6 +332,8 @@ static void file_tool_job_free(void *p) {
         free(j->out);
         free(j->kept);
         strv_free(j->patched);
+        ledger_free(j->ledger);
+        free(j->check_script);
         free(j);
 }
 
@@ -349,18 +360,69 @@ static int tool_keep_file(FileToolJob *j) {
         return 0;
 }
 
+static bool tool_writes(ToolKind k) {
+        return IN_SET(k, TOOL_WRITE_FILE, TOOL_EDIT_FILE, TOOL_APPLY_PATCH);
+}
+
+/* After a write, in the job's thread: the syntax checks of the files it
+ * wrote, by the base's .agentfab.md (SECURITY: the base's, never the
+ * task's, as for its other keys; the check runs in the sandbox all the
+ * same) or by the defaults. A failure here only leaves the check out. */
+static int file_tool_pick_checks(FileToolJob *j) {
+        _cleanup_(review_repo_settings_done) ReviewRepoSettings s = {};
+        _cleanup_strv_free_ char **one = NULL, **paths = NULL, **labels = NULL, **snippets = NULL;
+        _cleanup_free_ char *text = NULL, *normalized = NULL;
+        size_t size = 0, n = 0;
+        int r;
+
+        if (j->ledger && ledger_read_file(j->ledger, false, ".agentfab.md", REVIEW_SETTINGS_SIZE_MAX, &text, &size) >= 0 &&
+            text)
+                (void) review_repo_settings_parse(text, size, &s);
+        if (!j->patched) {
+                r = workspace_path_normalize(j->args.path, &normalized);
+                if (r < 0)
+                        return r;
+                r = strv_extend(&one, normalized);
+                if (r < 0)
+                        return r;
+        }
+        for (char **path = j->patched ?: one; path && *path && n < SYNTAX_CHECK_FILES_MAX; path++) {
+                _cleanup_free_ char *label = NULL, *snippet = NULL;
+
+                r = syntax_check_pick(*path, s.syntax_checks, &label, &snippet);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                for (char **c = s.syntax_checks; c && c[0] && c[1]; c += 2)
+                        if (path_glob_match(c[0], *path))
+                                j->check_repository = true;
+                if (strv_extend(&paths, *path) < 0 || strv_extend(&labels, label) < 0 ||
+                    strv_extend(&snippets, snippet) < 0)
+                        return -ENOMEM;
+                n++;
+        }
+        if (n == 0)
+                return 0;
+        return syntax_check_script(paths, labels, snippets, n, &j->check_script);
+}
+
 static int file_tool_job_run(void *p) {
         FileToolJob *j = p;
+        int r;
 
         switch (j->args.kind) {
         case TOOL_READ_FILE:
                 return tool_read_file(j->ws_fd, &j->args, j->keep, &j->out);
         case TOOL_WRITE_FILE:
-                return tool_write_file(j->ws_fd, &j->args, FILE_MAX, &j->out);
         case TOOL_EDIT_FILE:
-                return tool_edit_file(j->ws_fd, &j->args, FILE_MAX, &j->out);
         case TOOL_APPLY_PATCH:
-                return tool_apply_patch(j->ws_fd, &j->args, FILE_MAX, &j->patched, &j->out);
+                r = j->args.kind == TOOL_WRITE_FILE ? tool_write_file(j->ws_fd, &j->args, FILE_MAX, &j->out) :
+                        j->args.kind == TOOL_EDIT_FILE ? tool_edit_file(j->ws_fd, &j->args, FILE_MAX, &j->out) :
+                        tool_apply_patch(j->ws_fd, &j->args, FILE_MAX, &j->patched, &j->out);
+                if (r >= 0 && file_tool_pick_checks(j) < 0)
+                        j->check_script = mfree_ptr(j->check_script);
+                return r;
         case TOOL_LIST_FILES:
                 return tool_list_files(j->ws_fd, &j->args, LIST_MAX_ENTRIES, j->keep, &j->out);
         case TOOL_SEARCH:
@@ -372,13 +434,76 @@ static int file_tool_job_run(void *p) {
         }
 }
 
+/* A file tool's answer: the next call follows, or waits for the resume. */
+static void file_tool_answer(AgentRun *run, const char *id, ToolKind kind, const char *text) {
+        agent_tool_result(run, id, tool_kind_to_string(kind), text);
+        if (!run->task)
+                return;
+        if (run->task->state == TASK_PAUSED) {
+                /* The next call waits for the resume (task_unpaused()). */
+                run->tools_held = true;
+                run->phase = PHASE_TOOL;
+                return;
+        }
+        agent_next_tool(run);
+}
+
+static void on_syntax_check_done(SandboxSession *s, int error, const ExecResult *result, void *userdata) {
+        _cleanup_free_ char *id = NULL, *text = NULL, *report = NULL, *joined = NULL;
+        AgentRun *run = userdata;
+        Task *t = run->task;
+
+        (void) s;
+        if (!t)
+                return;
+        run->phase = PHASE_IDLE;
+        id = TAKE_PTR(run->check_id);
+        text = TAKE_PTR(run->check_text);
+        if (error < 0) {
+                if (error == -ECONNRESET || error == -EPIPE)
+                        return agent_fail(run, "The task's sandbox ended unexpectedly.");
+                return agent_fail(run, "Cannot run a syntax check in the sandbox: %s", strerror(-error));
+        }
+        audit_command(t, t->progress.step + 1, "syntax-check", "syntax check", result->status, result->signal,
+                      result->timed_out, result->duration_usec, result->output_bytes);
+        if (syntax_check_report(result->output, result->signal > 0 ? 128 + result->signal : result->status,
+                                result->timed_out, &report) < 0 ||
+            (report && asprintf(&joined, "%s%s", strempty(text), report) < 0))
+                return agent_fail(run, "Out of memory.");
+        file_tool_answer(run, strempty(id), run->check_kind, joined ?: strempty(text));
+}
+
+/* The syntax check of what a write changed, in the sandbox like any
+ * command, but not one of the task's commands (max_commands): the model did
+ * not ask for it. Bounded in time and in what is told. The edit's answer
+ * waits in run->check_text. */
+static int agent_syntax_check_start(AgentRun *run, const char *script, bool repository) {
+        const Config *c = &run->factory->config;
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) script, (char *) "agentfab-syntax-check", NULL };
+        uint64_t timeout = MIN(SYNTAX_CHECK_TIMEOUT_USEC, agent_command_timeout_usec(run));
+        static const char banner[] = "\n$ # agentfabd: the syntax check of what was written\n";
+
+        if (!run->session)
+                return -ENOTCONN;
+        (void) write(run->log_fd, banner, strlen(banner));
+        /* A repository's checker may write (a cache beside the file). */
+        if (repository)
+                ledger_note_all(run->ledger);
+        ExecRequest req = {
+                .argv = argv,
+                .timeout_usec = timeout,
+        };
+        return sandbox_session_exec(run->session, &req, run->log_fd, MIN(c->output_keep_bytes, (uint64_t) 16384),
+                                    on_command_output, on_syntax_check_done, run);
+}
+
 static void on_file_tool_done(Task *task, int r, void *p, void *userdata) {
         FileToolJob *j = p;
         AgentRun *run = userdata;
         Task *t = run->task;
 
         (void) task;
-        if (!agent_job_ended(run, NULL))
+        if (!agent_job_ended(run, &j->ledger))
                 return;
         /* Written or not, the path is looked at at the step's end. */
         if (IN_SET(j->args.kind, TOOL_WRITE_FILE, TOOL_EDIT_FILE)) {
@@ -401,16 +526,24 @@ static void on_file_tool_done(Task *task, int r, void *p, void *userdata) {
                 r = agent_keep_file(run, j->kept, j->args.reason, j->binary, j->size, &j->out);
         if (r < 0 && !j->out)
                 j->out = strdup(strerror(-r));
-        agent_tool_result(run, j->id, tool_kind_to_string(j->args.kind), j->out ?: "out of memory");
-        if (!run->task)
-                return;
-        if (t->state == TASK_PAUSED) {
-                /* The next call waits for the resume (task_unpaused()). */
-                run->tools_held = true;
+        if (r >= 0 && j->check_script && j->out) {
+                int k;
+
+                free(run->check_id);
+                free(run->check_text);
+                run->check_id = TAKE_PTR(j->id);
+                run->check_text = TAKE_PTR(j->out);
+                run->check_kind = j->args.kind;
                 run->phase = PHASE_TOOL;
-                return;
+                k = agent_syntax_check_start(run, j->check_script, j->check_repository);
+                if (k >= 0)
+                        return;   /* continues in on_syntax_check_done() */
+                run->phase = PHASE_IDLE;
+                log_warning_errno(k, "Task '%s': cannot run the syntax check, ignoring: %m", t->id);
+                j->id = TAKE_PTR(run->check_id);
+                j->out = TAKE_PTR(run->check_text);
         }
-        agent_next_tool(run);
+        file_tool_answer(run, strempty(j->id), j->args.kind, j->out ?: "out of memory");
 }
 
 /* Takes *a. */
@@ -431,7 +564,10 @@ static int agent_file_tool_start(AgentRun *run, const char *id, ToolCallArgs *a)
                 file_tool_job_free(j);
                 return r;
         }
-        return agent_job_start(run, "tool", file_tool_job_run, on_file_tool_done, file_tool_job_free, j, NULL, PHASE_TOOL);
+        /* A write borrows the ledger: the base's .agentfab.md names its
+         * syntax checks. */
+        return agent_job_start(run, "tool", file_tool_job_run, on_file_tool_done, file_tool_job_free, j,
+                               tool_writes(j->args.kind) ? &j->ledger : NULL, PHASE_TOOL);
 }
 
 void agent_take_held_tools(AgentRun *run) {
