@@ -526,6 +526,12 @@ int eval_verb(int argc, char *argv[], const char *model, const char *json_file, 
                 return EXIT_FAIL;
         dversion = daemon_version(bus);
         profile_settings = model_profiles_settings(bus);
+        /* A built-in agent speaks through the daemon's profile for them
+         * (--builtin-profile=): its report is stamped with that one's. */
+        json_object *builtin_settings = NULL;
+        if (profile_settings && json_object_object_get_ex(profile_settings, arg.builtin_profile, &builtin_settings))
+                for (char **a = arg.agents; a && *a; a++)
+                        json_object_object_add(profile_settings, *a, json_object_get(builtin_settings));
 
         const char *tmp = getenv("TMPDIR") ?: "/tmp";
         if (asprintf(&workdir, "%s/agentfab-eval.XXXXXX", tmp) < 0)

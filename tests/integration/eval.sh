@@ -138,6 +138,7 @@ for r in runs:
 for s in sums:
     assert need_sum <= set(s), need_sum - set(s)
     assert s["pass_rate"] == 1 and s["interval"][1] == 1 and 0 < s["interval"][0] < 1, s
+    assert s["settings"]["ToolCalls"] and s["settings"]["Kind"] == "openai", s
 PY
 }
 
