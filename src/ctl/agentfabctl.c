@@ -13,6 +13,7 @@
 #include "export-client.h"
 #include "json-util.h"
 #include "log.h"
+#include "limit-word.h"
 #include "polkit-agent.h"
 #include "stream-client.h"
 #include "string-util.h"
@@ -63,7 +64,7 @@ static void help(void) {
                "                               List the tasks not finished (all with --all)\n"
                "  status ID                    Show a task\n"
                "  cancel ID                    Cancel a task\n"
-               "  approve ID [--comment=TEXT] [--allow-host=HOST...]\n"
+               "  approve ID [--comment=TEXT] [--allow-host=HOST...] [--limit=NAME=N...]\n"
                "                               Approve the paused step of a task\n"
                "  reject ID [--comment=TEXT]  Reject the paused step of a task\n"
                "  pause ID                     Pause a task: freeze its sandbox where it stands\n"
@@ -101,6 +102,7 @@ static void help(void) {
                "  -f --follow                  With logs: keep following\n"
                "     --comment=TEXT            With approve and reject: the approver's words\n"
                "     --allow-host=HOST[:PORT]  With approve: add to the task's network allowlist (repeatable)\n"
+               "     --limit=NAME=N            With approve: the task goes on with this limit, e.g. max_cpu_sec=600\n"
                "     --format=FORMAT           With export: mbox, bundle or diff\n"
                "     --verify                  With audit: report every gap between journal and branch\n"
                "\nSubmit options:\n"
@@ -114,7 +116,7 @@ static void help(void) {
                "     --submodules              Fetch the submodules of base too\n"
                "     --environment=NAME        Build and test in this environment (see environments)\n"
                "     --model=PROFILE           Model profile\n"
-               "     --limit=KEY=N             A limit, e.g. max_steps=20 (repeatable)\n"
+               "     --limit=NAME=N            A limit, e.g. max_steps=20, max_cpu_sec=600, max_cost=0.50 (repeatable)\n"
                "     --push-url=URL            At delivery, push branch agentfab/ID there (https://)\n"
                "     --forge=NAME              And open a pull request on this [Forge] of agentfab.conf\n"
                "     --forge-repository=OWNER/REPO\n"
@@ -511,25 +513,17 @@ static int call_task_method(sd_bus *bus, const char *id, const char *method, con
         if (r < 0)
                 return -r;
 
-        /* Hosts to allow go with ApproveWithOptions(); without them plain
-         * Approve(), which every daemon version knows. */
-        bool options = streq(method, "Approve") && arg_allow_hosts;
+        /* Hosts to allow and limits to set go with ApproveWithOptions();
+         * without them plain Approve(), which every daemon version knows. */
+        bool options = streq(method, "Approve") && (arg_allow_hosts || arg_limits);
         r = sd_bus_message_new_method_call(bus, &m, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE,
                                            options ? "ApproveWithOptions" : method);
         if (r >= 0 && with_comment)
                 r = sd_bus_message_append(m, "s", strempty(arg_comment));
         if (r >= 0 && options) {
-                r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, SD_BUS_TYPE_DICT_ENTRY, "sv");
-                if (r >= 0)
-                        r = sd_bus_message_append(m, "s", "allow_hosts");
-                if (r >= 0)
-                        r = sd_bus_message_open_container(m, SD_BUS_TYPE_VARIANT, "as");
-                if (r >= 0)
-                        r = sd_bus_message_append_strv(m, arg_allow_hosts);
-                for (int i = 0; i < 3 && r >= 0; i++)
-                        r = sd_bus_message_close_container(m);
+                r = approve_options_append(m, arg_allow_hosts, arg_limits);
+                if (r == -EINVAL)
+                        return EXIT_USAGE;
         }
         if (r < 0) {
                 fprintf(stderr, "Failed to build request: %s\n", strerror(-r));
@@ -556,8 +550,8 @@ static int verb_approve(sd_bus *bus, int argc, char *argv[]) {
 
 static int verb_reject(sd_bus *bus, int argc, char *argv[]) {
         (void) argc;
-        if (arg_allow_hosts) {
-                fprintf(stderr, "--allow-host= goes with approve only.\n");
+        if (arg_allow_hosts || arg_limits) {
+                fprintf(stderr, "--allow-host= and --limit= go with approve only.\n");
                 return EXIT_FAIL;
         }
         return call_task_method(bus, argv[1], "Reject", "reject task", true);

@@ -12,6 +12,7 @@
 #include "bus-client.h"
 #include "json-util.h"
 #include "ledger.h"
+#include "limit-word.h"
 #include "macro.h"
 #include "polkit-agent.h"
 #include "string-util.h"
@@ -68,15 +69,14 @@ static int submit_message_new(sd_bus *bus, const SubmitRequest *req, const char 
                 if (r >= 0)
                         r = sd_bus_message_open_container(m, SD_BUS_TYPE_ARRAY, "{sv}");
                 for (char **l = req->limits; r >= 0 && *l; l++) {
-                        _cleanup_free_ char *key = strndup(*l, strcspn(*l, "="));
-                        const char *eq = strchr(*l, '=');
+                        _cleanup_free_ char *key = NULL;
                         uint64_t v;
 
-                        if (!key || !eq || safe_atou64(eq + 1, &v) < 0) {
-                                fprintf(stderr, "Invalid --limit '%s': expected KEY=NUMBER.\n", *l);
+                        r = limit_word_parse(*l, &key, &v);
+                        if (r == -EINVAL)
                                 return EXIT_USAGE;
-                        }
-                        r = sd_bus_message_append(m, "{sv}", key, "t", v);
+                        if (r >= 0)
+                                r = sd_bus_message_append(m, "{sv}", key, "t", v);
                 }
                 if (r >= 0)
                         r = sd_bus_message_close_container(m);

@@ -5,7 +5,7 @@
 #include <systemd/sd-bus.h>
 
 /* What `agentfabctl submit` asks for: the strings go to SubmitTask() as
- * they are (NULL: not sent), limits as KEY=NUMBER words. */
+ * they are (NULL: not sent), limits as NAME=VALUE words (limit-word.h). */
 typedef struct SubmitRequest {
         const char *repo;
         const char *goal;

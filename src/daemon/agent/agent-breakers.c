@@ -271,6 +271,8 @@ static int agent_warn_budget(AgentRun *run, uint64_t steps, uint64_t tokens, uin
                                (unsigned long long) (wall / USEC_PER_SEC));
                 p->budget_warned |= TASK_BUDGET_WARNED_WALL;
         }
+        if (r >= 0)
+                r = agent_budget_warn(run, &b);
         if (r < 0)
                 return -ENOMEM;
         if (!b.s)
@@ -313,8 +315,12 @@ int agent_check_budget(AgentRun *run) {
         else if (p->wall_usec >= wall)
                 (void) asprintf(&reason, "wall-clock budget exhausted: %llu of %llu s",
                                 (unsigned long long) (p->wall_usec / USEC_PER_SEC), (unsigned long long) (wall / USEC_PER_SEC));
-        else
+        else {
+                int r = agent_check_resource_budget(run);
+                if (r != 0)
+                        return r;
                 return agent_warn_budget(run, steps, tokens, wall) < 0 ? (agent_fail(run, "Out of memory."), 1) : 0;
+        }
 
         if (!reason)
                 return -ENOMEM;

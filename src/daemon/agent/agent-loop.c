@@ -86,6 +86,7 @@ static AgentRun *agent_run_free(AgentRun *run) {
         review_stage_job_free(run->held_review);
         sd_event_source_disable_unref(run->defer);
         sd_event_source_disable_unref(run->dispose);
+        agent_budget_done(run);
         sandbox_session_free(run->session);
         ledger_free(run->ledger);
         model_replay_free(run->replay);
@@ -655,14 +656,15 @@ int agent_start(Task *t) {
 
 /* Who let what through, for the delivered tip's trailers: git log alone
  * then says that a person approved the step, not only the journal. */
-static int approvals_add(TaskProgress *p, const char *breaker, uid_t uid) {
+static int approvals_add(TaskProgress *p, const char *breaker, const char *limits, uid_t uid) {
         _cleanup_free_ char *entry = NULL;
         const struct passwd *pw;
 
         if (strv_length(p->approvals) >= TASK_APPROVALS_MAX)
                 return 0;
         pw = getpwuid(uid);
-        if (asprintf(&entry, "step %u, breaker %s, by %s (uid %u)", p->step, breaker ?: "none",
+        if (asprintf(&entry, "step %u, breaker %s%s%s, by %s (uid %u)", p->step, breaker ?: "none",
+                     limits ? ", limits " : "", strempty(limits),
                      pw && pw->pw_name ? pw->pw_name : "unknown", (unsigned) uid) < 0)
                 return -ENOMEM;
         /* One line of bounded text, whatever the user database holds. */
@@ -674,7 +676,7 @@ static int approvals_add(TaskProgress *p, const char *breaker, uid_t uid) {
         return strv_extend(&p->approvals, entry);
 }
 
-int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **ret_reason) {
+int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, const char *limits, char **ret_reason) {
         _cleanup_free_ char *text = NULL, *breaker = NULL;
         TaskProgress *p = &t->progress;
         const Config *c = &t->factory->config;
@@ -718,6 +720,7 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                                 t->spec.limits[TASK_LIMIT_MAX_COMMANDS] : c->max_commands;
                         p->extra_wall_usec += t->spec.limits[TASK_LIMIT_MAX_WALL_CLOCK_SEC] != TASK_LIMIT_UNSET ?
                                 t->spec.limits[TASK_LIMIT_MAX_WALL_CLOCK_SEC] * USEC_PER_SEC : c->max_wall_clock_usec;
+                        agent_budget_extend(t);
                         /* Told again when 80 % of the larger budget is spent. */
                         p->budget_warned = 0;
                         break;
@@ -732,7 +735,7 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **r
                 if (!text && asprintf(&text, "A human reviewer (uid %u) approved what stopped you (%s)%s%s. Continue.",
                              (unsigned) uid, strempty(breaker), isempty(comment) ? "" : ": ", strempty(comment)) < 0)
                         return -ENOMEM;
-                r = approvals_add(p, breaker, uid);
+                r = approvals_add(p, breaker, limits, uid);
                 if (r < 0)
                         return r;
         } else {

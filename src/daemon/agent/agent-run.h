@@ -12,6 +12,7 @@
 #include <systemd/sd-event.h>
 
 #include "breakers.h"
+#include "buf.h"
 #include "exec-session.h"
 #include "factory.h"
 #include "ledger.h"
@@ -93,6 +94,14 @@ struct AgentRun {
         bool planning_look;
         struct AgentContext *context;   /* what the model's server showed of its context (conversation.h) */
         uint64_t clock_usec;       /* CLOCK_MONOTONIC when wall-clock use was last counted */
+        /* The budgets' watch while a command runs (agent-budget.c): the
+         * sandbox's scope and its CPU usage when first read, with the
+         * task's CPU counter then. */
+        sd_event_source *budget_timer;
+        pid_t cpu_pid;
+        char *cpu_cgroup;
+        uint64_t cpu_first_live;
+        uint64_t cpu_base;
 
         /* The step in flight. */
         json_object *calls;        /* the tool calls of the model's reply */
@@ -219,6 +228,19 @@ int agent_check_breakers(AgentRun *run, const StepCommit *c);
 /* Budgets, before each model call. Returns 1 if one is exhausted (the task
  * is paused or failed). */
 int agent_check_budget(AgentRun *run);
+
+/* agent-budget.c. The freshest CPU time of the task: its counter, or
+ * more if the live sandbox's scope says so. */
+uint64_t agent_budget_cpu_usec(AgentRun *run);
+/* The CPU, network and cost budgets: 1 if one is used up (the task is
+ * paused for a person, or failed with BudgetAction=fail). */
+int agent_check_resource_budget(AgentRun *run);
+/* Checks them every second while the command just sent runs. */
+void agent_budget_watch(AgentRun *run);
+void agent_budget_done(AgentRun *run);
+/* " CPU time 1.7 s of max_cpu_sec=2 used.": each of them 80 % spent and
+ * not told before, for the model's warning. */
+int agent_budget_warn(AgentRun *run, Buf *b);
 
 /* agent-loop.c: the step's end, when the model called no more tools (or
  * the last one is done): the checkpoint is made and acknowledged, then the

@@ -200,8 +200,11 @@ int agent_run_command(AgentRun *run, const char *tool, const char *command, uint
         };
         t->progress.commands++;
         (void) tool;
-        return sandbox_session_exec(run->session, &req, run->log_fd, c->output_keep_bytes, on_command_output,
-                                    agent_on_command_done, run);
+        int r = sandbox_session_exec(run->session, &req, run->log_fd, c->output_keep_bytes, on_command_output,
+                                     agent_on_command_done, run);
+        if (r >= 0)
+                agent_budget_watch(run);
+        return r;
 }
 
 static char *command_result_text(const ExecResult *r) {

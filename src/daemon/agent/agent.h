@@ -43,8 +43,23 @@ void agent_destroy(Task *t);
 /* Approve() or Reject() of a task paused by a breaker, before its state
  * becomes running again: clears the breaker, extends what was exhausted, or
  * undoes the step that tripped it and tells the model why. Returns 1 if the
- * task must fail instead (too many rejections), with *ret_reason set. */
-int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, char **ret_reason);
+ * task must fail instead (too many rejections), with *ret_reason set.
+ * limits: what the approval sets (agent_limits_format(); NULL: nothing),
+ * listed with it on the delivered tip. */
+int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, const char *limits, char **ret_reason);
+
+/* agent-budget.c. An approval's limits (approve --limit=NAME=N, as the
+ * task's limits hold them): each a budget an approval may set, given once,
+ * above what the task has used. 0, or an error set (InvalidArgs). Nothing
+ * is changed: the polkit check comes after it. */
+int agent_limits_check(Task *t, char **names, const uint64_t *values, sd_bus_error *error);
+/* "max_cpu_sec=600, max_cost=500000", for the journal and the approvals list. */
+int agent_limits_format(char **names, const uint64_t *values, char **ret);
+/* Sets them as the task's limits (no extension on top) and journals it. */
+void agent_limits_apply(Task *t, char **names, const uint64_t *values, uid_t uid);
+/* A plain approval of the budget breaker: each used-up CPU, network or
+ * cost budget gets as much again. */
+void agent_budget_extend(Task *t);
 
 /* A failed task is resumed: it starts again from its last checkpoint. */
 void agent_prepare_resume(Task *t);

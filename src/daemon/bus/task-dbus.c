@@ -94,10 +94,87 @@ static int read_comment(sd_bus_message *message, const char **ret, sd_bus_error 
 }
 
 /* ApproveWithOptions()'s options. "allow_hosts" (as): entries added to the
- * task's network allowlist. An unknown option is refused, so that a client
- * asking for more than this daemon knows hears so. */
-static int read_approve_options(sd_bus_message *message, char ***ret_hosts, sd_bus_error *error) {
-        _cleanup_strv_free_ char **hosts = NULL;
+ * task's network allowlist. "limits" (a{st}): limits the task goes on with,
+ * as SubmitTask()'s limits hold them (approve --limit=). An unknown option
+ * is refused, so that a client asking for more than this daemon knows
+ * hears so. */
+#define APPROVE_LIMITS_MAX 16U
+
+typedef struct ApproveOptions {
+        bool has_hosts, has_limits;
+        char **hosts;
+        char **limit_names;
+        uint64_t limit_values[APPROVE_LIMITS_MAX];
+} ApproveOptions;
+
+static void approve_options_done(ApproveOptions *o) {
+        strv_free(o->hosts);
+        strv_free(o->limit_names);
+}
+
+static int read_approve_hosts(sd_bus_message *message, ApproveOptions *o, sd_bus_error *error) {
+        int r;
+
+        if (o->has_hosts)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Option 'allow_hosts' given twice.");
+        o->has_hosts = true;
+        r = sd_bus_message_enter_container(message, SD_BUS_TYPE_VARIANT, "as");
+        if (r < 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Option 'allow_hosts' must be of type 'as'.");
+        r = sd_bus_message_read_strv(message, &o->hosts);
+        if (r < 0)
+                return r;
+        if (strv_length(o->hosts) > TASK_ALLOWED_HOSTS_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "At most %u hosts may be allowed.",
+                                         TASK_ALLOWED_HOSTS_MAX);
+        for (char **h = o->hosts; h && *h; h++)
+                if (!environment_allow_entry_is_valid(*h))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "'%s' is not a host name, address or *.glob with an optional port.",
+                                                 strempty(string_is_safe(*h, false) ? *h : NULL));
+        return sd_bus_message_exit_container(message);
+}
+
+static int read_approve_limits(sd_bus_message *message, ApproveOptions *o, sd_bus_error *error) {
+        size_t n = 0;
+        int r;
+
+        if (o->has_limits)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Option 'limits' given twice.");
+        o->has_limits = true;
+        r = sd_bus_message_enter_container(message, SD_BUS_TYPE_VARIANT, "a{st}");
+        if (r < 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Option 'limits' must be of type 'a{st}'.");
+        r = sd_bus_message_enter_container(message, SD_BUS_TYPE_ARRAY, "{st}");
+        if (r < 0)
+                return r;
+        for (;;) {
+                const char *name;
+                uint64_t value;
+
+                r = sd_bus_message_read(message, "{st}", &name, &value);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
+                if (n >= APPROVE_LIMITS_MAX)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "At most %u limits may be set.",
+                                                 APPROVE_LIMITS_MAX);
+                if (!task_limit_name_is_valid(name))
+                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                "Limit name is not valid: letters, digits and '_', at most 64.");
+                r = strv_extend(&o->limit_names, name);
+                if (r < 0)
+                        return r;
+                o->limit_values[n++] = value;
+        }
+        r = sd_bus_message_exit_container(message);
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(message);
+}
+
+static int read_approve_options(sd_bus_message *message, ApproveOptions *o, sd_bus_error *error) {
         int r;
 
         r = sd_bus_message_enter_container(message, SD_BUS_TYPE_ARRAY, "{sv}");
@@ -109,25 +186,13 @@ static int read_approve_options(sd_bus_message *message, char ***ret_hosts, sd_b
                 r = sd_bus_message_read(message, "s", &key);
                 if (r < 0)
                         return r;
-                if (!streq(key, "allow_hosts"))
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown option '%s'.", key);
-                if (hosts)
-                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Option 'allow_hosts' given twice.");
-                r = sd_bus_message_enter_container(message, SD_BUS_TYPE_VARIANT, "as");
-                if (r < 0)
-                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Option 'allow_hosts' must be of type 'as'.");
-                r = sd_bus_message_read_strv(message, &hosts);
-                if (r < 0)
-                        return r;
-                if (strv_length(hosts) > TASK_ALLOWED_HOSTS_MAX)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "At most %u hosts may be allowed.",
-                                                 TASK_ALLOWED_HOSTS_MAX);
-                for (char **h = hosts; h && *h; h++)
-                        if (!environment_allow_entry_is_valid(*h))
-                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                         "'%s' is not a host name, address or *.glob with an optional port.",
-                                                         strempty(string_is_safe(*h, false) ? *h : NULL));
-                r = sd_bus_message_exit_container(message);
+                if (streq(key, "allow_hosts"))
+                        r = read_approve_hosts(message, o, error);
+                else if (streq(key, "limits"))
+                        r = read_approve_limits(message, o, error);
+                else
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown option '%s'.",
+                                                 string_is_safe(key, false) ? key : "?");
                 if (r < 0)
                         return r;
                 r = sd_bus_message_exit_container(message);
@@ -136,11 +201,7 @@ static int read_approve_options(sd_bus_message *message, char ***ret_hosts, sd_b
         }
         if (r < 0)
                 return r;
-        r = sd_bus_message_exit_container(message);
-        if (r < 0)
-                return r;
-        *ret_hosts = TAKE_PTR(hosts);
-        return 0;
+        return sd_bus_message_exit_container(message);
 }
 
 static int require_state(Task *t, TaskState state, sd_bus_error *error) {
@@ -187,7 +248,8 @@ static void on_state_saved(Task *t, int r, sd_bus_error *error, void *userdata) 
 static int task_method(sd_bus_message *message, Task *t, const char *event, const char *action, bool owner_ok,
                        bool has_comment, TaskState required, TaskState target, TaskDecision decision,
                        sd_bus_error *error) {
-        _cleanup_strv_free_ char **allow_hosts = NULL;
+        _cleanup_(approve_options_done) ApproveOptions options = {};
+        _cleanup_free_ char *limits = NULL;
         const char *comment = NULL;
         uid_t uid;
         int r;
@@ -199,10 +261,11 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
         }
         /* ApproveWithOptions(): Approve() with options after the comment. */
         if (decision == DECISION_APPROVE && streq_ptr(sd_bus_message_get_signature(message, true), "sa{sv}")) {
-                r = read_approve_options(message, &allow_hosts, error);
+                r = read_approve_options(message, &options, error);
                 if (r < 0)
                         return r;
         }
+        char **allow_hosts = options.hosts;
 
         if (required != _TASK_STATE_INVALID) {
                 r = require_state(t, required, error);
@@ -210,6 +273,16 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
                         return r;
         } else if (t->broken)
                 return require_state(t, t->state, error);
+
+        /* What an approval sets is checked before anybody is asked. */
+        if (options.limit_names) {
+                r = agent_limits_check(t, options.limit_names, options.limit_values, error);
+                if (r < 0)
+                        return r;
+                r = agent_limits_format(options.limit_names, options.limit_values, &limits);
+                if (r < 0)
+                        return r;
+        }
 
         r = access_verify(task_bus_server(t), message, t, action, owner_ok, error);
         if (r < 0)
@@ -260,9 +333,12 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
                                 return sd_bus_error_is_set(error) ? r :
                                        sd_bus_error_set_errnof(error, r, "Failed to allow hosts for task '%s': %m", t->id);
                 }
-                r = agent_decide(t, decision == DECISION_APPROVE, comment, uid, &reason);
+                r = agent_decide(t, decision == DECISION_APPROVE, comment, uid, limits, &reason);
                 if (r < 0)
                         return sd_bus_error_set_errnof(error, r, "Failed to record the decision on task '%s': %m", t->id);
+                /* After the decision's own extension: the limit set is the budget. */
+                if (limits)
+                        agent_limits_apply(t, options.limit_names, options.limit_values, uid);
                 if (r > 0)
                         target = TASK_FAILED;
         } else if (decision == DECISION_RESUME)

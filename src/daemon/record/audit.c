@@ -725,3 +725,16 @@ void audit_allow_hosts(Task *t, uid_t caller, const char *hosts) {
                                NULL);
         task_event(t, "allow-host", caller, "hosts", hosts, NULL, NULL, NULL, NULL);
 }
+
+void audit_limits_raised(Task *t, uid_t caller, const char *limits) {
+        journal_send("MESSAGE=Task %s goes on with %s: set by uid %u with its approval.", t->id, limits,
+                               (unsigned) caller,
+                               "MESSAGE_ID=" AGENTFAB_MESSAGE_LIMIT_RAISED_STR,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=limit",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_UID=%u", (unsigned) caller,
+                               "AGENTFAB_LIMITS=%s", limits,
+                               NULL);
+        task_event(t, "limit", caller, "limits", limits, NULL, NULL, NULL, NULL);
+}

@@ -92,3 +92,5 @@ void audit_daemon_idle(void);
 
 /* An approval added hosts to the task's allowlist (approve --allow-host). */
 void audit_allow_hosts(Task *t, uid_t caller, const char *hosts);
+/* An approval set limits of the task (approve --limit): "max_cpu_sec=600, ...". */
+void audit_limits_raised(Task *t, uid_t caller, const char *limits);

@@ -13,6 +13,7 @@
 #include "credential.h"
 #include "fs-util.h"
 #include "log.h"
+#include "micros.h"
 #include "review-settings.h"
 #include "string-table.h"
 #include "string-util.h"
@@ -31,12 +32,17 @@ void config_init(Config *c) {
                 .max_tasks_per_user = 16,
                 .max_stream_clients = 64,
                 .max_active_tasks = 4,
+                .max_cost_per_user_per_day = UINT64_MAX,
+                .max_cpu_usec_per_user_per_day = UINT64_MAX,
 
                 .max_steps = 50,
                 .max_wall_clock_usec = 3600 * USEC_PER_SEC,
                 .max_tokens = 2000000,
                 .max_commands = 200,
                 .command_timeout_usec = 600 * USEC_PER_SEC,
+                .max_cpu_usec = UINT64_MAX,
+                .max_network_bytes = UINT64_MAX,
+                .max_cost = UINT64_MAX,
                 .budget_action = BUDGET_ACTION_PAUSE,
                 .max_rejections = 3,
                 .output_keep_bytes = 16 * 1024,
@@ -194,6 +200,49 @@ static int parse_glob_list(const char *value, char ***list, bool *reset) {
         return 0;
 }
 
+/* A budget: "infinity" or empty is none (UINT64_MAX), 0 is refused. */
+static int parse_budget_sec(const char *v, uint64_t *ret) {
+        if (isempty(v) || streq(v, "infinity")) {
+                *ret = UINT64_MAX;
+                return 0;
+        }
+        return parse_sec_nonzero(v, ret);
+}
+
+static int parse_budget_size(const char *v, uint64_t *ret) {
+        uint64_t u;
+        int r;
+
+        if (isempty(v) || streq(v, "infinity")) {
+                *ret = UINT64_MAX;
+                return 0;
+        }
+        r = parse_size(v, &u);
+        if (r < 0)
+                return r;
+        if (u == 0 || u == UINT64_MAX)
+                return -ERANGE;
+        *ret = u;
+        return 0;
+}
+
+static int parse_budget_cost(const char *v, uint64_t *ret) {
+        uint64_t u;
+        int r;
+
+        if (isempty(v) || streq(v, "infinity")) {
+                *ret = UINT64_MAX;
+                return 0;
+        }
+        r = parse_micros(v, &u);
+        if (r < 0)
+                return r;
+        if (u == 0)
+                return -ERANGE;
+        *ret = u;
+        return 0;
+}
+
 static int config_assign_daemon(Config *c, const char *key, const char *value) {
         if (streq(key, "IdleTimeoutSec")) {
                 int r = parse_sec(value, &c->idle_timeout_usec);
@@ -210,6 +259,10 @@ static int config_assign_daemon(Config *c, const char *key, const char *value) {
                 return parse_unsigned(value, 1, 65536, &c->max_stream_clients);
         if (streq(key, "MaxActiveTasks"))
                 return parse_unsigned(value, 0, 1024, &c->max_active_tasks);   /* 0: hold every task queued */
+        if (streq(key, "MaxCostPerUserPerDay"))
+                return parse_budget_cost(value, &c->max_cost_per_user_per_day);
+        if (streq(key, "MaxCPUSecPerUserPerDay"))
+                return parse_budget_sec(value, &c->max_cpu_usec_per_user_per_day);
         if (streq(key, "LauncherSocket")) {
                 if (value[0] != '/' || strlen(value) >= 108)
                         return -EINVAL;
@@ -234,6 +287,12 @@ static int config_assign_agent(Config *c, const char *key, const char *value) {
                 return parse_u64_range(value, 1, 1000000, &c->max_commands);
         if (streq(key, "CommandTimeoutSec"))
                 return parse_sec_nonzero(value, &c->command_timeout_usec);
+        if (streq(key, "MaxCPUSec"))
+                return parse_budget_sec(value, &c->max_cpu_usec);
+        if (streq(key, "MaxNetworkBytes"))
+                return parse_budget_size(value, &c->max_network_bytes);
+        if (streq(key, "MaxCost"))
+                return parse_budget_cost(value, &c->max_cost);
         if (streq(key, "BudgetAction")) {
                 BudgetAction a = budget_action_from_string(value);
                 if (a < 0)

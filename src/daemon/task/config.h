@@ -39,6 +39,10 @@ typedef struct Config {
         unsigned max_active_tasks;      /* [Daemon] MaxActiveTasks= : tasks worked on at once */
         char *launcher_socket;          /* [Daemon] LauncherSocket= */
         char *proxy_socket;             /* [Daemon] ProxySocket= : agentfab-proxy's control socket */
+        /* [Daemon] daily quotas per owner (UINT64_MAX: none): past one, the
+         * owner's new tasks wait queued until the next UTC day. */
+        uint64_t max_cost_per_user_per_day;     /* MaxCostPerUserPerDay= : millionths of the currency */
+        uint64_t max_cpu_usec_per_user_per_day; /* MaxCPUSecPerUserPerDay= */
 
         /* [Agent]: the default budget of a task; a task's limits override it. */
         uint64_t max_steps;             /* MaxSteps= */
@@ -46,6 +50,10 @@ typedef struct Config {
         uint64_t max_tokens;            /* MaxTokens= */
         uint64_t max_commands;          /* MaxCommands= */
         uint64_t command_timeout_usec;  /* CommandTimeoutSec= */
+        /* Budgets on what a task uses (task-resources.h); UINT64_MAX: none. */
+        uint64_t max_cpu_usec;          /* MaxCPUSec= */
+        uint64_t max_network_bytes;     /* MaxNetworkBytes= : up and down, all its sandboxes */
+        uint64_t max_cost;              /* MaxCost= : millionths of the model profile's currency */
         BudgetAction budget_action;     /* BudgetAction=pause|fail */
         unsigned max_rejections;        /* MaxRejections= : rejections before the task fails */
         uint64_t output_keep_bytes;     /* OutputKeepBytes= : of a tool's output, for the model */

@@ -23,6 +23,9 @@ static const char *const task_limit_table[_TASK_LIMIT_MAX] = {
         [TASK_LIMIT_MEMORY_MAX]          = "memory_max",
         [TASK_LIMIT_TASKS_MAX]           = "tasks_max",
         [TASK_LIMIT_CPU_QUOTA_PERCENT]   = "cpu_quota_percent",
+        [TASK_LIMIT_MAX_CPU_SEC]         = "max_cpu_sec",
+        [TASK_LIMIT_MAX_NETWORK_BYTES]   = "max_network_bytes",
+        [TASK_LIMIT_MAX_COST]            = "max_cost",
 };
 
 DEFINE_STRING_TABLE_LOOKUP(task_limit, TaskLimit);

@@ -18,6 +18,11 @@ typedef enum TaskLimit {
         TASK_LIMIT_MEMORY_MAX,
         TASK_LIMIT_TASKS_MAX,
         TASK_LIMIT_CPU_QUOTA_PERCENT,
+        /* Budgets on what the task uses, summed over its sandboxes
+         * (task-resources.h): the budget breaker trips past them. */
+        TASK_LIMIT_MAX_CPU_SEC,
+        TASK_LIMIT_MAX_NETWORK_BYTES,
+        TASK_LIMIT_MAX_COST,            /* millionths of the model profile's currency */
         _TASK_LIMIT_MAX,
         _TASK_LIMIT_INVALID = -EINVAL,
 } TaskLimit;

@@ -28,6 +28,9 @@ typedef struct TaskSave TaskSave;
 #define TASK_BUDGET_WARNED_STEPS  (1U << 0)
 #define TASK_BUDGET_WARNED_TOKENS (1U << 1)
 #define TASK_BUDGET_WARNED_WALL   (1U << 2)
+#define TASK_BUDGET_WARNED_CPU     (1U << 3)
+#define TASK_BUDGET_WARNED_NETWORK (1U << 4)
+#define TASK_BUDGET_WARNED_COST    (1U << 5)
 
 typedef struct TaskProgress {
         unsigned step;             /* steps done and acknowledged */
