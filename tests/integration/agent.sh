@@ -27,6 +27,7 @@ SRC=$(realpath "$HERE/../..")
 . "$HERE/agent-git.sh"
 . "$HERE/agent-plan.sh"
 . "$HERE/agent-edits.sh"
+. "$HERE/agent-syntax.sh"
 
 . "$HERE/lib/check.sh"
 
@@ -1107,7 +1108,7 @@ main() {
                  t_pause_spin t_pause_restart t_pause_at_start t_cancel_delivery t_pause_cancel t_pause_approval t_pause_release t_malformed_count t_fail_many \
                  t_review_secret t_review_checker t_review_vulnerable t_review_coverage t_review_model \
                  t_context_refused t_context_truncated t_context_hopeless t_context_restart \
-                 t_edit_drift t_patch_two_files \
+                 t_edit_drift t_patch_two_files t_syntax_python t_syntax_checker_sandboxed \
                  t_leave_out_c t_leave_out_python t_leave_out_js t_keep_binary t_git_in_sandbox t_plan_looks \
                  t_tests_speak_unrelated t_tests_speak_give_up t_tests_speak_stuck \
                  t_open_models_formats t_open_models_text_mode t_open_models_cut_and_nudge; do
