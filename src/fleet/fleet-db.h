@@ -124,6 +124,9 @@ void fleet_claims_free(FleetClaim *c, size_t n);
 void fleet_task_infos_free(FleetTaskInfo *t, size_t n);
 void fleet_requests_free(FleetRequest *r, size_t n);
 FleetTaskRecord *fleet_task_record_free(FleetTaskRecord *r);
+static inline void fleet_task_record_freep(FleetTaskRecord **r) {
+        fleet_task_record_free(*r);
+}
 
 /* Handlers. error is 0 or a negative errno; error_message a one-line
  * explanation from the server or libpq when error < 0 (else NULL). Arrays
@@ -147,9 +150,16 @@ typedef void (*fleet_db_id_t)(FleetDb *db, int error, const char *error_message,
 typedef void (*fleet_db_connection_t)(FleetDb *db, bool connected, const char *error_message, void *userdata);
 typedef void (*fleet_db_notify_t)(FleetDb *db, const char *channel, const char *payload, void *userdata);
 
+/* Whether libpq can parse conninfo (a "key=value ..." string or a
+ * postgresql:// URI); -EINVAL with libpq's words otherwise. */
+int fleet_db_check_conninfo(const char *conninfo, char **ret_error_message);
+
 /* Takes a reference on e; conninfo is a libpq connection string (or URI).
- * Starts connecting at once. */
+ * Starts connecting at once (libpq resolves a host name before this
+ * returns; a numeric address or a socket directory does not wait). A
+ * server that cannot be reached is tried again with the backoff. */
 int fleet_db_new(sd_event *e, const char *conninfo, FleetDb **ret);
+/* Calls no handler. Not from within a handler. */
 FleetDb *fleet_db_free(FleetDb *db);
 static inline void fleet_db_freep(FleetDb **db) {
         fleet_db_free(*db);
