@@ -90,6 +90,12 @@ run_counted() {
         passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${k:-0}))
 }
 
+# The fleet's database layer against a real PostgreSQL 15: a private cluster
+# under /tmp per run (tests/fleet/pg.sh), about 10 s; the same under
+# ASan/UBSan.
+run_counted "fleet database" bash tests/fleet/run.sh build
+[ -d build-asan ] && run_counted "fleet database (ASan/UBSan)" bash tests/fleet/run.sh build-asan
+
 # Every parser of untrusted input under libFuzzer (tests/fuzz, clang, ASan +
 # UBSan): the inputs that once crashed a target are replayed, then each target
 # runs 30 s on its corpus; a crash fails it. With the clang build, about 12
@@ -161,6 +167,15 @@ if RATE=200 DURATION=10 CLIENTS=4 COUNT=200 bash bench/load.sh build; then
         echo "ok: load benchmark ran"; passed=$((passed + 1))
 else
         echo "FAIL: load benchmark did not run"; failed=$((failed + 1))
+fi
+
+# The fleet's claims: 1,000 queued tasks, three hosts claiming at once,
+# against naive FOR UPDATE and one host, in a private PostgreSQL cluster
+# (a few seconds). Figures only, counted as having run.
+if bash bench/fleet-claims.sh build; then
+        echo "ok: fleet claim benchmark ran"; passed=$((passed + 1))
+else
+        echo "FAIL: fleet claim benchmark did not run"; failed=$((failed + 1))
 fi
 
 # The daemon's benchmark (bash bench/daemon-bench.sh) is not run here: its
