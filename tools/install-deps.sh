@@ -32,6 +32,9 @@ packages=(
         shellcheck cppcheck
         # the leave-out scenarios' Python project runs pytest (.pytest_cache)
         python3-pytest
+        # the first prompt's symbol outline, run in the sandbox from the
+        # host's /usr (tests/integration/agent-outline.sh)
+        universal-ctags
         # the crash test's recording disk (tests/crash/blklog.c) and the
         # images it mounts
         libfuse3-dev fuse3 e2fsprogs

@@ -95,6 +95,8 @@ static AgentRun *agent_run_free(AgentRun *run) {
         agent_context_free(run->context);
         json_object_put(run->tools);
         json_object_put(run->plan_tools);
+        strv_free(run->outline_files);
+        free(run->outline);
         model_api_key_free(run->api_key);
         free(run->model_name);
         safe_close(run->log_fd);

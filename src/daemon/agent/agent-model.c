@@ -406,6 +406,9 @@ int agent_begin_conversation(AgentRun *run) {
         if (json_object_array_length(run->messages) > 0)
                 return 0;
 
+        r = agent_outline_start(run);
+        if (r != 0)
+                return r;   /* ctags runs, or memory is out */
         r = conversation_system_prompt(run, &prompt);
         if (r < 0)
                 return r;

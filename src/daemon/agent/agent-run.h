@@ -33,6 +33,7 @@ typedef enum AgentPhase {
         PHASE_PREPARE,             /* the workspace is being made, in a worker thread */
         PHASE_SANDBOX,             /* the launcher makes the sandbox, or we wait our turn for it */
         PHASE_BASELINE,            /* the test command before any change */
+        PHASE_OUTLINE,             /* ctags for the first prompt's symbol outline (agent-outline.c) */
         PHASE_MODEL,               /* a model call in flight */
         PHASE_TOOL,                /* a command of a tool call in flight */
         PHASE_VERIFY,              /* delivery's own run of the test command on the final tree */
@@ -92,6 +93,11 @@ struct AgentRun {
         json_object *plan_tools;
         unsigned plan_looks;
         bool planning_look;
+        /* The first prompt's symbol outline: tried once a run, the files
+         * ctags was given while it runs, then the text (NULL: none). */
+        bool outline_tried;
+        char **outline_files;
+        char *outline;
         struct AgentContext *context;   /* what the model's server showed of its context (conversation.h) */
         uint64_t clock_usec;       /* CLOCK_MONOTONIC when wall-clock use was last counted */
         /* The budgets' watch while a command runs (agent-budget.c): the
@@ -303,9 +309,16 @@ int agent_judge_tests(AgentRun *run, const TestRun *tr, char **ret_why);
 /* agent-model.c. The first messages of the conversation (or of the plan's
  * steps), and one model call for the step. The first two return 0 when
  * the run may go on, 1 when their messages are being written (PHASE_STATE,
- * agent_advance() runs again once the file holds them), negative on
- * failure. */
+ * agent_advance() runs again once the file holds them) or, for the first,
+ * when the symbol outline is being made (PHASE_OUTLINE, likewise),
+ * negative on failure. */
 int agent_begin_conversation(AgentRun *run);
+/* agent-outline.c. Before the first messages: 1 if ctags runs in the
+ * sandbox for the symbol outline (PHASE_OUTLINE; agent_advance() runs again
+ * when it is done, with run->outline set or not), 0 if there is nothing to
+ * run (no file named, tried before, ctags cannot start), negative only if
+ * memory is out. */
+int agent_outline_start(AgentRun *run);
 int agent_start_plan_steps(AgentRun *run);
 /* Writes the messages of run->messages the state file does not count
  * yet, then the state file that counts them (and holds plan, if not NULL),

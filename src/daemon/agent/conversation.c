@@ -414,6 +414,7 @@ int conversation_system_prompt(AgentRun *run, char **ret) {
                      "%s%s%s"
                      "# Files\n%s\n"
                      "%s%s%s"
+                     "%s%s%s"
                      "# Rules\n"
                      "- Work in small steps. Read before you edit. Keep changes to what the goal needs.\n"
                      "- Paths are relative to the workspace. Never try to leave it.\n"
@@ -434,6 +435,8 @@ int conversation_system_prompt(AgentRun *run, char **ret) {
                      isempty(t->spec.test_command) ? "(none: there is no test command; say in your summary how you checked your work)" : t->spec.test_command,
                      baseline ? "# Tests at the start\n" : "", strempty(baseline), baseline ? "\n\n" : "",
                      strempty(tree),
+                     run->outline ? "# Symbols of the files the task points to (universal-ctags: kind, name, line)\n" : "",
+                     strempty(run->outline), run->outline ? "\n" : "",
                      instructions ? "# The repository's instructions for agents\n" : "",
                      strempty(instructions), instructions ? "\n\n" : "") < 0)
                 return -ENOMEM;
