@@ -11,6 +11,7 @@
 #include "bus-client.h"
 #include "eval.h"
 #include "export-client.h"
+#include "fleet-list.h"
 #include "json-util.h"
 #include "log.h"
 #include "limit-word.h"
@@ -53,6 +54,7 @@ static char **arg_limits = NULL;
 static char **arg_allow_hosts = NULL;
 static char **arg_states = NULL;
 static bool arg_all = false;
+static bool arg_fleet = false;
 
 static void help(void) {
         printf("%s [OPTIONS...] COMMAND ...\n\n"
@@ -60,7 +62,7 @@ static void help(void) {
                "Commands:\n"
                "  submit --repo PATH --goal TEXT [--test CMD] [--base REF]\n"
                "                               Submit a task; prints its id\n"
-               "  list [--all] [--state=STATE,...]\n"
+               "  list [--all] [--state=STATE,...] [--fleet]\n"
                "                               List the tasks not finished (all with --all)\n"
                "  status ID                    Show a task\n"
                "  cancel ID                    Cancel a task\n"
@@ -99,6 +101,7 @@ static void help(void) {
                "     --socket=PATH             Stream socket (default: $AGENTFAB_SOCKET or " AGENTFAB_DEFAULT_SOCKET ")\n"
                "  -a --all                     With list: show finished tasks too\n"
                "     --state=STATE[,STATE...]  With list: show tasks in these states ('help' lists them)\n"
+               "     --fleet                   With list: the tasks of the whole fleet, with their hosts\n"
                "  -f --follow                  With logs: keep following\n"
                "     --comment=TEXT            With approve and reject: the approver's words\n"
                "     --allow-host=HOST[:PORT]  With approve: add to the task's network allowlist (repeatable)\n"
@@ -257,6 +260,8 @@ static int verb_cache(sd_bus *bus, int argc, char *argv[]) {
 
 static int verb_list(sd_bus *bus, int argc, char *argv[]) {
         (void) argc, (void) argv;
+        if (arg_fleet)
+                return fleet_task_list(bus, arg_states, arg_all, arg_json);
         return task_list(bus, arg_states, arg_all, arg_json);
 }
 
@@ -739,6 +744,7 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_ALLOW_HOST,
                 ARG_COVERAGE_REPORT,
                 ARG_STATE,
+                ARG_FLEET,
                 ARG_EVAL_BASE = 0x200,
         };
         static const struct option options[] = {
@@ -773,6 +779,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "coverage-report", required_argument, NULL, ARG_COVERAGE_REPORT },
                 { "all",             no_argument,       NULL, 'a'                 },
                 { "state",           required_argument, NULL, ARG_STATE           },
+                { "fleet",           no_argument,       NULL, ARG_FLEET           },
                 EVAL_LONG_OPTIONS(ARG_EVAL_BASE),
                 {}
         };
@@ -790,6 +797,7 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_SOCKET: arg_socket = optarg; break;
                 case 'f': arg_follow = true; break;
                 case 'a': arg_all = true; break;
+                case ARG_FLEET: arg_fleet = true; break;
                 case ARG_STATE: {
                         int r = task_list_parse_states(optarg, &arg_states);
                         if (r <= 0)

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "fleet.h"
 #include "audit.h"
 #include "cache.h"
 #include "egress.h"
@@ -40,6 +41,8 @@ static void on_task_state_changed(Factory *f, Task *t, TaskState old_state, uid_
                 agent_stop(t);
         }
         manager_schedule(m);
+        /* In a fleet, an end is written back and frees a slot. */
+        fleet_task_state_changed(m->fleet, t);
 
         audit_task_state(t, old_state, caller);
         if (m->hooks && m->hooks->task_state_changed)
@@ -144,6 +147,7 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
 void manager_done(Manager *m) {
         /* The bus room is gone by now (bus_server_free(), agentfabd.c). */
         m->idle_timer = sd_event_source_unref(m->idle_timer);
+        m->fleet = fleet_free(m->fleet);
         for (size_t i = 0; i < m->factory.n_tasks; i++)
                 agent_destroy(m->factory.tasks[i]);
         m->schedule = sd_event_source_disable_unref(m->schedule);
@@ -287,6 +291,9 @@ static int on_schedule(sd_event_source *s, void *userdata) {
         /* On the way out after idling: the next instance starts them. */
         if (m->exiting)
                 return 0;
+        /* A fenced host of a fleet works on nothing (fleet.h). */
+        if (fleet_is_fenced(m->fleet))
+                return 0;
         /* A finished task has no agent (agent_stop() at the change). */
         for (TaskState st = 0; st < _TASK_STATE_MAX; st++)
                 if (!task_state_is_final(st))
@@ -347,6 +354,28 @@ static void on_reap_done(Worker *w, int r, void *job, void *userdata) {
                 log_info("Stopped %i leftover sandbox scope(s).", r);
 }
 
+/* ---- What the fleet room tells the manager (FleetHooks) ---- */
+
+static int on_fleet_task_claimed(Fleet *fl, Task *t, void *userdata) {
+        Manager *m = userdata;
+        int r;
+
+        (void) fl;
+        r = manager_add_submitted(m, t);
+        manager_schedule(m);
+        return r;
+}
+
+static void on_fleet_unfenced(Fleet *fl, void *userdata) {
+        (void) fl;
+        manager_schedule(userdata);
+}
+
+static const FleetHooks fleet_hooks = {
+        .task_claimed = on_fleet_task_claimed,
+        .unfenced = on_fleet_unfenced,
+};
+
 int manager_start_agents(Manager *m) {
         int r;
 
@@ -385,6 +414,12 @@ int manager_start_agents(Manager *m) {
                 }
         }
 
+        if (fleet_config_enabled(&m->factory.config.fleet)) {
+                r = fleet_new(&m->factory, &fleet_hooks, m, &m->fleet);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to join the fleet: %m");
+        }
+
         r = sd_event_add_defer(m->factory.event, &m->schedule, on_schedule, m);
         if (r < 0)
                 return r;
@@ -411,7 +446,8 @@ static bool manager_is_idle(Manager *m) {
         /* A frozen sandbox waits for us: until MaxPausedSec= ends it, an
          * exit would leave it to systemd's fd store, which a stopped
          * service loses. Work in a worker thread would be lost too. */
-        return factory_active_tasks(&m->factory) == 0 && m->factory.n_jobs == 0 &&
+        /* A host of a fleet stays: it renews its lease and takes from the queue. */
+        return !m->fleet && factory_active_tasks(&m->factory) == 0 && m->factory.n_jobs == 0 &&
                 !manager_holds_sandboxes(m) && !manager_bus_busy(m) &&
                 !(m->hooks && m->hooks->followed && m->hooks->followed(m));
 }

@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include "factory.h"
+#include "fleet.h"
 
 /* The Manager wires the daemon's rooms together: it owns the Factory (the
  * tasks and what they use), installs the hooks through which task/,
@@ -47,6 +48,7 @@ struct Manager {
 
         const ManagerHooks *hooks;     /* the bus room's (bus_server_new()) */
         BusServer *server;             /* owned by the bus room, freed by it */
+        Fleet *fleet;                  /* [Fleet]: this host's part in a fleet; NULL alone */
 };
 
 static inline Manager *manager_from_factory(Factory *f) {

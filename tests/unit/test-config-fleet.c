@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <libpq-fe.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
+#include "credential.h"
 #include "tap.h"
 
 static void parse(Config *c, const char *text) {
@@ -80,6 +84,37 @@ int main(void) {
         CHECK(!fleet_config_enabled(&c.fleet) && fleet_config_verify(&c.fleet) == 0, "an empty Database= leaves the fleet");
         parse(&c, "[Fleet]\nDatabase=host=db\nSlots=2\nSlots=\n[Daemon]\nMaxActiveTasks=9\n");
         CHECK_UINT_EQ(fleet_config_slots(&c.fleet, c.max_active_tasks), 9, "an empty Slots= is MaxActiveTasks= again");
+
+        /* The connection string the daemon uses: libpq's parse of
+         * Database=, quoted again, with the credentials' secrets added;
+         * quotes and backslashes in a value cannot end it. */
+        char dir[] = "/tmp/test-config-fleet-XXXXXX", path[128];
+        char *conninfo = NULL;
+        FILE *fp;
+        CHECK(mkdtemp(dir) != NULL, "credentials directory");
+        snprintf(path, sizeof(path), "%s/pw", dir);
+        fp = fopen(path, "we");
+        fputs("it's a \\secret\n", fp);
+        fclose(fp);
+        setenv("CREDENTIALS_DIRECTORY", dir, 1);
+        parse(&c, "[Fleet]\nDatabase=postgresql://host_a@127.0.0.1:5433/fleet\nPasswordCredential=pw\nSSLKeyCredential=key\n");
+        CHECK(fleet_config_conninfo(&c.fleet, &conninfo) == 0, "conninfo built");
+        char expected[512];
+        snprintf(expected, sizeof(expected), "user='host_a' password='it\\'s a \\\\secret' dbname='fleet' host='127.0.0.1' "
+                 "port='5433' sslkey='%s/key'", dir);
+        /* libpq's order of keywords is its own: compare what it parses. */
+        PQconninfoOption *got = PQconninfoParse(conninfo, NULL), *want = PQconninfoParse(expected, NULL);
+        bool same = got && want;
+        for (size_t i = 0; same && got[i].keyword; i++)
+                same = streq(got[i].keyword, want[i].keyword) && streq_ptr(got[i].val, want[i].val);
+        CHECK(same, "the password is quoted whole and the key is the credential's path");
+        PQconninfoFree(got);
+        PQconninfoFree(want);
+        conninfo = credential_free(conninfo);
+        parse(&c, "[Fleet]\nDatabase=host=db\nPasswordCredential=missing\n");
+        CHECK(fleet_config_conninfo(&c.fleet, &conninfo) == -ENOENT && !conninfo, "a missing credential is an error");
+        unlink(path);
+        rmdir(dir);
 
         config_done(&c);
         return tap_done();

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # src/daemon's rooms include one way (docs/ARCHITECTURE.md):
 #
-#   task/ <- record/ <- host/ <- agent/ <- manager.[ch] <- bus/ <- agentfabd.c
+#   task/ <- record/ <- host/ <- agent/ <- fleet/ <- manager.[ch] <- bus/ <- agentfabd.c
 #
 # A file may include headers of its own room and of rooms to its left, never
 # of a room to its right; and from agent/, a file elsewhere includes only
@@ -14,8 +14,8 @@ cd "$src" || { echo "1..0 # SKIP no src/daemon at '$src'"; exit 0; }
 
 rank_of() {
         case $1 in
-        task/*) echo 1 ;; record/*) echo 2 ;; host/*) echo 3 ;; agent/*) echo 4 ;;
-        manager.c|manager.h) echo 5 ;; bus/*) echo 6 ;; agentfabd.c) echo 7 ;;
+        task/*) echo 1 ;; record/*) echo 2 ;; host/*) echo 3 ;; agent/*) echo 4 ;; fleet/*) echo 5 ;;
+        manager.c|manager.h) echo 6 ;; bus/*) echo 7 ;; agentfabd.c) echo 8 ;;
         *) echo 0 ;;
         esac
 }

@@ -9,6 +9,7 @@
 #include "bus-server.h"
 #include "cache.h"
 #include "environment-identity.h"
+#include "fleet-dbus.h"
 #include "fs-util.h"
 #include "log.h"
 #include "profiles-dbus.h"
@@ -155,6 +156,10 @@ static int method_submit_task(sd_bus_message *message, void *userdata, sd_bus_er
          * the task's own repository is made from it, in a worker thread,
          * and the call answered when that is done. So with every other
          * submission: the record's fsyncs are no work for the loop. */
+        /* A host of a fleet queues it for whichever host claims it (fleet-dbus.c). */
+        if (m->fleet)
+                return fleet_dbus_submit(bs, message, TAKE_PTR(t), error);
+
         r = submission_start(bs, message, TAKE_PTR(t), check ? &caller : NULL, error);
         return r < 0 ? r : 1;
 }
@@ -373,6 +378,11 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("a(sso)", tasks),
                                 method_list_tasks,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListFleetTasks",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("a(ssstst)", tasks),
+                                method_list_fleet_tasks,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListTasksFiltered",
                                 SD_BUS_ARGS("as", states),

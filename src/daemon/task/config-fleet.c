@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <assert.h>
 #include <libpq-fe.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "config-fleet.h"
+#include "credential.h"
 #include "log.h"
 #include "macro.h"
 #include "string-util.h"
@@ -245,5 +247,74 @@ int fleet_config_host_name(const FleetConfig *f, char **ret) {
         if (!s)
                 return -ENOMEM;
         *ret = s;
+        return 0;
+}
+
+int fleet_conninfo_append(Buf *b, const char *keyword, const char *value) {
+        int r;
+
+        r = buf_printf(b, "%s%s='", b->n > 0 ? " " : "", keyword);
+        for (const char *p = value; r >= 0 && *p; p++) {
+                /* libpq: a quote or a backslash in a quoted value is escaped
+                 * with a backslash. */
+                if (*p == '\'' || *p == '\\')
+                        r = buf_append(b, "\\", 1);
+                if (r >= 0)
+                        r = buf_append(b, p, 1);
+        }
+        if (r >= 0)
+                r = buf_puts(b, "'");
+        return r;
+}
+
+int fleet_config_conninfo(const FleetConfig *f, char **ret) {
+        _cleanup_free_ char *key_path = NULL;
+        char *password = NULL;
+        PQconninfoOption *opts;
+        Buf b = {};
+        int r = 0;
+
+        assert(f);
+        assert(ret);
+
+        if (!f->database)
+                return -EINVAL;
+        opts = PQconninfoParse(f->database, NULL);
+        if (!opts)
+                return -EINVAL;
+        for (PQconninfoOption *o = opts; r >= 0 && o->keyword; o++)
+                if (o->val)
+                        r = fleet_conninfo_append(&b, o->keyword, o->val);
+        PQconninfoFree(opts);
+
+        if (r >= 0 && f->password_credential) {
+                r = credential_read_line(f->password_credential, FLEET_CREDENTIAL_MAX, true, &password);
+                if (r < 0)
+                        log_error_errno(r, "Cannot read the fleet database's password from credential '%s': %m",
+                                        f->password_credential);
+                else
+                        r = fleet_conninfo_append(&b, "password", password);
+                password = credential_free(password);
+        }
+        if (r >= 0 && f->ssl_key_credential) {
+                /* libpq reads the key itself, from the service's credentials
+                 * directory, which only the service can read. */
+                const char *dir = getenv("CREDENTIALS_DIRECTORY");
+                if (!dir || dir[0] != '/')
+                        r = log_error_errno(-ENXIO, "SSLKeyCredential= is set, but the service has no credentials directory.");
+                else if (asprintf(&key_path, "%s/%s", dir, f->ssl_key_credential) < 0)
+                        r = -ENOMEM;
+                else
+                        r = fleet_conninfo_append(&b, "sslkey", key_path);
+        }
+        if (r >= 0 && !b.s)
+                r = buf_puts(&b, "");
+        if (r < 0) {
+                if (b.s)
+                        explicit_bzero(b.s, b.n);
+                buf_done(&b);
+                return r;
+        }
+        *ret = TAKE_PTR(b.s);
         return 0;
 }

@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "buf.h"
+
 /* [Fleet] in agentfab.conf: this host as one of several sharing a
  * PostgreSQL database (agentfab.conf(5)). Without Database= the daemon is
  * one host on its own, exactly as without the section. */
@@ -57,6 +59,15 @@ unsigned fleet_config_slots(const FleetConfig *f, unsigned max_active_tasks);
 /* This host's name: Name=, or the hostname (up to its first "."), as a
  * fleet name (FLEET_NAME_MAX characters of [A-Za-z0-9_.-]). */
 int fleet_config_host_name(const FleetConfig *f, char **ret);
+
+/* Database= with the secrets of PasswordCredential= and SSLKeyCredential=
+ * added, as libpq's KEYWORD='VALUE' pairs (any of libpq's forms parses
+ * into them). The result holds a password: free it with credential_free(),
+ * never log it. */
+int fleet_config_conninfo(const FleetConfig *f, char **ret);
+
+/* One value quoted for a KEYWORD='VALUE' connection string. */
+int fleet_conninfo_append(Buf *b, const char *keyword, const char *value);
 
 bool fleet_name_is_valid(const char *s);
 bool fleet_remote_is_valid(const char *url);
