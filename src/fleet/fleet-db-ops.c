@@ -167,6 +167,26 @@ int fleet_db_renew(FleetDb *db, uint64_t lease_usec, char *const *environments, 
                               2, complete_lease, done, userdata, NULL, NULL);
 }
 
+static void complete_name(FleetDb *db, FleetDbQuery *q, PGresult *res, int error, const char *error_message) {
+        fleet_db_name_t done = q->handler;
+        const char *name = NULL;
+
+        if (error == 0 && (!result_shape(res, 1) || PQntuples(res) != 1 || PQgetisnull(res, 0, 0))) {
+                error = -EBADMSG;
+                error_message = "Unexpected answer from the database";
+        } else if (error == 0)
+                name = PQgetvalue(res, 0, 0);
+        if (done)
+                done(db, error, error_message, name, q->userdata);
+}
+
+int fleet_db_host_name(FleetDb *db, fleet_db_name_t done, void *userdata) {
+        assert(db);
+
+        return fleet_db_query(db, "SELECT agentfab.caller_host()", NULL, 0, complete_name, done, userdata, NULL,
+                              NULL);
+}
+
 int fleet_db_enqueue(FleetDb *db, const char *id, const char *owner, const char *spec, const char *environment,
                      fleet_db_done_t done, void *userdata) {
         assert(db);
@@ -238,6 +258,13 @@ int fleet_db_claim(FleetDb *db, unsigned max, fleet_db_claims_t done, void *user
 
 int fleet_db_reap(FleetDb *db, unsigned max, fleet_db_claims_t done, void *userdata) {
         return claim_or_reap(db, "SELECT * FROM agentfab.reap($1)", max, true, done, userdata);
+}
+
+int fleet_db_held(FleetDb *db, fleet_db_claims_t done, void *userdata) {
+        assert(db);
+
+        return fleet_db_query(db, "SELECT * FROM agentfab.held()", NULL, 0, complete_claims, done, userdata, NULL,
+                              NULL);
 }
 
 int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *userdata) {

@@ -33,6 +33,8 @@ struct FleetDb {
         int fd;
         sd_event_source *io;
         sd_event_source *retry;
+        sd_event_source *deadline;      /* a connection attempt or a query that takes too long */
+        uint64_t timeout_usec;
         FleetDbConnState state;
         uint64_t backoff_usec;
         unsigned n_connections;
@@ -167,8 +169,49 @@ static FleetDbQuery *queue_pop(FleetDb *db) {
 }
 
 static int connection_start(FleetDb *db);
-static void connection_lost(FleetDb *db, const char *why);
+static void connection_fail(FleetDb *db, int error, const char *why);
 static void dispatch(FleetDb *db);
+
+static void connection_lost(FleetDb *db, const char *why) {
+        connection_fail(db, -ECONNRESET, why);
+}
+
+static int deadline_handler(sd_event_source *s, uint64_t usec, void *userdata) {
+        FleetDb *db = userdata;
+
+        connection_fail(db, -ETIMEDOUT,
+                        db->state == FLEET_DB_CONNECTING ? "Timed out connecting to the database"
+                                                         : "Timed out waiting for the database");
+        return 0;
+}
+
+/* libpq's connect_timeout does not apply to PQconnectPoll(), and a server
+ * that stops answering (stopped, partitioned away) leaves a query waiting
+ * for TCP to give up, which takes many minutes: so each connection attempt
+ * and each query gets a deadline of our own, and past it the connection is
+ * dropped and made again. */
+static void deadline_arm(FleetDb *db) {
+        uint64_t now = 0;
+        int r;
+
+        if (db->timeout_usec == 0)
+                return;
+        (void) sd_event_now(db->event, CLOCK_MONOTONIC, &now);
+        if (db->deadline) {
+                r = sd_event_source_set_time(db->deadline, now + db->timeout_usec);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(db->deadline, SD_EVENT_ONESHOT);
+        } else
+                r = sd_event_add_time(db->event, &db->deadline, CLOCK_MONOTONIC, now + db->timeout_usec, 0,
+                                      deadline_handler, db);
+        if (r < 0)
+                log_warning_errno(r, "Failed to arm the fleet database's timeout, ignoring: %m");
+}
+
+static void deadline_disarm(FleetDb *db) {
+        if (db->deadline)
+                (void) sd_event_source_set_enabled(db->deadline, SD_EVENT_OFF);
+}
 
 static int io_set_events(FleetDb *db, uint32_t events) {
         return sd_event_source_set_io_events(db->io, events);
@@ -185,16 +228,17 @@ static int retry_handler(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 /* Forgets the connection and schedules the next attempt. The query on the
- * wire may have run: it fails with -ECONNRESET for its caller to retry.
- * Queries not yet sent wait. */
-static void connection_lost(FleetDb *db, const char *why) {
+ * wire may have run: it fails with error (-ECONNRESET, -ETIMEDOUT) for its
+ * caller to retry. Queries not yet sent wait. */
+static void connection_fail(FleetDb *db, int error, const char *why) {
         bool was_ready = db->state == FLEET_DB_READY;
         _cleanup_free_ char *message = NULL;
         FleetDbQuery *q;
         uint64_t now = 0;
         int r;
 
-        if (db->conn) {
+        deadline_disarm(db);
+        if (db->conn && error != -ETIMEDOUT) {
                 const char *m = PQerrorMessage(db->conn);
                 if (!isempty(m)) {
                         message = strdup(m);
@@ -215,7 +259,7 @@ static void connection_lost(FleetDb *db, const char *why) {
 
         q = TAKE_PTR(db->current);
         if (q)
-                query_complete(db, q, -ECONNRESET, message ?: "Connection to the database lost");
+                query_complete(db, q, error, message ?: "Connection to the database lost");
 
         /* Queries bound to the old connection (a transaction's next
          * statement, LISTEN, ROLLBACK) fail; the next connection LISTENs
@@ -223,7 +267,7 @@ static void connection_lost(FleetDb *db, const char *why) {
          * here may queue more, at the end. */
         while (db->queue && db->queue->bound) {
                 q = queue_pop(db);
-                query_complete(db, q, -ECONNRESET, message ?: "Connection to the database lost");
+                query_complete(db, q, error, message ?: "Connection to the database lost");
         }
 
         if (was_ready && db->on_connection)
@@ -248,6 +292,7 @@ static void connection_lost(FleetDb *db, const char *why) {
 static void connection_ready(FleetDb *db) {
         int r;
 
+        deadline_disarm(db);
         db->state = FLEET_DB_READY;
         db->n_connections++;
         log_debug("Fleet database: connected (connection %u).", db->n_connections);
@@ -307,6 +352,7 @@ static void read_input(FleetDb *db) {
                          * transaction aborted: roll it back before anything
                          * else goes. */
                         db->current = NULL;
+                        deadline_disarm(db);
                         if (PQtransactionStatus(db->conn) == PQTRANS_INERROR && q->error < 0)
                                 (void) fleet_db_query_first(db, "ROLLBACK", true, NULL, 0, NULL, NULL, NULL, NULL,
                                                             NULL);
@@ -418,6 +464,7 @@ static int connection_start(FleetDb *db) {
         if (r < 0)
                 return r;
         db->state = FLEET_DB_CONNECTING;
+        deadline_arm(db);
         return 0;
 }
 
@@ -443,6 +490,7 @@ static void dispatch(FleetDb *db) {
                 return;
         }
         db->current = q;
+        deadline_arm(db);
 
         f = PQflush(db->conn);
         if (f < 0) {
@@ -537,6 +585,7 @@ int fleet_db_new(sd_event *e, const char *conninfo, FleetDb **ret) {
         if (!db)
                 return -ENOMEM;
         db->fd = -EBADF;
+        db->timeout_usec = FLEET_DB_TIMEOUT_USEC;
         db->event = sd_event_ref(e);
         db->conninfo = strdup(conninfo);
         if (!db->conninfo)
@@ -591,6 +640,7 @@ FleetDb *fleet_db_free(FleetDb *db) {
         }
         sd_event_source_disable_unref(db->io);
         sd_event_source_disable_unref(db->retry);
+        sd_event_source_disable_unref(db->deadline);
         if (db->conn)
                 PQfinish(db->conn);
         strv_free(db->channels);
@@ -644,6 +694,15 @@ int fleet_db_listen(FleetDb *db, const char *channel) {
         queue_push(db, q, false);
         dispatch(db);
         return 0;
+}
+
+void fleet_db_set_timeout(FleetDb *db, uint64_t usec) {
+        assert(db);
+        db->timeout_usec = usec;
+        if (usec == 0)
+                deadline_disarm(db);
+        else if (db->state == FLEET_DB_CONNECTING || db->current)
+                deadline_arm(db);
 }
 
 bool fleet_db_is_connected(const FleetDb *db) {

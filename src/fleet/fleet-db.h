@@ -14,10 +14,12 @@
  * Nothing here blocks. Operations are queued and sent one at a time; each
  * ends in exactly one call of its handler from the event loop (unless the
  * FleetDb is freed first, which calls none). When the connection breaks,
- * it is made again with a growing backoff (FLEET_DB_BACKOFF_MIN_USEC up to
- * FLEET_DB_BACKOFF_MAX_USEC): an operation that was on the wire fails with
- * -ECONNRESET (it may or may not have committed: every operation is safe to
- * retry, see each one), operations not yet sent wait for the new connection.
+ * or a connection attempt or a query takes longer than the timeout
+ * (FLEET_DB_TIMEOUT_USEC), it is made again with a growing backoff
+ * (FLEET_DB_BACKOFF_MIN_USEC up to FLEET_DB_BACKOFF_MAX_USEC): an operation
+ * that was on the wire fails with -ECONNRESET or -ETIMEDOUT (it may or may
+ * not have committed: every operation is safe to retry, see each one),
+ * operations not yet sent wait for the new connection.
  *
  * Who the caller is comes from the database, never from an argument: each
  * host logs in with its own role, which fleet_db_add_host() maps to a host
@@ -29,6 +31,9 @@ typedef struct FleetDb FleetDb;
 
 #define FLEET_DB_BACKOFF_MIN_USEC (100 * 1000ULL)
 #define FLEET_DB_BACKOFF_MAX_USEC (5 * 1000 * 1000ULL)
+/* How long a connection attempt or a query may take before the connection
+ * is dropped (the query fails with -ETIMEDOUT) and made again. */
+#define FLEET_DB_TIMEOUT_USEC (30 * 1000 * 1000ULL)
 
 /* The channel every enqueue notifies (payload: the task id), and the one
  * every posted request notifies (payload: the name of the host that holds
@@ -145,6 +150,8 @@ typedef void (*fleet_db_record_t)(FleetDb *db, int error, const char *error_mess
 typedef void (*fleet_db_lease_t)(FleetDb *db, int error, const char *error_message,
                                  uint64_t lease_until_usec, void *userdata);
 typedef void (*fleet_db_id_t)(FleetDb *db, int error, const char *error_message, uint64_t id, void *userdata);
+typedef void (*fleet_db_name_t)(FleetDb *db, int error, const char *error_message, const char *name,
+                                void *userdata);
 
 /* connected: called each time a connection is made (true) or lost (false). */
 typedef void (*fleet_db_connection_t)(FleetDb *db, bool connected, const char *error_message, void *userdata);
@@ -171,6 +178,9 @@ void fleet_db_set_handlers(FleetDb *db, fleet_db_connection_t on_connection, fle
  * while disconnected are lost: callers also poll. */
 int fleet_db_listen(FleetDb *db, const char *channel);
 bool fleet_db_is_connected(const FleetDb *db);
+/* Changes FLEET_DB_TIMEOUT_USEC for this connection (0: none); an attempt
+ * or a query under way gets the new timeout from now. */
+void fleet_db_set_timeout(FleetDb *db, uint64_t usec);
 /* How many connections were made so far (1 after the first). */
 unsigned fleet_db_connections(const FleetDb *db);
 
@@ -189,26 +199,36 @@ int fleet_db_migrate(FleetDb *db, fleet_db_done_t done, void *userdata);
  * -EEXIST. */
 int fleet_db_add_host(FleetDb *db, const char *host, const char *role, fleet_db_done_t done, void *userdata);
 
-/* Registers or renews the caller's liveness row: its lease runs until the
- * database's now() + lease_usec; environments (NULL-terminated, may be
- * NULL) are those this host has. */
+/* The host name the database maps the caller's role to: the "host" of
+ * owners it may enqueue for. -EACCES: the role is no host of the fleet. */
+int fleet_db_host_name(FleetDb *db, fleet_db_name_t done, void *userdata);
+
+/* Renews the caller's liveness row (fleet_db_add_host() made it): its lease
+ * runs until the database's now() + lease_usec (1 s to 1 day);
+ * environments (NULL-terminated, may be NULL) are those this host has. */
 int fleet_db_renew(FleetDb *db, uint64_t lease_usec, char *const *environments, fleet_db_lease_t done, void *userdata);
 
 /* Queues a task and NOTIFYs FLEET_DB_CHANNEL_QUEUE. owner must be
  * "user@<caller's host>"; spec is JSON text; environment may be NULL.
- * -EEXIST: a task with that id exists. */
+ * -EEXIST: a task with that id exists (after a lost connection, maybe the
+ * first attempt's). */
 int fleet_db_enqueue(FleetDb *db, const char *id, const char *owner, const char *spec, const char *environment,
                      fleet_db_done_t done, void *userdata);
 
 /* Claims up to max queued tasks (oldest first) for the caller, only those
  * whose environment it has, with FOR UPDATE SKIP LOCKED: several hosts
  * claiming at once never get the same task. Raises each task's epoch. A
- * caller whose lease ran out claims nothing (-ESTALE). */
+ * caller whose lease ran out claims nothing (-ESTALE). After -ECONNRESET
+ * or -ETIMEDOUT the claim may have been made: fleet_db_held() finds what
+ * the caller holds. */
 int fleet_db_claim(FleetDb *db, unsigned max, fleet_db_claims_t done, void *userdata);
 
 /* Takes over up to max running tasks whose host's lease ran out, as claim
  * does (epoch + 1, environments honoured); claims[i].takeover is true. */
 int fleet_db_reap(FleetDb *db, unsigned max, fleet_db_claims_t done, void *userdata);
+
+/* Every running task the caller holds, by id (takeover is false). */
+int fleet_db_held(FleetDb *db, fleet_db_claims_t done, void *userdata);
 
 /* One step's acknowledgment, in one transaction, only where the task's
  * epoch is still ack->epoch and the caller holds it. -ESTALE: zero rows,
@@ -216,14 +236,17 @@ int fleet_db_reap(FleetDb *db, unsigned max, fleet_db_claims_t done, void *userd
 int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *userdata);
 
 /* Ends a task the caller holds at epoch (state: succeeded, failed or
- * cancelled). -ESTALE as for an ack. */
+ * cancelled). -ESTALE as for an ack. Ending it again in the same state
+ * succeeds (a finish repeated after a lost connection). */
 int fleet_db_finish(FleetDb *db, const char *id, uint64_t epoch, FleetTaskState state, fleet_db_done_t done,
                     void *userdata);
 
 /* Every task of the fleet, newest first, at most limit (0: all). */
 int fleet_db_list(FleetDb *db, unsigned limit, fleet_db_tasks_t done, void *userdata);
 
-/* Posts a request for a task held by any host; NOTIFYs
+/* Posts a request for a task held by any host (repeated after a lost
+ * connection, it may be there twice: the holder applies an approval or
+ * rejection once, to its stop); NOTIFYs
  * FLEET_DB_CHANNEL_REQUESTS with the holder's name. stop: the breaker stop
  * an approve or reject answers (> 0 for those, 0 for the others). A cancel
  * of a still-queued task cancels it at once. The handler gets the request's
@@ -232,7 +255,8 @@ int fleet_db_post_request(FleetDb *db, const char *task_id, FleetRequestKind kin
                           uint64_t stop, fleet_db_id_t done, void *userdata);
 
 /* Takes (marks taken, returns) the requests waiting for tasks the caller
- * holds, oldest first. */
+ * holds, oldest first. After -ECONNRESET or -ETIMEDOUT they may have been
+ * taken: those are lost, and the person asks again. */
 int fleet_db_take_requests(FleetDb *db, fleet_db_requests_t done, void *userdata);
 
 /* What was acknowledged for a task the caller holds: its epoch, progress,

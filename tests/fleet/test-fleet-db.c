@@ -7,14 +7,18 @@
  * leases run by its clock, the restart is pg_ctl's. */
 
 #include <libpq-fe.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <systemd/sd-event.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fleet-db-internal.h"
 #include "fleet-db.h"
 #include "log.h"
 #include "macro.h"
@@ -105,6 +109,33 @@ static void on_lease(FleetDb *db, int error, const char *message, uint64_t until
         Result *r = userdata;
         result_set(r, error, message);
         r->value = until;
+}
+
+static void on_name(FleetDb *db, int error, const char *message, const char *name, void *userdata) {
+        Result *r = userdata;
+        result_set(r, error, message);
+        r->progress = name ? strdup(name) : NULL;
+}
+
+static void on_query(FleetDb *db, FleetDbQuery *q, PGresult *res, int error, const char *message) {
+        result_set(q->userdata, error, message);
+}
+
+/* A TCP listener that accepts connections and never says a word: a
+ * database that hangs. */
+static int black_hole(uint16_t *ret_port) {
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof(sa);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+        if (fd < 0 || bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || listen(fd, 16) < 0 ||
+            getsockname(fd, (struct sockaddr *) &sa, &len) < 0) {
+                if (fd >= 0)
+                        close(fd);
+                return -errno;
+        }
+        *ret_port = ntohs(sa.sin_port);
+        return fd;
 }
 
 static void on_id(FleetDb *db, int error, const char *message, uint64_t id, void *userdata) {
@@ -427,6 +458,13 @@ int main(void) {
         CHECK(fleet_db_add_host(a, "host-x", "stranger", on_done, &r) >= 0 && wait_for(&r.done) &&
               r.error == -EACCES, "a host role cannot map roles (%d %s)", r.error, strempty(r.message));
 
+        result_reset(&r);
+        CHECK(fleet_db_host_name(b, on_name, &r) >= 0 && wait_for(&r.done) && r.error == 0 &&
+              streq_ptr(r.progress, "host-b"), "host_b's role is host-b to the database (%s)", strempty(r.progress));
+        result_reset(&r);
+        CHECK(fleet_db_host_name(x, on_name, &r) >= 0 && wait_for(&r.done) && r.error == -EACCES,
+              "a stranger's role is no host");
+
         /* Leases by the database's clock: lease_until is its now() + lease,
          * whatever this process's clock says. */
         CHECK_ERRNO(renew(a, 30 * USEC_PER_SEC, NULL, &r), 0, "host-a renews its lease");
@@ -582,6 +620,15 @@ int main(void) {
                 CHECK(found != SIZE_MAX && streq_ptr(r.checkpoints[found], "2222222222222222222222222222222222222222"),
                       "with the last acknowledged checkpoint");
         }
+        result_reset(&r2);
+        CHECK(fleet_db_held(a, on_claims, &r2) >= 0 && wait_for(&r2.done) && r2.error == 0 && r2.n == 0,
+              "host-a holds nothing any more (%zu)", r2.n);
+        {
+                size_t n_b = r.n + cl[1].n_claims;
+                result_reset(&r2);
+                CHECK(fleet_db_held(b, on_claims, &r2) >= 0 && wait_for(&r2.done) && r2.error == 0 && r2.n == n_b,
+                      "host-b holds its own and the reaped ones (%zu of %zu)", r2.n, n_b);
+        }
         CHECK_ERRNO(ack(a, task, 1, 3, (const char *[]) { "late" }, 1, "{\"late\":1}", "3333", &r), -ESTALE,
                     "host-a's late ack with epoch 1 is told lost");
         CHECK_ERRNO(read_task(b, task, &r), 0, "host-b reads the task it took over");
@@ -633,6 +680,12 @@ int main(void) {
         CHECK(fleet_db_finish(b, task, 2, FLEET_TASK_SUCCEEDED, on_done, &r) >= 0 && wait_for(&r.done) &&
               r.error == 0, "host-b ends the task it took over");
         result_reset(&r);
+        CHECK(fleet_db_finish(b, task, 2, FLEET_TASK_SUCCEEDED, on_done, &r) >= 0 && wait_for(&r.done) &&
+              r.error == 0, "ending it again the same way succeeds, as a retry after a lost answer would");
+        result_reset(&r);
+        CHECK(fleet_db_finish(b, task, 2, FLEET_TASK_FAILED, on_done, &r) >= 0 && wait_for(&r.done) &&
+              r.error == -ESTALE, "but not another way");
+        result_reset(&r);
         CHECK(fleet_db_post_request(a, task, FLEET_REQUEST_CANCEL, NULL, 0, on_id, &r) >= 0 && wait_for(&r.done) &&
               r.error == -ESRCH, "a request for an ended task is refused");
         CHECK_ERRNO(list_tasks(c, &r), 0, "host-c lists the fleet");
@@ -644,6 +697,50 @@ int main(void) {
                 CHECK(q && q->state == FLEET_TASK_CANCELLED && !q->host, "the cancelled one with no host");
         }
         CHECK_ERRNO(list_tasks(x, &r), -EACCES, "a stranger lists nothing");
+
+        /* A query the server does not answer in time: the connection is
+         * dropped, the query fails with -ETIMEDOUT, the next one works. */
+        {
+                _cleanup_(fleet_db_freep) FleetDb *slow = connect_as("host_a");
+                uint64_t start;
+
+                fleet_db_set_timeout(slow, USEC_PER_SEC);
+                result_reset(&r);
+                start = clock_now_usec(CLOCK_MONOTONIC);
+                CHECK(slow && fleet_db_query(slow, "SELECT pg_sleep(5)", NULL, 0, on_query, NULL, &r, NULL, NULL) >= 0 &&
+                      wait_for(&r.done) && r.error == -ETIMEDOUT,
+                      "a query that takes 5 s fails with -ETIMEDOUT after 1 s (%d, %s)", r.error, strempty(r.message));
+                CHECK(clock_now_usec(CLOCK_MONOTONIC) - start < 3 * USEC_PER_SEC, "and not later");
+                CHECK_ERRNO(renew(slow, 30 * USEC_PER_SEC, NULL, &r), 0, "the next operation works");
+                CHECK_UINT_EQ(fleet_db_connections(slow), 2, "on a new connection");
+        }
+        /* A server that accepts and never answers: each attempt to connect
+         * is given up after the timeout and made again. */
+        {
+                _cleanup_(fleet_db_freep) FleetDb *hung = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                _cleanup_free_ char *ci = NULL;
+                unsigned accepted = 0;
+                uint16_t port = 0;
+
+                fd = black_hole(&port);
+                CHECK(fd >= 0, "a listener that never answers");
+                (void) asprintf(&ci, "host=127.0.0.1 port=%u dbname=agentfab user=host_a", port);
+                CHECK(ci && fleet_db_new(event, ci, &hung) >= 0, "a connection to it started");
+                if (hung)
+                        fleet_db_set_timeout(hung, 400 * USEC_PER_MSEC);
+                t0 = clock_now_usec(CLOCK_MONOTONIC);
+                while (clock_now_usec(CLOCK_MONOTONIC) < t0 + 2 * USEC_PER_SEC) {
+                        int cfd;
+                        (void) sd_event_run(event, 20 * USEC_PER_MSEC);
+                        while (fd >= 0 && (cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+                                accepted++;
+                                /* Kept open, silent, until the end of the test. */
+                        }
+                }
+                CHECK(accepted >= 2 && !fleet_db_is_connected(hung),
+                      "the attempt is given up and made again (%u attempts in 2 s)", accepted);
+        }
 
         /* The server restarts: operations sent on the dead connection fail
          * with -ECONNRESET for the caller to retry; the connection is made
