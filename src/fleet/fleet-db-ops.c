@@ -193,8 +193,6 @@ int fleet_db_enqueue(FleetDb *db, const char *id, const char *owner, const char 
 
         if (isempty(id) || isempty(owner) || isempty(spec))
                 return -EINVAL;
-        if (strlen(spec) > FLEET_DB_SPEC_MAX)
-                return -EMSGSIZE;
         return fleet_db_query(db, "SELECT agentfab.enqueue($1, $2, $3, $4)",
                               (const char *[]) { id, owner, spec, environment }, 4, complete_done, done, userdata,
                               NULL, NULL);
@@ -278,8 +276,6 @@ int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *u
 
         if (isempty(ack->task_id) || (ack->n_lines > 0 && !ack->lines))
                 return -EINVAL;
-        if (ack->n_lines > FLEET_DB_ACK_LINES_MAX || (ack->progress && strlen(ack->progress) > FLEET_DB_PROGRESS_MAX))
-                return -EMSGSIZE;
 
         lines = json_object_new_array_ext((int) MIN(ack->n_lines, (size_t) INT32_MAX));
         if (!lines)
@@ -287,8 +283,6 @@ int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *u
         for (size_t i = 0; i < ack->n_lines; i++) {
                 if (!ack->lines[i])
                         return -EINVAL;
-                if (strlen(ack->lines[i]) > FLEET_DB_LINE_MAX)
-                        return -EMSGSIZE;
                 if (json_object_array_add(lines, json_object_new_string(ack->lines[i])) < 0)
                         return -ENOMEM;
         }

@@ -44,12 +44,6 @@ typedef struct FleetDb FleetDb;
 /* Bounds on what a caller or the database can make us hold. */
 #define FLEET_DB_CLAIM_MAX 1024U
 #define FLEET_DB_NAME_MAX 255U
-/* Sizes the schema refuses beyond (and the operations before sending):
- * every host that claims a task or takes it over reads these into memory. */
-#define FLEET_DB_SPEC_MAX 1048576               /* a task's spec, bytes of JSON text */
-#define FLEET_DB_PROGRESS_MAX 1048576           /* its progress, likewise */
-#define FLEET_DB_LINE_MAX 16777216              /* one conversation line */
-#define FLEET_DB_ACK_LINES_MAX 10000            /* lines in one ack */
 
 typedef enum FleetTaskState {
         FLEET_TASK_QUEUED,
@@ -215,8 +209,7 @@ int fleet_db_host_name(FleetDb *db, fleet_db_name_t done, void *userdata);
 int fleet_db_renew(FleetDb *db, uint64_t lease_usec, char *const *environments, fleet_db_lease_t done, void *userdata);
 
 /* Queues a task and NOTIFYs FLEET_DB_CHANNEL_QUEUE. owner must be
- * "user@<caller's host>"; spec is JSON text of at most FLEET_DB_SPEC_MAX
- * bytes (-EMSGSIZE); environment may be NULL.
+ * "user@<caller's host>"; spec is JSON text; environment may be NULL.
  * -EEXIST: a task with that id exists (after a lost connection, maybe the
  * first attempt's). */
 int fleet_db_enqueue(FleetDb *db, const char *id, const char *owner, const char *spec, const char *environment,
@@ -238,8 +231,7 @@ int fleet_db_reap(FleetDb *db, unsigned max, fleet_db_claims_t done, void *userd
 int fleet_db_held(FleetDb *db, fleet_db_claims_t done, void *userdata);
 
 /* One step's acknowledgment, in one transaction, only where the task's
- * epoch is still ack->epoch and the caller holds it. Lines, their count and
- * the progress beyond the FLEET_DB_*_MAX sizes: -EMSGSIZE. -ESTALE: zero rows,
+ * epoch is still ack->epoch and the caller holds it. -ESTALE: zero rows,
  * the caller has lost the task (nothing was written). */
 int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *userdata);
 

@@ -10,9 +10,6 @@
 #include "fleet-db.h"
 #include "macro.h"
 
-#define STRINGIFY_(x) #x
-#define STRINGIFY(x) STRINGIFY_(x)
-
 /* The schema "agentfab" and its migrations. The SQL lives here as string
  * constants, so that the daemon carries the schema it needs and migrates
  * the database itself.
@@ -45,13 +42,13 @@ static const char migration_1[] =
         "CREATE TABLE agentfab.tasks (\n"
         "        id text PRIMARY KEY CHECK (length(id) BETWEEN 1 AND 255),\n"
         "        owner text NOT NULL CHECK (length(owner) <= 512),\n"
-        "        spec jsonb NOT NULL CHECK (octet_length(spec::text) <= " STRINGIFY(FLEET_DB_SPEC_MAX) "),\n"
+        "        spec jsonb NOT NULL,\n"
         "        environment text CHECK (length(environment) BETWEEN 1 AND 255),\n"
         "        state text NOT NULL DEFAULT 'queued'\n"
         "                CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),\n"
         "        host text REFERENCES agentfab.hosts (name),\n"
         "        epoch bigint NOT NULL DEFAULT 0,\n"
-        "        progress jsonb CHECK (octet_length(progress::text) <= " STRINGIFY(FLEET_DB_PROGRESS_MAX) "),\n"
+        "        progress jsonb,\n"
         "        checkpoint text CHECK (length(checkpoint) <= 128),\n"
         "        created timestamptz NOT NULL DEFAULT now(),\n"
         "        updated timestamptz NOT NULL DEFAULT now());\n"
@@ -61,7 +58,7 @@ static const char migration_1[] =
         "        task text NOT NULL REFERENCES agentfab.tasks (id) ON DELETE CASCADE,\n"
         "        n bigint NOT NULL CHECK (n >= 0),\n"
         "        epoch bigint NOT NULL,\n"
-        "        line text NOT NULL CHECK (octet_length(line) <= " STRINGIFY(FLEET_DB_LINE_MAX) "),\n"
+        "        line text NOT NULL,\n"
         "        PRIMARY KEY (task, n));\n"
         "CREATE TABLE agentfab.requests (\n"
         "        id bigserial PRIMARY KEY,\n"
@@ -199,9 +196,6 @@ static const char migration_1[] =
         "                RETURN false;\n"
         "        END IF;\n"
         "        SELECT coalesce(max(n) + 1, 0) INTO next_n FROM lines WHERE task = p_id;\n"
-        "        IF jsonb_array_length(coalesce(p_lines, '[]')) > " STRINGIFY(FLEET_DB_ACK_LINES_MAX) " THEN\n"
-        "                RAISE EXCEPTION 'Too many lines in one ack.' USING ERRCODE = '22023';\n"
-        "        END IF;\n"
         "        IF p_first IS NULL OR p_first < 0 OR p_first > next_n THEN\n"
         "                RAISE EXCEPTION 'Line % would leave a gap after line %.', p_first, next_n - 1\n"
         "                        USING ERRCODE = '22023';\n"

@@ -501,28 +501,6 @@ int main(void) {
         CHECK_ERRNO(enqueue(a, "first", "alice@host-a", NULL, &r), -EEXIST, "a task id is taken once");
         CHECK_ERRNO(enqueue(x, "stranger", "eve@host-x", NULL, &r), -EACCES, "a stranger enqueues nothing");
         CHECK_ERRNO(enqueue(a, "../bad", "alice@host-a", NULL, &r), -EINVAL, "an id that is no name is refused");
-        {
-                /* A spec past the limit: refused before sending, and by the
-                 * schema when sent all the same. */
-                size_t size = FLEET_DB_SPEC_MAX + 16;
-                _cleanup_free_ char *big = malloc(size + 1);
-
-                if (big) {
-                        memset(big, ' ', size);
-                        big[0] = '"';
-                        big[size - 1] = '"';
-                        big[size] = '\0';
-                }
-                CHECK(big && fleet_db_enqueue(a, "big", "alice@host-a", big, NULL, on_done, &r) == -EMSGSIZE,
-                      "a spec over %u bytes is refused before sending", FLEET_DB_SPEC_MAX);
-                result_reset(&r);
-                CHECK(big &&
-                      fleet_db_query(a, "SELECT agentfab.enqueue($1, $2, $3, NULL)",
-                                     (const char *[]) { "big", "alice@host-a", big }, 3, on_query, NULL, &r, NULL,
-                                     NULL) >= 0 &&
-                      wait_for(&r.done) && r.error == -EINVAL,
-                      "and by the schema (%d, %s)", r.error, strempty(r.message));
-        }
 
         /* Queued without waiting: they go one after the other. */
         {

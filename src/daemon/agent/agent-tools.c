@@ -506,7 +506,8 @@ static void on_file_tool_done(Task *task, int r, void *p, void *userdata) {
         Task *t = run->task;
 
         (void) task;
-        if (!agent_job_ended(run, &j->ledger))
+        /* Only a write borrowed the ledger: any other gives none back. */
+        if (!agent_job_ended(run, tool_writes(j->args.kind) ? &j->ledger : NULL))
                 return;
         /* Written or not, the path is looked at at the step's end. */
         if (IN_SET(j->args.kind, TOOL_WRITE_FILE, TOOL_EDIT_FILE)) {
