@@ -343,6 +343,11 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         printf("  Environment: %s\n", !isempty(info.environment_identity) ? info.environment_identity :
                                       !isempty(info.environment) ? info.environment : "default");
         printf("         Step: %u (%" PRIu64 " tokens, %" PRIu64 " commands)\n", info.step, info.tokens, info.commands);
+        if (info.has_resources) {
+                _cleanup_free_ char *used = task_resources_format(&info.resources);
+                if (used)
+                        printf("         Used: %s\n", used);
+        }
         if (!isempty(info.head))
                 printf("         Head: %s\n", info.head);
         print_checkpoints(reply);

@@ -34,6 +34,55 @@ int task_get_path(sd_bus *bus, const char *id, char **ret_path) {
         return *ret_path ? 0 : -EXIT_FAIL;
 }
 
+/* Resources: a{sv} of counters ("t") and the currency ("s"); a counter
+ * left out is unknown, one this agentfabctl does not know is passed over. */
+static int read_resources(sd_bus_message *reply, TaskInfo *info) {
+        const char *key;
+        int r;
+
+        task_resources_init_unknown(&info->resources);
+        info->has_resources = true;
+        r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_VARIANT, "a{sv}");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_ARRAY, "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(reply, SD_BUS_TYPE_DICT_ENTRY, "sv")) > 0) {
+                const char *contents;
+                uint64_t u;
+
+                r = sd_bus_message_read(reply, "s", &key);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_peek_type(reply, NULL, &contents);
+                if (r < 0)
+                        return r;
+                if (streq(contents, "t")) {
+                        r = sd_bus_message_read(reply, "v", "t", &u);
+                        if (r >= 0)
+                                (void) task_resources_set(&info->resources, key, u);
+                } else if (streq(key, "currency") && streq(contents, "s")) {
+                        const char *c;
+                        r = sd_bus_message_read(reply, "v", "s", &c);
+                        if (r >= 0 && task_currency_is_valid(c))
+                                memcpy(info->resources.currency, c, strlen(c) + 1);
+                } else
+                        r = sd_bus_message_skip(reply, "v");
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(reply);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(reply);
+}
+
 static int task_info_read(sd_bus_message *reply, TaskInfo *info) {
         int r;
 
@@ -92,6 +141,8 @@ static int task_info_read(sd_bus_message *reply, TaskInfo *info) {
                         r = sd_bus_message_read(reply, "v", "t", &info->tokens);
                 else if (streq(name, "CommandsRun") && streq(contents, "t"))
                         r = sd_bus_message_read(reply, "v", "t", &info->commands);
+                else if (streq(name, "Resources") && streq(contents, "a{sv}"))
+                        r = read_resources(reply, info);
                 else
                         r = sd_bus_message_skip(reply, "v");
                 if (r < 0)
@@ -153,6 +204,12 @@ json_object *task_info_to_json(const TaskInfo *i) {
         (void) json_add_string(j, "freezer_state", i->freezer);
         (void) json_add_uint64(j, "tokens_used", i->tokens);
         (void) json_add_uint64(j, "commands_run", i->commands);
+        if (i->has_resources) {
+                json_object *res = NULL;
+                if (task_resources_to_json(&i->resources, &res) >= 0 &&
+                    json_object_object_add(j, "resources", res) < 0)
+                        json_object_put(res);
+        }
         return j;
 }
 

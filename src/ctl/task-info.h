@@ -7,6 +7,7 @@
 
 #include "json-util.h"
 #include "task-id.h"
+#include "task-resources.h"
 
 /* A task as the daemon's org.agentfab.Task1 properties show it. The
  * strings point into the GetAll() reply they were read from. */
@@ -17,6 +18,8 @@ typedef struct TaskInfo {
         const char *freezer;
         uint32_t owner, step, requirement;
         uint64_t created, updated, tokens, commands;
+        bool has_resources;             /* a daemon that counts them */
+        TaskResources resources;
 } TaskInfo;
 
 /* The task's object path, by GetTask() (where polkit is asked when it is

@@ -45,6 +45,9 @@ static void on_task_state_changed(Factory *f, Task *t, TaskState old_state, uid_
         fleet_task_state_changed(m->fleet, t);
 
         audit_task_state(t, old_state, caller);
+        /* What it used, once, after its agent's last reading (agent_stop()). */
+        if (task_state_is_final(t->state))
+                audit_task_resources(t);
         if (m->hooks && m->hooks->task_state_changed)
                 m->hooks->task_state_changed(m, t, old_state);
         manager_update_status(m);

@@ -34,6 +34,7 @@ typedef struct ModelReply {
         size_t n_tool_calls;
         char *finish_reason;    /* "stop" | "tool_calls" | "length" | ... or NULL */
         uint64_t prompt_tokens, completion_tokens;      /* 0 if not reported */
+        uint64_t cached_tokens; /* usage.prompt_tokens_details.cached_tokens; 0 if not reported */
         json_object *message;   /* the assistant message, normalized, ready to append to the conversation */
         json_object *request;   /* the request body that was sent (no credentials in it); NULL for replays */
         char *raw;              /* the raw body (plain) or the stream as received (SSE), at most max_reply_bytes */

@@ -11,6 +11,7 @@
 #include "credential.h"
 #include "fs-util.h"
 #include "log.h"
+#include "micros.h"
 #include "model-profile.h"
 #include "string-table.h"
 #include "string-util.h"
@@ -74,6 +75,10 @@ bool model_endpoint_is_valid(const char *endpoint) {
         return true;
 }
 
+bool model_profile_has_prices(const ModelProfile *p) {
+        return p && (p->price_input_micros != UINT64_MAX || p->price_output_micros != UINT64_MAX);
+}
+
 ModelProfile *model_profile_free(ModelProfile *p) {
         if (!p)
                 return NULL;
@@ -108,6 +113,8 @@ static int model_profile_new(const char *name, ModelProfile **ret) {
                 .max_reply_bytes = 8 * 1024 * 1024,
                 .stream = false,
                 .tool_calls = MODEL_TOOL_CALLS_AUTO,
+                .price_input_micros = UINT64_MAX,
+                .price_output_micros = UINT64_MAX,
         };
         p->name = strdup(name);
         p->endpoint = strdup(MODEL_PROFILE_DEFAULT_ENDPOINT);
@@ -292,6 +299,32 @@ static int model_profile_assign(ModelProfile *p, const char *key, const char *va
                 p->stream = r;
                 return 0;
         }
+        if ((streq(key, "PriceInputPerMTok") || streq(key, "PriceOutputPerMTok"))) {
+                uint64_t *price = streq(key, "PriceInputPerMTok") ? &p->price_input_micros : &p->price_output_micros;
+
+                if (isempty(value)) {
+                        *price = UINT64_MAX;
+                        return 0;
+                }
+                /* Exactly, into millionths: no floating point on the way
+                 * to what a task is told it cost. */
+                r = parse_micros(value, &u);
+                if (r < 0)
+                        return r;
+                *price = u;
+                return 0;
+        }
+        if (streq(key, "Currency")) {
+                size_t n = strlen(value);
+
+                if (n >= MODEL_CURRENCY_MAX)
+                        return -EINVAL;
+                for (size_t i = 0; i < n; i++)
+                        if (!((value[i] >= 'A' && value[i] <= 'Z') || (value[i] >= 'a' && value[i] <= 'z')))
+                                return -EINVAL;
+                memcpy(p->currency, value, n + 1);
+                return 0;
+        }
         if (streq(key, "ToolCalls")) {
                 ModelToolCalls t = model_tool_calls_from_string(value);
                 if (t < 0)
@@ -382,6 +415,13 @@ static int pending_section_apply(ModelProfiles *p, PendingSection *s, const char
                         return r;
                 if (r == -ENOENT)
                         log_warning("%s:%u: Unknown key '%s' in section [Model], ignoring.", filename, l->line, l->key);
+                else if (r < 0 && (streq(l->key, "PriceInputPerMTok") || streq(l->key, "PriceOutputPerMTok")))
+                        log_warning("%s:%u: Invalid price '%s' for %s=, ignoring: expected a decimal number of the "
+                                    "currency's units per million tokens, such as 0.15, with at most six decimals.",
+                                    filename, l->line, l->value, l->key);
+                else if (r < 0 && streq(l->key, "Currency"))
+                        log_warning("%s:%u: Invalid currency '%s', ignoring: expected letters only, at most %u, such as USD.",
+                                    filename, l->line, l->value, MODEL_CURRENCY_MAX - 1);
                 else if (r < 0)
                         log_warning("%s:%u: Invalid value '%s' for %s=, ignoring.", filename, l->line, l->value, l->key);
         }

@@ -33,6 +33,8 @@ typedef enum ModelToolCalls {
         _MODEL_TOOL_CALLS_INVALID = -EINVAL,
 } ModelToolCalls;
 
+#define MODEL_CURRENCY_MAX 8U /* with the NUL; letters only */
+
 typedef struct ModelProfile {
         char *name;
         ModelKind kind;
@@ -50,7 +52,16 @@ typedef struct ModelProfile {
         bool stream;
         ModelToolCalls tool_calls;
         char *replay_path;
+        /* Prices per million tokens, in millionths of the currency's unit
+         * (PriceInputPerMTok=, PriceOutputPerMTok=); UINT64_MAX: not
+         * given. With either given, an absent one is 0 and currency is
+         * "USD" unless Currency= says otherwise. */
+        uint64_t price_input_micros, price_output_micros;
+        char currency[MODEL_CURRENCY_MAX];
 } ModelProfile;
+
+/* Whether the profile gives a price: the cost of its tokens is known. */
+bool model_profile_has_prices(const ModelProfile *p);
 
 typedef struct ModelProfiles {
         ModelProfile **profiles;

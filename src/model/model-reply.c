@@ -67,7 +67,7 @@ typedef struct Acc {
         PartialCall *calls;
         size_t n_calls;
         char *finish_reason;
-        uint64_t prompt_tokens, completion_tokens;
+        uint64_t prompt_tokens, completion_tokens, cached_tokens;
         char *error;
 } Acc;
 
@@ -257,6 +257,11 @@ static void acc_add_usage(Acc *a, json_object *o) {
                 a->prompt_tokens = v;
         if (json_get_uint64(u, "completion_tokens", &v) >= 0)
                 a->completion_tokens = v;
+        /* Servers that cache prompt prefixes say how much of the prompt
+         * they had (OpenAI's field; others leave it out). */
+        json_object *d = get(u, "prompt_tokens_details");
+        if (d && json_get_uint64(d, "cached_tokens", &v) >= 0)
+                a->cached_tokens = v;
 }
 
 static int acc_check_error(Acc *a, json_object *o) {
@@ -509,6 +514,7 @@ int model_reply_parse(const char *raw, size_t size, bool stream, ModelReply **re
         reply->finish_reason = TAKE_PTR(a.finish_reason);
         reply->prompt_tokens = a.prompt_tokens;
         reply->completion_tokens = a.completion_tokens;
+        reply->cached_tokens = a.cached_tokens;
         if (a.n_calls > 0) {
                 reply->tool_calls = calloc(a.n_calls, sizeof(ModelToolCall));
                 if (!reply->tool_calls)

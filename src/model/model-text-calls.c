@@ -703,6 +703,7 @@ int model_reply_read_text(const ModelReply *r, ModelToolCalls mode, json_object 
                 return -ENOMEM;
         n->prompt_tokens = r->prompt_tokens;
         n->completion_tokens = r->completion_tokens;
+        n->cached_tokens = r->cached_tokens;
         n->request = r->request ? json_object_get(r->request) : NULL;
         n->stream = r->stream;
         n->attempts = r->attempts;

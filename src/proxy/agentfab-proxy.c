@@ -398,6 +398,16 @@ static int handle_message(ProxyControl *c, const char *buf, size_t n) {
                 proxy_task_free(t);
                 return reply(c, 0, NULL, -EBADF);
         }
+        if (streq(type, "usage")) {
+                /* What the task's connections used since it was registered. */
+                _cleanup_json_ json_object *u = json_object_new_object();
+                if (!u || json_add_string(u, "type", "reply") < 0 ||
+                    json_object_object_add(u, "ok", json_object_new_boolean(true)) < 0 ||
+                    json_add_uint64(u, "bytes_up", t->bytes_up) < 0 || json_add_uint64(u, "bytes_down", t->bytes_down) < 0 ||
+                    json_add_uint64(u, "connections", t->connections) < 0)
+                        return -ENOMEM;
+                return control_send(c, u, -EBADF);
+        }
         return reply(c, -EOPNOTSUPP, "unknown request type", -EBADF);
 }
 

@@ -253,6 +253,28 @@ int proxy_client_unregister(ProxyClient *c, const char *task) {
         return reply_result(reply, NULL);
 }
 
+int proxy_client_usage(ProxyClient *c, const char *task, ProxyUsage *ret) {
+        _cleanup_json_ json_object *req = json_object_new_object(), *reply = NULL;
+        ProxyUsage u = {};
+        int r;
+
+        if (!proxy_task_id_is_valid(task))
+                return -EINVAL;
+        if (!req || json_add_string(req, "type", "usage") < 0 || json_add_string(req, "task", task) < 0)
+                return -ENOMEM;
+        r = send_request(c, req, &reply, NULL);
+        if (r < 0)
+                return r;
+        r = reply_result(reply, NULL);
+        if (r < 0)
+                return r;
+        if (json_get_uint64(reply, "bytes_up", &u.bytes_up) < 0 || json_get_uint64(reply, "bytes_down", &u.bytes_down) < 0 ||
+            json_get_uint64(reply, "connections", &u.connections) < 0)
+                return -EBADMSG;
+        *ret = u;
+        return 0;
+}
+
 void proxy_event_done(ProxyEvent *e) {
         e->task = mfree_ptr(e->task);
         e->host = mfree_ptr(e->host);

@@ -76,6 +76,14 @@ int proxy_client_allow(ProxyClient *c, const char *task, char **allow, char **re
 /* Ends everything of the task at once (its listener, its connections). */
 int proxy_client_unregister(ProxyClient *c, const char *task);
 
+/* What a registered task's connections used so far: bytes relayed to the
+ * net (up) and from it (down), connections accepted. Counted from the
+ * registration; gone with it. */
+typedef struct ProxyUsage {
+        uint64_t bytes_up, bytes_down, connections;
+} ProxyUsage;
+int proxy_client_usage(ProxyClient *c, const char *task, ProxyUsage *ret);
+
 typedef enum ProxyRefusalKind {
         PROXY_EVENT_NOT_ALLOWED,        /* allowlist mode: the host is not listed */
         PROXY_EVENT_ADDRESS,            /* a loopback/private/... address no entry names */

@@ -236,10 +236,13 @@ static bool conn_relay_finished(ProxyConn *c) {
 }
 
 static void conn_account(ProxyConn *c, size_t n, bool up) {
-        if (up)
+        if (up) {
                 c->bytes_up += n;
-        else
+                c->task->bytes_up += n;
+        } else {
                 c->bytes_down += n;
+                c->task->bytes_down += n;
+        }
         c->task->bytes += n;
         c->last_activity_usec = clock_now_usec(CLOCK_MONOTONIC);
 }
@@ -696,6 +699,7 @@ int proxy_conn_new(ProxyTask *t, int fd) {
                 t->conns->prev = c;
         t->conns = c;
         t->n_conns++;
+        t->connections++;
         p->n_conns++;
 
         (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int));

@@ -74,6 +74,10 @@ struct ProxyTask {
         ProxyConn *conns;
         unsigned n_conns;
         uint64_t bytes;
+        /* Over the registration, for the daemon's accounting ("usage"):
+         * bytes relayed each way and connections accepted. */
+        uint64_t bytes_up, bytes_down;
+        uint64_t connections;
 };
 
 /* The host's own addresses, read again when older than a few seconds. */

@@ -30,6 +30,7 @@ SRC=$(realpath "$HERE/../..")
 . "$HERE/agent-edits.sh"
 . "$HERE/agent-outline.sh"
 . "$HERE/agent-syntax.sh"
+. "$HERE/agent-resources.sh"
 
 . "$HERE/lib/check.sh"
 
@@ -275,6 +276,7 @@ EOF
         review_prepare_root "$R"
         context_prepare_root "$R"
         open_models_prepare_root "$R"
+        resources_prepare_root "$R"
 }
 
 CTL=(agentfabctl --no-ask-password)
@@ -1113,7 +1115,7 @@ main() {
                  t_edit_drift t_patch_two_files t_syntax_python t_syntax_checker_sandboxed \
                  t_leave_out_c t_leave_out_python t_leave_out_js t_keep_binary t_git_in_sandbox t_plan_looks \
                  t_tests_speak_unrelated t_tests_speak_give_up t_tests_speak_stuck \
-                 t_open_models_formats t_open_models_text_mode t_open_models_cut_and_nudge t_outline; do
+                 t_open_models_formats t_open_models_text_mode t_open_models_cut_and_nudge t_outline t_resources; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 "$t"
         done

@@ -72,6 +72,31 @@ int main(void) {
               !model_name_is_valid("a/b"), "name validation");
         model_profiles_done(&ps);
 
+        /* Prices: exact decimals per million tokens; without any, the cost
+         * is not known; with one, the other is 0 and the currency USD. */
+        CHECK(model_profiles_init(&ps) >= 0, "profiles initialized again");
+        p = model_profiles_find(&ps, NULL);
+        CHECK(p && !model_profile_has_prices(p) && p->price_input_micros == UINT64_MAX && p->currency[0] == '\0',
+              "the default profile has no prices");
+        model_profiles_parse(&ps,
+                             "[Model]\nName=priced\nPriceInputPerMTok=0.15\nPriceOutputPerMTok=0.6\nCurrency=EUR\n"
+                             "[Model]\nName=half\nPriceOutputPerMTok=15\n"
+                             "[Model]\nName=bad\nPriceInputPerMTok=1\nPriceInputPerMTok=-1\nPriceOutputPerMTok=1e3\n"
+                             "PriceOutputPerMTok=0.0000001\nCurrency=US$\nCurrency=TOOLONGNAME\n"
+                             "[Model]\nName=cleared\nPriceInputPerMTok=2\nPriceInputPerMTok=\n", "prices");
+        p = model_profiles_find(&ps, "priced");
+        CHECK(p && model_profile_has_prices(p) && p->price_input_micros == 150000 && p->price_output_micros == 600000 &&
+              streq(p->currency, "EUR"), "prices and currency parsed exactly");
+        p = model_profiles_find(&ps, "half");
+        CHECK(p && model_profile_has_prices(p) && p->price_input_micros == UINT64_MAX && p->price_output_micros == 15000000 &&
+              p->currency[0] == '\0', "one price given: the other unset, the currency left to the default");
+        p = model_profiles_find(&ps, "bad");
+        CHECK(p && p->price_input_micros == 1000000 && p->price_output_micros == UINT64_MAX && p->currency[0] == '\0',
+              "a negative, exponent or too fine price and a bad currency are refused, the valid value kept");
+        p = model_profiles_find(&ps, "cleared");
+        CHECK(p && !model_profile_has_prices(p), "an empty price clears it");
+        model_profiles_done(&ps);
+
         /* A drop-in overrides the main file per key, in lexical order. */
         if (!mkdtemp(dir))
                 return 1;

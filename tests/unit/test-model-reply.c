@@ -103,6 +103,19 @@ int main(void) {
               "content parts and extra fields");
         r = model_reply_free(r);
 
+        /* Cached prompt tokens where the server says (OpenAI's
+         * prompt_tokens_details), 0 where it does not. */
+        CHECK(parse("{\"choices\":[{\"message\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}],"
+                    "\"usage\":{\"prompt_tokens\":300,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":256}}}",
+                    false, &r, NULL) == 0 && r->prompt_tokens == 300 && r->cached_tokens == 256,
+              "cached tokens read from the usage's details");
+        r = model_reply_free(r);
+        CHECK(parse("{\"choices\":[{\"message\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}],"
+                    "\"usage\":{\"prompt_tokens\":300,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":\"x\"}}}",
+                    false, &r, NULL) == 0 && r->prompt_tokens == 300 && r->cached_tokens == 0,
+              "cached tokens of the wrong type are not counted");
+        r = model_reply_free(r);
+
         /* A name repeated in every delta is not repeated in the result. */
         CHECK(parse("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"i\",\"function\":{\"name\":\"run\",\"arguments\":\"{\\\"a\"}}]}}]}\n\n"
                     "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"i\",\"function\":{\"name\":\"run\",\"arguments\":\"\\\":1}\"}}]}}]}\n\n"

@@ -116,7 +116,9 @@ void agent_stop(Task *t) {
 
         if (!run)
                 return;
-        /* Its sandbox ends: so does everything of it at the egress proxy. */
+        /* Its sandbox ends: so does everything of it at the egress proxy,
+         * once what they used is counted. */
+        agent_resources_sample(run);
         egress_unregister(run->factory->egress, t->id);
         t->run = NULL;
         run->task = NULL;
@@ -177,6 +179,7 @@ void agent_count_clock(AgentRun *run) {
         }
         if (run->clock_usec > 0 && now > run->clock_usec)
                 run->task->progress.wall_usec += now - run->clock_usec;
+        run->task->progress.resources.wall_usec = run->task->progress.wall_usec;
         run->clock_usec = now;
 }
 

@@ -232,6 +232,7 @@ static void on_model_reply(ModelCall *call, int error, const char *error_message
 
         if (reply)
                 p->tokens += reply->prompt_tokens + reply->completion_tokens;
+        agent_resources_model_call(t, run->profile, reply);
         audit_model_call(t, p->step + 1, run->model_name, reply ? reply->attempts : 0,
                          reply ? reply->prompt_tokens : 0, reply ? reply->completion_tokens : 0,
                          reply ? reply->finish_reason : NULL, error < 0 ? (error_message ?: strerror(-error)) : NULL);

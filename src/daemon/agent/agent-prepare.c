@@ -203,6 +203,7 @@ static void on_sandbox_ready(SandboxSession *s, int error, const char *error_mes
         }
         audit_sandbox(t, sandbox_session_get_unit(run->session), sandbox_session_get_pid(run->session),
                       sandbox_session_get_uid(run->session));
+        agent_resources_sandbox_new(run);
         agent_schedule(run);
 }
 
@@ -222,14 +223,18 @@ int agent_open_sandbox(AgentRun *run) {
          * replaced once it is ready. */
         if (run->session && !run->sandbox_opening && egress_task_lost(run->factory->egress, t->id)) {
                 log_info("Task '%s': the egress proxy went away; making its sandbox again.", t->id);
+                agent_resources_sample(run);
                 egress_unregister(run->factory->egress, t->id);
                 run->session = sandbox_session_free(run->session);
         }
         /* The sandbox frozen while the task waited: thawed, as it was; or
          * the one a restarted daemon took up again. Between commands its
          * connection waits in the fd store, for the next restart. */
-        if (!run->session)
+        if (!run->session) {
                 run->session = freezer_take_parked(t);
+                if (run->session)
+                        agent_resources_sandbox_taken(run);
+        }
         if (run->session) {
                 freezer_store_running(t, run->session);
                 return 0;

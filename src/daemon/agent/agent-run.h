@@ -19,6 +19,7 @@
 #include "macro.h"
 #include "model-client.h"
 #include "model-profile.h"
+#include "sandbox-usage.h"
 #include "step-commit.h"
 #include "task-job.h"
 #include "task-save.h"
@@ -100,6 +101,10 @@ struct AgentRun {
         char *outline;
         struct AgentContext *context;   /* what the model's server showed of its context (conversation.h) */
         uint64_t clock_usec;       /* CLOCK_MONOTONIC when wall-clock use was last counted */
+        /* What the sandbox's scope had used when last read
+         * (agent-resources.c), and its PID 1 (-1: not read yet). */
+        pid_t usage_pid;
+        SandboxUsage usage_seen;
         /* The budgets' watch while a command runs (agent-budget.c): the
          * sandbox's scope and its CPU usage when first read, with the
          * task's CPU counter then. */
@@ -247,6 +252,16 @@ void agent_budget_done(AgentRun *run);
 /* " CPU time 1.7 s of max_cpu_sec=2 used.": each of them 80 % spent and
  * not told before, for the model's warning. */
 int agent_budget_warn(AgentRun *run, Buf *b);
+
+/* agent-resources.c: what the task uses, counted in its progress. A
+ * sandbox the run made counts from 0; one it took up, from now. */
+void agent_resources_sandbox_new(AgentRun *run);
+void agent_resources_sandbox_taken(AgentRun *run);
+/* After a command and before a sandbox goes: its scope's CPU time, memory
+ * peak and bytes read and written, and the proxy's counters. */
+void agent_resources_sample(AgentRun *run);
+/* After a model call (reply NULL: it failed), at profile's prices. */
+void agent_resources_model_call(Task *t, const ModelProfile *profile, const ModelReply *reply);
 
 /* agent-loop.c: the step's end, when the model called no more tools (or
  * the last one is done): the checkpoint is made and acknowledged, then the

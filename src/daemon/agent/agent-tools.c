@@ -246,6 +246,7 @@ void agent_on_command_done(SandboxSession *s, int error, const ExecResult *resul
         /* The proxy tells of a refusal before it answers the command's
          * client: whatever the command met is in our socket by now. */
         egress_poll(run->factory->egress);
+        agent_resources_sample(run);
 
         if (error < 0) {
                 if (error == -ECONNRESET || error == -EPIPE)

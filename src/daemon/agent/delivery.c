@@ -474,6 +474,14 @@ static void delivery_record(AgentRun *run, const TestRun *tr, int status, bool r
                 return agent_save_progress_then(run, &ack, NULL, 0, NULL, on_verified_saved);
         }
 
+        /* What the task used up to its verification, on the tip that
+         * delivers it (task-resources.h's one line). */
+        TaskResources res = run->task->progress.resources;
+        res.wall_usec = run->task->progress.wall_usec;
+        _cleanup_free_ char *used = task_resources_format(&res), *used_line = NULL;
+        if (!used || asprintf(&used_line, "Agentfab-Resources: %s", used) < 0 || strv_extend(&trailers, used_line) < 0)
+                return agent_fail(run, "Out of memory.");
+
         /* Not a step of the model's: no Agentfab-Step: trailer, and not a
          * checkpoint to reset to. */
         c = delivery_step_commit(run, 0, !ran ? "Reviewed: this tree" :
@@ -552,6 +560,7 @@ static void on_verify_done(SandboxSession *s, int error, const ExecResult *resul
                 return;
         run->phase = PHASE_IDLE;
         agent_tests_ended(run);
+        agent_resources_sample(run);
         if (error < 0)
                 return agent_fail(run, "Cannot run the tests on the final tree: %s",
                                   error == -ECONNRESET || error == -EPIPE ? "the task's sandbox ended unexpectedly" :

@@ -158,6 +158,8 @@ static void on_reviewer_reply(ModelCall *call, int error, const char *error_mess
         p = &t->progress;
         c = &run->factory->config;
 
+        agent_resources_model_call(t, model_profiles_find(&run->factory->profiles, c->review_model),
+                                   error < 0 ? NULL : reply);
         /* Fail closed: a reviewer that cannot answer leaves the decision to
          * a person, never to nobody. */
         if (error < 0) {

@@ -507,6 +507,7 @@ static void on_checker_done(SandboxSession *s, int error, const ExecResult *resu
                 return;
         }
         run->phase = PHASE_IDLE;
+        agent_resources_sample(run);
         if (error < 0)
                 return agent_fail(run, "Cannot run a checker in the sandbox: %s", strerror(-error));
         audit_command(t, t->progress.step + 1, "checker", j->commands[j->next], result->status, result->signal,

@@ -30,6 +30,8 @@ struct SummaryInput {
         int last_test_exit;
         bool verified;
         uint64_t tokens, commands, wall_usec;
+        char *resources;        /* task_resources_format()'s line */
+        uint64_t model_calls, tokens_cached;
 };
 
 SummaryInput *summary_input_free(SummaryInput *in) {
@@ -48,6 +50,7 @@ SummaryInput *summary_input_free(SummaryInput *in) {
         free(in->test_command);
         free(in->last_tests);
         free(in->checkpoint);
+        free(in->resources);
         free(in);
         return NULL;
 }
@@ -72,6 +75,13 @@ int summary_input_new(AgentRun *run, const char *diffstat, json_object *checkpoi
         in->tokens = p->tokens;
         in->commands = p->commands;
         in->wall_usec = p->wall_usec;
+        TaskResources res = p->resources;
+        res.wall_usec = p->wall_usec;
+        in->resources = task_resources_format(&res);
+        if (!in->resources)
+                return -ENOMEM;
+        in->model_calls = res.model_calls;
+        in->tokens_cached = res.tokens_cached;
         if (free_and_strdup(&in->id, t->id) < 0 || free_and_strdup(&in->reference, t->spec.reference) < 0 ||
             free_and_strdup(&in->goal, t->spec.goal) < 0 || free_and_strdup(&in->acceptance, t->spec.acceptance) < 0 ||
             free_and_strdup(&in->environment, p->environment_identity) < 0 ||
@@ -214,6 +224,11 @@ int summary_text(const SummaryInput *in, char **ret, size_t *ret_size) {
         fprintf(f, "\n## Budget used\n\n- steps: %u\n- model tokens: %llu\n- commands: %llu\n- wall clock: %llu s\n",
                 in->step, (unsigned long long) in->tokens, (unsigned long long) in->commands,
                 (unsigned long long) (in->wall_usec / USEC_PER_SEC));
+        fprintf(f, "- resources: %s\n", in->resources);
+        if (in->model_calls != TASK_RESOURCE_UNKNOWN)
+                fprintf(f, "- model calls: %llu (prompt tokens the server had cached: %llu)\n",
+                        (unsigned long long) in->model_calls,
+                        (unsigned long long) (in->tokens_cached == TASK_RESOURCE_UNKNOWN ? 0 : in->tokens_cached));
 
         fprintf(f, "\n## Needs human confirmation\n\n");
         bool needs = false;

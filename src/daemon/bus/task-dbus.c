@@ -78,6 +78,39 @@ static int property_get_limits(sd_bus *bus, const char *path, const char *interf
         return sd_bus_message_close_container(reply);
 }
 
+/* What the task used, by the names of status --json's "resources": a
+ * counter nobody could read is left out, the currency is there with a
+ * price. */
+static int property_get_resources(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        _cleanup_json_ json_object *j = NULL;
+        Task *t = userdata;
+        TaskResources res;
+        int r;
+
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+
+        res = t->progress.resources;
+        res.wall_usec = t->progress.wall_usec;
+        r = task_resources_to_json(&res, &j);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "{sv}");
+        if (r < 0)
+                return r;
+        json_object_object_foreach(j, key, v) {
+                if (json_object_is_type(v, json_type_int))
+                        r = sd_bus_message_append(reply, "{sv}", key, "t", json_object_get_uint64(v));
+                else if (json_object_is_type(v, json_type_string))
+                        r = sd_bus_message_append(reply, "{sv}", key, "s", json_object_get_string(v));
+                else
+                        continue;
+                if (r < 0)
+                        return r;
+        }
+        return sd_bus_message_close_container(reply);
+}
+
 static int read_comment(sd_bus_message *message, const char **ret, sd_bus_error *error) {
         const char *comment;
         int r;
@@ -835,6 +868,7 @@ static const sd_bus_vtable task_vtable[] = {
         SD_BUS_PROPERTY("Checkpoints", "a(uss)", property_get_checkpoints, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
         SD_BUS_PROPERTY("TokensUsed", "t", NULL, offsetof(Task, progress.tokens), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("CommandsRun", "t", NULL, offsetof(Task, progress.commands), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Resources", "a{sv}", property_get_resources, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Breaker", "s", property_get_string_ptr, offsetof(Task, progress.breaker), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("PullRequest", "s", property_get_string_ptr, offsetof(Task, progress.pull_request), SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("FreezerState", "s", property_get_freezer_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -958,4 +992,7 @@ void task_bus_emit_changes(BusServer *bs, Task *t, unsigned what) {
                 task_bus_emit(bs, t, STRV_MAKE("Findings"));
         if (what & TASK_CHANGE_PROGRESS)
                 task_bus_emit(bs, t, STRV_MAKE("Plan", "Step", "HeadCommit", "Checkpoints", "TokensUsed", "CommandsRun"));
+        /* After a command, a model call, a step: never per byte. */
+        if (what & (TASK_CHANGE_RESOURCES | TASK_CHANGE_PROGRESS))
+                task_bus_emit(bs, t, STRV_MAKE("Resources"));
 }

@@ -16,6 +16,7 @@ typedef struct EgressTask {
         bool lost;                      /* the connection it was registered on is gone */
         char *refused_host;             /* the first refusal in allowlist mode not yet taken */
         char *refused_reason;
+        ProxyUsage seen;                /* the proxy's counters when last added to the task's */
 } EgressTask;
 
 struct Egress {
@@ -216,6 +217,33 @@ int egress_register(Egress *e, Task *t, const Environment *env, int *ret_channel
         log_debug("Task '%s' registered with the egress proxy (%s, %zu allow entries).", t->id,
                   proxy_mode_to_string(mode), strv_length(allow));
         return 0;
+}
+
+void egress_account(Egress *e, Task *t) {
+        TaskResources *res = &t->progress.resources;
+        EgressTask *et;
+        ProxyUsage u;
+        int r;
+
+        if (!e || !(et = egress_find(e, t->id)) || et->lost || !e->client)
+                return;
+        r = proxy_client_usage(e->client, t->id, &u);
+        if (IN_SET(r, -ECONNRESET, -EPIPE, -ENOTCONN, -ETIMEDOUT)) {
+                egress_disconnect(e);
+                return;
+        }
+        if (r < 0) {
+                log_debug_errno(r, "Task '%s': cannot read what its connections used, ignoring: %m", t->id);
+                return;
+        }
+        /* The counters only grow over a registration. */
+        if (u.bytes_up >= et->seen.bytes_up)
+                task_resource_add(&res->net_up_bytes, u.bytes_up - et->seen.bytes_up);
+        if (u.bytes_down >= et->seen.bytes_down)
+                task_resource_add(&res->net_down_bytes, u.bytes_down - et->seen.bytes_down);
+        if (u.connections >= et->seen.connections)
+                task_resource_add(&res->net_connections, u.connections - et->seen.connections);
+        et->seen = u;
 }
 
 void egress_unregister(Egress *e, const char *task_id) {

@@ -39,6 +39,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Egress *, egress_free);
  * after). On failure a negative errno and *ret_error, a sentence. */
 int egress_register(Egress *e, Task *t, const Environment *env, int *ret_channel_fd, char **ret_error);
 
+/* Adds what the task's connections used since the last call (or its
+ * registration) to its progress's counters (TaskResources). */
+void egress_account(Egress *e, Task *t);
+
 /* Ends the task's registration, if it has one (its sandbox ends or was
  * given up). */
 void egress_unregister(Egress *e, const char *task_id);

@@ -139,6 +139,65 @@ void audit_task_state(Task *t, TaskState old_state, uid_t caller) {
                    "old_state", task_state_to_string(old_state), "reason", t->reason);
 }
 
+#define RESOURCE_FIELDS_MAX 20U
+
+void audit_task_resources(Task *t) {
+        _cleanup_json_ json_object *j = NULL;
+        _cleanup_free_ char *line = NULL, *message = NULL, *task = NULL;
+        char *fields[RESOURCE_FIELDS_MAX] = {};
+        struct iovec iov[RESOURCE_FIELDS_MAX + 6];
+        TaskResources res = t->progress.resources;
+        size_t n = 0, k = 0;
+
+        res.wall_usec = t->progress.wall_usec;
+        line = task_resources_format(&res);
+        if (!line || task_resources_to_json(&res, &j) < 0 ||
+            asprintf(&message, "MESSAGE=Task %s used: %s.", t->id, line) < 0 ||
+            asprintf(&task, "AGENTFAB_TASK=%s", t->id) < 0) {
+                log_oom();
+                return;
+        }
+#define IOV(s) iov[n++] = (struct iovec) { .iov_base = (char *) (s), .iov_len = strlen(s) }
+        IOV(message);
+        IOV("MESSAGE_ID=" AGENTFAB_MESSAGE_RESOURCES_STR);
+        IOV("PRIORITY=6");
+        IOV("AGENTFAB_EVENT=resources");
+        IOV(task);
+        /* AGENTFAB_CPU_USEC=, AGENTFAB_TOKENS_IN=, ...: the counters by
+         * their JSON names, upper case; one nobody could read is left out. */
+        json_object_object_foreach(j, key, v) {
+                char *f = NULL;
+                if (k >= RESOURCE_FIELDS_MAX)
+                        break;
+                if (json_object_is_type(v, json_type_int) &&
+                    asprintf(&f, "AGENTFAB_%s=%" PRIu64, key, json_object_get_uint64(v)) < 0)
+                        f = NULL;
+                else if (json_object_is_type(v, json_type_string) &&
+                         asprintf(&f, "AGENTFAB_%s=%s", key, json_object_get_string(v)) < 0)
+                        f = NULL;
+                if (!f)
+                        continue;
+                for (char *c = f + 9; *c && *c != '='; c++)
+                        *c = (char) toupper((unsigned char) *c);
+                fields[k++] = f;
+                IOV(f);
+        }
+#undef IOV
+        journal_sendv(iov, (int) n);
+        for (size_t i = 0; i < k; i++)
+                free(fields[i]);
+
+        json_object *e = json_object_new_object();
+        if (e && json_add_string(e, "type", "resources") >= 0 && json_add_string(e, "task", t->id) >= 0 &&
+            json_add_uint64(e, "usec", now_usec()) >= 0 && json_object_object_add(e, "resources", TAKE_PTR(j)) >= 0) {
+                int r = task_append_event(t, e);
+                if (r < 0 && r != -EROFS)
+                        log_warning_errno(r, "Failed to append event to history of task '%s', ignoring: %m", t->id);
+                task_send_event(t, e);
+        }
+        json_object_put(e);
+}
+
 void audit_task_request(Task *t, const char *event, uid_t caller, const char *comment) {
         journal_send("MESSAGE=Task %s: %s requested by uid %u.", t->id, event, (unsigned) caller,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_TASK_REQUEST_STR,

@@ -15,6 +15,9 @@
 
 void audit_task_submitted(Task *t, uid_t caller);
 void audit_task_state(Task *t, TaskState old_state, uid_t caller);
+/* Once, when the task ends: what it used (TaskResources), a field per
+ * counter that is known. */
+void audit_task_resources(Task *t);
 /* event: "cancel", "approve", "reject", "resume" */
 void audit_task_request(Task *t, const char *event, uid_t caller, const char *comment);
 void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit, const char *undone);

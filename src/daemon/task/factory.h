@@ -36,6 +36,7 @@ typedef enum TaskChange {
         TASK_CHANGE_PROGRESS    = 1 << 1,   /* plan, step, head, checkpoints, tokens, commands */
         TASK_CHANGE_REQUIREMENT = 1 << 2,   /* goal, acceptance criteria and their version */
         TASK_CHANGE_FINDINGS    = 1 << 3,   /* the review stage's findings */
+        TASK_CHANGE_RESOURCES   = 1 << 4,   /* what the task used (TaskProgress.resources) */
 } TaskChange;
 
 typedef struct FactoryHooks {

@@ -9,6 +9,7 @@
 
 #include "json-util.h"
 #include "macro.h"
+#include "micros.h"
 #include "task-resources.h"
 
 /* The counters by their names in JSON, in the order status shows them. */
@@ -41,6 +42,25 @@ void task_resources_init(TaskResources *r) {
         *r = (TaskResources) {
                 .cost_micros = TASK_RESOURCE_UNKNOWN,
         };
+}
+
+void task_resources_init_unknown(TaskResources *r) {
+        assert(r);
+
+        task_resources_init(r);
+        for (size_t i = 0; i < ELEMENTSOF(counters); i++)
+                *COUNTER(r, i) = TASK_RESOURCE_UNKNOWN;
+}
+
+int task_resources_set(TaskResources *r, const char *name, uint64_t value) {
+        assert(r);
+
+        for (size_t i = 0; i < ELEMENTSOF(counters); i++)
+                if (streq(counters[i].name, name)) {
+                        *COUNTER(r, i) = value;
+                        return 0;
+                }
+        return -ENOENT;
 }
 
 bool task_currency_is_valid(const char *s) {
@@ -150,49 +170,6 @@ void task_resource_max(uint64_t *counter, uint64_t sample) {
                 *counter = sample;
 }
 
-int task_resources_price_parse(const char *s, uint64_t *ret) {
-        uint64_t whole = 0, frac = 0;
-        unsigned digits = 0;
-        const char *p = s;
-
-        assert(ret);
-
-        /* A decimal number of the currency's units per million tokens
-         * ("3", "0.15", "15.000"), read exactly into millionths: no
-         * floating point between the configuration and the state file. */
-        if (!s || !(*p >= '0' && *p <= '9'))
-                return -EINVAL;
-        for (; *p >= '0' && *p <= '9'; p++) {
-                if (whole > (UINT64_MAX / 1000000U - 9) / 10)
-                        return -ERANGE;
-                whole = whole * 10 + (uint64_t) (*p - '0');
-        }
-        if (*p == '.') {
-                p++;
-                if (!(*p >= '0' && *p <= '9'))
-                        return -EINVAL;
-                for (; *p >= '0' && *p <= '9'; p++) {
-                        if (digits == 6) {
-                                /* Finer than a millionth: only zeros may follow. */
-                                if (*p != '0')
-                                        return -ERANGE;
-                                continue;
-                        }
-                        frac = frac * 10 + (uint64_t) (*p - '0');
-                        digits++;
-                }
-        }
-        if (*p != '\0')
-                return -EINVAL;
-        for (; digits < 6; digits++)
-                frac *= 10;
-        if (whole > TASK_PRICE_MAX_MICROS / 1000000U || whole * 1000000U + frac > TASK_PRICE_MAX_MICROS)
-                return -ERANGE;
-
-        *ret = whole * 1000000U + frac;
-        return 0;
-}
-
 uint64_t task_resources_cost(uint64_t tokens_in, uint64_t tokens_out, uint64_t price_in, uint64_t price_out) {
         unsigned __int128 c;
 
@@ -271,19 +248,6 @@ static void format_duration(char buf[static 48], uint64_t usec) {
                 snprintf(buf, 48, "%" PRIu64 " h %" PRIu64 " min", s / 3600, s % 3600 / 60);
 }
 
-/* "0.021", "1.50", "12.00": millionths with the trailing zeros past the
- * cents left out. */
-void task_resources_format_cost(char buf[static 32], uint64_t micros) {
-        char frac[8];
-        size_t n;
-
-        snprintf(frac, sizeof(frac), "%06" PRIu64, micros % 1000000U);
-        for (n = 6; n > 2 && frac[n - 1] == '0'; n--)
-                ;
-        frac[n] = '\0';
-        snprintf(buf, 32, "%" PRIu64 ".%s", micros / 1000000U, frac);
-}
-
 char *task_resources_format(const TaskResources *r) {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
@@ -346,8 +310,7 @@ char *task_resources_format(const TaskResources *r) {
 
         /* Money only where a price was given: "0 USD" would be a claim. */
         if (r->cost_micros != TASK_RESOURCE_UNKNOWN) {
-                task_resources_format_cost(a, r->cost_micros);
-                if (append(&buf, &len, "%s %s", a, r->currency[0] ? r->currency : "USD") < 0)
+                if (append(&buf, &len, "%s %s", format_micros(a, r->cost_micros), r->currency[0] ? r->currency : "USD") < 0)
                         return NULL;
         }
 

@@ -39,6 +39,12 @@ typedef struct TaskResources {
 } TaskResources;
 
 void task_resources_init(TaskResources *r);
+/* Every counter unknown: for a reader of the Resources property, which
+ * leaves out what nobody could read. */
+void task_resources_init_unknown(TaskResources *r);
+/* Sets the counter of that JSON name; -ENOENT for a name not known here
+ * (a later daemon's), which a reader passes over. */
+int task_resources_set(TaskResources *r, const char *name, uint64_t value);
 
 /* One JSON object (the state file, status --json, the summary): every
  * counter by name, an unknown one as null. */
@@ -54,17 +60,10 @@ void task_resource_max(uint64_t *counter, uint64_t sample);
 /* Letters only, shorter than TASK_CURRENCY_MAX. */
 bool task_currency_is_valid(const char *s);
 
-/* A price per million tokens ("3", "0.15"), exactly, in millionths of the
- * currency's unit: -EINVAL if it is not a plain decimal number, -ERANGE if
- * it is finer than a millionth or above TASK_PRICE_MAX_MICROS. */
-#define TASK_PRICE_MAX_MICROS (1000000ULL * 1000000ULL) /* a million units per million tokens */
-int task_resources_price_parse(const char *s, uint64_t *ret);
-/* What tokens cost at those prices, in millionths, rounded to the nearest;
+/* What tokens cost at prices per million tokens in millionths of the
+ * currency's unit (micros.h), in millionths, rounded to the nearest;
  * TASK_RESOURCE_UNKNOWN when any input is. */
 uint64_t task_resources_cost(uint64_t tokens_in, uint64_t tokens_out, uint64_t price_in, uint64_t price_out);
-/* "0.021", "1.50": millionths as a decimal of at least two places. */
-void task_resources_format_cost(char buf[static 32], uint64_t micros);
-
 /* "cpu 12.3 s, memory 210 MiB, io 1.2/0.4 MiB, net 1.2 MiB, tokens 45210/3100,
  * 0.021 USD, wall 4 min 10 s": the trailer's and the journal's one line. */
 char *task_resources_format(const TaskResources *r);
