@@ -120,6 +120,10 @@ run_counted "eval" bash tests/integration/eval.sh build
 # polkit prompt, review findings and the tip's evidence (35–59 s on a loaded machine).
 run_counted "demo" bash tools/demo.sh
 run_counted "egress proxy" bash tests/integration/proxy.sh build
+# Two hosts of a fleet (two booted systems, a private PostgreSQL cluster, a
+# repository over https): tasks submitted on one are claimed by either, each
+# by one host and worked on once; list --fleet the same on both (about 20 s).
+run_counted "fleet of hosts" bash tests/integration/fleet.sh build
 # Broken surroundings: CI runs the scenarios that take a few minutes; the
 # whole set (a full disk, dbus-daemon restarted, 20 SIGKILLs across 20
 # tasks) is "bash tests/integration/faults.sh build".

@@ -25,7 +25,8 @@ typedef struct FleetHeld {
         char *id;
         uint64_t epoch;
         bool paused_by_fence;   /* Pause()d by the fence: the fence's end resumes it */
-        bool finished;          /* its end waits to be written (fenced meanwhile) */
+        bool finished;          /* its end waits to be written (fenced, or the connection broke) */
+        bool ending;            /* its end is being written */
 } FleetHeld;
 
 /* A call of ours whose answer is pending: freed with the Fleet if the
@@ -177,10 +178,11 @@ static void on_finished(FleetDb *db, int error, const char *message, void *userd
         if (error == -ESTALE)
                 log_warning("Task '%s' ended here, but another host holds it now: its end is not recorded.", c->task_id);
         else if (error == -ECONNRESET) {
-                /* It may or may not have committed; finishing again is safe. */
+                /* It may or may not have committed; finishing again is
+                 * safe, and done after the next renewal. */
                 FleetHeld *h = held_find(fl, c->task_id);
                 if (h)
-                        h->finished = true;
+                        h->ending = false;
                 call_free(c);
                 return;
         } else if (error < 0)
@@ -198,7 +200,7 @@ static void fleet_write_end(Fleet *fl, FleetHeld *h, TaskState state) {
         h->finished = true;
         /* SECURITY: a fenced host publishes nothing; the end is written
          * once it knows it still holds the task. */
-        if (fl->lease.fenced)
+        if (fl->lease.fenced || h->ending)
                 return;
         c = call_new(fl);
         if (!c || !(c->task_id = strdup(h->id))) {
@@ -207,9 +209,25 @@ static void fleet_write_end(Fleet *fl, FleetHeld *h, TaskState state) {
                 return;
         }
         r = fleet_db_finish(fl->db, h->id, h->epoch, fleet_state_of(state), on_finished, c);
+        if (r >= 0)
+                h->ending = true;
         if (r < 0) {
                 call_free(c);
                 log_warning_errno(r, "Failed to record the end of task '%s' in the fleet's database: %m", h->id);
+        }
+}
+
+/* Ends not written yet: the connection broke, or the host was fenced. */
+static void fleet_write_pending_ends(Fleet *fl) {
+        for (size_t i = 0; i < fl->n_held; i++) {
+                FleetHeld *h = fl->held + i;
+                Task *t;
+
+                if (!h->finished || h->ending)
+                        continue;
+                t = factory_find_task(fl->factory, h->id);
+                if (t)
+                        fleet_write_end(fl, h, t->state);
         }
 }
 
@@ -275,17 +293,16 @@ static void fleet_unfence(Fleet *fl) {
                 Task *t = f->tasks[i];
                 FleetHeld *h = held_find(fl, t->id);
 
-                if (!h)
+                if (!h || h->finished)
                         continue;
-                if (h->finished)
-                        fleet_write_end(fl, h, t->state);
-                else if (h->paused_by_fence && t->state == TASK_PAUSED) {
+                if (h->paused_by_fence && t->state == TASK_PAUSED) {
                         h->paused_by_fence = false;
                         if (task_unpause(t, NULL) >= 0 &&
                             task_set_state(t, t->progress.paused_from, NULL, 0, NULL) >= 0)
                                 task_unpaused(t);
                 }
         }
+        fleet_write_pending_ends(fl);
         (void) fleet_arm_fence(fl);
         if (fl->hooks && fl->hooks->unfenced)
                 fl->hooks->unfenced(fl, fl->userdata);
@@ -378,6 +395,8 @@ static void on_renewed(FleetDb *db, int error, const char *message, uint64_t lea
         }
         if (fleet_lease_renewed(&fl->lease, sent))
                 fleet_confirm(fl);
+        else if (!fl->lease.fenced)
+                fleet_write_pending_ends(fl);
         (void) fleet_arm_fence(fl);
         /* The slow poll: notifications are lost while disconnected. */
         fleet_claim_more(fl);
@@ -453,9 +472,12 @@ static void on_claim_recorded(Worker *w, int r, void *p, void *userdata) {
         (void) w;
         fl->creating--;
         if (r < 0) {
-                /* Left to the lease: another host takes it over. */
-                log_error_errno(r, "Failed to record task '%s' claimed from the fleet: %m", t->id);
-                held_remove(fl, t->id);
+                /* Nobody works on it: it fails, in the database, where
+                 * its submitter sees it. */
+                FleetHeld *h = held_find(fl, t->id);
+                log_error_errno(r, "Failed to record task '%s' claimed from the fleet, failing it: %m", t->id);
+                if (h)
+                        fleet_write_end(fl, h, TASK_FAILED);
                 task_free(t);
                 return;
         }
@@ -554,9 +576,11 @@ static void on_claimed(FleetDb *db, int error, const char *message, const FleetC
                 }
                 log_info("Claimed task '%s' (epoch %llu) from the fleet's queue.", claims[i].id,
                          (unsigned long long) claims[i].epoch);
-                if (fleet_take_claim(fl, claims + i) < 0)
-                        log_warning("Task '%s' stays with the fleet: another host takes it once this host's claim "
-                                    "runs out.", claims[i].id);
+                if (fleet_take_claim(fl, claims + i) < 0 && held_add(fl, claims[i].id, claims[i].epoch) >= 0) {
+                        /* What no host can work on fails where its submitter sees it. */
+                        log_warning("Task '%s' cannot be worked on here: failing it in the fleet.", claims[i].id);
+                        fleet_write_end(fl, held_find(fl, claims[i].id), TASK_FAILED);
+                }
         }
         /* The queue may hold more than one answer gave. */
         if (more)

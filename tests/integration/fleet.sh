@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Two agentfab hosts of one fleet ([Fleet], agentfabd(8)): each a systemd
+# booted by the harness, sharing a PostgreSQL cluster that this test starts
+# on loopback (tests/fleet/pg.sh), a repository served over https and the
+# scripted model server. Host "host-a" is this shell's harness and makes the
+# fleet's schema (its role owns the database); "host-b" is booted by a
+# second shell (lib/fleet-host.sh) and logs in with a role of its own.
+#
+#   fleet.sh BUILDDIR
+#
+# Scenarios: tasks submitted on host-a are claimed by host-a or host-b,
+# each by one host and worked on once, and succeed; "agentfabctl list
+# --fleet" says the same on both hosts; the journal of a claimed task's
+# entries names the host and the epoch.
+set -u
+
+BUILDDIR=$(realpath "${1:?usage: fleet.sh BUILDDIR}")
+HERE=$(dirname "$(realpath "$0")")
+SRC=$(realpath "$HERE/../..")
+. "$HERE/lib/harness.sh"
+. "$HERE/lib/fleet-host.sh"
+. "$HERE/lib/check.sh"
+
+[ "$(id -u)" = 0 ] || check_skip_all "fleet tests need root"
+[ -x /usr/lib/postgresql/15/bin/initdb ] || check_skip_all "no PostgreSQL 15 (apt-get install postgresql)"
+
+WORK=$(mktemp -d /tmp/agentfab-fleet.XXXXXX)
+chmod 755 "$WORK"
+FLEET_STATE=$WORK/hosts
+mkdir -p "$FLEET_STATE"
+MODEL_PID= GIT_PID= B_PID=
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+CTL=(agentfabctl --no-ask-password)
+
+cleanup() {
+        [ -n "$B_PID" ] && { touch "$FLEET_STATE/host-b.stop"; timeout 60 tail --pid="$B_PID" -f /dev/null; }
+        [ -n "$MODEL_PID" ] && kill "$MODEL_PID" 2>/dev/null
+        [ -n "$GIT_PID" ] && kill "$GIT_PID" 2>/dev/null
+        type pg_stop >/dev/null 2>&1 && pg_stop >/dev/null 2>&1
+        rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# ---- The database, the repository, the model
+
+PG_NO_TRAP=1 . "$SRC/tests/fleet/pg.sh"
+pg_start || check_skip_all "PostgreSQL did not start"
+pg_psql -c "CREATE ROLE host_b LOGIN" || check_skip_all "cannot make host-b's role"
+
+mkdir -p "$WORK/git/root" "$WORK/git/src"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/git/key.pem" -out "$WORK/git/cert.pem" -days 2 \
+        -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" >/dev/null 2>&1
+(cd "$WORK/git/src" && git init -q && printf 'def add(a, b):\n    return a - b\n' > calc.py &&
+        printf 'import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\nif __name__ == "__main__":\n    unittest.main()\n' > test_calc.py &&
+        git add . && git -c user.name=remote -c user.email=r@r commit -q -m 'calc with a bug' &&
+        git clone -q --bare . "$WORK/git/root/calc.git")
+python3 "$SRC/tests/git-https-server.py" --root "$WORK/git/root" --cert "$WORK/git/cert.pem" --key "$WORK/git/key.pem" \
+        --log "$WORK/git/requests.log" > "$WORK/git/port" 2> "$WORK/git/err" &
+GIT_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/git/port" ] && break; sleep 0.05; done
+GIT_PORT=$(head -1 "$WORK/git/port")
+REPO="https://localhost:$GIT_PORT/calc.git"
+
+cat > "$WORK/fix.json" <<'EOS'
+[
+ {"reply": {"content": "Plan:\n1. Make add() return a + b.\n2. Run the tests and finish."}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds."}}]}}
+]
+EOS
+python3 "$SRC/tests/model-server.py" --script "$WORK/fix.json" --log "$WORK/requests.jsonl" --port "$PORT" --by-step \
+        > "$WORK/model.out" 2> "$WORK/model.err" &
+MODEL_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/model.out" ] && break; sleep 0.05; done
+
+# ---- The hosts
+
+# host-b boots in a shell of its own while this one boots host-a.
+bash "$HERE/lib/fleet-host.sh" "$BUILDDIR" "$FLEET_STATE" host-b "$PG_CONNINFO user=host_b" "$PORT" "$WORK/git/cert.pem" \
+        > "$WORK/host-b.log" 2>&1 &
+B_PID=$!
+harness_prepare_root() {
+        fleet_prepare_root "$1" host-a "$PG_OWNER_CONNINFO" "$PORT" "$WORK/git/cert.pem"
+}
+harness_boot || { cat "$WORK/host-b.log"; check_skip_all "the harness could not boot host-a"; }
+trap 'harness_teardown; cleanup' EXIT
+for _ in $(seq 600); do [ -e "$FLEET_STATE/host-b.env" ] || [ -e "$FLEET_STATE/host-b.failed" ] && break; sleep 0.1; done
+[ -e "$FLEET_STATE/host-b.env" ] || { cat "$WORK/host-b.log"; check_skip_all "the harness could not boot host-b"; }
+
+# host-a's role owns the database: its daemon makes the schema. Then each
+# login role is mapped to its host, as an administrator does once.
+echo "=== two hosts join the fleet"
+hx systemctl start agentfab.service
+for _ in $(seq 100); do
+        [ "$(pg_psql -tA -c "SELECT count(*) FROM agentfab.migrations" 2>/dev/null)" -ge 1 ] 2>/dev/null && break
+        sleep 0.1
+done
+psql -X -q -v ON_ERROR_STOP=1 "$PG_OWNER_CONNINFO" -c "SELECT agentfab.add_host('host-a', 'agentfab')" \
+        -c "SELECT agentfab.add_host('host-b', 'host_b')" >/dev/null &&
+        ok "host-a's daemon made the schema; both roles mapped to hosts" || fail "schema or mapping"
+hx_on host-b systemctl start agentfab.service
+live=0
+for _ in $(seq 150); do
+        live=$(pg_psql -tA -c "SELECT count(*) FROM agentfab.hosts WHERE lease_until > now()")
+        [ "$live" = 2 ] && break
+        sleep 0.1
+done
+[ "$live" = 2 ] && ok "both hosts hold a lease" || fail "hosts with a lease: $live"
+
+echo "=== tasks submitted on host-a, worked on by either host, each once"
+ids=()
+for i in 1 2 3 4; do
+        id=$(hx_as alice "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add ($i)" --test "python3 -m unittest -v" 2>&1) ||
+                { fail "submit $i: $id"; continue; }
+        ids+=("$id")
+done
+[ "${#ids[@]}" = 4 ] && ok "four submissions queued in the fleet from host-a" || fail "queued: ${#ids[@]}"
+
+fleet_state() { pg_psql -tA -c "SELECT state || ' ' || coalesce(host, '-') FROM agentfab.tasks WHERE id = '$1'"; }
+done_all=0
+for _ in $(seq 480); do
+        n=$(pg_psql -tA -c "SELECT count(*) FROM agentfab.tasks WHERE state IN ('succeeded', 'failed', 'cancelled')")
+        [ "$n" -ge "${#ids[@]}" ] && { done_all=1; break; }
+        sleep 0.25
+done
+[ "$done_all" = 1 ] && ok "every task ended in the database" || fail "ended: $n of ${#ids[@]}"
+
+declare -A by_host=()
+for id in "${ids[@]}"; do
+        read -r st host <<<"$(fleet_state "$id")"
+        on_a=0 on_b=0
+        hx test -e "/var/lib/agentfab/tasks/$id/state.json" && on_a=1
+        hx_on host-b test -e "/var/lib/agentfab/tasks/$id/state.json" && on_b=1
+        if [ "$st" != succeeded ]; then
+                fail "task $id is $st on $host"
+                continue
+        fi
+        by_host[$host]=$(( ${by_host[$host]:-0} + 1 ))
+        if [ "$host" = host-a ] && [ $on_a = 1 ] && [ $on_b = 0 ]; then :
+        elif [ "$host" = host-b ] && [ $on_b = 1 ] && [ $on_a = 0 ]; then :
+        else fail "task $id: the database says $host, on host-a: $on_a, on host-b: $on_b"; continue; fi
+        run_on=(hx); [ "$host" = host-b ] && run_on=(hx_on host-b)
+        steps=$("${run_on[@]}" git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" log --format=%s "agentfab/$id" | grep -c '^Fix add$')
+        [ "$steps" = 1 ] || fail "task $id: 'Fix add' $steps times on its branch"
+done
+[ "${by_host[host-a]:-0}" -ge 1 ] && [ "${by_host[host-b]:-0}" -ge 1 ] &&
+        ok "both hosts worked (host-a ${by_host[host-a]:-0}, host-b ${by_host[host-b]:-0}), each task on one host, its step once" ||
+        fail "tasks by host: host-a ${by_host[host-a]:-0}, host-b ${by_host[host-b]:-0}"
+[ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 12 ] && ok "the model server answered both hosts" || fail "model requests"
+
+echo "=== list --fleet is the same on every host"
+la=$(hx "${CTL[@]}" list --fleet --all --json 2>&1)
+lb=$(hx_on host-b "${CTL[@]}" list --fleet --all --json 2>&1)
+norm() { python3 -c 'import json,sys; print(sorted((t["id"], t["state"], t.get("host"), t["epoch"]) for t in json.load(sys.stdin)))'; }
+na=$(norm <<<"$la") nb=$(norm <<<"$lb")
+[ -n "$na" ] && [ "$na" = "$nb" ] && ok "list --fleet: the same tasks, states, hosts and epochs from both hosts" ||
+        fail "list --fleet differs: host-a $la / host-b $lb"
+for id in "${ids[@]}"; do grep -q "$id" <<<"$na" || fail "list --fleet lacks $id"; done
+out=$(hx "${CTL[@]}" list --fleet --all 2>&1)
+grep -q "HOST" <<<"$out" && grep -q "host-[ab]" <<<"$out" && ok "the table names each task's host" || fail "table: $out"
+
+echo "=== what a fleet cannot take"
+hx_as alice bash -c 'cd /tmp && rm -rf local && mkdir local && cd local && git init -q && echo x > f && git add f &&
+        git -c user.name=a -c user.email=a@a commit -q -m x' || fail "local repository"
+expect_refused "2:every host can fetch" "a repository only this host has is refused on a host of a fleet (InvalidSpec, exit 2)" \
+        hx_as alice "${CTL[@]}" submit --repo /tmp/local --goal g
+
+echo "fleet: failed: ${FAILED_NAMES[*]:-none}"
+check_summary
