@@ -341,6 +341,8 @@ static void read_input(FleetDb *db) {
                 return;
         }
         deliver_notifications(db);
+        if (!db->conn)
+                return;         /* a handler's query could not be sent, and the connection was dropped */
 
         while (db->current && !PQisBusy(db->conn)) {
                 PGresult *res = PQgetResult(db->conn);
