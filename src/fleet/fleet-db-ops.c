@@ -193,6 +193,8 @@ int fleet_db_enqueue(FleetDb *db, const char *id, const char *owner, const char 
 
         if (isempty(id) || isempty(owner) || isempty(spec))
                 return -EINVAL;
+        if (strlen(spec) > FLEET_DB_SPEC_MAX)
+                return -EMSGSIZE;
         return fleet_db_query(db, "SELECT agentfab.enqueue($1, $2, $3, $4)",
                               (const char *[]) { id, owner, spec, environment }, 4, complete_done, done, userdata,
                               NULL, NULL);
@@ -276,6 +278,8 @@ int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *u
 
         if (isempty(ack->task_id) || (ack->n_lines > 0 && !ack->lines))
                 return -EINVAL;
+        if (ack->n_lines > FLEET_DB_ACK_LINES_MAX || (ack->progress && strlen(ack->progress) > FLEET_DB_PROGRESS_MAX))
+                return -EMSGSIZE;
 
         lines = json_object_new_array_ext((int) MIN(ack->n_lines, (size_t) INT32_MAX));
         if (!lines)
@@ -283,6 +287,8 @@ int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *u
         for (size_t i = 0; i < ack->n_lines; i++) {
                 if (!ack->lines[i])
                         return -EINVAL;
+                if (strlen(ack->lines[i]) > FLEET_DB_LINE_MAX)
+                        return -EMSGSIZE;
                 if (json_object_array_add(lines, json_object_new_string(ack->lines[i])) < 0)
                         return -ENOMEM;
         }
@@ -421,8 +427,8 @@ static void complete_requests(FleetDb *db, FleetDbQuery *q, PGresult *res, int e
                         error_message = "Unexpected request from the database";
                 }
         }
-        /* Requests taken but not handed over are marked taken all the
-         * same: the person asks again. */
+        /* Requests that cannot be handed over now stay until done: the
+         * next take returns them. */
         if (done)
                 done(db, error, error_message, error < 0 ? NULL : requests, error < 0 ? 0 : n, q->userdata);
         fleet_requests_free(requests, n);
@@ -433,6 +439,18 @@ int fleet_db_take_requests(FleetDb *db, fleet_db_requests_t done, void *userdata
 
         return fleet_db_query(db, "SELECT * FROM agentfab.take_requests()", NULL, 0, complete_requests, done,
                               userdata, NULL, NULL);
+}
+
+int fleet_db_request_done(FleetDb *db, uint64_t id, fleet_db_done_t done, void *userdata) {
+        char i[32];
+
+        assert(db);
+
+        if (id == 0)
+                return -EINVAL;
+        (void) snprintf(i, sizeof(i), "%" PRIu64, id);
+        return fleet_db_query(db, "SELECT agentfab.request_done($1)", (const char *[]) { i }, 1, complete_fenced,
+                              done, userdata, NULL, NULL);
 }
 
 static int record_from_result(PGresult *res, const char *id, FleetTaskRecord **ret) {

@@ -44,6 +44,12 @@ typedef struct FleetDb FleetDb;
 /* Bounds on what a caller or the database can make us hold. */
 #define FLEET_DB_CLAIM_MAX 1024U
 #define FLEET_DB_NAME_MAX 255U
+/* Sizes the schema refuses beyond (and the operations before sending):
+ * every host that claims a task or takes it over reads these into memory. */
+#define FLEET_DB_SPEC_MAX 1048576               /* a task's spec, bytes of JSON text */
+#define FLEET_DB_PROGRESS_MAX 1048576           /* its progress, likewise */
+#define FLEET_DB_LINE_MAX 16777216              /* one conversation line */
+#define FLEET_DB_ACK_LINES_MAX 10000            /* lines in one ack */
 
 typedef enum FleetTaskState {
         FLEET_TASK_QUEUED,
@@ -101,7 +107,7 @@ typedef struct FleetRequest {
         char *argument;         /* comment, or amend text; may be NULL */
         uint64_t stop;          /* approve/reject: the breaker stop it answers; 0 otherwise */
         char *from_host;
-        uint64_t epoch;         /* the task's epoch when taken */
+        uint64_t epoch;         /* the task's epoch when returned */
 } FleetRequest;
 
 /* What a host that takes a task over reads back: only what was acknowledged. */
@@ -209,7 +215,8 @@ int fleet_db_host_name(FleetDb *db, fleet_db_name_t done, void *userdata);
 int fleet_db_renew(FleetDb *db, uint64_t lease_usec, char *const *environments, fleet_db_lease_t done, void *userdata);
 
 /* Queues a task and NOTIFYs FLEET_DB_CHANNEL_QUEUE. owner must be
- * "user@<caller's host>"; spec is JSON text; environment may be NULL.
+ * "user@<caller's host>"; spec is JSON text of at most FLEET_DB_SPEC_MAX
+ * bytes (-EMSGSIZE); environment may be NULL.
  * -EEXIST: a task with that id exists (after a lost connection, maybe the
  * first attempt's). */
 int fleet_db_enqueue(FleetDb *db, const char *id, const char *owner, const char *spec, const char *environment,
@@ -231,7 +238,8 @@ int fleet_db_reap(FleetDb *db, unsigned max, fleet_db_claims_t done, void *userd
 int fleet_db_held(FleetDb *db, fleet_db_claims_t done, void *userdata);
 
 /* One step's acknowledgment, in one transaction, only where the task's
- * epoch is still ack->epoch and the caller holds it. -ESTALE: zero rows,
+ * epoch is still ack->epoch and the caller holds it. Lines, their count and
+ * the progress beyond the FLEET_DB_*_MAX sizes: -EMSGSIZE. -ESTALE: zero rows,
  * the caller has lost the task (nothing was written). */
 int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *userdata);
 
@@ -254,10 +262,17 @@ int fleet_db_list(FleetDb *db, unsigned limit, fleet_db_tasks_t done, void *user
 int fleet_db_post_request(FleetDb *db, const char *task_id, FleetRequestKind kind, const char *argument,
                           uint64_t stop, fleet_db_id_t done, void *userdata);
 
-/* Takes (marks taken, returns) the requests waiting for tasks the caller
- * holds, oldest first. After -ECONNRESET or -ETIMEDOUT they may have been
- * taken: those are lost, and the person asks again. */
+/* The requests waiting for tasks the caller holds, oldest first: every
+ * request not yet done, also those returned before, so that none is lost
+ * with a connection or a host (at least once: a request returned again
+ * after its holder applied it but died before fleet_db_request_done() is
+ * applied twice; an approval or rejection names its stop, so it answers
+ * that stop once). */
 int fleet_db_take_requests(FleetDb *db, fleet_db_requests_t done, void *userdata);
+
+/* Marks a request applied: no take returns it again. Only the holder of
+ * its task may (-ESTALE otherwise); done again, it still succeeds. */
+int fleet_db_request_done(FleetDb *db, uint64_t id, fleet_db_done_t done, void *userdata);
 
 /* What was acknowledged for a task the caller holds: its epoch, progress,
  * checkpoint and conversation lines. -ENOENT: no such task held by the

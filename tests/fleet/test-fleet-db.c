@@ -501,6 +501,28 @@ int main(void) {
         CHECK_ERRNO(enqueue(a, "first", "alice@host-a", NULL, &r), -EEXIST, "a task id is taken once");
         CHECK_ERRNO(enqueue(x, "stranger", "eve@host-x", NULL, &r), -EACCES, "a stranger enqueues nothing");
         CHECK_ERRNO(enqueue(a, "../bad", "alice@host-a", NULL, &r), -EINVAL, "an id that is no name is refused");
+        {
+                /* A spec past the limit: refused before sending, and by the
+                 * schema when sent all the same. */
+                size_t size = FLEET_DB_SPEC_MAX + 16;
+                _cleanup_free_ char *big = malloc(size + 1);
+
+                if (big) {
+                        memset(big, ' ', size);
+                        big[0] = '"';
+                        big[size - 1] = '"';
+                        big[size] = '\0';
+                }
+                CHECK(big && fleet_db_enqueue(a, "big", "alice@host-a", big, NULL, on_done, &r) == -EMSGSIZE,
+                      "a spec over %u bytes is refused before sending", FLEET_DB_SPEC_MAX);
+                result_reset(&r);
+                CHECK(big &&
+                      fleet_db_query(a, "SELECT agentfab.enqueue($1, $2, $3, NULL)",
+                                     (const char *[]) { "big", "alice@host-a", big }, 3, on_query, NULL, &r, NULL,
+                                     NULL) >= 0 &&
+                      wait_for(&r.done) && r.error == -EINVAL,
+                      "and by the schema (%d, %s)", r.error, strempty(r.message));
+        }
 
         /* Queued without waiting: they go one after the other. */
         {
@@ -659,9 +681,26 @@ int main(void) {
         CHECK(r.request.kind == FLEET_REQUEST_APPROVE && r.request.stop == 3 && r.request.epoch == 2 &&
               streq_ptr(r.request.from_host, "host-a") && streq_ptr(r.request.argument, "looks right"),
               "the approval of stop 3 from host-a, at epoch 2");
-        result_reset(&r);
-        CHECK(fleet_db_take_requests(b, on_requests, &r) >= 0 && wait_for(&r.done) && r.error == 0 && r.n == 0,
-              "taken once");
+        {
+                uint64_t id = r.request.id;
+
+                result_reset(&r);
+                CHECK(fleet_db_take_requests(b, on_requests, &r) >= 0 && wait_for(&r.done) && r.error == 0 &&
+                      r.n == 1 && r.request.id == id,
+                      "until it is done, the next take returns it again (nothing lost with a lost answer)");
+                result_reset(&r);
+                CHECK(fleet_db_request_done(a, id, on_done, &r) >= 0 && wait_for(&r.done) && r.error == -ESTALE,
+                      "the poster cannot mark it done for the holder");
+                result_reset(&r);
+                CHECK(fleet_db_request_done(b, id, on_done, &r) >= 0 && wait_for(&r.done) && r.error == 0,
+                      "the holder marks it done");
+                result_reset(&r);
+                CHECK(fleet_db_request_done(b, id, on_done, &r) >= 0 && wait_for(&r.done) && r.error == 0,
+                      "again, as a retry would");
+                result_reset(&r);
+                CHECK(fleet_db_take_requests(b, on_requests, &r) >= 0 && wait_for(&r.done) && r.error == 0 &&
+                      r.n == 0, "and it is not returned any more");
+        }
         result_reset(&r);
         CHECK(fleet_db_take_requests(a, on_requests, &r) >= 0 && wait_for(&r.done) && r.error == 0 && r.n == 0,
               "nothing for host-a");
