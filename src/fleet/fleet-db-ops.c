@@ -11,6 +11,7 @@
 #include "fleet-db.h"
 #include "json-util.h"
 #include "macro.h"
+#include "string-table.h"
 
 /* The operations of a host of the fleet: each is one call of one of the
  * schema's functions (fleet-schema.c), which is one transaction on the
@@ -451,6 +452,57 @@ int fleet_db_request_done(FleetDb *db, uint64_t id, fleet_db_done_t done, void *
         (void) snprintf(i, sizeof(i), "%" PRIu64, id);
         return fleet_db_query(db, "SELECT agentfab.request_done($1)", (const char *[]) { i }, 1, complete_fenced,
                               done, userdata, NULL, NULL);
+}
+
+static const char *const fleet_output_table[_FLEET_OUTPUT_MAX] = {
+        [FLEET_OUTPUT_SUMMARY] = "summary",
+        [FLEET_OUTPUT_LOG] = "log",
+};
+
+DEFINE_STRING_TABLE_LOOKUP(fleet_output, FleetOutput);
+
+int fleet_db_put_output(FleetDb *db, const char *task_id, uint64_t epoch, FleetOutput output, const char *content,
+                        fleet_db_done_t done, void *userdata) {
+        const char *name = fleet_output_to_string(output);
+        char e[32];
+
+        assert(db);
+
+        if (isempty(task_id) || !name || !content)
+                return -EINVAL;
+        if (strlen(content) > FLEET_DB_OUTPUT_MAX)
+                return -EMSGSIZE;
+        (void) snprintf(e, sizeof(e), "%" PRIu64, epoch);
+        return fleet_db_query(db, "SELECT agentfab.put_output($1, $2, $3, $4)",
+                              (const char *[]) { task_id, e, name, content }, 4, complete_fenced, done, userdata,
+                              NULL, NULL);
+}
+
+static void complete_output(FleetDb *db, FleetDbQuery *q, PGresult *res, int error, const char *error_message) {
+        fleet_db_output_t done = q->handler;
+        const char *content = NULL;
+        uint64_t epoch = 0;
+
+        if (error == 0 && (!result_shape(res, 2) || PQntuples(res) != 1 || get_uint64(res, 0, 0, &epoch) < 0 ||
+                           PQgetisnull(res, 0, 1))) {
+                error = -EBADMSG;
+                error_message = "Unexpected answer from the database";
+        } else if (error == 0)
+                content = PQgetvalue(res, 0, 1);
+        if (done)
+                done(db, error, error_message, epoch, content, q->userdata);
+}
+
+int fleet_db_get_output(FleetDb *db, const char *task_id, FleetOutput output, fleet_db_output_t done,
+                        void *userdata) {
+        const char *name = fleet_output_to_string(output);
+
+        assert(db);
+
+        if (isempty(task_id) || !name)
+                return -EINVAL;
+        return fleet_db_query(db, "SELECT * FROM agentfab.get_output($1, $2)", (const char *[]) { task_id, name }, 2,
+                              complete_output, done, userdata, NULL, NULL);
 }
 
 static int record_from_result(PGresult *res, const char *id, FleetTaskRecord **ret) {

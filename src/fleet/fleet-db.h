@@ -50,6 +50,7 @@ typedef struct FleetDb FleetDb;
 #define FLEET_DB_PROGRESS_MAX 1048576           /* its progress, likewise */
 #define FLEET_DB_LINE_MAX 16777216              /* one conversation line */
 #define FLEET_DB_ACK_LINES_MAX 10000            /* lines in one ack */
+#define FLEET_DB_OUTPUT_MAX 4194304             /* a summary, or the kept tail of an output log */
 
 typedef enum FleetTaskState {
         FLEET_TASK_QUEUED,
@@ -156,6 +157,8 @@ typedef void (*fleet_db_record_t)(FleetDb *db, int error, const char *error_mess
 typedef void (*fleet_db_lease_t)(FleetDb *db, int error, const char *error_message,
                                  uint64_t lease_until_usec, void *userdata);
 typedef void (*fleet_db_id_t)(FleetDb *db, int error, const char *error_message, uint64_t id, void *userdata);
+typedef void (*fleet_db_output_t)(FleetDb *db, int error, const char *error_message, uint64_t epoch,
+                                  const char *content, void *userdata);
 typedef void (*fleet_db_name_t)(FleetDb *db, int error, const char *error_message, const char *name,
                                 void *userdata);
 
@@ -191,7 +194,7 @@ void fleet_db_set_timeout(FleetDb *db, uint64_t usec);
 unsigned fleet_db_connections(const FleetDb *db);
 
 /* Schema. The latest version this library knows. */
-#define FLEET_DB_SCHEMA_VERSION 1
+#define FLEET_DB_SCHEMA_VERSION 2
 /* Brings the schema to FLEET_DB_SCHEMA_VERSION, one transaction per
  * migration under pg_advisory_xact_lock(), so that two hosts migrating at
  * once apply each migration once. A schema already current costs one
@@ -273,6 +276,28 @@ int fleet_db_take_requests(FleetDb *db, fleet_db_requests_t done, void *userdata
 /* Marks a request applied: no take returns it again. Only the holder of
  * its task may (-ESTALE otherwise); done again, it still succeeds. */
 int fleet_db_request_done(FleetDb *db, uint64_t id, fleet_db_done_t done, void *userdata);
+
+/* A task's outputs that people read from any host. */
+typedef enum FleetOutput {
+        FLEET_OUTPUT_SUMMARY,
+        FLEET_OUTPUT_LOG,       /* the tail of the output log: what is kept of it when its host's disk is gone */
+        _FLEET_OUTPUT_MAX,
+        _FLEET_OUTPUT_INVALID = -EINVAL,
+} FleetOutput;
+
+const char *fleet_output_to_string(FleetOutput o);
+FleetOutput fleet_output_from_string(const char *s);
+
+/* Writes (replaces) an output of a task the caller holds at epoch, also
+ * once the caller has ended it; at most FLEET_DB_OUTPUT_MAX bytes
+ * (-EMSGSIZE). -ESTALE: the task is not the caller's at that epoch. */
+int fleet_db_put_output(FleetDb *db, const char *task_id, uint64_t epoch, FleetOutput output, const char *content,
+                        fleet_db_done_t done, void *userdata);
+
+/* Reads an output of any task of the fleet, with the epoch it was written
+ * at. -ENOENT: none written. */
+int fleet_db_get_output(FleetDb *db, const char *task_id, FleetOutput output, fleet_db_output_t done,
+                        void *userdata);
 
 /* What was acknowledged for a task the caller holds: its epoch, progress,
  * checkpoint and conversation lines. -ENOENT: no such task held by the

@@ -321,8 +321,52 @@ static const char migration_1[] =
         "        END IF;\n"
         "END $f$;\n";
 
+/* What people ask for on any host about a task held on another: its
+ * summary and the tail of its output log, written by the holder under its
+ * epoch, read by any host of the fleet (polkit on the reader's host
+ * decides who sees them there). */
+static const char migration_2[] =
+        "CREATE TABLE agentfab.outputs (\n"
+        "        task text NOT NULL REFERENCES agentfab.tasks (id) ON DELETE CASCADE,\n"
+        "        name text NOT NULL CHECK (name IN ('summary', 'log')),\n"
+        "        epoch bigint NOT NULL,\n"
+        "        content text NOT NULL CHECK (octet_length(content) <= " STRINGIFY(FLEET_DB_OUTPUT_MAX) "),\n"
+        "        updated timestamptz NOT NULL DEFAULT now(),\n"
+        "        PRIMARY KEY (task, name));\n"
+        "REVOKE ALL ON agentfab.outputs FROM PUBLIC;\n"
+        "\n"
+        /* The holder at its epoch, also once it has ended the task (the
+         * summary is written last). */
+        "CREATE FUNCTION agentfab.put_output(p_task text, p_epoch bigint, p_name text, p_content text)\n"
+        "RETURNS boolean\n"
+        "LANGUAGE plpgsql SECURITY DEFINER SET search_path = agentfab, pg_temp AS $f$\n"
+        "DECLARE h text := caller_host();\n"
+        "BEGIN\n"
+        "        PERFORM 1 FROM tasks t WHERE t.id = p_task AND t.epoch = p_epoch AND t.host = h FOR SHARE;\n"
+        "        IF NOT FOUND THEN\n"
+        "                RETURN false;\n"
+        "        END IF;\n"
+        "        INSERT INTO outputs (task, name, epoch, content) VALUES (p_task, p_name, p_epoch, p_content)\n"
+        "                ON CONFLICT (task, name) DO UPDATE\n"
+        "                SET epoch = excluded.epoch, content = excluded.content, updated = now();\n"
+        "        RETURN true;\n"
+        "END $f$;\n"
+        "\n"
+        "CREATE FUNCTION agentfab.get_output(p_task text, p_name text)\n"
+        "RETURNS TABLE (epoch bigint, content text)\n"
+        "LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = agentfab, pg_temp AS $f$\n"
+        "#variable_conflict use_column\n"
+        "BEGIN\n"
+        "        PERFORM caller_host();\n"
+        "        RETURN QUERY SELECT o.epoch, o.content FROM outputs o WHERE o.task = p_task AND o.name = p_name;\n"
+        "        IF NOT FOUND THEN\n"
+        "                RAISE EXCEPTION 'No % of task \"%\".', p_name, p_task USING ERRCODE = 'P0002';\n"
+        "        END IF;\n"
+        "END $f$;\n";
+
 const char *const fleet_schema_migrations[FLEET_DB_SCHEMA_VERSION] = {
         migration_1,
+        migration_2,
 };
 
 /* A migration: version-check without a lock (a current schema costs one

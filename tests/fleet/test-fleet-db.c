@@ -117,6 +117,14 @@ static void on_name(FleetDb *db, int error, const char *message, const char *nam
         r->progress = name ? strdup(name) : NULL;
 }
 
+static void on_output(FleetDb *db, int error, const char *message, uint64_t epoch, const char *content,
+                      void *userdata) {
+        Result *r = userdata;
+        result_set(r, error, message);
+        r->value = epoch;
+        r->progress = content ? strdup(content) : NULL;
+}
+
 static void on_query(FleetDb *db, FleetDbQuery *q, PGresult *res, int error, const char *message) {
         result_set(q->userdata, error, message);
 }
@@ -429,14 +437,29 @@ int main(void) {
               strempty(r.message), r2.error, strempty(r2.message));
         free(v);
         v = admin_value("SELECT count(*) || ':' || max(version) FROM agentfab.migrations");
-        CHECK_STR_EQ(v, "1:1", "each migration applied once");
+        CHECK_STR_EQ(v, "2:2", "each migration applied once");
 
         /* Idempotent: again, and from a host role once it is current. */
         CHECK_ERRNO(migrate(owner, &r), 0, "migrating a current schema again succeeds");
         CHECK_ERRNO(migrate(a, &r), 0, "a host role finds the schema current (%s)", strempty(r.message));
         free(v);
         v = admin_value("SELECT count(*) FROM agentfab.migrations");
-        CHECK_STR_EQ(v, "1", "and applies nothing");
+        CHECK_STR_EQ(v, "2", "and applies nothing");
+
+        /* A database at version 1, as an older agentfab left it: a host
+         * role cannot bring it up to date, the owner can. */
+        free(state);
+        state = exec_sql(admin_conninfo,
+                         "DROP FUNCTION agentfab.get_output(text, text); "
+                         "DROP FUNCTION agentfab.put_output(text, bigint, text, text); "
+                         "DROP TABLE agentfab.outputs; DELETE FROM agentfab.migrations WHERE version = 2", NULL);
+        CHECK_STR_EQ(state, "", "the schema taken back to version 1");
+        CHECK_ERRNO(migrate(a, &r), -EACCES, "a host role cannot migrate it (%s)", strempty(r.message));
+        CHECK_ERRNO(migrate(owner, &r), 0, "the owner migrates it");
+        free(v);
+        v = admin_value("SELECT string_agg(version::text, ',' ORDER BY version) || ' ' || "
+                        "(to_regclass('agentfab.outputs') IS NOT NULL)::text FROM agentfab.migrations");
+        CHECK_STR_EQ(v, "1,2 true", "to version 2, which is there again");
 
         /* Hosts: the owner maps roles; a host cannot. */
         result_reset(&r);
@@ -724,6 +747,26 @@ int main(void) {
         result_reset(&r);
         CHECK(fleet_db_finish(b, task, 2, FLEET_TASK_FAILED, on_done, &r) >= 0 && wait_for(&r.done) &&
               r.error == -ESTALE, "but not another way");
+
+        /* Outputs: written by the holder under its epoch, also after the
+         * end, read from any host. */
+        result_reset(&r);
+        CHECK(fleet_db_put_output(b, task, 2, FLEET_OUTPUT_SUMMARY, "All done.", on_done, &r) >= 0 &&
+              wait_for(&r.done) && r.error == 0, "host-b writes the summary of the task it ended (%s)",
+              strempty(r.message));
+        result_reset(&r);
+        CHECK(fleet_db_put_output(a, task, 1, FLEET_OUTPUT_SUMMARY, "Forged.", on_done, &r) >= 0 &&
+              wait_for(&r.done) && r.error == -ESTALE, "host-a, at its old epoch, cannot");
+        result_reset(&r);
+        CHECK(fleet_db_get_output(c, task, FLEET_OUTPUT_SUMMARY, on_output, &r) >= 0 && wait_for(&r.done) &&
+              r.error == 0 && r.value == 2 && streq_ptr(r.progress, "All done."),
+              "host-c reads it, written at epoch 2 (%s)", strempty(r.progress));
+        result_reset(&r);
+        CHECK(fleet_db_get_output(c, task, FLEET_OUTPUT_LOG, on_output, &r) >= 0 && wait_for(&r.done) &&
+              r.error == -ENOENT, "no log was written");
+        result_reset(&r);
+        CHECK(fleet_db_get_output(x, task, FLEET_OUTPUT_SUMMARY, on_output, &r) >= 0 && wait_for(&r.done) &&
+              r.error == -EACCES, "a stranger reads nothing");
         result_reset(&r);
         CHECK(fleet_db_post_request(a, task, FLEET_REQUEST_CANCEL, NULL, 0, on_id, &r) >= 0 && wait_for(&r.done) &&
               r.error == -ESRCH, "a request for an ended task is refused");
