@@ -223,7 +223,6 @@ static void complete_claims(FleetDb *db, FleetDbQuery *q, PGresult *res, int err
         for (size_t i = 0; error == 0 && i < n; i++) {
                 FleetClaim *c = claims + i;
 
-                c->takeover = takeover;
                 if (get_string(res, i, 0, &c->id) < 0 || get_string(res, i, 1, &c->owner) < 0 ||
                     get_string(res, i, 2, &c->spec) < 0 || get_string(res, i, 3, &c->environment) < 0 ||
                     get_string(res, i, 5, &c->checkpoint) < 0) {
@@ -233,6 +232,9 @@ static void complete_claims(FleetDb *db, FleetDbQuery *q, PGresult *res, int err
                         error = -EBADMSG;
                         error_message = "Unexpected claim from the database";
                 }
+                /* A task given back (fleet_db_release()) comes through the
+                 * queue with the work acknowledged so far. */
+                c->takeover = takeover || c->checkpoint;
         }
         /* A claim that was made but cannot be handed over is lost to
          * this host until its lease runs out and another reaps it. */
@@ -261,6 +263,18 @@ int fleet_db_claim(FleetDb *db, unsigned max, fleet_db_claims_t done, void *user
 
 int fleet_db_reap(FleetDb *db, unsigned max, fleet_db_claims_t done, void *userdata) {
         return claim_or_reap(db, "SELECT * FROM agentfab.reap($1)", max, true, done, userdata);
+}
+
+int fleet_db_release(FleetDb *db, const char *id, uint64_t epoch, fleet_db_done_t done, void *userdata) {
+        char e[32];
+
+        assert(db);
+
+        if (isempty(id))
+                return -EINVAL;
+        (void) snprintf(e, sizeof(e), "%" PRIu64, epoch);
+        return fleet_db_query(db, "SELECT agentfab.release($1, $2)", (const char *[]) { id, e }, 2, complete_fenced,
+                              done, userdata, NULL, NULL);
 }
 
 int fleet_db_held(FleetDb *db, fleet_db_claims_t done, void *userdata) {

@@ -87,7 +87,8 @@ typedef struct FleetClaim {
         char *environment;      /* NULL: any host */
         uint64_t epoch;         /* this host's epoch for the task: acks must carry it */
         char *checkpoint;       /* last acknowledged checkpoint commit, NULL if none (a fresh task) */
-        bool takeover;          /* reaped from a host whose lease ran out */
+        bool takeover;          /* reaped from a host whose lease ran out, or given back with a checkpoint:
+                                 * resume from what fleet_db_read_task() says, not from the start */
 } FleetClaim;
 
 /* One task of the fleet, from fleet_db_list(). */
@@ -237,7 +238,13 @@ int fleet_db_claim(FleetDb *db, unsigned max, fleet_db_claims_t done, void *user
  * does (epoch + 1, environments honoured); claims[i].takeover is true. */
 int fleet_db_reap(FleetDb *db, unsigned max, fleet_db_claims_t done, void *userdata);
 
-/* Every running task the caller holds, by id (takeover is false). */
+/* Gives a task the caller holds at epoch back to the queue at once (a host
+ * that stops), instead of letting its lease run out; NOTIFYs the queue.
+ * What was acknowledged stays: the next claim resumes it. -ESTALE as for
+ * an ack. */
+int fleet_db_release(FleetDb *db, const char *id, uint64_t epoch, fleet_db_done_t done, void *userdata);
+
+/* Every running task the caller holds, by id. */
 int fleet_db_held(FleetDb *db, fleet_db_claims_t done, void *userdata);
 
 /* One step's acknowledgment, in one transaction, only where the task's

@@ -450,7 +450,7 @@ int main(void) {
          * role cannot bring it up to date, the owner can. */
         free(state);
         state = exec_sql(admin_conninfo,
-                         "DROP FUNCTION agentfab.get_output(text, text); "
+                         "DROP FUNCTION agentfab.get_output(text, text); DROP FUNCTION agentfab.release(text, bigint); "
                          "DROP FUNCTION agentfab.put_output(text, bigint, text, text); "
                          "DROP TABLE agentfab.outputs; DELETE FROM agentfab.migrations WHERE version = 2", NULL);
         CHECK_STR_EQ(state, "", "the schema taken back to version 1");
@@ -673,6 +673,31 @@ int main(void) {
                 result_reset(&r2);
                 CHECK(fleet_db_held(b, on_claims, &r2) >= 0 && wait_for(&r2.done) && r2.error == 0 && r2.n == n_b,
                       "host-b holds its own and the reaped ones (%zu of %zu)", r2.n, n_b);
+        }
+        /* Giving back: host-b releases one of its own tasks after a step;
+         * host-c cannot release it; host-a claims it, at epoch 2, to resume. */
+        {
+                const char *own = cl[1].ids ? cl[1].ids[0] : "none";
+
+                CHECK_ERRNO(ack(b, own, 1, 0, (const char *[]) { "{\"role\":\"user\"}" }, 1, NULL,
+                                "4444444444444444444444444444444444444444", &r), 0, "host-b acks a step of %s", own);
+                result_reset(&r);
+                CHECK(fleet_db_release(c, own, 1, on_done, &r) >= 0 && wait_for(&r.done) && r.error == -ESTALE,
+                      "host-c cannot give back host-b's task");
+                result_reset(&r);
+                CHECK(fleet_db_release(b, own, 1, on_done, &r) >= 0 && wait_for(&r.done) && r.error == 0,
+                      "host-b gives it back");
+                CHECK_ERRNO(renew(c, 30 * USEC_PER_SEC, STRV_MAKE("gpu"), &r), 0, "host-c renews");
+                result_reset(&r);
+                CHECK(fleet_db_claim(c, 10, on_claims, &r) >= 0 && wait_for(&r.done) && r.error == 0 && r.n == 1 &&
+                      streq(r.ids[0], own) && r.epochs[0] == 2 && r.takeovers[0] &&
+                      streq_ptr(r.checkpoints[0], "4444444444444444444444444444444444444444"),
+                      "host-c claims it at epoch 2, to resume from its checkpoint (%zu)", r.n);
+                CHECK_ERRNO(ack(b, own, 1, 1, (const char *[]) { "late" }, 1, NULL, NULL, &r), -ESTALE,
+                            "host-b's ack after giving it back is lost");
+                result_reset(&r);
+                CHECK(fleet_db_finish(c, own, 2, FLEET_TASK_SUCCEEDED, on_done, &r) >= 0 && wait_for(&r.done) &&
+                      r.error == 0, "host-c ends it");
         }
         CHECK_ERRNO(ack(a, task, 1, 3, (const char *[]) { "late" }, 1, "{\"late\":1}", "3333", &r), -ESTALE,
                     "host-a's late ack with epoch 1 is told lost");
