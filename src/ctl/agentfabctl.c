@@ -19,6 +19,7 @@
 #include "stream-client.h"
 #include "string-util.h"
 #include "submit-request.h"
+#include "usage.h"
 #include "task-id.h"
 #include "task-info.h"
 #include "task-list.h"
@@ -53,6 +54,8 @@ static bool arg_verify = false;
 static char **arg_limits = NULL;
 static char **arg_allow_hosts = NULL;
 static char **arg_states = NULL;
+static const char *arg_since = NULL;
+static const char *arg_user = NULL;
 static bool arg_all = false;
 static bool arg_fleet = false;
 
@@ -85,6 +88,8 @@ static void help(void) {
                "  export ID [--format=FORMAT]  Write the task's branch as mbox (default), bundle or diff\n"
                "  fetch ID [--repo=PATH]       Import branch agentfab/ID into the task's repository\n"
                "  environments                 List the environments a task may name\n"
+               "  usage [--since=DATE] [--user=NAME]\n"
+               "                               What each owner's tasks used (today, UTC, by default)\n"
                "  cache [clear ENVIRONMENT]    Show the sizes of your dependency caches, or clear one\n"
                "  eval [CORPUS] --model=PROFILE[,...] | --oracle | --null | --agent=NAME[,...]\n"
                "       [--runs=N] [--tasks=GLOB] [--jobs=N] [--json=FILE]\n"
@@ -97,6 +102,8 @@ static void help(void) {
                "     --no-ask-password         Do not ask for a password to authorize\n"
                "     --system                  Talk to the system instance (default)\n"
                "     --session, --user         Talk to a development daemon on the session bus\n"
+               "     --since=DATE              With usage: from this UTC day (YYYY-MM-DD, default today)\n"
+               "     --user=NAME               With usage: this owner only\n"
                "     --bus-address=ADDRESS     Talk to the daemon on this bus\n"
                "     --socket=PATH             Stream socket (default: $AGENTFAB_SOCKET or " AGENTFAB_DEFAULT_SOCKET ")\n"
                "  -a --all                     With list: show finished tasks too\n"
@@ -172,6 +179,12 @@ static int verb_submit(sd_bus *bus, int argc, char *argv[]) {
                 return EXIT_USAGE;
         }
         return submit_task(bus, &req, arg_ask_password, arg_json);
+}
+
+static int verb_usage(sd_bus *bus, int argc, char *argv[]) {
+        (void) argc, (void) argv;
+        polkit_agent_open(arg_ask_password);
+        return usage_show(bus, arg_since, arg_user, arg_json);
 }
 
 static int verb_environments(sd_bus *bus, int argc, char *argv[]) {
@@ -737,6 +750,7 @@ static const Verb verbs[] = {
         { "export",  1, true,  verb_export  },
         { "fetch",   1, true,  verb_fetch   },
         { "environments", 0, true, verb_environments },
+        { "usage",   0, true,  verb_usage   },
         { "cache",   -1, true,  verb_cache   },
         { "eval",    -1, false, verb_eval    },
 };
@@ -750,6 +764,8 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_COVERAGE_REPORT,
                 ARG_STATE,
                 ARG_FLEET,
+                ARG_SINCE,
+                ARG_USER,
                 ARG_EVAL_BASE = 0x200,
         };
         static const struct option options[] = {
@@ -759,7 +775,8 @@ static int parse_argv(int argc, char *argv[]) {
                 { "no-ask-password", no_argument,       NULL, ARG_NO_ASK_PASSWORD },
                 { "system",          no_argument,       NULL, ARG_SYSTEM          },
                 { "session",         no_argument,       NULL, ARG_SESSION         },
-                { "user",            no_argument,       NULL, ARG_SESSION         },
+                /* --user alone: the session bus, as systemctl has it; --user=NAME: usage's owner. */
+                { "user",            optional_argument, NULL, ARG_USER            },
                 { "bus-address",     required_argument, NULL, ARG_BUS_ADDRESS     },
                 { "socket",          required_argument, NULL, ARG_SOCKET          },
                 { "follow",          no_argument,       NULL, 'f'                 },
@@ -784,6 +801,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "coverage-report", required_argument, NULL, ARG_COVERAGE_REPORT },
                 { "all",             no_argument,       NULL, 'a'                 },
                 { "state",           required_argument, NULL, ARG_STATE           },
+                { "since",           required_argument, NULL, ARG_SINCE           },
                 { "fleet",           no_argument,       NULL, ARG_FLEET           },
                 EVAL_LONG_OPTIONS(ARG_EVAL_BASE),
                 {}
@@ -803,6 +821,13 @@ static int parse_argv(int argc, char *argv[]) {
                 case 'f': arg_follow = true; break;
                 case 'a': arg_all = true; break;
                 case ARG_FLEET: arg_fleet = true; break;
+                case ARG_SINCE: arg_since = optarg; break;
+                case ARG_USER:
+                        if (optarg)
+                                arg_user = optarg;
+                        else
+                                arg_session = true;
+                        break;
                 case ARG_STATE: {
                         int r = task_list_parse_states(optarg, &arg_states);
                         if (r <= 0)

@@ -12,6 +12,7 @@
 #include "audit.h"
 #include "cache.h"
 #include "egress.h"
+#include "quota.h"
 #include "exec-session.h"
 #include "fs-util.h"
 #include "ledger.h"
@@ -150,6 +151,7 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
 void manager_done(Manager *m) {
         /* The bus room is gone by now (bus_server_free(), agentfabd.c). */
         m->idle_timer = sd_event_source_unref(m->idle_timer);
+        m->quota_timer = sd_event_source_disable_unref(m->quota_timer);
         m->fleet = fleet_free(m->fleet);
         for (size_t i = 0; i < m->factory.n_tasks; i++)
                 agent_destroy(m->factory.tasks[i]);
@@ -269,7 +271,7 @@ static bool task_may_start(Task *t) {
         return !t->run && !t->broken && !t->pending_save;
 }
 
-static Task *manager_next_to_start(Manager *m) {
+static Task *manager_next_to_start(Manager *m, QuotaRound *q) {
         Task *best = NULL;
 
         /* Tasks that were at work when the daemon stopped come first, then
@@ -281,12 +283,39 @@ static Task *manager_next_to_start(Manager *m) {
                                 if (task_may_start(t))
                                         return t;
         TASK_INDEX_FOREACH(t, &m->factory.by_state, TASK_QUEUED)
-                if (task_may_start(t) && (!best || t->created_usec < best->created_usec))
+                if (task_may_start(t) && !quota_round_holds(q, t) && (!best || t->created_usec < best->created_usec))
                         best = t;
         return best;
 }
 
+static int on_quota_day(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s, (void) usec;
+        manager_schedule(userdata);
+        return 0;
+}
+
+/* An owner's queued tasks are held by a daily quota: at the next UTC day
+ * the scheduler looks again. */
+static void manager_arm_quota_timer(Manager *m) {
+        uint64_t when = quota_next_day_realtime_usec();
+        int r;
+
+        if (m->quota_timer) {
+                r = sd_event_source_set_time(m->quota_timer, when);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(m->quota_timer, SD_EVENT_ONESHOT);
+        } else {
+                r = sd_event_add_time(m->factory.event, &m->quota_timer, CLOCK_REALTIME, when, USEC_PER_SEC,
+                                      on_quota_day, m);
+                if (r >= 0)
+                        (void) sd_event_source_set_description(m->quota_timer, "quota-day");
+        }
+        if (r < 0)
+                log_warning_errno(r, "Cannot wake at the next day for tasks held by a daily quota, ignoring: %m");
+}
+
 static int on_schedule(sd_event_source *s, void *userdata) {
+        _cleanup_(quota_round_done) QuotaRound quota = {};
         Manager *m = userdata;
         unsigned running = 0;
 
@@ -304,8 +333,11 @@ static int on_schedule(sd_event_source *s, void *userdata) {
                                 if (t->run)
                                         running++;
 
+        /* Daily quotas (quota.h): today's sums once per round. */
+        if (quota_round_begin(&m->factory, &quota) < 0)
+                log_oom();
         while (running < m->factory.config.max_active_tasks) {
-                Task *t = manager_next_to_start(m);
+                Task *t = manager_next_to_start(m, &quota);
                 int r;
 
                 if (!t)
@@ -319,6 +351,8 @@ static int on_schedule(sd_event_source *s, void *userdata) {
                         break;   /* it failed at once; the next round picks the next one */
                 running++;
         }
+        if (quota.held)
+                manager_arm_quota_timer(m);
         return 0;
 }
 

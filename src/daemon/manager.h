@@ -44,6 +44,7 @@ struct Manager {
 
         sd_event_source *schedule;     /* starts and resumes agents (manager_schedule()) */
         sd_event_source *idle_timer;
+        sd_event_source *quota_timer;  /* the next UTC day, while an owner's tasks are held (quota.h) */
         bool exiting;                  /* idle, the name given back: start nothing more */
 
         const ManagerHooks *hooks;     /* the bus room's (bus_server_new()) */

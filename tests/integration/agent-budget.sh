@@ -7,19 +7,23 @@
 # which names CPU time and its figures; only an administrator raises the
 # limit with the approval (approve --limit=), garbage and values below what
 # is used are refused, and the task goes on and is delivered with the
-# approval and its limit on the tip.
+# approval and its limit on the tip. An owner past a daily quota has a new
+# task queued with the reason in status, and it runs once the daemon's
+# clock is moved a day on; usage sums what the tasks' state files say, and
+# only an administrator sees another's.
 
-# budget_spin_script: plan, a spinner of BUDGET_SPIN_CPU s of CPU time, the
-# fix, finish. By step: the step cut short by the breaker is asked again.
+# budget_spin_script [SECONDS]: plan, a spinner of SECONDS (default
+# BUDGET_SPIN_CPU) s of CPU time, the fix, finish. By step: the step cut
+# short by the breaker is asked again.
 BUDGET_SPIN_CPU=6
 budget_spin_script() {
         local cmd="python3 -c 'import time
 t = time.process_time()
-while time.process_time() - t < $BUDGET_SPIN_CPU: pass
+while time.process_time() - t < ${1:-$BUDGET_SPIN_CPU}: pass
 print(\"agentfab-spin done\")'"
         {
                 echo '['
-                echo ' {"reply": {"content": "Plan: spin, then fix add()."}},'
+                echo ' {"reply": {"content": "Plan: spin, then fix add().", "usage": {"prompt_tokens": 100, "completion_tokens": 20}}},'
                 echo " {\"reply\": {\"content\": \"Spin\", \"tool_calls\": [{\"name\": \"run_command\", \"arguments\": {\"command\": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$cmd")}}]}},"
                 echo ' {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},'
                 echo ' {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "spun and fixed"}}]}}'
@@ -98,4 +102,90 @@ t_budget_cpu() {
         ledger_log "$id" | grep -q "Agentfab-Approved: step [0-9]*, breaker budget, limits max_cpu_sec=600, by root (uid 0)" &&
                 ok "the tip lists the approval with its limit" ||
                 fail "tip: $(ledger_log "$id" | grep Agentfab-Approved)"
+}
+
+# status_sums UID SINCE_USEC: tasks, CPU µs and tokens in of the owner's
+# tasks submitted since then, each as its status --json says.
+status_sums() {
+        local id n=0 cpu=0 tin=0 c t
+        for id in $(hx bash -c 'cat /var/lib/agentfab/tasks/*/state.json' | python3 -c '
+import json, sys
+uid, since = int(sys.argv[1]), int(sys.argv[2])
+dec = json.JSONDecoder(); text = sys.stdin.read().strip(); i = 0
+while i < len(text):
+    j, i = dec.raw_decode(text, i)
+    while i < len(text) and text[i].isspace(): i += 1
+    if j.get("owner") == uid and j.get("created_usec", 0) >= since: print(j["id"])' "$1" "$2"); do
+                read -r c t < <(hx "${CTL[@]}" status "$id" --json | python3 -c '
+import json, sys
+r = json.load(sys.stdin).get("resources", {})
+print(r.get("cpu_usec") or 0, r.get("tokens_in") or 0)')
+                n=$((n + 1)); cpu=$((cpu + c)); tin=$((tin + t))
+        done
+        echo "$n $cpu $tin"
+}
+
+t_budget_quota() {
+        echo "=== a daily quota: past MaxCPUSecPerUserPerDay=, a new task waits queued until the next day; usage"
+        local id1 id2 out rc reason day0 alice_uid i
+        alice_uid=$(hx id -u alice)
+        day0=$(( $(date +%s) / 86400 * 86400 ))
+        # What alice's earlier tasks of today used, and one second more.
+        local quota
+        quota=$(hx "${CTL[@]}" usage --json | python3 -c '
+import json, sys
+print(sum(u["cpu_usec"] for u in json.load(sys.stdin) if u["uid"] == int(sys.argv[1])) // 1000000 + 1)' "$alice_uid") ||
+                { fail "usage before: $quota"; return; }
+        echo "    MaxCPUSecPerUserPerDay=$quota"
+        hx bash -c "printf '[Daemon]\\nMaxCPUSecPerUserPerDay=$quota\\n' > /etc/agentfab/agentfab.conf.d/60-quota.conf"
+        hx systemctl restart agentfab.service || { fail "restart with the quota"; return; }
+        budget_spin_script 2
+        model "$WORK/budget-spin.json" --by-step || { fail "model server"; return; }
+        make_repo quota
+        id1=$(submit quota) || { fail "submit: $id1"; return; }
+        if wait_state "$id1" succeeded; then ok "a first task spins 2 s of CPU and succeeds"; else
+                fail "first task: $(task_prop "$id1" State): $(task_prop "$id1" Reason)"; return; fi
+
+        id2=$(submit quota) || { fail "submit: $id2"; return; }
+        ok "a second task is accepted: $id2"
+        for i in $(seq 40); do [[ $(task_prop "$id2" Reason) == waiting:* ]] && break; sleep 0.1; done
+        sleep 2
+        [ "$(task_prop "$id2" State)" = queued ] && ok "it stays queued" || fail "state $(task_prop "$id2" State)"
+        reason=$(task_prop "$id2" Reason)
+        echo "    Reason: $reason"
+        [[ $reason == "waiting: alice used "*" s CPU of MaxCPUSecPerUserPerDay=$quota today (UTC); new tasks start after 00:00 UTC" ]] &&
+                ok "Reason names the owner, the figure and the quota" || fail "reason: $reason"
+        hx_as alice "${CTL[@]}" status "$id2" | grep -q "waiting: alice used" && ok "status shows it" ||
+                fail "status: $(hx_as alice "${CTL[@]}" status "$id2" 2>&1 | head -5)"
+
+        # usage: alice's own without asking; another's only for an administrator.
+        out=$(hx_as alice "${CTL[@]}" usage --user=alice --since="$(date -u +%F)" --json 2>&1) &&
+                [ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["user"])' <<<"$out" 2>/dev/null)" = alice ] &&
+                ok "alice sees her own usage" || fail "alice usage: $out"
+        rc=0; out=$(hx_as carol "${CTL[@]}" usage --user=alice 2>&1) || rc=$?
+        [ "$rc" = 3 ] && ok "carol may not see alice's usage (denied)" || fail "carol usage --user=alice: $rc $out"
+        rc=0; out=$(hx_as carol "${CTL[@]}" usage 2>&1) || rc=$?
+        [ "$rc" = 0 ] && [[ $out == *"Only your own usage"* ]] && [[ $out != *alice* ]] &&
+                ok "carol's usage without --user shows only her own, and says so" || fail "carol usage: $rc $out"
+        local sums usage_line
+        sums=$(status_sums "$alice_uid" $((day0 * 1000000)))
+        usage_line=$(hx "${CTL[@]}" usage --since="$(date -u +%F)" --json | python3 -c '
+import json, sys
+for u in json.load(sys.stdin):
+    if u["uid"] == int(sys.argv[1]): print(u["tasks"], u["cpu_usec"], u["tokens_in"])' "$alice_uid")
+        echo "    alice today: her tasks' status $sums, usage $usage_line (tasks, CPU us, tokens in)"
+        [ -n "$usage_line" ] && [ "$sums" = "$usage_line" ] && ok "usage's sums match her tasks' figures ($usage_line)" ||
+                fail "usage $usage_line, the tasks' status $sums"
+
+        # The next day: the daemon's clock moved on, the task starts.
+        hx bash -c 'mkdir -p /etc/systemd/system/agentfab.service.d &&
+                printf "[Service]\nEnvironment=AGENTFAB_TEST_CLOCK_OFFSET_SEC=86400\n" > /etc/systemd/system/agentfab.service.d/60-clock.conf &&
+                systemctl daemon-reload && systemctl restart agentfab.service' || { fail "move the clock"; return; }
+        if wait_state "$id2" succeeded; then ok "the next day the queued task ran and succeeded"; else
+                fail "second task: $(task_prop "$id2" State): $(task_prop "$id2" Reason)"; fi
+        hx journalctl -q -u agentfab.service | grep -q "AGENTFAB_TEST_CLOCK_OFFSET_SEC=86400: the daily quotas run on a clock" &&
+                ok "the daemon says in the log that a test clock is set" || fail "no warning of the test clock"
+
+        hx rm -f /etc/agentfab/agentfab.conf.d/60-quota.conf /etc/systemd/system/agentfab.service.d/60-clock.conf
+        hx bash -c 'systemctl daemon-reload && systemctl restart agentfab.service'
 }

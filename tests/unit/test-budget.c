@@ -4,6 +4,7 @@
 
 #include "config.h"
 #include "micros.h"
+#include "quota.h"
 #include "task-budget.h"
 #include "tap.h"
 #include "time-util.h"
@@ -145,11 +146,62 @@ static void test_raise(void) {
         CHECK_INT_EQ(task_budget_raise_check(TASK_LIMIT_MAX_COST, 600000, 520000, "USD", &why), 0, "cost above");
 }
 
+/* The daily quotas' arithmetic: days are UTC days since the epoch, an
+ * unknown counter adds nothing, sums saturate rather than wrap, and the
+ * reason a held task shows names the owner, the figure and the setting. */
+static void test_quota(void) {
+        _cleanup_free_ char *reason = NULL;
+        QuotaUse u = { .owner = 1000 };
+        TaskResources r;
+        Config c;
+
+        CHECK_UINT_EQ(quota_day_of(0), 0, "the epoch is day 0");
+        CHECK_UINT_EQ(quota_day_of(USEC_PER_DAY - 1), 0, "23:59:59.999999 is the same day");
+        CHECK_UINT_EQ(quota_day_of(USEC_PER_DAY), 1, "midnight UTC begins the next");
+        CHECK_UINT_EQ(quota_day_of(1733356800ULL * USEC_PER_SEC), 20062, "2024-12-05 00:00 UTC is day 20062");
+
+        task_resources_init(&r);
+        r.cpu_usec = 3000 * USEC_PER_SEC;
+        r.cost_micros = 1500000;
+        strcpy(r.currency, "EUR");
+        quota_use_add(&u, &r);
+        task_resources_init(&r);        /* all unknown */
+        quota_use_add(&u, &r);
+        r.cpu_usec = 612 * USEC_PER_SEC;
+        r.net_up_bytes = 10;
+        r.net_down_bytes = 20;
+        r.memory_peak = 4096;
+        quota_use_add(&u, &r);
+        CHECK(u.tasks == 3 && u.cpu_usec == 3612 * USEC_PER_SEC && u.cost_micros == 1500000 && u.net_bytes == 30 &&
+              u.memory_peak == 4096 && streq(u.currency, "EUR") && !u.mixed_currencies,
+              "three tasks summed, the unknown counters as 0");
+        r.cpu_usec = UINT64_MAX - 2;
+        quota_use_add(&u, &r);
+        CHECK_UINT_EQ(u.cpu_usec, UINT64_MAX - 1, "the sum saturates below unknown");
+        u.cpu_usec = 3612 * USEC_PER_SEC;
+
+        config_init(&c);
+        CHECK_INT_EQ(quota_exceeded(&c, &u, "alice", &reason), 0, "no quota, never held");
+        c.max_cpu_usec_per_user_per_day = 3600 * USEC_PER_SEC;
+        CHECK_INT_EQ(quota_exceeded(&c, &u, "alice", &reason), 1, "past MaxCPUSecPerUserPerDay=");
+        CHECK_STR_EQ(reason, "waiting: alice used 3612 s CPU of MaxCPUSecPerUserPerDay=3600 today (UTC); new tasks "
+                     "start after 00:00 UTC", "the reason names owner, figure and setting");
+        reason = mfree_ptr(reason);
+        c.max_cpu_usec_per_user_per_day = 3613 * USEC_PER_SEC;
+        CHECK_INT_EQ(quota_exceeded(&c, &u, "alice", &reason), 0, "just below it");
+        c.max_cost_per_user_per_day = 1500000;
+        CHECK_INT_EQ(quota_exceeded(&c, &u, "alice", &reason), 1, "reaching MaxCostPerUserPerDay= holds");
+        CHECK_STR_EQ(reason, "waiting: alice used 1.50 EUR of MaxCostPerUserPerDay=1.50 today (UTC); new tasks start "
+                     "after 00:00 UTC", "cost in the tasks' currency");
+        config_done(&c);
+}
+
 int main(void) {
         test_micros();
         test_config();
         test_limit_names();
         test_exceeded();
         test_raise();
+        test_quota();
         return tap_done();
 }

@@ -19,6 +19,7 @@
 #include "task-branch.h"
 #include "task-spec-dbus.h"
 #include "task-store.h"
+#include "usage-dbus.h"
 
 #define AGENTFAB_VERSION_STRING PROJECT_VERSION
 
@@ -413,6 +414,11 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_ARGS("s", environment),
                                 SD_BUS_RESULT("a(stt)", caches),
                                 method_clear_cache,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetUsage",
+                                SD_BUS_ARGS("a{sv}", options),
+                                SD_BUS_RESULT("a(ua{sv})", usage),
+                                method_get_usage,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TaskStateChanged",
                                 SD_BUS_ARGS("s", id, "s", state),
