@@ -12,8 +12,10 @@
 #
 # Scenarios: tasks submitted on host-a are claimed by host-a or host-b,
 # each by one host and worked on once, and succeed; "agentfabctl list
-# --fleet" says the same on both hosts; the journal of a claimed task's
-# entries names the host and the epoch.
+# --fleet" says the same on both hosts; every journal entry of a claimed
+# task names the host and the epoch of its claim; the database stopped
+# while a task is at work: its host pauses it (its sandbox frozen) within
+# 2/3 LeaseSec, and, the database back, resumes it to success.
 set -u
 
 BUILDDIR=$(realpath "${1:?usage: fleet.sh BUILDDIR}")
@@ -151,6 +153,22 @@ done
         fail "tasks by host: host-a ${by_host[host-a]:-0}, host-b ${by_host[host-b]:-0}"
 [ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 12 ] && ok "the model server answered both hosts" || fail "model requests"
 
+echo "=== the journal names the host and the epoch"
+bad=0 checked=0
+for id in "${ids[@]}"; do
+        read -r host epoch <<<"$(pg_psql -tA -F ' ' -c "SELECT host, epoch FROM agentfab.tasks WHERE id = '$id'")"
+        run_on=(hx); [ "$host" = host-b ] && run_on=(hx_on host-b)
+        out=$("${run_on[@]}" journalctl -q --no-pager -o json "AGENTFAB_TASK=$id")
+        n=$(python3 -c 'import json,sys
+h, e = sys.argv[1:]
+es = [json.loads(l) for l in sys.stdin if l.strip()]
+bad = [x.get("AGENTFAB_EVENT") for x in es if x.get("AGENTFAB_HOST") != h or x.get("AGENTFAB_EPOCH") != e]
+print(len(es) if es and not bad else "-1 %d entries; lacking: %s" % (len(es), [(x.get("AGENTFAB_EVENT"), x.get("AGENTFAB_HOST"), x.get("AGENTFAB_EPOCH")) for x in es if x.get("AGENTFAB_HOST") != h or x.get("AGENTFAB_EPOCH") != e][:4]))' "$host" "$epoch" <<<"$out")
+        if [ "${n%% *}" -gt 0 ]; then checked=$((checked + n)); else bad=$((bad + 1)); echo "    $id on $host (epoch $epoch): ${n#* }"; fi
+done
+[ "$bad" = 0 ] && ok "all $checked journal entries of the tasks carry AGENTFAB_HOST= and AGENTFAB_EPOCH= of their claim" ||
+        fail "$bad tasks with journal entries that lack or misname the host or epoch"
+
 echo "=== list --fleet is the same on every host"
 la=$(hx "${CTL[@]}" list --fleet --all --json 2>&1)
 lb=$(hx_on host-b "${CTL[@]}" list --fleet --all --json 2>&1)
@@ -161,6 +179,71 @@ na=$(norm <<<"$la") nb=$(norm <<<"$lb")
 for id in "${ids[@]}"; do grep -q "$id" <<<"$na" || fail "list --fleet lacks $id"; done
 out=$(hx "${CTL[@]}" list --fleet --all 2>&1)
 grep -q "HOST" <<<"$out" && grep -q "host-[ab]" <<<"$out" && ok "the table names each task's host" || fail "table: $out"
+
+echo "=== the database gone past 2/3 LeaseSec: the host fences itself, and goes on once it is back"
+# The task's second model call waits while $WORK/hold exists, so that the
+# task is at work when the database goes.
+kill "$MODEL_PID" 2>/dev/null; wait "$MODEL_PID" 2>/dev/null
+python3 - "$WORK/fence.json" "$WORK/hold" <<'PY'
+import json, sys
+out, hold = sys.argv[1:]
+json.dump([
+ {"reply": {"content": "Plan:\n1. Make add() return a + b.\n2. Run the tests and finish."}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}, "hold_while": hold},
+ {"reply": {"content": None, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds."}}]}},
+], open(out, "w"))
+PY
+touch "$WORK/hold"
+: > "$WORK/requests.jsonl"
+python3 "$SRC/tests/model-server.py" --script "$WORK/fence.json" --log "$WORK/requests.jsonl" --port "$PORT" --by-step \
+        > "$WORK/model.out" 2> "$WORK/model.err" &
+MODEL_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/model.out" ] && break; sleep 0.05; done
+task_prop_on() {
+        local run_on=(hx); [ "$1" = host-b ] && run_on=(hx_on host-b)
+        "${run_on[@]}" busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$2" org.agentfab.Task1 "$3" 2>/dev/null |
+                sed 's/^[a-z] "\{0,1\}\(.*\)"\{0,1\}$/\1/; s/"$//'
+}
+fid=$(hx_as alice "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add (fenced)" --test "python3 -m unittest -v" 2>&1) ||
+        fail "submit: $fid"
+fhost=
+for _ in $(seq 240); do
+        fhost=$(pg_psql -tA -c "SELECT host FROM agentfab.tasks WHERE id = '$fid' AND state = 'running'")
+        [ -n "$fhost" ] && [ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 2 ] && break
+        sleep 0.25
+done
+if [ -z "$fhost" ]; then
+        fail "the task was not at work: $(fleet_state "$fid")"
+else
+        eval "$PG_STOP_SERVER"
+        t0=$(date +%s%N)
+        st=
+        for _ in $(seq 60); do
+                st=$(task_prop_on "$fhost" "$fid" State)
+                [ "$st" = paused ] && break
+                sleep 0.25
+        done
+        t1=$(date +%s%N)
+        reason=$(task_prop_on "$fhost" "$fid" Reason)
+        [ "$st" = paused ] && [[ $reason == *"lost contact"* ]] &&
+                ok "without its database, $fhost paused the task after $(( (t1 - t0) / 1000000 )) ms (LeaseSec=6s): $reason" ||
+                fail "state on $fhost without the database: $st ($reason)"
+        [ "$(task_prop_on "$fhost" "$fid" FreezerState)" = frozen ] && ok "its sandbox is frozen" ||
+                fail "freezer: $(task_prop_on "$fhost" "$fid" FreezerState)"
+        eval "$PG_START_SERVER"
+        rm -f "$WORK/hold"
+        for _ in $(seq 240); do
+                [ "$(fleet_state "$fid")" = "succeeded $fhost" ] && break
+                sleep 0.25
+        done
+        [ "$(fleet_state "$fid")" = "succeeded $fhost" ] && [ "$(task_prop_on "$fhost" "$fid" State)" = succeeded ] &&
+                ok "the database back, $fhost checked that it still holds the task, resumed it, and it succeeded" ||
+                fail "after the database came back: $(fleet_state "$fid"), on $fhost $(task_prop_on "$fhost" "$fid" State): $(task_prop_on "$fhost" "$fid" Reason)"
+        run_on=(hx); [ "$fhost" = host-b ] && run_on=(hx_on host-b)
+        steps=$("${run_on[@]}" git --git-dir="/var/lib/agentfab/tasks/$fid/ledger.git" log --format=%s "agentfab/$fid" | grep -c '^Fix add$')
+        [ "$steps" = 1 ] && ok "its step is once on the branch" || fail "'Fix add' $steps times on the branch"
+fi
 
 echo "=== what a fleet cannot take"
 hx_as alice bash -c 'cd /tmp && rm -rf local && mkdir local && cd local && git init -q && echo x > f && git add f &&
