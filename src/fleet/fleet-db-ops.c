@@ -11,6 +11,7 @@
 #include "fleet-db.h"
 #include "json-util.h"
 #include "macro.h"
+#include "string-table.h"
 
 /* The operations of a host of the fleet: each is one call of one of the
  * schema's functions (fleet-schema.c), which is one transaction on the
@@ -193,6 +194,8 @@ int fleet_db_enqueue(FleetDb *db, const char *id, const char *owner, const char 
 
         if (isempty(id) || isempty(owner) || isempty(spec))
                 return -EINVAL;
+        if (strlen(spec) > FLEET_DB_SPEC_MAX)
+                return -EMSGSIZE;
         return fleet_db_query(db, "SELECT agentfab.enqueue($1, $2, $3, $4)",
                               (const char *[]) { id, owner, spec, environment }, 4, complete_done, done, userdata,
                               NULL, NULL);
@@ -220,7 +223,6 @@ static void complete_claims(FleetDb *db, FleetDbQuery *q, PGresult *res, int err
         for (size_t i = 0; error == 0 && i < n; i++) {
                 FleetClaim *c = claims + i;
 
-                c->takeover = takeover;
                 if (get_string(res, i, 0, &c->id) < 0 || get_string(res, i, 1, &c->owner) < 0 ||
                     get_string(res, i, 2, &c->spec) < 0 || get_string(res, i, 3, &c->environment) < 0 ||
                     get_string(res, i, 5, &c->checkpoint) < 0) {
@@ -230,6 +232,9 @@ static void complete_claims(FleetDb *db, FleetDbQuery *q, PGresult *res, int err
                         error = -EBADMSG;
                         error_message = "Unexpected claim from the database";
                 }
+                /* A task given back (fleet_db_release()) comes through the
+                 * queue with the work acknowledged so far. */
+                c->takeover = takeover || c->checkpoint;
         }
         /* A claim that was made but cannot be handed over is lost to
          * this host until its lease runs out and another reaps it. */
@@ -260,6 +265,18 @@ int fleet_db_reap(FleetDb *db, unsigned max, fleet_db_claims_t done, void *userd
         return claim_or_reap(db, "SELECT * FROM agentfab.reap($1)", max, true, done, userdata);
 }
 
+int fleet_db_release(FleetDb *db, const char *id, uint64_t epoch, fleet_db_done_t done, void *userdata) {
+        char e[32];
+
+        assert(db);
+
+        if (isempty(id))
+                return -EINVAL;
+        (void) snprintf(e, sizeof(e), "%" PRIu64, epoch);
+        return fleet_db_query(db, "SELECT agentfab.release($1, $2)", (const char *[]) { id, e }, 2, complete_fenced,
+                              done, userdata, NULL, NULL);
+}
+
 int fleet_db_held(FleetDb *db, fleet_db_claims_t done, void *userdata) {
         assert(db);
 
@@ -276,6 +293,8 @@ int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *u
 
         if (isempty(ack->task_id) || (ack->n_lines > 0 && !ack->lines))
                 return -EINVAL;
+        if (ack->n_lines > FLEET_DB_ACK_LINES_MAX || (ack->progress && strlen(ack->progress) > FLEET_DB_PROGRESS_MAX))
+                return -EMSGSIZE;
 
         lines = json_object_new_array_ext((int) MIN(ack->n_lines, (size_t) INT32_MAX));
         if (!lines)
@@ -283,6 +302,8 @@ int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *u
         for (size_t i = 0; i < ack->n_lines; i++) {
                 if (!ack->lines[i])
                         return -EINVAL;
+                if (strlen(ack->lines[i]) > FLEET_DB_LINE_MAX)
+                        return -EMSGSIZE;
                 if (json_object_array_add(lines, json_object_new_string(ack->lines[i])) < 0)
                         return -ENOMEM;
         }
@@ -421,8 +442,8 @@ static void complete_requests(FleetDb *db, FleetDbQuery *q, PGresult *res, int e
                         error_message = "Unexpected request from the database";
                 }
         }
-        /* Requests taken but not handed over are marked taken all the
-         * same: the person asks again. */
+        /* Requests that cannot be handed over now stay until done: the
+         * next take returns them. */
         if (done)
                 done(db, error, error_message, error < 0 ? NULL : requests, error < 0 ? 0 : n, q->userdata);
         fleet_requests_free(requests, n);
@@ -433,6 +454,69 @@ int fleet_db_take_requests(FleetDb *db, fleet_db_requests_t done, void *userdata
 
         return fleet_db_query(db, "SELECT * FROM agentfab.take_requests()", NULL, 0, complete_requests, done,
                               userdata, NULL, NULL);
+}
+
+int fleet_db_request_done(FleetDb *db, uint64_t id, fleet_db_done_t done, void *userdata) {
+        char i[32];
+
+        assert(db);
+
+        if (id == 0)
+                return -EINVAL;
+        (void) snprintf(i, sizeof(i), "%" PRIu64, id);
+        return fleet_db_query(db, "SELECT agentfab.request_done($1)", (const char *[]) { i }, 1, complete_fenced,
+                              done, userdata, NULL, NULL);
+}
+
+static const char *const fleet_output_table[_FLEET_OUTPUT_MAX] = {
+        [FLEET_OUTPUT_SUMMARY] = "summary",
+        [FLEET_OUTPUT_LOG] = "log",
+};
+
+DEFINE_STRING_TABLE_LOOKUP(fleet_output, FleetOutput);
+
+int fleet_db_put_output(FleetDb *db, const char *task_id, uint64_t epoch, FleetOutput output, const char *content,
+                        fleet_db_done_t done, void *userdata) {
+        const char *name = fleet_output_to_string(output);
+        char e[32];
+
+        assert(db);
+
+        if (isempty(task_id) || !name || !content)
+                return -EINVAL;
+        if (strlen(content) > FLEET_DB_OUTPUT_MAX)
+                return -EMSGSIZE;
+        (void) snprintf(e, sizeof(e), "%" PRIu64, epoch);
+        return fleet_db_query(db, "SELECT agentfab.put_output($1, $2, $3, $4)",
+                              (const char *[]) { task_id, e, name, content }, 4, complete_fenced, done, userdata,
+                              NULL, NULL);
+}
+
+static void complete_output(FleetDb *db, FleetDbQuery *q, PGresult *res, int error, const char *error_message) {
+        fleet_db_output_t done = q->handler;
+        const char *content = NULL;
+        uint64_t epoch = 0;
+
+        if (error == 0 && (!result_shape(res, 2) || PQntuples(res) != 1 || get_uint64(res, 0, 0, &epoch) < 0 ||
+                           PQgetisnull(res, 0, 1))) {
+                error = -EBADMSG;
+                error_message = "Unexpected answer from the database";
+        } else if (error == 0)
+                content = PQgetvalue(res, 0, 1);
+        if (done)
+                done(db, error, error_message, epoch, content, q->userdata);
+}
+
+int fleet_db_get_output(FleetDb *db, const char *task_id, FleetOutput output, fleet_db_output_t done,
+                        void *userdata) {
+        const char *name = fleet_output_to_string(output);
+
+        assert(db);
+
+        if (isempty(task_id) || !name)
+                return -EINVAL;
+        return fleet_db_query(db, "SELECT * FROM agentfab.get_output($1, $2)", (const char *[]) { task_id, name }, 2,
+                              complete_output, done, userdata, NULL, NULL);
 }
 
 static int record_from_result(PGresult *res, const char *id, FleetTaskRecord **ret) {

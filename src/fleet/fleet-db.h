@@ -44,6 +44,13 @@ typedef struct FleetDb FleetDb;
 /* Bounds on what a caller or the database can make us hold. */
 #define FLEET_DB_CLAIM_MAX 1024U
 #define FLEET_DB_NAME_MAX 255U
+/* Sizes the schema refuses beyond (and the operations before sending):
+ * every host that claims a task or takes it over reads these into memory. */
+#define FLEET_DB_SPEC_MAX 1048576               /* a task's spec, bytes of JSON text */
+#define FLEET_DB_PROGRESS_MAX 1048576           /* its progress, likewise */
+#define FLEET_DB_LINE_MAX 16777216              /* one conversation line */
+#define FLEET_DB_ACK_LINES_MAX 10000            /* lines in one ack */
+#define FLEET_DB_OUTPUT_MAX 4194304             /* a summary, or the kept tail of an output log */
 
 typedef enum FleetTaskState {
         FLEET_TASK_QUEUED,
@@ -80,7 +87,8 @@ typedef struct FleetClaim {
         char *environment;      /* NULL: any host */
         uint64_t epoch;         /* this host's epoch for the task: acks must carry it */
         char *checkpoint;       /* last acknowledged checkpoint commit, NULL if none (a fresh task) */
-        bool takeover;          /* reaped from a host whose lease ran out */
+        bool takeover;          /* reaped from a host whose lease ran out, or given back with a checkpoint:
+                                 * resume from what fleet_db_read_task() says, not from the start */
 } FleetClaim;
 
 /* One task of the fleet, from fleet_db_list(). */
@@ -101,7 +109,7 @@ typedef struct FleetRequest {
         char *argument;         /* comment, or amend text; may be NULL */
         uint64_t stop;          /* approve/reject: the breaker stop it answers; 0 otherwise */
         char *from_host;
-        uint64_t epoch;         /* the task's epoch when taken */
+        uint64_t epoch;         /* the task's epoch when returned */
 } FleetRequest;
 
 /* What a host that takes a task over reads back: only what was acknowledged. */
@@ -150,6 +158,8 @@ typedef void (*fleet_db_record_t)(FleetDb *db, int error, const char *error_mess
 typedef void (*fleet_db_lease_t)(FleetDb *db, int error, const char *error_message,
                                  uint64_t lease_until_usec, void *userdata);
 typedef void (*fleet_db_id_t)(FleetDb *db, int error, const char *error_message, uint64_t id, void *userdata);
+typedef void (*fleet_db_output_t)(FleetDb *db, int error, const char *error_message, uint64_t epoch,
+                                  const char *content, void *userdata);
 typedef void (*fleet_db_name_t)(FleetDb *db, int error, const char *error_message, const char *name,
                                 void *userdata);
 
@@ -185,7 +195,7 @@ void fleet_db_set_timeout(FleetDb *db, uint64_t usec);
 unsigned fleet_db_connections(const FleetDb *db);
 
 /* Schema. The latest version this library knows. */
-#define FLEET_DB_SCHEMA_VERSION 1
+#define FLEET_DB_SCHEMA_VERSION 2
 /* Brings the schema to FLEET_DB_SCHEMA_VERSION, one transaction per
  * migration under pg_advisory_xact_lock(), so that two hosts migrating at
  * once apply each migration once. A schema already current costs one
@@ -209,7 +219,8 @@ int fleet_db_host_name(FleetDb *db, fleet_db_name_t done, void *userdata);
 int fleet_db_renew(FleetDb *db, uint64_t lease_usec, char *const *environments, fleet_db_lease_t done, void *userdata);
 
 /* Queues a task and NOTIFYs FLEET_DB_CHANNEL_QUEUE. owner must be
- * "user@<caller's host>"; spec is JSON text; environment may be NULL.
+ * "user@<caller's host>"; spec is JSON text of at most FLEET_DB_SPEC_MAX
+ * bytes (-EMSGSIZE); environment may be NULL.
  * -EEXIST: a task with that id exists (after a lost connection, maybe the
  * first attempt's). */
 int fleet_db_enqueue(FleetDb *db, const char *id, const char *owner, const char *spec, const char *environment,
@@ -227,11 +238,18 @@ int fleet_db_claim(FleetDb *db, unsigned max, fleet_db_claims_t done, void *user
  * does (epoch + 1, environments honoured); claims[i].takeover is true. */
 int fleet_db_reap(FleetDb *db, unsigned max, fleet_db_claims_t done, void *userdata);
 
-/* Every running task the caller holds, by id (takeover is false). */
+/* Gives a task the caller holds at epoch back to the queue at once (a host
+ * that stops), instead of letting its lease run out; NOTIFYs the queue.
+ * What was acknowledged stays: the next claim resumes it. -ESTALE as for
+ * an ack. */
+int fleet_db_release(FleetDb *db, const char *id, uint64_t epoch, fleet_db_done_t done, void *userdata);
+
+/* Every running task the caller holds, by id. */
 int fleet_db_held(FleetDb *db, fleet_db_claims_t done, void *userdata);
 
 /* One step's acknowledgment, in one transaction, only where the task's
- * epoch is still ack->epoch and the caller holds it. -ESTALE: zero rows,
+ * epoch is still ack->epoch and the caller holds it. Lines, their count and
+ * the progress beyond the FLEET_DB_*_MAX sizes: -EMSGSIZE. -ESTALE: zero rows,
  * the caller has lost the task (nothing was written). */
 int fleet_db_ack(FleetDb *db, const FleetAck *ack, fleet_db_done_t done, void *userdata);
 
@@ -254,10 +272,39 @@ int fleet_db_list(FleetDb *db, unsigned limit, fleet_db_tasks_t done, void *user
 int fleet_db_post_request(FleetDb *db, const char *task_id, FleetRequestKind kind, const char *argument,
                           uint64_t stop, fleet_db_id_t done, void *userdata);
 
-/* Takes (marks taken, returns) the requests waiting for tasks the caller
- * holds, oldest first. After -ECONNRESET or -ETIMEDOUT they may have been
- * taken: those are lost, and the person asks again. */
+/* The requests waiting for tasks the caller holds, oldest first: every
+ * request not yet done, also those returned before, so that none is lost
+ * with a connection or a host (at least once: a request returned again
+ * after its holder applied it but died before fleet_db_request_done() is
+ * applied twice; an approval or rejection names its stop, so it answers
+ * that stop once). */
 int fleet_db_take_requests(FleetDb *db, fleet_db_requests_t done, void *userdata);
+
+/* Marks a request applied: no take returns it again. Only the holder of
+ * its task may (-ESTALE otherwise); done again, it still succeeds. */
+int fleet_db_request_done(FleetDb *db, uint64_t id, fleet_db_done_t done, void *userdata);
+
+/* A task's outputs that people read from any host. */
+typedef enum FleetOutput {
+        FLEET_OUTPUT_SUMMARY,
+        FLEET_OUTPUT_LOG,       /* the tail of the output log: what is kept of it when its host's disk is gone */
+        _FLEET_OUTPUT_MAX,
+        _FLEET_OUTPUT_INVALID = -EINVAL,
+} FleetOutput;
+
+const char *fleet_output_to_string(FleetOutput o);
+FleetOutput fleet_output_from_string(const char *s);
+
+/* Writes (replaces) an output of a task the caller holds at epoch, also
+ * once the caller has ended it; at most FLEET_DB_OUTPUT_MAX bytes
+ * (-EMSGSIZE). -ESTALE: the task is not the caller's at that epoch. */
+int fleet_db_put_output(FleetDb *db, const char *task_id, uint64_t epoch, FleetOutput output, const char *content,
+                        fleet_db_done_t done, void *userdata);
+
+/* Reads an output of any task of the fleet, with the epoch it was written
+ * at. -ENOENT: none written. */
+int fleet_db_get_output(FleetDb *db, const char *task_id, FleetOutput output, fleet_db_output_t done,
+                        void *userdata);
 
 /* What was acknowledged for a task the caller holds: its epoch, progress,
  * checkpoint and conversation lines. -ENOENT: no such task held by the

@@ -10,6 +10,9 @@
 #include "fleet-db.h"
 #include "macro.h"
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
 /* The schema "agentfab" and its migrations. The SQL lives here as string
  * constants, so that the daemon carries the schema it needs and migrates
  * the database itself.
@@ -42,13 +45,13 @@ static const char migration_1[] =
         "CREATE TABLE agentfab.tasks (\n"
         "        id text PRIMARY KEY CHECK (length(id) BETWEEN 1 AND 255),\n"
         "        owner text NOT NULL CHECK (length(owner) <= 512),\n"
-        "        spec jsonb NOT NULL,\n"
+        "        spec jsonb NOT NULL CHECK (octet_length(spec::text) <= " STRINGIFY(FLEET_DB_SPEC_MAX) "),\n"
         "        environment text CHECK (length(environment) BETWEEN 1 AND 255),\n"
         "        state text NOT NULL DEFAULT 'queued'\n"
         "                CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),\n"
         "        host text REFERENCES agentfab.hosts (name),\n"
         "        epoch bigint NOT NULL DEFAULT 0,\n"
-        "        progress jsonb,\n"
+        "        progress jsonb CHECK (octet_length(progress::text) <= " STRINGIFY(FLEET_DB_PROGRESS_MAX) "),\n"
         "        checkpoint text CHECK (length(checkpoint) <= 128),\n"
         "        created timestamptz NOT NULL DEFAULT now(),\n"
         "        updated timestamptz NOT NULL DEFAULT now());\n"
@@ -58,7 +61,7 @@ static const char migration_1[] =
         "        task text NOT NULL REFERENCES agentfab.tasks (id) ON DELETE CASCADE,\n"
         "        n bigint NOT NULL CHECK (n >= 0),\n"
         "        epoch bigint NOT NULL,\n"
-        "        line text NOT NULL,\n"
+        "        line text NOT NULL CHECK (octet_length(line) <= " STRINGIFY(FLEET_DB_LINE_MAX) "),\n"
         "        PRIMARY KEY (task, n));\n"
         "CREATE TABLE agentfab.requests (\n"
         "        id bigserial PRIMARY KEY,\n"
@@ -68,8 +71,9 @@ static const char migration_1[] =
         "        stop bigint NOT NULL DEFAULT 0,\n"
         "        from_host text NOT NULL REFERENCES agentfab.hosts (name),\n"
         "        created timestamptz NOT NULL DEFAULT now(),\n"
-        "        taken timestamptz);\n"
-        "CREATE INDEX requests_waiting ON agentfab.requests (task) WHERE taken IS NULL;\n"
+        "        taken timestamptz,\n"
+        "        done timestamptz);\n"
+        "CREATE INDEX requests_waiting ON agentfab.requests (task) WHERE done IS NULL;\n"
         "REVOKE ALL ON agentfab.hosts, agentfab.tasks, agentfab.lines, agentfab.requests FROM PUBLIC;\n"
         "\n"
         /* Who calls: the host mapped to the login role. */
@@ -196,6 +200,9 @@ static const char migration_1[] =
         "                RETURN false;\n"
         "        END IF;\n"
         "        SELECT coalesce(max(n) + 1, 0) INTO next_n FROM lines WHERE task = p_id;\n"
+        "        IF jsonb_array_length(coalesce(p_lines, '[]')) > " STRINGIFY(FLEET_DB_ACK_LINES_MAX) " THEN\n"
+        "                RAISE EXCEPTION 'Too many lines in one ack.' USING ERRCODE = '22023';\n"
+        "        END IF;\n"
         "        IF p_first IS NULL OR p_first < 0 OR p_first > next_n THEN\n"
         "                RAISE EXCEPTION 'Line % would leave a gap after line %.', p_first, next_n - 1\n"
         "                        USING ERRCODE = '22023';\n"
@@ -269,7 +276,7 @@ static const char migration_1[] =
         /* Nobody holds a queued task: its cancel is done here and now. */
         "        IF t.state = 'queued' AND p_kind = 'cancel' THEN\n"
         "                UPDATE tasks SET state = 'cancelled', updated = now() WHERE tasks.id = p_task;\n"
-        "                UPDATE requests SET taken = now() WHERE requests.id = rid;\n"
+        "                UPDATE requests SET taken = now(), done = now() WHERE requests.id = rid;\n"
         "        ELSIF t.host IS NOT NULL THEN\n"
         "                PERFORM pg_notify('" FLEET_DB_CHANNEL_REQUESTS "', t.host);\n"
         "        END IF;\n"
@@ -283,10 +290,21 @@ static const char migration_1[] =
         "DECLARE h text := caller_host();\n"
         "BEGIN\n"
         "        RETURN QUERY\n"
-        "        WITH u AS (UPDATE requests r SET taken = now() FROM tasks t\n"
-        "                   WHERE r.task = t.id AND t.host = h AND t.state = 'running' AND r.taken IS NULL\n"
+        "        WITH u AS (UPDATE requests r SET taken = coalesce(r.taken, now()) FROM tasks t\n"
+        "                   WHERE r.task = t.id AND t.host = h AND t.state = 'running' AND r.done IS NULL\n"
         "                   RETURNING r.id, r.task, r.kind, r.argument, r.stop, r.from_host, t.epoch)\n"
         "        SELECT * FROM u ORDER BY u.id;\n"
+        "END $f$;\n"
+        "\n"
+        /* Done only by the task's holder; done again, still true, so that
+         * it can be repeated after a lost answer. */
+        "CREATE FUNCTION agentfab.request_done(p_id bigint) RETURNS boolean\n"
+        "LANGUAGE plpgsql SECURITY DEFINER SET search_path = agentfab, pg_temp AS $f$\n"
+        "DECLARE h text := caller_host();\n"
+        "BEGIN\n"
+        "        UPDATE requests r SET done = coalesce(r.done, now()) FROM tasks t\n"
+        "                WHERE r.id = p_id AND r.task = t.id AND t.host = h;\n"
+        "        RETURN FOUND;\n"
         "END $f$;\n"
         "\n"
         "CREATE FUNCTION agentfab.read_task(p_id text)\n"
@@ -303,8 +321,66 @@ static const char migration_1[] =
         "        END IF;\n"
         "END $f$;\n";
 
+/* What people ask for on any host about a task held on another: its
+ * summary and the tail of its output log, written by the holder under its
+ * epoch, read by any host of the fleet (polkit on the reader's host
+ * decides who sees them there). */
+static const char migration_2[] =
+        "CREATE TABLE agentfab.outputs (\n"
+        "        task text NOT NULL REFERENCES agentfab.tasks (id) ON DELETE CASCADE,\n"
+        "        name text NOT NULL CHECK (name IN ('summary', 'log')),\n"
+        "        epoch bigint NOT NULL,\n"
+        "        content text NOT NULL CHECK (octet_length(content) <= " STRINGIFY(FLEET_DB_OUTPUT_MAX) "),\n"
+        "        updated timestamptz NOT NULL DEFAULT now(),\n"
+        "        PRIMARY KEY (task, name));\n"
+        "REVOKE ALL ON agentfab.outputs FROM PUBLIC;\n"
+        "\n"
+        /* The holder at its epoch, also once it has ended the task (the
+         * summary is written last). */
+        "CREATE FUNCTION agentfab.put_output(p_task text, p_epoch bigint, p_name text, p_content text)\n"
+        "RETURNS boolean\n"
+        "LANGUAGE plpgsql SECURITY DEFINER SET search_path = agentfab, pg_temp AS $f$\n"
+        "DECLARE h text := caller_host();\n"
+        "BEGIN\n"
+        "        PERFORM 1 FROM tasks t WHERE t.id = p_task AND t.epoch = p_epoch AND t.host = h FOR SHARE;\n"
+        "        IF NOT FOUND THEN\n"
+        "                RETURN false;\n"
+        "        END IF;\n"
+        "        INSERT INTO outputs (task, name, epoch, content) VALUES (p_task, p_name, p_epoch, p_content)\n"
+        "                ON CONFLICT (task, name) DO UPDATE\n"
+        "                SET epoch = excluded.epoch, content = excluded.content, updated = now();\n"
+        "        RETURN true;\n"
+        "END $f$;\n"
+        "\n"
+        /* A host that stops gives its tasks back at once instead of
+         * letting its lease run out; the next claim raises the epoch. */
+        "CREATE FUNCTION agentfab.release(p_id text, p_epoch bigint) RETURNS boolean\n"
+        "LANGUAGE plpgsql SECURITY DEFINER SET search_path = agentfab, pg_temp AS $f$\n"
+        "DECLARE h text := caller_host();\n"
+        "BEGIN\n"
+        "        UPDATE tasks t SET state = 'queued', host = NULL, updated = now()\n"
+        "                WHERE t.id = p_id AND t.epoch = p_epoch AND t.host = h AND t.state = 'running';\n"
+        "        IF FOUND THEN\n"
+        "                PERFORM pg_notify('" FLEET_DB_CHANNEL_QUEUE "', p_id);\n"
+        "        END IF;\n"
+        "        RETURN FOUND;\n"
+        "END $f$;\n"
+        "\n"
+        "CREATE FUNCTION agentfab.get_output(p_task text, p_name text)\n"
+        "RETURNS TABLE (epoch bigint, content text)\n"
+        "LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = agentfab, pg_temp AS $f$\n"
+        "#variable_conflict use_column\n"
+        "BEGIN\n"
+        "        PERFORM caller_host();\n"
+        "        RETURN QUERY SELECT o.epoch, o.content FROM outputs o WHERE o.task = p_task AND o.name = p_name;\n"
+        "        IF NOT FOUND THEN\n"
+        "                RAISE EXCEPTION 'No % of task \"%\".', p_name, p_task USING ERRCODE = 'P0002';\n"
+        "        END IF;\n"
+        "END $f$;\n";
+
 const char *const fleet_schema_migrations[FLEET_DB_SCHEMA_VERSION] = {
         migration_1,
+        migration_2,
 };
 
 /* A migration: version-check without a lock (a current schema costs one

@@ -15,8 +15,9 @@
 #       until it is interrupted.
 #
 #   source tests/fleet/pg.sh; pg_start
-#       the same in the calling shell; pg_start traps EXIT, INT, TERM and
-#       HUP to stop it (PG_NO_TRAP=1: the caller calls pg_stop itself).
+#       the same in the calling shell; pg_start traps EXIT to stop it, and
+#       INT, TERM and HUP to exit (PG_NO_TRAP=1: the caller calls pg_stop
+#       itself).
 #
 # Variables it sets (exported):
 #   PG_CONNINFO        the database "agentfab" over TCP, no user: add "user=ROLE"
@@ -56,7 +57,13 @@ pg_start() {
         chmod 755 "$PG_DIR"
         mkdir -p "$PG_DIR/socket"
         [ "$(id -u)" = 0 ] && chown -R postgres: "$PG_DIR"
-        [ -n "${PG_NO_TRAP:-}" ] || trap pg_stop EXIT INT TERM HUP
+        if [ -z "${PG_NO_TRAP:-}" ]; then
+                # A signal ends the shell, and its EXIT trap removes the cluster.
+                trap pg_stop EXIT
+                trap 'exit 130' INT
+                trap 'exit 143' TERM
+                trap 'exit 129' HUP
+        fi
 
         if ! pg_as_server "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres -A trust -E UTF8 --no-sync \
                         >"$PG_DIR/initdb.log" 2>&1; then
@@ -101,6 +108,10 @@ pg_start() {
 }
 
 pg_stop() {
+        if [ -n "${PG_IDLE_PID:-}" ]; then
+                kill "$PG_IDLE_PID" 2>/dev/null
+                PG_IDLE_PID=
+        fi
         [ -n "${PG_DIR:-}" ] && [ -d "$PG_DIR" ] || return 0
         if [ -f "$PG_DIR/data/postmaster.pid" ]; then
                 pg_as_server "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate -w -t 30 stop >/dev/null 2>&1
@@ -119,8 +130,11 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
         pg_start || exit 1
         if [ $# -eq 0 ]; then
                 echo "$PG_CONNINFO"
-                # Until interrupted; the trap removes the cluster.
-                while sleep 3600; do :; done
+                # Until a signal; the traps remove the cluster. A trap waits
+                # for a command in the foreground to end, not for wait.
+                sleep infinity &
+                PG_IDLE_PID=$!
+                wait "$PG_IDLE_PID"
         fi
         "$@"
         rc=$?

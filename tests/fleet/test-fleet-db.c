@@ -8,7 +8,6 @@
 
 #include <libpq-fe.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 
 #include "fleet-db-internal.h"
 #include "fleet-db.h"
+#include "fleet-test.h"
 #include "log.h"
 #include "macro.h"
 #include "string-util.h"
@@ -28,302 +28,6 @@
 
 #define N_TASKS 300
 #define N_GPU_TASKS 20
-
-static sd_event *event;
-static const char *base_conninfo, *admin_conninfo, *owner_conninfo;
-
-typedef struct Result {
-        bool done;
-        int error;
-        char *message;
-        uint64_t value;
-        char **ids;
-        uint64_t *epochs;
-        bool *takeovers;
-        char **checkpoints;
-        size_t n;
-        FleetTaskInfo *tasks;   /* list: the fields the tests look at */
-        FleetRequest request;   /* take_requests: the first */
-        char **lines;           /* read_task */
-        char *progress;
-        char *checkpoint;
-} Result;
-
-static void result_reset(Result *r) {
-        free(r->message);
-        strv_free(r->ids);
-        free(r->epochs);
-        free(r->takeovers);
-        for (size_t i = 0; r->checkpoints && i < r->n; i++)
-                free(r->checkpoints[i]);
-        free(r->checkpoints);
-        if (r->tasks)
-                fleet_task_infos_free(r->tasks, r->n);
-        free(r->request.task_id);
-        free(r->request.argument);
-        free(r->request.from_host);
-        strv_free(r->lines);
-        free(r->progress);
-        free(r->checkpoint);
-        *r = (Result) {};
-}
-
-static void result_set(Result *r, int error, const char *message) {
-        r->done = true;
-        r->error = error;
-        r->message = message ? strdup(message) : NULL;
-}
-
-/* Runs the loop until *done, at most 30 s. */
-static bool wait_for(const bool *done) {
-        uint64_t deadline = clock_now_usec(CLOCK_MONOTONIC) + 30 * USEC_PER_SEC;
-
-        while (!*done && clock_now_usec(CLOCK_MONOTONIC) < deadline)
-                (void) sd_event_run(event, 100 * USEC_PER_MSEC);
-        return *done;
-}
-
-static void run_for(uint64_t usec) {
-        uint64_t deadline = clock_now_usec(CLOCK_MONOTONIC) + usec;
-
-        while (clock_now_usec(CLOCK_MONOTONIC) < deadline)
-                (void) sd_event_run(event, 10 * USEC_PER_MSEC);
-}
-
-static void on_done(FleetDb *db, int error, const char *message, void *userdata) {
-        result_set(userdata, error, message);
-}
-
-typedef struct Counter {
-        unsigned done, failed;
-} Counter;
-
-static void on_count(FleetDb *db, int error, const char *message, void *userdata) {
-        Counter *n = userdata;
-        n->done++;
-        if (error < 0)
-                n->failed++;
-}
-
-static void on_lease(FleetDb *db, int error, const char *message, uint64_t until, void *userdata) {
-        Result *r = userdata;
-        result_set(r, error, message);
-        r->value = until;
-}
-
-static void on_name(FleetDb *db, int error, const char *message, const char *name, void *userdata) {
-        Result *r = userdata;
-        result_set(r, error, message);
-        r->progress = name ? strdup(name) : NULL;
-}
-
-static void on_query(FleetDb *db, FleetDbQuery *q, PGresult *res, int error, const char *message) {
-        result_set(q->userdata, error, message);
-}
-
-/* A TCP listener that accepts connections and never says a word: a
- * database that hangs. */
-static int black_hole(uint16_t *ret_port) {
-        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        socklen_t len = sizeof(sa);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-
-        if (fd < 0 || bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || listen(fd, 16) < 0 ||
-            getsockname(fd, (struct sockaddr *) &sa, &len) < 0) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
-        }
-        *ret_port = ntohs(sa.sin_port);
-        return fd;
-}
-
-static void on_id(FleetDb *db, int error, const char *message, uint64_t id, void *userdata) {
-        Result *r = userdata;
-        result_set(r, error, message);
-        r->value = id;
-}
-
-static void on_claims(FleetDb *db, int error, const char *message, const FleetClaim *c, size_t n, void *userdata) {
-        Result *r = userdata;
-
-        result_set(r, error, message);
-        r->n = n;
-        r->epochs = calloc(n + 1, sizeof(uint64_t));
-        r->takeovers = calloc(n + 1, sizeof(bool));
-        r->checkpoints = calloc(n + 1, sizeof(char *));
-        for (size_t i = 0; i < n; i++) {
-                (void) strv_extend(&r->ids, c[i].id);
-                r->epochs[i] = c[i].epoch;
-                r->takeovers[i] = c[i].takeover;
-                r->checkpoints[i] = c[i].checkpoint ? strdup(c[i].checkpoint) : NULL;
-        }
-}
-
-static void on_tasks(FleetDb *db, int error, const char *message, const FleetTaskInfo *t, size_t n, void *userdata) {
-        Result *r = userdata;
-
-        result_set(r, error, message);
-        r->n = n;
-        r->tasks = calloc(n + 1, sizeof(FleetTaskInfo));
-        for (size_t i = 0; i < n; i++)
-                r->tasks[i] = (FleetTaskInfo) {
-                        .id = strdup(t[i].id),
-                        .state = t[i].state,
-                        .host = t[i].host ? strdup(t[i].host) : NULL,
-                        .epoch = t[i].epoch,
-                        .owner = strdup(t[i].owner),
-                        .updated_usec = t[i].updated_usec,
-                };
-}
-
-static void on_requests(FleetDb *db, int error, const char *message, const FleetRequest *q, size_t n,
-                        void *userdata) {
-        Result *r = userdata;
-
-        result_set(r, error, message);
-        r->n = n;
-        if (n > 0) {
-                r->request = q[0];
-                r->request.task_id = strdup(q[0].task_id);
-                r->request.argument = q[0].argument ? strdup(q[0].argument) : NULL;
-                r->request.from_host = strdup(q[0].from_host);
-        }
-}
-
-static void on_record(FleetDb *db, int error, const char *message, const FleetTaskRecord *rec, void *userdata) {
-        Result *r = userdata;
-
-        result_set(r, error, message);
-        if (rec) {
-                r->value = rec->epoch;
-                r->n = rec->n_lines;
-                for (size_t i = 0; i < rec->n_lines; i++)
-                        (void) strv_extend(&r->lines, rec->lines[i]);
-                r->progress = rec->progress ? strdup(rec->progress) : NULL;
-                r->checkpoint = rec->checkpoint ? strdup(rec->checkpoint) : NULL;
-        }
-}
-
-/* Blocking libpq for what the tests set up or look at as the superuser, or
- * try directly as a host role. Returns the SQLSTATE of a failure ("" for
- * success), and the first field of the first row in *ret_value. */
-static char *exec_sql(const char *conninfo, const char *sql, char **ret_value) {
-        PGconn *c = PQconnectdb(conninfo);
-        PGresult *res;
-        char *state;
-
-        if (PQstatus(c) != CONNECTION_OK) {
-                PQfinish(c);
-                return strdup("08000");
-        }
-        res = PQexec(c, sql);
-        if (IN_SET(PQresultStatus(res), PGRES_COMMAND_OK, PGRES_TUPLES_OK)) {
-                state = strdup("");
-                if (ret_value)
-                        *ret_value = PQntuples(res) > 0 && PQnfields(res) > 0 ? strdup(PQgetvalue(res, 0, 0)) : NULL;
-        } else {
-                const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-                state = strdup(s ?: "?????");
-                if (ret_value)
-                        *ret_value = NULL;
-        }
-        PQclear(res);
-        PQfinish(c);
-        return state;
-}
-
-static char *admin_value(const char *sql) {
-        char *v = NULL;
-        free(exec_sql(admin_conninfo, sql, &v));
-        return v;
-}
-
-static FleetDb *connect_as(const char *role) {
-        _cleanup_free_ char *conninfo = NULL;
-        FleetDb *db = NULL;
-
-        if (asprintf(&conninfo, "%s user=%s", base_conninfo, role) < 0)
-                return NULL;
-        if (fleet_db_new(event, conninfo, &db) < 0)
-                return NULL;
-        return db;
-}
-
-typedef struct Notified {
-        unsigned n;
-        char *channel, *payload;
-} Notified;
-
-static void on_notify(FleetDb *db, const char *channel, const char *payload, void *userdata) {
-        Notified *n = userdata;
-
-        n->n++;
-        free(n->channel);
-        free(n->payload);
-        n->channel = strdup(channel);
-        n->payload = strdup(payload);
-}
-
-static int migrate(FleetDb *db, Result *r) {
-        result_reset(r);
-        if (fleet_db_migrate(db, on_done, r) < 0 || !wait_for(&r->done))
-                return -ETIMEDOUT;
-        return r->error;
-}
-
-static int renew(FleetDb *db, uint64_t lease, char **envs, Result *r) {
-        result_reset(r);
-        if (fleet_db_renew(db, lease, envs, on_lease, r) < 0 || !wait_for(&r->done))
-                return -ETIMEDOUT;
-        return r->error;
-}
-
-static int enqueue(FleetDb *db, const char *id, const char *owner, const char *env, Result *r) {
-        result_reset(r);
-        if (fleet_db_enqueue(db, id, owner, "{\"prompt\":\"do it\"}", env, on_done, r) < 0 || !wait_for(&r->done))
-                return -ETIMEDOUT;
-        return r->error;
-}
-
-static int ack(FleetDb *db, const char *id, uint64_t epoch, uint64_t first, const char *const *lines, size_t n,
-               const char *progress, const char *checkpoint, Result *r) {
-        FleetAck a = {
-                .task_id = id,
-                .epoch = epoch,
-                .first_line = first,
-                .lines = lines,
-                .n_lines = n,
-                .progress = progress,
-                .checkpoint = checkpoint,
-        };
-
-        result_reset(r);
-        if (fleet_db_ack(db, &a, on_done, r) < 0 || !wait_for(&r->done))
-                return -ETIMEDOUT;
-        return r->error;
-}
-
-static int read_task(FleetDb *db, const char *id, Result *r) {
-        result_reset(r);
-        if (fleet_db_read_task(db, id, on_record, r) < 0 || !wait_for(&r->done))
-                return -ETIMEDOUT;
-        return r->error;
-}
-
-static int list_tasks(FleetDb *db, Result *r) {
-        result_reset(r);
-        if (fleet_db_list(db, 0, on_tasks, r) < 0 || !wait_for(&r->done))
-                return -ETIMEDOUT;
-        return r->error;
-}
-
-static const FleetTaskInfo *find_task(const Result *r, const char *id) {
-        for (size_t i = 0; i < r->n; i++)
-                if (streq(r->tasks[i].id, id))
-                        return r->tasks + i;
-        return NULL;
-}
 
 /* Claiming hosts: each claims again as soon as its claim returns, until one
  * comes back empty, so that the three claims overlap on the server. */
@@ -429,14 +133,29 @@ int main(void) {
               strempty(r.message), r2.error, strempty(r2.message));
         free(v);
         v = admin_value("SELECT count(*) || ':' || max(version) FROM agentfab.migrations");
-        CHECK_STR_EQ(v, "1:1", "each migration applied once");
+        CHECK_STR_EQ(v, "2:2", "each migration applied once");
 
         /* Idempotent: again, and from a host role once it is current. */
         CHECK_ERRNO(migrate(owner, &r), 0, "migrating a current schema again succeeds");
         CHECK_ERRNO(migrate(a, &r), 0, "a host role finds the schema current (%s)", strempty(r.message));
         free(v);
         v = admin_value("SELECT count(*) FROM agentfab.migrations");
-        CHECK_STR_EQ(v, "1", "and applies nothing");
+        CHECK_STR_EQ(v, "2", "and applies nothing");
+
+        /* A database at version 1, as an older agentfab left it: a host
+         * role cannot bring it up to date, the owner can. */
+        free(state);
+        state = exec_sql(admin_conninfo,
+                         "DROP FUNCTION agentfab.get_output(text, text); DROP FUNCTION agentfab.release(text, bigint); "
+                         "DROP FUNCTION agentfab.put_output(text, bigint, text, text); "
+                         "DROP TABLE agentfab.outputs; DELETE FROM agentfab.migrations WHERE version = 2", NULL);
+        CHECK_STR_EQ(state, "", "the schema taken back to version 1");
+        CHECK_ERRNO(migrate(a, &r), -EACCES, "a host role cannot migrate it (%s)", strempty(r.message));
+        CHECK_ERRNO(migrate(owner, &r), 0, "the owner migrates it");
+        free(v);
+        v = admin_value("SELECT string_agg(version::text, ',' ORDER BY version) || ' ' || "
+                        "(to_regclass('agentfab.outputs') IS NOT NULL)::text FROM agentfab.migrations");
+        CHECK_STR_EQ(v, "1,2 true", "to version 2, which is there again");
 
         /* Hosts: the owner maps roles; a host cannot. */
         result_reset(&r);
@@ -501,6 +220,28 @@ int main(void) {
         CHECK_ERRNO(enqueue(a, "first", "alice@host-a", NULL, &r), -EEXIST, "a task id is taken once");
         CHECK_ERRNO(enqueue(x, "stranger", "eve@host-x", NULL, &r), -EACCES, "a stranger enqueues nothing");
         CHECK_ERRNO(enqueue(a, "../bad", "alice@host-a", NULL, &r), -EINVAL, "an id that is no name is refused");
+        {
+                /* A spec past the limit: refused before sending, and by the
+                 * schema when sent all the same. */
+                size_t size = FLEET_DB_SPEC_MAX + 16;
+                _cleanup_free_ char *big = malloc(size + 1);
+
+                if (big) {
+                        memset(big, ' ', size);
+                        big[0] = '"';
+                        big[size - 1] = '"';
+                        big[size] = '\0';
+                }
+                CHECK(big && fleet_db_enqueue(a, "big", "alice@host-a", big, NULL, on_done, &r) == -EMSGSIZE,
+                      "a spec over %u bytes is refused before sending", FLEET_DB_SPEC_MAX);
+                result_reset(&r);
+                CHECK(big &&
+                      fleet_db_query(a, "SELECT agentfab.enqueue($1, $2, $3, NULL)",
+                                     (const char *[]) { "big", "alice@host-a", big }, 3, on_query, NULL, &r, NULL,
+                                     NULL) >= 0 &&
+                      wait_for(&r.done) && r.error == -EINVAL,
+                      "and by the schema (%d, %s)", r.error, strempty(r.message));
+        }
 
         /* Queued without waiting: they go one after the other. */
         {
@@ -629,6 +370,31 @@ int main(void) {
                 CHECK(fleet_db_held(b, on_claims, &r2) >= 0 && wait_for(&r2.done) && r2.error == 0 && r2.n == n_b,
                       "host-b holds its own and the reaped ones (%zu of %zu)", r2.n, n_b);
         }
+        /* Giving back: host-b releases one of its own tasks after a step;
+         * host-c cannot release it; host-a claims it, at epoch 2, to resume. */
+        {
+                const char *own = cl[1].ids ? cl[1].ids[0] : "none";
+
+                CHECK_ERRNO(ack(b, own, 1, 0, (const char *[]) { "{\"role\":\"user\"}" }, 1, NULL,
+                                "4444444444444444444444444444444444444444", &r), 0, "host-b acks a step of %s", own);
+                result_reset(&r);
+                CHECK(fleet_db_release(c, own, 1, on_done, &r) >= 0 && wait_for(&r.done) && r.error == -ESTALE,
+                      "host-c cannot give back host-b's task");
+                result_reset(&r);
+                CHECK(fleet_db_release(b, own, 1, on_done, &r) >= 0 && wait_for(&r.done) && r.error == 0,
+                      "host-b gives it back");
+                CHECK_ERRNO(renew(c, 30 * USEC_PER_SEC, STRV_MAKE("gpu"), &r), 0, "host-c renews");
+                result_reset(&r);
+                CHECK(fleet_db_claim(c, 10, on_claims, &r) >= 0 && wait_for(&r.done) && r.error == 0 && r.n == 1 &&
+                      streq(r.ids[0], own) && r.epochs[0] == 2 && r.takeovers[0] &&
+                      streq_ptr(r.checkpoints[0], "4444444444444444444444444444444444444444"),
+                      "host-c claims it at epoch 2, to resume from its checkpoint (%zu)", r.n);
+                CHECK_ERRNO(ack(b, own, 1, 1, (const char *[]) { "late" }, 1, NULL, NULL, &r), -ESTALE,
+                            "host-b's ack after giving it back is lost");
+                result_reset(&r);
+                CHECK(fleet_db_finish(c, own, 2, FLEET_TASK_SUCCEEDED, on_done, &r) >= 0 && wait_for(&r.done) &&
+                      r.error == 0, "host-c ends it");
+        }
         CHECK_ERRNO(ack(a, task, 1, 3, (const char *[]) { "late" }, 1, "{\"late\":1}", "3333", &r), -ESTALE,
                     "host-a's late ack with epoch 1 is told lost");
         CHECK_ERRNO(read_task(b, task, &r), 0, "host-b reads the task it took over");
@@ -659,9 +425,26 @@ int main(void) {
         CHECK(r.request.kind == FLEET_REQUEST_APPROVE && r.request.stop == 3 && r.request.epoch == 2 &&
               streq_ptr(r.request.from_host, "host-a") && streq_ptr(r.request.argument, "looks right"),
               "the approval of stop 3 from host-a, at epoch 2");
-        result_reset(&r);
-        CHECK(fleet_db_take_requests(b, on_requests, &r) >= 0 && wait_for(&r.done) && r.error == 0 && r.n == 0,
-              "taken once");
+        {
+                uint64_t id = r.request.id;
+
+                result_reset(&r);
+                CHECK(fleet_db_take_requests(b, on_requests, &r) >= 0 && wait_for(&r.done) && r.error == 0 &&
+                      r.n == 1 && r.request.id == id,
+                      "until it is done, the next take returns it again (nothing lost with a lost answer)");
+                result_reset(&r);
+                CHECK(fleet_db_request_done(a, id, on_done, &r) >= 0 && wait_for(&r.done) && r.error == -ESTALE,
+                      "the poster cannot mark it done for the holder");
+                result_reset(&r);
+                CHECK(fleet_db_request_done(b, id, on_done, &r) >= 0 && wait_for(&r.done) && r.error == 0,
+                      "the holder marks it done");
+                result_reset(&r);
+                CHECK(fleet_db_request_done(b, id, on_done, &r) >= 0 && wait_for(&r.done) && r.error == 0,
+                      "again, as a retry would");
+                result_reset(&r);
+                CHECK(fleet_db_take_requests(b, on_requests, &r) >= 0 && wait_for(&r.done) && r.error == 0 &&
+                      r.n == 0, "and it is not returned any more");
+        }
         result_reset(&r);
         CHECK(fleet_db_take_requests(a, on_requests, &r) >= 0 && wait_for(&r.done) && r.error == 0 && r.n == 0,
               "nothing for host-a");
@@ -685,6 +468,26 @@ int main(void) {
         result_reset(&r);
         CHECK(fleet_db_finish(b, task, 2, FLEET_TASK_FAILED, on_done, &r) >= 0 && wait_for(&r.done) &&
               r.error == -ESTALE, "but not another way");
+
+        /* Outputs: written by the holder under its epoch, also after the
+         * end, read from any host. */
+        result_reset(&r);
+        CHECK(fleet_db_put_output(b, task, 2, FLEET_OUTPUT_SUMMARY, "All done.", on_done, &r) >= 0 &&
+              wait_for(&r.done) && r.error == 0, "host-b writes the summary of the task it ended (%s)",
+              strempty(r.message));
+        result_reset(&r);
+        CHECK(fleet_db_put_output(a, task, 1, FLEET_OUTPUT_SUMMARY, "Forged.", on_done, &r) >= 0 &&
+              wait_for(&r.done) && r.error == -ESTALE, "host-a, at its old epoch, cannot");
+        result_reset(&r);
+        CHECK(fleet_db_get_output(c, task, FLEET_OUTPUT_SUMMARY, on_output, &r) >= 0 && wait_for(&r.done) &&
+              r.error == 0 && r.value == 2 && streq_ptr(r.progress, "All done."),
+              "host-c reads it, written at epoch 2 (%s)", strempty(r.progress));
+        result_reset(&r);
+        CHECK(fleet_db_get_output(c, task, FLEET_OUTPUT_LOG, on_output, &r) >= 0 && wait_for(&r.done) &&
+              r.error == -ENOENT, "no log was written");
+        result_reset(&r);
+        CHECK(fleet_db_get_output(x, task, FLEET_OUTPUT_SUMMARY, on_output, &r) >= 0 && wait_for(&r.done) &&
+              r.error == -EACCES, "a stranger reads nothing");
         result_reset(&r);
         CHECK(fleet_db_post_request(a, task, FLEET_REQUEST_CANCEL, NULL, 0, on_id, &r) >= 0 && wait_for(&r.done) &&
               r.error == -ESRCH, "a request for an ended task is refused");
