@@ -13,7 +13,8 @@
 # Scenarios: tasks submitted on host-a are claimed by host-a or host-b,
 # each by one host and worked on once, and succeed; "agentfabctl list
 # --fleet" says the same on both hosts; every journal entry of a claimed
-# task names the host and the epoch of its claim; the database stopped
+# task names the host and the epoch of its claim; tasks in an environment
+# only host-b has go to host-b; the database stopped
 # while a task is at work: its host pauses it (its sandbox frozen) within
 # 2/3 LeaseSec, and, the database back, resumes it to success.
 set -u
@@ -81,8 +82,9 @@ for _ in $(seq 100); do [ -s "$WORK/model.out" ] && break; sleep 0.05; done
 # ---- The hosts
 
 # host-b boots in a shell of its own while this one boots host-a.
+# Only host-b has the environment "special" (the host's own system).
 bash "$HERE/lib/fleet-host.sh" "$BUILDDIR" "$FLEET_STATE" host-b "$PG_CONNINFO user=host_b" "$PORT" "$WORK/git/cert.pem" \
-        > "$WORK/host-b.log" 2>&1 &
+        "$(printf '[Environment]\nName=special\n')" > "$WORK/host-b.log" 2>&1 &
 B_PID=$!
 harness_prepare_root() {
         fleet_prepare_root "$1" host-a "$PG_OWNER_CONNINFO" "$PORT" "$WORK/git/cert.pem"
@@ -152,6 +154,23 @@ done
         ok "both hosts worked (host-a ${by_host[host-a]:-0}, host-b ${by_host[host-b]:-0}), each task on one host, its step once" ||
         fail "tasks by host: host-a ${by_host[host-a]:-0}, host-b ${by_host[host-b]:-0}"
 [ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 12 ] && ok "the model server answered both hosts" || fail "model requests"
+
+echo "=== a task that names an environment goes to a host that has it"
+eids=()
+for i in 1 2; do
+        id=$(hx_on host-b runuser -u alice -- "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add (special $i)" \
+                --test "python3 -m unittest -v" --environment special 2>&1) || { fail "submit on host-b: $id"; continue; }
+        eids+=("$id")
+done
+for _ in $(seq 480); do
+        n=$(pg_psql -tA -c "SELECT count(*) FROM agentfab.tasks WHERE environment = 'special' AND state = 'succeeded'")
+        [ "$n" -ge "${#eids[@]}" ] && break
+        sleep 0.25
+done
+where=$(for id in "${eids[@]}"; do fleet_state "$id"; done | sort | uniq -c | sed 's/^ *//')
+[ "${#eids[@]}" = 2 ] && [ "$where" = "2 succeeded host-b" ] &&
+        ok "both tasks in environment 'special', submitted on host-b, were worked on by host-b, the one host that has it" ||
+        fail "tasks in 'special': $where"
 
 echo "=== the journal names the host and the epoch"
 bad=0 checked=0

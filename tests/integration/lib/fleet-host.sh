@@ -8,15 +8,16 @@
 # prepares a host's root (both hosts use it) and hx_on, which runs a
 # command on a host the other shell booted.
 #
-#   bash fleet-host.sh BUILDDIR STATEDIR NAME CONNINFO MODELPORT CERT
-#       boots a host named NAME whose [Fleet] Database= is CONNINFO; when
+#   bash fleet-host.sh BUILDDIR STATEDIR NAME CONNINFO MODELPORT CERT [EXTRA]
+#       boots a host named NAME whose [Fleet] Database= is CONNINFO (and
+#       EXTRA appended to its configuration); when
 #       it is up, writes STATEDIR/NAME.env (the harness's variables, for
 #       hx_on) and then waits until STATEDIR/NAME.stop exists, or it is
 #       signalled, and tears down. A failed boot writes STATEDIR/NAME.failed.
 
-# fleet_prepare_root ROOT NAME CONNINFO MODELPORT CERT
+# fleet_prepare_root ROOT NAME CONNINFO MODELPORT CERT [EXTRA]
 fleet_prepare_root() {
-        local R=$1 name=$2 conninfo=$3 port=$4 cert=$5 u
+        local R=$1 name=$2 conninfo=$3 port=$4 cert=$5 extra=${6:-} u
         DESTDIR="$R" meson install -C "$BUILDDIR" --quiet --no-rebuild >/dev/null || return 1
         systemd-sysusers --root="$R" "$R/usr/lib/sysusers.d/agentfab.conf" || return 1
         journalctl --root="$R" --update-catalog || return 1
@@ -54,6 +55,8 @@ Database=$conninfo
 Name=$name
 LeaseSec=6s
 Slots=1
+
+$extra
 EOC
 }
 
@@ -70,11 +73,11 @@ hx_on() {
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
         set -u
-        BUILDDIR=$1 FLEET_STATE=$2 FLEET_NAME=$3 FLEET_CONNINFO=$4 FLEET_PORT=$5 FLEET_CERT=$6
+        BUILDDIR=$1 FLEET_STATE=$2 FLEET_NAME=$3 FLEET_CONNINFO=$4 FLEET_PORT=$5 FLEET_CERT=$6 FLEET_EXTRA=${7:-}
         # shellcheck source=harness.sh
         . "$(dirname "$(realpath "$0")")/harness.sh"
         harness_prepare_root() {
-                fleet_prepare_root "$1" "$FLEET_NAME" "$FLEET_CONNINFO" "$FLEET_PORT" "$FLEET_CERT"
+                fleet_prepare_root "$1" "$FLEET_NAME" "$FLEET_CONNINFO" "$FLEET_PORT" "$FLEET_CERT" "$FLEET_EXTRA"
         }
         if ! harness_boot; then
                 touch "$FLEET_STATE/$FLEET_NAME.failed"
