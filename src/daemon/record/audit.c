@@ -59,6 +59,34 @@ static void journal_sent(int r) {
 }
 
 #define journal_send(...) journal_sent(sd_journal_send(__VA_ARGS__))
+
+/* In a fleet (fleet.h): this host's name, and where the epoch of its claim
+ * on a task comes from. */
+static char *fleet_host = NULL;
+static uint64_t (*fleet_epoch)(const char *id, void *userdata) = NULL;
+static void *fleet_userdata = NULL;
+
+void audit_set_fleet(const char *host, uint64_t (*epoch)(const char *id, void *userdata), void *userdata) {
+        free(fleet_host);
+        fleet_host = host ? strdup(host) : NULL;
+        if (host && !fleet_host)
+                log_oom();
+        fleet_epoch = epoch;
+        fleet_userdata = userdata;
+}
+
+/* The fields come last in an entry's list: without a fleet, the NULL format
+ * ends the list there, so that the entry is what it is on a host alone. */
+static const char *fleet_host_format(void) {
+        return fleet_host ? "AGENTFAB_HOST=%s" : NULL;
+}
+
+static uint64_t task_epoch(const Task *t) {
+        return fleet_epoch ? fleet_epoch(t->id, fleet_userdata) : 0;
+}
+
+#define FLEET_FIELDS(t) fleet_host_format(), fleet_host, "AGENTFAB_EPOCH=%" PRIu64, task_epoch(t)
+#define FLEET_HOST_FIELD() fleet_host_format(), fleet_host
 #define journal_sendv(iov, n) journal_sent(sd_journal_sendv(iov, n))
 
 /* Appends the event to the task's history and hands it to its watchers. */
@@ -99,14 +127,15 @@ void audit_task_submitted(Task *t, uid_t caller) {
                                "AGENTFAB_BASE=%s", t->spec.base ?: "HEAD",
                                "AGENTFAB_GOAL=%s", t->spec.goal,
                                "AGENTFAB_TEST_COMMAND=%s", strempty(t->spec.test_command),
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "submitted", caller, "state", task_state_to_string(t->state),
                    "repository", t->spec.repository, "goal", t->spec.goal);
 }
 
 void audit_task_state(Task *t, TaskState old_state, uid_t caller) {
         _cleanup_free_ char *message = NULL, *task = NULL, *state = NULL, *old = NULL, *reason = NULL, *uid = NULL;
-        struct iovec iov[10];
+        _cleanup_free_ char *host = NULL, *epoch = NULL;
+        struct iovec iov[12];
         size_t n = 0;
 
         if (asprintf(&message, "MESSAGE=Task %s is now %s%s%s.", t->id, task_state_to_string(t->state),
@@ -115,7 +144,9 @@ void audit_task_state(Task *t, TaskState old_state, uid_t caller) {
             asprintf(&state, "AGENTFAB_STATE=%s", task_state_to_string(t->state)) < 0 ||
             asprintf(&old, "AGENTFAB_OLD_STATE=%s", task_state_to_string(old_state)) < 0 ||
             asprintf(&reason, "AGENTFAB_REASON=%s", t->reason) < 0 ||
-            (caller != UID_INVALID && asprintf(&uid, "AGENTFAB_UID=%u", (unsigned) caller) < 0)) {
+            (caller != UID_INVALID && asprintf(&uid, "AGENTFAB_UID=%u", (unsigned) caller) < 0) ||
+            (fleet_host && (asprintf(&host, "AGENTFAB_HOST=%s", fleet_host) < 0 ||
+                            asprintf(&epoch, "AGENTFAB_EPOCH=%" PRIu64, task_epoch(t)) < 0))) {
                 log_oom();
                 return;
         }
@@ -132,6 +163,10 @@ void audit_task_state(Task *t, TaskState old_state, uid_t caller) {
         /* No AGENTFAB_UID= when the daemon changed the state on its own. */
         if (uid)
                 IOV(uid);
+        if (host) {
+                IOV(host);
+                IOV(epoch);
+        }
 #undef IOV
         journal_sendv(iov, (int) n);
 
@@ -143,9 +178,9 @@ void audit_task_state(Task *t, TaskState old_state, uid_t caller) {
 
 void audit_task_resources(Task *t) {
         _cleanup_json_ json_object *j = NULL;
-        _cleanup_free_ char *line = NULL, *message = NULL, *task = NULL;
+        _cleanup_free_ char *line = NULL, *message = NULL, *task = NULL, *host = NULL, *epoch = NULL;
         char *fields[RESOURCE_FIELDS_MAX] = {};
-        struct iovec iov[RESOURCE_FIELDS_MAX + 6];
+        struct iovec iov[RESOURCE_FIELDS_MAX + 8];
         TaskResources res = t->progress.resources;
         size_t n = 0, k = 0;
 
@@ -153,7 +188,9 @@ void audit_task_resources(Task *t) {
         line = task_resources_format(&res);
         if (!line || task_resources_to_json(&res, &j) < 0 ||
             asprintf(&message, "MESSAGE=Task %s used: %s.", t->id, line) < 0 ||
-            asprintf(&task, "AGENTFAB_TASK=%s", t->id) < 0) {
+            asprintf(&task, "AGENTFAB_TASK=%s", t->id) < 0 ||
+            (fleet_host && (asprintf(&host, "AGENTFAB_HOST=%s", fleet_host) < 0 ||
+                            asprintf(&epoch, "AGENTFAB_EPOCH=%" PRIu64, task_epoch(t)) < 0))) {
                 log_oom();
                 return;
         }
@@ -163,6 +200,10 @@ void audit_task_resources(Task *t) {
         IOV("PRIORITY=6");
         IOV("AGENTFAB_EVENT=resources");
         IOV(task);
+        if (host) {
+                IOV(host);
+                IOV(epoch);
+        }
         /* AGENTFAB_CPU_USEC=, AGENTFAB_TOKENS_IN=, ...: the counters by
          * their JSON names, upper case; one nobody could read is left out. */
         json_object_object_foreach(j, key, v) {
@@ -206,7 +247,7 @@ void audit_task_request(Task *t, const char *event, uid_t caller, const char *co
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_UID=%u", (unsigned) caller,
                                "AGENTFAB_COMMENT=%s", strempty(comment),
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "request", caller, "request", event, comment ? "comment" : NULL, comment, NULL, NULL);
 }
 
@@ -221,7 +262,7 @@ void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit, 
                                "AGENTFAB_STEP=%u", step,
                                "AGENTFAB_COMMIT=%s", commit,
                                "AGENTFAB_UNDONE=%s", undone,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "reset", caller, "commit", commit, "undone", undone, NULL, NULL);
 }
 
@@ -245,7 +286,7 @@ void audit_task_amended(Task *t, uid_t caller, unsigned version, const char *old
                                "AGENTFAB_ACCEPTANCE=%s", strempty(t->spec.acceptance),
                                "AGENTFAB_OLD_GOAL=%s", old_goal ?: t->spec.goal,
                                "AGENTFAB_OLD_ACCEPTANCE=%s", old_acceptance ?: strempty(t->spec.acceptance),
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "amended", caller, "requirement", version_s, "changed", changed, "goal", t->spec.goal);
 }
 
@@ -266,7 +307,7 @@ void audit_verified(Task *t, const char *commit, const char *tests, int exit_cod
                                "AGENTFAB_EXIT_STATUS=%s", exit_s,
                                "AGENTFAB_TEST_COUNT=%s", count_s,
                                "AGENTFAB_TEST_COMMAND=%s", strempty(t->spec.test_command),
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "verified", UID_INVALID, "tests", tests, commit ? "commit" : NULL, commit, "exit_status", exit_s);
 }
 
@@ -278,7 +319,7 @@ void audit_denied(const char *task_id, const char *action, uid_t caller) {
                                "AGENTFAB_TASK=%s", strempty(task_id),
                                "AGENTFAB_UID=%u", (unsigned) caller,
                                "AGENTFAB_ACTION=%s", action,
-                               NULL);
+                               FLEET_HOST_FIELD(), NULL);
 }
 
 void audit_task_broken(Task *t) {
@@ -288,7 +329,7 @@ void audit_task_broken(Task *t) {
                                "AGENTFAB_EVENT=broken",
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_REASON=%s", t->reason,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
 }
 
 void audit_plan(Task *t, const char *plan) {
@@ -300,7 +341,7 @@ void audit_plan(Task *t, const char *plan) {
                                "AGENTFAB_EVENT=plan",
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_PLAN=%s", plan,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "plan", UID_INVALID, "plan", plan, NULL, NULL, NULL, NULL);
 }
 
@@ -322,7 +363,7 @@ void audit_model_call(Task *t, unsigned step, const char *model, unsigned attemp
                                "AGENTFAB_COMPLETION_TOKENS=%llu", (unsigned long long) completion_tokens,
                                "AGENTFAB_FINISH_REASON=%s", strempty(finish_reason),
                                "AGENTFAB_ERROR=%s", strempty(error),
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "model-call", UID_INVALID, "step", step_s, "model", model, error ? "error" : NULL, error);
 }
 
@@ -351,7 +392,7 @@ void audit_command(Task *t, unsigned step, const char *tool, const char *command
                                "AGENTFAB_TIMED_OUT=%s", timed_out ? "yes" : "no",
                                "AGENTFAB_DURATION_USEC=%llu", (unsigned long long) duration_usec,
                                "AGENTFAB_OUTPUT_BYTES=%llu", (unsigned long long) output_bytes,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "command", UID_INVALID, "step", step_s, "command", command, "result", result);
 }
 
@@ -367,7 +408,7 @@ void audit_file_change(Task *t, unsigned step, const char *tool, const char *pat
                                "AGENTFAB_STEP=%u", step,
                                "AGENTFAB_TOOL=%s", tool,
                                "AGENTFAB_PATH=%s", path,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "file-change", UID_INVALID, "step", step_s, "tool", tool, "path", path);
 }
 
@@ -385,7 +426,7 @@ void audit_step(Task *t, unsigned step, const char *commit, const char *subject,
                                "AGENTFAB_COMMIT=%s", strempty(commit),
                                "AGENTFAB_SUBJECT=%s", subject,
                                "AGENTFAB_TESTS=%s", tests,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "step", UID_INVALID, "step", step_s, commit ? "commit" : NULL, commit, "subject", subject);
 }
 
@@ -441,7 +482,7 @@ void audit_left_out(Task *t, unsigned step, char **paths, size_t n) {
                      "AGENTFAB_STEP=%u", step,
                      "AGENTFAB_COUNT=%zu", n,
                      "AGENTFAB_PATHS=%s", names,
-                     NULL);
+                     FLEET_FIELDS(t), NULL);
         task_event(t, "left-out", UID_INVALID, "step", step_s, "paths", names, NULL, NULL);
 }
 
@@ -465,7 +506,7 @@ void audit_context_refused(Task *t, unsigned step, const char *model, uint64_t s
                      "AGENTFAB_CONTEXT_BUDGET=%" PRIu64, budget,
                      "AGENTFAB_ATTEMPT=%u", attempt,
                      "AGENTFAB_ERROR=%s", strempty(error),
-                     NULL);
+                     FLEET_FIELDS(t), NULL);
         task_event(t, "context-refused", UID_INVALID, "step", step_s, "budget", budget_s, "error", strempty(error));
 }
 
@@ -491,7 +532,7 @@ void audit_context_truncated(Task *t, unsigned step, const char *model, uint64_t
                      "AGENTFAB_PROMPT_TOKENS=%" PRIu64, prompt_tokens,
                      "AGENTFAB_PROFILE_BUDGET=%" PRIu64, profile_budget,
                      "AGENTFAB_CONTEXT_BUDGET=%" PRIu64, budget,
-                     NULL);
+                     FLEET_FIELDS(t), NULL);
         task_event(t, "context-truncated", UID_INVALID, "step", step_s, "prompt_tokens", tokens_s, "budget", budget_s);
 }
 
@@ -564,7 +605,7 @@ void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid) {
                                "AGENTFAB_UNIT=%s", unit,
                                "AGENTFAB_SANDBOX_PID=%i", (int) pid,
                                "AGENTFAB_SANDBOX_UID=%s", uid_s,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "sandbox", UID_INVALID, "unit", unit, uid_s[0] ? "sandbox_uid" : NULL, uid_s, NULL, NULL);
 }
 
@@ -584,7 +625,7 @@ void audit_sandbox_reattached(Task *t, const char *unit, pid_t pid, uid_t uid, u
                                "AGENTFAB_SANDBOX_PID=%i", (int) pid,
                                "AGENTFAB_SANDBOX_UID=%s", uid_s,
                                "AGENTFAB_USEC=%s", usec_s,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "sandbox-reattached", UID_INVALID, "unit", unit, uid_s[0] ? "sandbox_uid" : NULL, uid_s, NULL, NULL);
 }
 
@@ -601,7 +642,7 @@ void audit_sandbox_frozen(Task *t, const char *why, const char *method, uint64_t
                                "AGENTFAB_FREEZE_REASON=%s", why,
                                "AGENTFAB_FREEZER=%s", method,
                                "AGENTFAB_FREEZE_USEC=%s", usec_s,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "frozen", UID_INVALID, "why", why, "freezer", method, "freeze_usec", usec_s);
 }
 
@@ -615,7 +656,7 @@ void audit_sandbox_thawed(Task *t, uint64_t frozen_usec) {
                                "AGENTFAB_EVENT=thawed",
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_FROZEN_USEC=%s", usec_s,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "thawed", UID_INVALID, "frozen_usec", usec_s, NULL, NULL, NULL, NULL);
 }
 
@@ -630,7 +671,7 @@ void audit_sandbox_released(Task *t, uint64_t paused_usec) {
                                "AGENTFAB_EVENT=sandbox-released",
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_PAUSED_USEC=%s", usec_s,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "sandbox-released", UID_INVALID, "paused_usec", usec_s, NULL, NULL, NULL, NULL);
 }
 
@@ -642,7 +683,7 @@ void audit_breaker(Task *t, const char *breaker, const char *reason) {
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_BREAKER=%s", breaker,
                                "AGENTFAB_REASON=%s", reason,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "breaker", UID_INVALID, "breaker", breaker, "reason", reason, NULL, NULL);
 }
 
@@ -664,7 +705,7 @@ void audit_review_finding(Task *t, const char *kind, const char *severity, const
                                "AGENTFAB_LINE=%s", line_str,
                                "AGENTFAB_RULE=%s", strempty(rule),
                                "AGENTFAB_REASON=%s", message,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "review-finding", UID_INVALID, "severity", severity, "message", message, NULL, NULL);
 }
 
@@ -679,7 +720,7 @@ void audit_review_verdict(Task *t, const char *model, const char *verdict, unsig
                                "AGENTFAB_VERDICT=%s", verdict,
                                "AGENTFAB_COMMENTS=%u", n_comments,
                                "AGENTFAB_REASON=%s", summary,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "review-verdict", UID_INVALID, "model", model, "verdict", verdict, "summary", summary);
 }
 
@@ -697,7 +738,7 @@ void audit_reviewed(Task *t, const char *commit, uint64_t duration_usec, size_t 
                                "AGENTFAB_WARNINGS=%zu", n_warnings,
                                "AGENTFAB_DURATION_USEC=%" PRIu64, duration_usec,
                                "AGENTFAB_BREAKER=%s", strempty(breaker),
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "reviewed", UID_INVALID, "commit", commit, "breaker", breaker, NULL, NULL);
 }
 
@@ -710,7 +751,7 @@ void audit_delivered(Task *t, const char *head, const char *diffstat) {
                                "AGENTFAB_BRANCH=%s", t->branch,
                                "AGENTFAB_COMMIT=%s", head,
                                "AGENTFAB_DIFFSTAT=%s", strempty(diffstat),
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "delivered", UID_INVALID, "branch", t->branch, "commit", head, NULL, NULL);
 }
 
@@ -723,7 +764,7 @@ void audit_pushed(Task *t, const char *head) {
                                "AGENTFAB_BRANCH=%s", t->branch,
                                "AGENTFAB_COMMIT=%s", head,
                                "AGENTFAB_PUSH_URL=%s", t->spec.push_url,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "pushed", UID_INVALID, "branch", t->branch, "commit", head, "push_url", t->spec.push_url);
 }
 
@@ -738,7 +779,7 @@ void audit_pull_request(Task *t, const char *url) {
                                "AGENTFAB_FORGE_REPOSITORY=%s", strempty(t->spec.forge_repository),
                                "AGENTFAB_BRANCH=%s", t->branch,
                                "AGENTFAB_BASE_BRANCH=%s", t->spec.pull_request_base ?: TASK_PULL_REQUEST_BASE_DEFAULT,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "pull-request", UID_INVALID, "url", url, "forge", strempty(t->spec.forge), "branch", t->branch);
 }
 
@@ -752,7 +793,7 @@ void audit_delivery_failed(Task *t, const char *what, const char *error) {
                                "AGENTFAB_PUSH_URL=%s", strempty(t->spec.push_url),
                                "AGENTFAB_FORGE=%s", strempty(t->spec.forge),
                                "AGENTFAB_ERROR=%s", error,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "delivery-failed", UID_INVALID, "what", what, "error", error, NULL, NULL);
 }
 
@@ -762,7 +803,7 @@ void audit_daemon_started(unsigned n_tasks) {
                                "PRIORITY=%i", LOG_INFO,
                                "AGENTFAB_EVENT=started",
                                "AGENTFAB_TASKS=%u", n_tasks,
-                               NULL);
+                               FLEET_HOST_FIELD(), NULL);
 }
 
 void audit_daemon_idle(void) {
@@ -770,7 +811,7 @@ void audit_daemon_idle(void) {
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DAEMON_IDLE_STR,
                                "PRIORITY=%i", LOG_INFO,
                                "AGENTFAB_EVENT=idle-exit",
-                               NULL);
+                               FLEET_HOST_FIELD(), NULL);
 }
 
 void audit_allow_hosts(Task *t, uid_t caller, const char *hosts) {
@@ -781,7 +822,7 @@ void audit_allow_hosts(Task *t, uid_t caller, const char *hosts) {
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_UID=%u", (unsigned) caller,
                                "AGENTFAB_HOSTS=%s", hosts,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "allow-host", caller, "hosts", hosts, NULL, NULL, NULL, NULL);
 }
 
@@ -794,6 +835,6 @@ void audit_limits_raised(Task *t, uid_t caller, const char *limits) {
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_UID=%u", (unsigned) caller,
                                "AGENTFAB_LIMITS=%s", limits,
-                               NULL);
+                               FLEET_FIELDS(t), NULL);
         task_event(t, "limit", caller, "limits", limits, NULL, NULL, NULL, NULL);
 }

@@ -13,6 +13,11 @@
  * same event to the task's events.jsonl and sends it to the task's watchers
  * on the stream socket. caller is UID_INVALID when no request caused it. */
 
+/* In a fleet (fleet.h), every entry gains AGENTFAB_HOST= (this host's name)
+ * and an entry of a task AGENTFAB_EPOCH= (the epoch of this host's claim on
+ * it, from epoch()); host NULL: none, as on a host alone. */
+void audit_set_fleet(const char *host, uint64_t (*epoch)(const char *id, void *userdata), void *userdata);
+
 void audit_task_submitted(Task *t, uid_t caller);
 void audit_task_state(Task *t, TaskState old_state, uid_t caller);
 /* Once, when the task ends: what it used (TaskResources), a field per
