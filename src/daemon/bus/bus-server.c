@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 
+#include "access.h"
 #include "agentfab-bus.h"
+#include "audit.h"
 #include "bus-server.h"
 #include "log.h"
 #include "stream.h"
@@ -96,7 +99,10 @@ BusServer *bus_server_free(BusServer *s) {
         s->stream = stream_server_free(s->stream);
         s->polkit = polkit_registry_free(s->polkit);
         s->viewers = sd_bus_track_unref(s->viewers);
+        s->dropped = sd_bus_track_unref(s->dropped);
         submissions_abandon(s);
+        /* Its Ping() calls go first: their slots hold the bus. */
+        bus_outbox_done(&s->outbox);
         sd_bus_flush_close_unref(s->bus);
         if (s->manager) {
                 s->manager->hooks = NULL;
@@ -107,6 +113,61 @@ BusServer *bus_server_free(BusServer *s) {
 }
 
 /* ---- The connection ---- */
+
+int bus_server_send_counted(BusServer *s, sd_bus_message *reply, uint64_t bytes) {
+        return bus_outbox_send(&s->outbox, s->bus, reply, bytes);
+}
+
+/* A method call from a client with too much of its answers not seen taken
+ * is refused before it is handled, whatever it asks: answered with more,
+ * it would pile up further (bus-outbox.h). A client past its own share is
+ * dropped: refused until it disconnects (dbus-daemon never gives its
+ * unique name to another), since one that asks faster than it reads would
+ * otherwise go past again as soon as it took a little, and each round
+ * costs everybody the answers it is built. A refusal for the
+ * whole bound is the others' doing as much as its own: it lasts only
+ * while the whole is past, and is reported at most every 10 seconds. The
+ * refusal is small. */
+static int refuse_if_piling(BusServer *s, sd_bus_message *message) {
+        const char *sender = sd_bus_message_get_sender(message);
+        OutboxVerdict v;
+        uint64_t queued, now = 0;
+        bool first;
+        uid_t uid = UID_INVALID;
+        int r;
+
+        if (!sender || !sd_bus_message_is_method_call(message, NULL, NULL))
+                return 0;
+        if (sd_bus_track_contains(s->dropped, sender))
+                return sd_bus_reply_method_errorf(message, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                                  "This connection was dropped: it asked faster than it read its answers.") < 0 ? 0 : 1;
+
+        v = bus_outbox_admit(&s->outbox, sender, &first);
+        if (v == OUTBOX_ADMIT)
+                return 0;
+
+        queued = bus_outbox_bytes_of(&s->outbox, sender);
+        /* Its uid is known from the calls that piled up (cached by
+         * access.c): no bus round trip behind the queue. */
+        if (v == OUTBOX_REFUSE_CLIENT) {
+                r = sd_bus_track_add_sender(s->dropped, message);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to remember dropped bus client '%s', ignoring: %m", sender);
+                (void) bus_message_get_caller(message, &uid);
+                audit_client_dropped("bus", sender, uid, queued, s->outbox.max_per_client, "MaxQueuedBytesPerClient");
+        } else {
+                (void) sd_event_now(s->manager->factory.event, CLOCK_MONOTONIC, &now);
+                if (first && (s->total_reported_usec == 0 || now >= s->total_reported_usec + 10 * USEC_PER_SEC)) {
+                        s->total_reported_usec = now;
+                        (void) bus_message_get_caller(message, &uid);
+                        audit_client_dropped("bus", sender, uid, s->outbox.total, s->outbox.max_total, "MaxQueuedBytes");
+                }
+        }
+        (void) sd_bus_reply_method_errorf(message, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                          "%" PRIu64 " bytes of answers to this connection are not read yet; "
+                                          "read them before calling again.", queued);
+        return 1;
+}
 
 static int on_bus_message(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         BusServer *s = userdata;
@@ -128,7 +189,7 @@ static int on_bus_message(sd_bus_message *message, void *userdata, sd_bus_error 
         }
 
         manager_touch(m);
-        return 0;
+        return refuse_if_piling(s, message);
 }
 
 int bus_server_connect(BusServer *s, BusKind kind, const char *address) {
@@ -136,6 +197,7 @@ int bus_server_connect(BusServer *s, BusKind kind, const char *address) {
         int r;
 
         s->kind = kind;
+        bus_outbox_init(&s->outbox, m->factory.config.max_queued_bytes_per_client, m->factory.config.max_queued_bytes);
 
         if (address) {
                 r = sd_bus_new(&s->bus);
@@ -166,6 +228,9 @@ int bus_server_connect(BusServer *s, BusKind kind, const char *address) {
                 return log_error_errno(r, "Failed to register task objects: %m");
 
         r = sd_bus_track_new(s->bus, &s->viewers, NULL, NULL);
+        if (r < 0)
+                return r;
+        r = sd_bus_track_new(s->bus, &s->dropped, NULL, NULL);
         if (r < 0)
                 return r;
 

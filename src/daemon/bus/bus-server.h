@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <systemd/sd-bus.h>
 
+#include "bus-outbox.h"
 #include "bus-polkit.h"
 #include "manager.h"
 
@@ -34,6 +35,13 @@ struct BusServer {
 
         StreamServer *stream;
 
+        /* The answers queued for each bus client, in bytes (bus-outbox.h),
+         * and the clients dropped for going past their share: refused
+         * until they disconnect. */
+        BusOutbox outbox;
+        sd_bus_track *dropped;
+        uint64_t total_reported_usec;  /* when a refusal for MaxQueuedBytes= was last reported */
+
         /* SubmitTask() calls whose repository is being imported (submission.h). */
         Submission **submissions;
         size_t n_submissions;
@@ -58,6 +66,10 @@ int bus_server_connect(BusServer *s, BusKind kind, const char *address);
  * it, socket_path bound anew; and after a restart the sandboxes of its fd
  * store, handed to the manager. */
 int bus_server_listen_stream(BusServer *s, const char *socket_path);
+
+/* Sends an answer whose size grows with what the caller asks for
+ * (bytes: its estimate), counted against the caller's share. */
+int bus_server_send_counted(BusServer *s, sd_bus_message *reply, uint64_t bytes);
 
 /* manager-dbus.c / task-dbus.c */
 int manager_bus_register(BusServer *s);

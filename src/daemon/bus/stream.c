@@ -8,6 +8,7 @@
 
 #include "access.h"
 #include "agentfab-bus.h"
+#include "audit.h"
 #include "bus-polkit.h"
 #include "bus-server.h"
 #include "exec-client.h"
@@ -58,6 +59,8 @@ struct StreamServer {
         sd_event_source *source;
         StreamClient *clients;
         unsigned n_clients;
+        uint64_t queued;        /* the sum of the clients' out_len */
+        uint64_t queued_high;   /* the most ever */
 };
 
 static void client_free(StreamClient *c) {
@@ -74,6 +77,7 @@ static void client_free(StreamClient *c) {
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timeout);
         safe_close(c->fd);
+        s->queued -= c->out_len;
         free(c->out);
         free(c);
         manager_touch(s->manager);
@@ -99,6 +103,7 @@ static int client_flush(StreamClient *c) {
                 }
                 memmove(c->out, c->out + n, c->out_len - (size_t) n);
                 c->out_len -= (size_t) n;
+                c->server->queued -= (size_t) n;
         }
         client_update_events(c);
         if (c->out_len == 0 && c->close_after_flush)
@@ -106,26 +111,59 @@ static int client_flush(StreamClient *c) {
         return 0;
 }
 
-/* Queues one line. A client that does not read is dropped rather than
- * letting it make us buffer without bound. */
-static int client_queue(StreamClient *c, const char *line) {
-        size_t l = strlen(line);
+/* Makes room for size more bytes to the client, or says why not. What
+ * the daemon holds for its viewers is bounded twice: STREAM_OUTBUF_MAX for
+ * one, [Daemon] MaxQueuedBytes= for all. Past the whole, a viewer with
+ * bytes still queued is the one dropped; one that has taken everything
+ * may still be sent an event, so that viewers that read are never dropped
+ * for those that do not. A history is sent at once, so it must fit in the
+ * whole (-EBUSY: the caller is told to come back). A live viewer that
+ * does not keep up is dropped rather than letting it make us buffer
+ * without bound. */
+static int client_reserve(StreamClient *c, size_t size) {
+        StreamServer *s = c->server;
+        uint64_t max_total = s->manager->factory.config.max_queued_bytes;
+        bool per_client = c->out_len + size > STREAM_OUTBUF_MAX;
+        bool total = s->queued + size > max_total && (c->out_len > 0 || !c->watching);
 
-        if (c->out_len + l + 1 > STREAM_OUTBUF_MAX) {
-                log_warning("Stream client (pid %i) does not keep up, dropping it.", (int) c->cred.pid);
+        if (per_client || total) {
+                if (!c->watching)
+                        return per_client ? -ENOBUFS : -EBUSY;
+                char peer[32];
+                snprintf(peer, sizeof(peer), "pid %i", (int) c->cred.pid);
+                audit_client_dropped("stream", peer, c->cred.uid,
+                                     per_client ? c->out_len + size : s->queued + size,
+                                     per_client ? STREAM_OUTBUF_MAX : max_total,
+                                     per_client ? "the stream's per-viewer buffer" : "MaxQueuedBytes");
+                c->watching = false;
                 return -ENOBUFS;
         }
-        if (c->out_len + l + 1 > c->out_allocated) {
-                size_t n = (c->out_len + l + 1) * 2;
+        if (c->out_len + size > c->out_allocated) {
+                /* Doubling, but never past the bound: a full buffer is
+                 * STREAM_OUTBUF_MAX, not twice that. */
+                size_t n = MIN(MAX(c->out_len + size, c->out_allocated * 2), (size_t) STREAM_OUTBUF_MAX);
                 char *p = realloc(c->out, n);
                 if (!p)
                         return -ENOMEM;
                 c->out = p;
                 c->out_allocated = n;
         }
+        return 0;
+}
+
+/* Queues one line. */
+static int client_queue(StreamClient *c, const char *line) {
+        size_t l = strlen(line);
+        int r;
+
+        r = client_reserve(c, l + 1);
+        if (r < 0)
+                return r;
         memcpy(c->out + c->out_len, line, l);
         c->out[c->out_len + l] = '\n';
         c->out_len += l + 1;
+        c->server->queued += l + 1;
+        c->server->queued_high = MAX(c->server->queued_high, c->server->queued);
         return 0;
 }
 
@@ -195,22 +233,17 @@ static int read_log_tail(int dir_fd, size_t max, char **ret, size_t *ret_size) {
 
 /* Queues text as it is, whole lines ending in newlines. */
 static int client_queue_raw(StreamClient *c, const char *text, size_t size) {
+        int r;
+
         if (size == 0)
                 return 0;
-        if (c->out_len + size > STREAM_OUTBUF_MAX) {
-                log_warning("Stream client (pid %i) does not keep up, dropping it.", (int) c->cred.pid);
-                return -ENOBUFS;
-        }
-        if (c->out_len + size > c->out_allocated) {
-                size_t n = MAX(c->out_len + size, c->out_allocated * 2);
-                char *p = realloc(c->out, n);
-                if (!p)
-                        return -ENOMEM;
-                c->out = p;
-                c->out_allocated = n;
-        }
+        r = client_reserve(c, size);
+        if (r < 0)
+                return r;
         memcpy(c->out + c->out_len, text, size);
         c->out_len += size;
+        c->server->queued += size;
+        c->server->queued_high = MAX(c->server->queued_high, c->server->queued);
         return 0;
 }
 
@@ -343,6 +376,13 @@ static void client_start(StreamClient *c) {
                 return client_fail(c, AGENTFAB_ERROR_NO_SUCH_TASK, "The task does not exist any more.");
 
         r = client_send_history(c, t);
+        if (r == -EBUSY) {
+                /* What was queued of it goes: the error line must fit. */
+                c->server->queued -= c->out_len;
+                c->out_len = 0;
+                return client_fail(c, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                   "Too much is queued for stream clients; try again when they have read it.");
+        }
         if (r < 0)
                 return client_fail(c, "org.freedesktop.DBus.Error.Failed", "Failed to read the task's history.");
 

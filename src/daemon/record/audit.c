@@ -797,6 +797,22 @@ void audit_delivery_failed(Task *t, const char *what, const char *error) {
         task_event(t, "delivery-failed", UID_INVALID, "what", what, "error", error, NULL, NULL);
 }
 
+void audit_client_dropped(const char *transport, const char *peer, uid_t uid, uint64_t queued, uint64_t max,
+                          const char *limit) {
+        journal_send("MESSAGE=Dropped %s client %s (uid %u): %" PRIu64 " bytes queued for it, past %s=%" PRIu64 ".",
+                     transport, peer, (unsigned) uid, queued, limit, max,
+                     "MESSAGE_ID=" AGENTFAB_MESSAGE_CLIENT_DROPPED_STR,
+                     "PRIORITY=%i", LOG_WARNING,
+                     "AGENTFAB_EVENT=client-dropped",
+                     "AGENTFAB_TRANSPORT=%s", transport,
+                     "AGENTFAB_PEER=%s", peer,
+                     "AGENTFAB_UID=%u", (unsigned) uid,
+                     "AGENTFAB_QUEUED_BYTES=%" PRIu64, queued,
+                     "AGENTFAB_LIMIT_BYTES=%" PRIu64, max,
+                     "AGENTFAB_LIMIT=%s", limit,
+                     NULL);
+}
+
 void audit_daemon_started(unsigned n_tasks) {
         journal_send("MESSAGE=agentfabd started with %u task records.", n_tasks,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_DAEMON_STARTED_STR,

@@ -95,6 +95,13 @@ void audit_pushed(Task *t, const char *head);
 void audit_pull_request(Task *t, const char *url);
 void audit_delivery_failed(Task *t, const char *what, const char *error);
 
+/* A client that asks faster than it reads was dropped (transport: "bus",
+ * its calls refused, or "stream", its connection closed): queued bytes
+ * were held for peer (a unique bus name or "pid N"), past max (the
+ * setting or constant named by limit). */
+void audit_client_dropped(const char *transport, const char *peer, uid_t uid, uint64_t queued, uint64_t max,
+                          const char *limit);
+
 void audit_daemon_started(unsigned n_tasks);
 void audit_daemon_idle(void);
 

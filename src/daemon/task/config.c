@@ -31,6 +31,8 @@ void config_init(Config *c) {
                 .max_tasks = 4096,
                 .max_tasks_per_user = 16,
                 .max_stream_clients = 64,
+                .max_queued_bytes_per_client = 1024 * 1024,
+                .max_queued_bytes = 16 * 1024 * 1024,
                 .max_active_tasks = 4,
                 .max_cost_per_user_per_day = UINT64_MAX,
                 .max_cpu_usec_per_user_per_day = UINT64_MAX,
@@ -257,6 +259,12 @@ static int config_assign_daemon(Config *c, const char *key, const char *value) {
                 return parse_unsigned(value, 1, 1000000, &c->max_tasks_per_user);
         if (streq(key, "MaxStreamClients"))
                 return parse_unsigned(value, 1, 65536, &c->max_stream_clients);
+        if (streq(key, "MaxQueuedBytesPerClient") || streq(key, "MaxQueuedBytes")) {
+                uint64_t *p = streq(key, "MaxQueuedBytes") ? &c->max_queued_bytes : &c->max_queued_bytes_per_client;
+                int r = parse_size(value, p);
+                /* Less than an answer's header would refuse every caller. */
+                return r < 0 ? r : *p < 4096 ? -ERANGE : 0;
+        }
         if (streq(key, "MaxActiveTasks"))
                 return parse_unsigned(value, 0, 1024, &c->max_active_tasks);   /* 0: hold every task queued */
         if (streq(key, "MaxCostPerUserPerDay"))

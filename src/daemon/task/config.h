@@ -36,6 +36,8 @@ typedef struct Config {
         unsigned max_tasks;             /* [Daemon] MaxTasks= : unfinished tasks of all users */
         unsigned max_tasks_per_user;    /* [Daemon] MaxTasksPerUser= : unfinished tasks per uid */
         unsigned max_stream_clients;    /* [Daemon] MaxStreamClients= */
+        uint64_t max_queued_bytes_per_client; /* [Daemon] MaxQueuedBytesPerClient= : bus answers held for one client */
+        uint64_t max_queued_bytes;      /* [Daemon] MaxQueuedBytes= : for all of them */
         unsigned max_active_tasks;      /* [Daemon] MaxActiveTasks= : tasks worked on at once */
         char *launcher_socket;          /* [Daemon] LauncherSocket= */
         char *proxy_socket;             /* [Daemon] ProxySocket= : agentfab-proxy's control socket */
