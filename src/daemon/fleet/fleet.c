@@ -727,6 +727,10 @@ static void on_notify(FleetDb *db, const char *channel, const char *payload, voi
                 fleet_claim_more(fl);
 }
 
+static uint64_t audit_epoch_of(const char *id, void *userdata) {
+        return fleet_task_epoch(userdata, id);
+}
+
 int fleet_new(Factory *f, const FleetHooks *hooks, void *userdata, Fleet **ret) {
         _cleanup_(fleet_freep) Fleet *fl = NULL;
         const FleetConfig *c = &f->config.fleet;
@@ -775,6 +779,9 @@ int fleet_new(Factory *f, const FleetHooks *hooks, void *userdata, Fleet **ret) 
         (void) sd_event_source_set_enabled(fl->fence_timer, SD_EVENT_OFF);
         (void) sd_event_source_set_description(fl->fence_timer, "fleet-fence");
 
+        /* From now on the journal names this host and the epoch of each task. */
+        audit_set_fleet(fl->host, audit_epoch_of, fl);
+
         *ret = TAKE_PTR(fl);
         return 0;
 }
@@ -782,6 +789,8 @@ int fleet_new(Factory *f, const FleetHooks *hooks, void *userdata, Fleet **ret) 
 Fleet *fleet_free(Fleet *fl) {
         if (!fl)
                 return NULL;
+        if (fl->host)
+                audit_set_fleet(NULL, NULL, NULL);
         /* Frees no handler's userdata: ours are freed below. */
         fl->db = fleet_db_free(fl->db);
         while (fl->calls)
