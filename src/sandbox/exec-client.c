@@ -187,7 +187,7 @@ int exec_collector_begin(ExecCollector *c, int64_t id, int log_fd, size_t keep_b
         *c = (ExecCollector) {
                 .id = id,
                 .log_fd = log_fd,
-                .result = { .status = -1, .peak_memory = UINT64_MAX },
+                .result = { .status = -1, .peak_memory = UINT64_MAX, .last_pid = UINT64_MAX },
                 .memory_cgroup = memory_cgroup,
                 .on_output = on_output,
                 .userdata = userdata,
@@ -248,6 +248,9 @@ int exec_collector_feed(ExecCollector *c, char *line, size_t n) {
                         c->result.timed_out = json_object_get_boolean(v);
                 if (json_get_uint64(m, "duration_usec", &d) >= 0)
                         c->result.duration_usec = d;
+                /* pid_max is at most 2^22. */
+                if (json_get_uint64(m, "last_pid", &d) >= 0 && d <= (1U << 22))
+                        c->result.last_pid = d;
                 return 1;
         }
         /* "started" and anything unknown: nothing to do */

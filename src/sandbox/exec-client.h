@@ -28,6 +28,11 @@ typedef struct ExecResult {
         uint64_t duration_usec;
         uint64_t peak_memory;     /* bytes the scope used at most, UINT64_MAX if unknown */
         uint64_t output_bytes;    /* all output, as written to the log */
+        /* The last id the sandbox's PID namespace gave, after the command
+         * (processes and threads started in it so far); UINT64_MAX if the
+         * sandbox did not say. From inside the sandbox: a count to show,
+         * nothing to trust. */
+        uint64_t last_pid;
         char *output;             /* kept for the model: all of it, or head and tail with a marker */
 } ExecResult;
 

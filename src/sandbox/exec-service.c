@@ -341,6 +341,20 @@ static void run_request(int fd, const Request *r, char *buf, size_t *len, int *o
         uint64_t duration = clock_now_usec(CLOCK_MONOTONIC) - start;
         duration = duration > extended ? duration - extended : 0;
         json_object_object_add(j, "duration_usec", json_object_new_int64((int64_t) duration));
+        /* The sandbox's PID namespace hands out its ids in order from 1:
+         * the last one given is how many processes and threads were
+         * started in it so far, this command's with the rest. */
+        char last[32] = "";
+        int lfd = open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC);
+        if (lfd >= 0) {
+                ssize_t k = read(lfd, last, sizeof(last) - 1);
+                uint64_t v;
+                last[k > 0 ? k : 0] = '\0';
+                last[strcspn(last, "\n")] = '\0';
+                if (safe_atou64(last, &v) >= 0)
+                        json_object_object_add(j, "last_pid", json_object_new_int64((int64_t) v));
+                safe_close(lfd);
+        }
         send_json(fd, j);
 }
 

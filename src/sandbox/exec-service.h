@@ -18,7 +18,8 @@
  * Replies:
  *   {"type":"started","id":N}
  *   {"type":"output","id":N,"stream":"stdout"|"stderr","data":"..."}
- *   {"type":"exit","id":N,"status":S,"signal":G,"timed_out":B,"duration_usec":U}
+ *   {"type":"exit","id":N,"status":S,"signal":G,"timed_out":B,"duration_usec":U,"last_pid":P}
+ *     (last_pid: the sandbox's PID namespace's last id given, if readable)
  *   {"type":"error","id":N,"message":"..."}        (request refused)
  *
  * After each command every other process in the sandbox is killed, so

@@ -45,6 +45,7 @@ struct SandboxSession {
         bool ready;                /* the launcher said "ready" */
 
         bool busy;
+        uint64_t last_pid;         /* as the last command's end said; UINT64_MAX: never said */
         int64_t next_id;
         int64_t current_id;        /* of the command in flight */
 
@@ -114,6 +115,8 @@ static void session_finish(SandboxSession *s, int error) {
                         error = r;
         }
         s->busy = false;
+        if (result.last_pid != UINT64_MAX)
+                s->last_pid = result.last_pid;
         s->done = NULL;
         s->userdata = NULL;
         s->timer = sd_event_source_disable_unref(s->timer);
@@ -230,6 +233,7 @@ static int session_new(sd_event *e, const char *task_id, SandboxSession **ret) {
         s->fd = s->pidfd = -EBADF;
         exec_output_init(&s->output);
         s->next_id = 1;
+        s->last_pid = UINT64_MAX;
         s->event = sd_event_ref(e);
         memcpy(s->task, task_id, sizeof(s->task));
         s->rbuf = malloc(EXEC_REPLY_LINE_MAX + 1);
@@ -600,6 +604,10 @@ const char *sandbox_session_get_unit(const SandboxSession *s) {
 
 pid_t sandbox_session_get_pid(const SandboxSession *s) {
         return s ? s->pid : 0;
+}
+
+uint64_t sandbox_session_get_last_pid(const SandboxSession *s) {
+        return s ? s->last_pid : UINT64_MAX;
 }
 
 uid_t sandbox_session_get_uid(const SandboxSession *s) {

@@ -96,6 +96,9 @@ void sandbox_session_set_exec_hook(SandboxSession *s, session_exec_hook_t hook, 
 
 const char *sandbox_session_get_unit(const SandboxSession *s);
 pid_t sandbox_session_get_pid(const SandboxSession *s);
+/* The last id its PID namespace gave, as its last command's end said: the
+ * processes and threads started in it so far (UINT64_MAX: not said yet). */
+uint64_t sandbox_session_get_last_pid(const SandboxSession *s);
 /* The uid the sandbox's commands run as, as the launcher said (UID_INVALID: it did not). */
 uid_t sandbox_session_get_uid(const SandboxSession *s);
 bool sandbox_session_is_busy(const SandboxSession *s);

@@ -278,6 +278,15 @@ t_allowlist() {
         grep -q "^allowed $REG $REG_PORT $REG " <<<"$j" && ! grep -q '^refused' <<<"$j" &&
                 ok "the proxy journaled the connections as allowed, none refused: $(grep -c '^allowed' <<<"$j")" ||
                 fail "journal: $j"
+        # What the task's connections moved, as the proxy counted them for it.
+        local res nconn nup ndown
+        res=$(hx_as alice "${CTL[@]}" --json status "$id" 2>&1 | python3 -c '
+import json, sys; r = json.load(sys.stdin)["resources"]
+print(r["net_connections"], r["net_up_bytes"], r["net_down_bytes"])')
+        read -r nconn nup ndown <<<"$res"
+        [ "${nconn:-0}" = "$(grep -c '^allowed' <<<"$j")" ] && [ "${nup:-0}" -gt 0 ] && [ "${ndown:-0}" -gt "${nup:-0}" ] &&
+                ok "its resources count the connections and bytes: $nconn connections, $nup bytes up, $ndown down" ||
+                fail "resources: $res"
 
         # The same install in a second task of the same owner and environment.
         make_repo pip2

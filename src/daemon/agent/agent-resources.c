@@ -26,7 +26,12 @@ static void delta(uint64_t *total, uint64_t now, uint64_t *seen) {
                         *total = TASK_RESOURCE_UNKNOWN;
                 return;
         }
-        if (*seen == TASK_RESOURCE_UNKNOWN || now < *seen)
+        if (*seen == TASK_RESOURCE_UNKNOWN) {
+                /* Not read when the sandbox was taken up: from here on. */
+                *seen = now;
+                return;
+        }
+        if (now < *seen)
                 *seen = 0;
         task_resource_add(total, now - *seen);
         *seen = now;
@@ -34,6 +39,7 @@ static void delta(uint64_t *total, uint64_t now, uint64_t *seen) {
 
 static int read_usage(AgentRun *run, pid_t *ret_pid, SandboxUsage *ret) {
         pid_t pid;
+        int r;
 
         if (!run->task || !run->session || !sandbox_session_is_ready(run->session))
                 return -ENOTCONN;
@@ -41,7 +47,11 @@ static int read_usage(AgentRun *run, pid_t *ret_pid, SandboxUsage *ret) {
         if (pid <= 1)
                 return -ESRCH;
         *ret_pid = pid;
-        return sandbox_usage_read(CGROUP_ROOT, pid, NULL, run->task->id, ret);
+        r = sandbox_usage_read(CGROUP_ROOT, pid, NULL, run->task->id, ret);
+        if (r < 0)
+                return r;
+        ret->processes = sandbox_session_get_last_pid(run->session);
+        return 0;
 }
 
 void agent_resources_sandbox_new(AgentRun *run) {
@@ -94,9 +104,7 @@ void agent_resources_sample(AgentRun *run) {
                         res->memory_peak = TASK_RESOURCE_UNKNOWN;
         } else
                 task_resource_max(&res->memory_peak, u.memory_peak);
-        /* Neither cgroup version counts the processes a cgroup started. */
-        if (res->processes == 0)
-                res->processes = TASK_RESOURCE_UNKNOWN;
+        delta(&res->processes, u.processes, &run->usage_seen.processes);
         task_changed(t, TASK_CHANGE_RESOURCES);
 }
 

@@ -128,6 +128,7 @@ int sandbox_usage_read(const char *root, pid_t pid, const char *proc_cgroup, con
                 .memory_peak = TASK_RESOURCE_UNKNOWN,
                 .io_read_bytes = TASK_RESOURCE_UNKNOWN,
                 .io_write_bytes = TASK_RESOURCE_UNKNOWN,
+                .processes = TASK_RESOURCE_UNKNOWN,
         };
         bool found = false;
         int r;

@@ -17,6 +17,10 @@ typedef struct SandboxUsage {
         uint64_t memory_peak;
         uint64_t io_read_bytes;
         uint64_t io_write_bytes;
+        /* Not a cgroup's (neither version counts them): the processes and
+         * threads started, as the sandbox's PID namespace numbers them
+         * (sandbox_session_get_last_pid()); unknown here. */
+        uint64_t processes;
 } SandboxUsage;
 
 /* Fills every field (unknown where nothing could be read); -ESRCH if the
