@@ -49,7 +49,7 @@ complete_words() {
 
 check "verb prefix 're'" "reject replay reset resume review" "$(complete_words agentfabctl re)"
 check "verb prefix 'a'" "amend approve audit" "$(complete_words agentfabctl a)"
-check "every verb" 19 "$(complete_words agentfabctl '' | wc -w)"
+check "every verb" 20 "$(complete_words agentfabctl '' | wc -w)"
 check "options of amend" "--acceptance= --goal=" "$(complete_words agentfabctl amend 0123456789ab -- | xargs -n1 | grep -E -- '^--(goal|acceptance|repo)=' | sort | xargs)"
 check "audit --verify" "--verify" "$(complete_words agentfabctl audit 0123456789ab --ve | xargs -n1 | grep -- '--verify')"
 check "submit --ref=" "--ref=" "$(complete_words agentfabctl submit --re | xargs -n1 | grep -- '--ref=')"
@@ -62,6 +62,8 @@ check "list options" "--all --state=" "$(complete_words agentfabctl list -- | xa
 check "no id after the id" "" "$(complete_words agentfabctl status 0123456789ab '')"
 check "nothing positional for submit" "" "$(complete_words agentfabctl submit '')"
 check "eval's built-in agents" "oracle-wrong-first" "$(complete_words agentfabctl eval --agent=oracle-wr)"
+check "approve --limit= names" "max_cost= max_cpu_sec=" "$(complete_words agentfabctl approve 0123456789ab --limit=max_c | xargs -n1 | grep -E '^max_c(pu_sec|ost)=$' | xargs)"
+check "nothing positional for usage" "" "$(complete_words agentfabctl usage '')"
 
 echo "1..$n"
 [ "$failed" = 0 ]

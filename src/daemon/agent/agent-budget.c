@@ -153,6 +153,10 @@ static int on_budget_watch(sd_event_source *s, uint64_t usec, void *userdata) {
          * of is done again from the checkpoint once a person approves. */
         if (!run->task || run->task->state != TASK_RUNNING || run->phase != PHASE_TOOL)
                 return 0;
+        /* What went through the egress proxy is read at a command's end
+         * (agent-resources.c); with a network budget, now too. */
+        if (task_budget_limit(&run->task->spec, &run->factory->config, TASK_LIMIT_MAX_NETWORK_BYTES) != UINT64_MAX)
+                agent_resources_sample(run);
         r = agent_check_resource_budget(run);
         if (r < 0) {
                 agent_fail(run, "Out of memory.");
