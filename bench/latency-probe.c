@@ -169,6 +169,11 @@ int main(int argc, char *argv[]) {
                         bus_lat[nb] = bus_at[nb].usec;
                         nb++;
                 }
+                /* The daemon's Peer.Ping() after a list answered, as a main
+                 * loop would, once the time is taken: otherwise the probe is
+                 * taken for a client that never reads. */
+                while (sd_bus_process(bus, NULL) > 0)
+                        ;
                 sd_bus_message_unref(reply);
                 sd_bus_error_free(&error);
 

@@ -121,6 +121,12 @@ static int list_call(sd_bus *bus, unsigned *ret_n, sd_bus_error *error) {
                 n++;
         if (ret_n)
                 *ret_n = n;
+        /* What the daemon asked meanwhile is answered, as by any client
+         * with a main loop: its Peer.Ping() after a list tells it the list
+         * was read, and a client that never answers is taken for one that
+         * never reads (MaxQueuedBytesPerClient=). */
+        while (sd_bus_process(bus, NULL) > 0)
+                ;
         return r;
 }
 

@@ -171,6 +171,14 @@ phase_bus() {
         bytes=$(hx busctl --json=short call org.agentfab.Factory1 /org/agentfab/Factory1 org.agentfab.Factory1 ListTasks | wc -c)
         figure "one ListTasks() answer of $COUNT tasks: about $((bytes / 1024)) KiB as JSON"
 
+        # A client that reads: one list after the other, 100 of them (some
+        # 10 MiB, ten times its share), each read and the daemon's Ping()
+        # after it answered, as any main loop does; never dropped.
+        local out
+        out=$(hx_as alice agentfab-load list --count=100 --list=full 2>&1) &&
+                ok "a client that reads each answer is answered 100 lists: $out" || fail "a client that reads: $out"
+        [ "$(dropped_entries bus | wc -l)" = 0 ] && ok "and is not dropped" || fail "a client that reads was dropped"
+
         bus_round bounded
         local bound_kib=$(( (16 + BOUND_SLACK_MB) * 1024 ))
         [ "$ROUND_GROWTH" -lt "$bound_kib" ] &&

@@ -31,6 +31,7 @@ static void client_free(OutboxClient *c) {
                 }
         o->total -= c->bytes;
         sd_bus_slot_unref(c->ping_slot);
+        sd_event_source_disable_unref(c->retry);
         free(c->name);
         free(c);
 }
@@ -145,7 +146,21 @@ OutboxVerdict bus_outbox_admit(BusOutbox *o, const char *destination, bool *ret_
 
 /* ---- On the bus ---- */
 
+/* After a Ping() that the bus refused (our calls waiting are too many, or
+ * the client's queue is full), the next one waits this long: never a loop
+ * of refusals. */
+#define OUTBOX_PING_RETRY_USEC (5 * USEC_PER_SEC)
+
 static int send_ping(sd_bus *bus, OutboxClient *c);
+
+static int on_ping_retry(sd_event_source *source, uint64_t usec, void *userdata) {
+        OutboxClient *c = userdata;
+
+        (void) usec;
+        (void) source;
+        c->retry = sd_event_source_disable_unref(c->retry);
+        return c->outbox->bus ? send_ping(c->outbox->bus, c) : 0;
+}
 
 static int on_ping_answer(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
         OutboxClient *c = userdata;
@@ -169,10 +184,16 @@ static int on_ping_answer(sd_bus_message *m, void *userdata, sd_bus_error *ret_e
                 bus_outbox_gone(c);
                 return 0;
         }
-        /* Timed out, or refused by the bus (its queue for the client full,
-         * or too many calls of ours waiting): nothing confirmed; ask again. */
+        /* Timed out (it does not read: asked again, the timeout paces
+         * it), or refused by the bus (its queue for the client full, too
+         * many calls of ours waiting): nothing confirmed; asked again
+         * later. */
         bus_outbox_ping_failed(c);
-        (void) send_ping(bus, c);
+        if (sd_bus_error_has_name(e, SD_BUS_ERROR_NO_REPLY))
+                (void) send_ping(bus, c);
+        else if (!c->retry)
+                (void) sd_event_add_time_relative(sd_bus_get_event(bus), &c->retry, CLOCK_MONOTONIC,
+                                                  OUTBOX_PING_RETRY_USEC, 0, on_ping_retry, c);
         return 0;
 }
 
@@ -180,7 +201,7 @@ static int send_ping(sd_bus *bus, OutboxClient *c) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         int r;
 
-        if (c->ping_out)
+        if (c->ping_out || c->retry)
                 return 0;
         r = sd_bus_message_new_method_call(bus, &m, c->name, "/", "org.freedesktop.DBus.Peer", "Ping");
         if (r < 0)
@@ -201,6 +222,7 @@ int bus_outbox_send(BusOutbox *o, sd_bus *bus, sd_bus_message *reply, uint64_t b
         r = sd_bus_send(bus, reply, NULL);
         if (r < 0)
                 return r;
+        o->bus = bus;
         c = bus_outbox_sent(o, sd_bus_message_get_destination(reply), bytes);
         if (c)
                 (void) send_ping(bus, c);

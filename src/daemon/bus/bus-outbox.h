@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
 
 /* What the daemon has sent each bus client that the client has not been
  * seen to take, in bytes.
@@ -35,12 +36,14 @@ typedef struct OutboxClient {
         bool ping_out;
         bool refused;                   /* refused since it went past: reported once */
         sd_bus_slot *ping_slot;
+        sd_event_source *retry;         /* the next Ping() after one that failed */
 } OutboxClient;
 
 struct BusOutbox {
         uint64_t max_per_client;        /* [Daemon] MaxQueuedBytesPerClient= */
         uint64_t max_total;             /* [Daemon] MaxQueuedBytes= */
 
+        sd_bus *bus;                    /* borrowed: the bus the answers went on */
         uint64_t total;                 /* bytes unconfirmed, of all clients */
         uint64_t high;                  /* the most ever */
 
