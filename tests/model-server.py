@@ -73,6 +73,15 @@ the system message first, is what the model never saw); it is logged with
 "truncated": true. Tokens are bytes / R (--bytes-per-token, default 4);
 with --context-limit or --bytes-per-token every reply whose script gives
 no usage reports usage.prompt_tokens so counted.
+Before a finish is accepted, agentfabd shows the model its whole diff once
+and asks it to call finish again (a user message that begins with
+DIFF_REVIEW, or holds it, with ToolCalls=text). Unless --review-scripted is given, such a request is answered
+here with that finish again, with the same arguments as the one before
+(written as text, Hermes style, when the request offers no tools), and
+takes no entry of the script: with --by-step, the assistant messages that
+answered a review are not counted either, so scripts written for a finish
+that is accepted at once keep working. With --review-scripted the script
+answers the review like any other request.
 Only the Python standard library is used.
 """
 
@@ -95,10 +104,66 @@ def is_review_request(body):
     return any(isinstance(t, dict) and (t.get("function") or {}).get("name") == "review_verdict" for t in tools)
 
 
+DIFF_REVIEW = "Before your work is delivered, review your whole change once."
+
+
+def is_diff_review(m):
+    # With ToolCalls=text the review may share a user message with the
+    # tool results before it.
+    return isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), str) \
+        and DIFF_REVIEW in m["content"]
+
+
+def diff_review_answer(body):
+    """The finish again, for a request whose last message asks to review
+    the diff; None for any other request."""
+    msgs = body.get("messages", []) if isinstance(body, dict) else []
+    pending = False
+    for m in reversed(msgs):
+        if not isinstance(m, dict) or m.get("role") == "assistant":
+            break
+        if is_diff_review(m):
+            pending = True
+            break
+    if not pending:
+        return None
+    args = {}
+    for m in reversed(msgs):
+        calls = m.get("tool_calls") if isinstance(m, dict) and m.get("role") == "assistant" else None
+        for tc in calls or []:
+            fn = tc.get("function") or {}
+            if fn.get("name") == "finish":
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except ValueError:
+                    args = {}
+                break
+        if args:
+            break
+    e = {"reply": {"content": "I reviewed the diff: it is what the task needs.",
+                   "tool_calls": [{"name": "finish", "arguments": args or {"summary": "Reviewed the whole change."}}]}}
+    if not body.get("tools"):
+        e["text_calls"] = "hermes"
+    return e
+
+
+def diff_reviews_answered(msgs):
+    """How many assistant messages answered a request to review the diff."""
+    n = 0
+    for i, m in enumerate(msgs):
+        if is_diff_review(m) and any(isinstance(x, dict) and x.get("role") == "assistant" for x in msgs[i + 1:]):
+            n += 1
+    return n
+
+
 def take_entry(body=None):
     with lock:
         n = state["count"]
         state["count"] += 1
+        if not state.get("review_scripted") and not is_review_request(body):
+            e = diff_review_answer(body)
+            if e is not None:
+                return n, e
         if is_review_request(body):
             if state["review_next"] < len(state["review"]):
                 e = state["review"][state["review_next"]]
@@ -111,6 +176,8 @@ def take_entry(body=None):
             # redone after a crash gets the same answer.
             msgs = body.get("messages", []) if isinstance(body, dict) else []
             k = sum(1 for m in msgs if isinstance(m, dict) and m.get("role") == "assistant")
+            if not state.get("review_scripted"):
+                k -= diff_reviews_answered(msgs)
             if k < len(state["script"]):
                 return n, state["script"][k]
             return n, {}
@@ -429,6 +496,8 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--by-step", action="store_true",
                     help="choose the entry by the number of assistant messages in the request")
+    ap.add_argument("--review-scripted", action="store_true",
+                    help="the script answers agentfabd's request to review the diff before finish")
     ap.add_argument("--context-limit", type=int, metavar="BYTES",
                     help="a request body longer than BYTES is more than the model's context")
     ap.add_argument("--context-error", choices=["openai", "vllm", "llamacpp", "ollama"], default="openai",
@@ -439,6 +508,7 @@ def main():
                     help="report usage.prompt_tokens as body bytes / R (default 4 with --context-limit)")
     args = ap.parse_args()
     state["by_step"] = args.by_step
+    state["review_scripted"] = args.review_scripted
     state["context_limit"] = args.context_limit
     state["context_error"] = args.context_error
     state["context_truncate"] = args.context_truncate

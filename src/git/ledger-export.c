@@ -224,6 +224,103 @@ int ledger_export_diff(Ledger *l, int out_fd) {
         return ledger_write_all(out_fd, buf.ptr, buf.size);
 }
 
+typedef struct DiffText {
+        FILE *f;
+        size_t size, max;
+        uint64_t total;            /* bytes of the whole patch */
+        bool full;
+} DiffText;
+
+static int diff_text_line(const git_diff_delta *delta, const git_diff_hunk *hunk, const git_diff_line *line,
+                          void *payload) {
+        DiffText *t = payload;
+        bool origin = IN_SET(line->origin, GIT_DIFF_LINE_CONTEXT, GIT_DIFF_LINE_ADDITION, GIT_DIFF_LINE_DELETION);
+        size_t n = line->content_len + origin;
+
+        (void) delta;
+        (void) hunk;
+        /* Counted to the end, kept while it fits: whole lines only. */
+        t->total += n;
+        if (t->full || t->size + n > t->max) {
+                t->full = true;
+                return 0;
+        }
+        if (origin)
+                fputc(line->origin, t->f);
+        fwrite(line->content, 1, line->content_len, t->f);
+        t->size += n;
+        return 0;
+}
+
+int ledger_review_diff(Ledger *l, size_t max, char **ret) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_diff_freep) git_diff *diff = NULL;
+        _cleanup_(git_diff_stats_freep) git_diff_stats *stats = NULL;
+        _cleanup_git_buf_ git_buf stat = { 0 };
+        _cleanup_free_ char *patch = NULL, *s = NULL;
+        size_t patch_size = 0, size = 0;
+        DiffText t = { .max = max };
+        FILE *f;
+        int r;
+
+        assert(l);
+        assert(ret);
+
+        *ret = NULL;
+        r = export_repo_open(l, &repo);
+        if (r < 0)
+                return r;
+        r = diff_base_head(l, repo ?: l->repo, false, &diff);
+        if (r < 0)
+                return r;
+        if (git_diff_num_deltas(diff) == 0)
+                return 0;
+
+        t.f = open_memstream(&patch, &patch_size);
+        if (!t.f)
+                return -ENOMEM;
+        r = git_diff_print(diff, GIT_DIFF_FORMAT_PATCH, diff_text_line, &t);
+        if (fclose(t.f) != 0)
+                return -ENOMEM;
+        if (r < 0)
+                return -EIO;
+        /* Files are not always UTF-8; the model's conversation is JSON. */
+        utf8_sanitize(patch, patch_size);
+        if (!t.full) {
+                *ret = TAKE_PTR(patch);
+                return 0;
+        }
+
+        /* Too long: what it touches first, then its beginning. The
+         * diffstat takes at most a quarter of max, and the patch what
+         * is left of it. */
+        if (git_diff_get_stats(&stats, diff) < 0 ||
+            git_diff_stats_to_buf(&stat, stats, GIT_DIFF_STATS_FULL | GIT_DIFF_STATS_INCLUDE_SUMMARY, 80) < 0)
+                return -EIO;
+        size_t stat_size = MIN(stat.size, max / 4);
+        while (stat_size > 0 && stat_size < stat.size && stat.ptr[stat_size - 1] != '\n')
+                stat_size--;
+        size_t keep = MIN(patch_size, max > stat_size ? max - stat_size : 0);
+        while (keep > 0 && keep < patch_size && patch[keep - 1] != '\n')
+                keep--;
+
+        f = open_memstream(&s, &size);
+        if (!f)
+                return -ENOMEM;
+        fprintf(f, "[The diff is %" PRIu64 " bytes, more than the %zu shown: its diffstat%s, then its first %zu bytes.]\n",
+                t.total, max, stat_size < stat.size ? " (cut)" : "", keep);
+        fwrite(stat.ptr, 1, stat_size, f);
+        fputc('\n', f);
+        fwrite(patch, 1, keep, f);
+        fprintf(f, "[... %" PRIu64 " bytes of the diff not shown: read the files, or run git diff on them.]\n",
+                t.total - keep);
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        utf8_sanitize(s, size);
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
 int ledger_export_mbox(Ledger *l, int out_fd) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_revwalk_freep) git_revwalk *w = NULL;

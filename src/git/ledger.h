@@ -328,6 +328,11 @@ int ledger_read_file(Ledger *l, bool at_tip, const char *path, size_t max, char 
 
 /* Unified patch base..tip (binary files as git binary patches). */
 int ledger_export_diff(Ledger *l, int out_fd);
+/* The same patch as text for the model to review (binary files as "Binary
+ * files ... differ"), at most max bytes: a longer one is cut at a line
+ * boundary and begins with its diffstat, and a note says how much was left
+ * out. *ret NULL: base and tip do not differ. */
+int ledger_review_diff(Ledger *l, size_t max, char **ret);
 /* One mail per commit of base..tip, as git format-patch writes them. */
 int ledger_export_mbox(Ledger *l, int out_fd);
 /* A "# v2 git bundle": refs/heads/<branch>, prerequisite base, a pack of

@@ -72,7 +72,7 @@ msgs = last["messages"]
 if not last.get("tools"): print("the requests offer no tools")
 calls = [m for m in msgs if m.get("role") == "assistant" and m.get("tool_calls")]
 names = [c["function"]["name"] for m in calls for c in m["tool_calls"]]
-want = ["read_file", "list_files", "edit_file", "run_command", "search", "run_tests"]
+want = ["read_file", "list_files", "edit_file", "run_command", "search", "run_tests", "finish"]
 if names != want: print("calls in the conversation:", names)
 for i, m in enumerate(msgs):
     if m.get("role") != "assistant": continue

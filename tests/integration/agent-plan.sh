@@ -24,7 +24,8 @@ JSON
         id=$(submit planrepo) || { fail "submit: $id"; return; }
         if wait_state "$id" succeeded; then ok "a model that looks before its plan succeeds"; else
                 fail "task ended $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
-        [ "$(task_prop "$id" Step)" = 2 ] && ok "looking is not a step (2 steps: the fix and finish)" ||
+        [ "$(task_prop "$id" Step)" = 3 ] &&
+                ok "looking is not a step (3 steps: the fix, finish, finish after the review of the diff)" ||
                 fail "steps: $(task_prop "$id" Step)"
         [[ $(task_prop "$id" Plan) == "Plan: add() subtracts"* ]] && ok "the plan is the reply after the look" ||
                 fail "plan: $(task_prop "$id" Plan)"

@@ -30,6 +30,7 @@ SRC=$(realpath "$HERE/../..")
 . "$HERE/agent-edits.sh"
 . "$HERE/agent-outline.sh"
 . "$HERE/agent-syntax.sh"
+. "$HERE/agent-finish-review.sh"
 . "$HERE/agent-resources.sh"
 
 . "$HERE/lib/check.sh"
@@ -639,6 +640,9 @@ EOF
         python3 - "$WORK/requests.jsonl" <<'PY' && ok "later requests elide old tool outputs, keep the goal and the latest output" || fail "no elision seen"
 import json, sys
 reqs = [json.loads(l)["body"] for l in open(sys.argv[1])]
+# The last before the model reviews its diff (the server answers that one).
+review = "Before your work is delivered, review your whole change once."
+reqs = [b for b in reqs if not any(review in (m.get("content") or "") for m in b["messages"] if m.get("role") == "user")]
 last = reqs[-1]["messages"]
 text = json.dumps(last)
 assert "elided to fit the context budget" in text, "nothing elided"
@@ -973,7 +977,8 @@ EOF
                 ok "the redone step's file is on the branch" || fail "two.txt missing"
         local n
         n=$(hx python3 -c "import json,sys; print(sum(1 for l in open('/var/lib/agentfab/tasks/$id/conversation.jsonl') if json.loads(l)['role']=='assistant'))")
-        [ "$n" = 5 ] && ok "conversation: each step once (5 assistant messages)" || fail "assistant messages: $n"
+        # 5 and the finish again after the review of the diff.
+        [ "$n" = 6 ] && ok "conversation: each step once (6 assistant messages)" || fail "assistant messages: $n"
         # The killed daemon's sandbox ended with its connection; nothing leaked.
         local left
         left=$(hx systemctl list-units --all --no-legend 'agentfab-task-*.scope' | grep -v 'inactive\|not-found')
@@ -1112,7 +1117,7 @@ main() {
                  t_budget_cpu t_budget_quota t_pause_spin t_pause_restart t_pause_at_start t_cancel_delivery t_pause_cancel t_pause_approval t_pause_release t_malformed_count t_fail_many \
                  t_review_secret t_review_checker t_review_vulnerable t_review_coverage t_review_model \
                  t_context_refused t_context_truncated t_context_hopeless t_context_restart \
-                 t_edit_drift t_patch_two_files t_syntax_python t_syntax_checker_sandboxed \
+                 t_edit_drift t_patch_two_files t_syntax_python t_syntax_checker_sandboxed t_finish_review \
                  t_leave_out_c t_leave_out_python t_leave_out_js t_keep_binary t_git_in_sandbox t_plan_looks \
                  t_tests_speak_unrelated t_tests_speak_give_up t_tests_speak_stuck \
                  t_open_models_formats t_open_models_text_mode t_open_models_cut_and_nudge t_outline t_resources; do

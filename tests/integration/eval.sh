@@ -203,10 +203,12 @@ t_scripted_model() {
 [
  {"reply": {"content": "Plan: fix the window count.", "usage": {"prompt_tokens": 200, "completion_tokens": 10}}},
  {"reply": {"content": "Fix", "tool_calls": [{"name": "edit_file", "arguments": {"path": "textstats/window.py", "old_text": "range(len(values) - size)", "new_text": "range(len(values) - size + 1)"}}], "usage": {"prompt_tokens": 300, "completion_tokens": 30}}},
- {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed"}}], "usage": {"prompt_tokens": 400, "completion_tokens": 5}}}
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed"}}], "usage": {"prompt_tokens": 400, "completion_tokens": 5}}},
+ {"reply": {"content": "Reviewed", "tool_calls": [{"name": "finish", "arguments": {"summary": "fixed"}}], "usage": {"prompt_tokens": 500, "completion_tokens": 5}}}
 ]
 EOF
-        python3 "$SRC/tests/model-server.py" --script "$WORK/script.json" --port "$PORT" --by-step \
+        # The last entry answers the review of the diff before finish counts.
+        python3 "$SRC/tests/model-server.py" --script "$WORK/script.json" --port "$PORT" --by-step --review-scripted \
                 > "$WORK/model.out" 2> "$WORK/model.err" &
         MODEL_PID=$!
         local i out
@@ -227,8 +229,8 @@ lines = [json.loads(l) for l in open(sys.argv[1])]
 r = [l for l in lines if l["type"] == "run"][0]
 s = [l for l in lines if l["type"] == "summary"][0]
 print("    run:", r)
-assert r["passed"] and r["steps"] == 2 and r["tokens"] == 945 and r["model"] == "scripted/scripted", r
-assert s["profile"] == "scripted" and s["tasks"] == 1 and s["passed"] == 1 and s["tokens_per_pass"] == 945, s
+assert r["passed"] and r["steps"] == 3 and r["tokens"] == 1450 and r["model"] == "scripted/scripted", r
+assert s["profile"] == "scripted" and s["tasks"] == 1 and s["passed"] == 1 and s["tokens_per_pass"] == 1450, s
 assert s["passed_without_person"] == 1, s
 PY
         report "$WORK/model.json" <<'PY' && ok "the summary is stamped with the profile's settings as the daemon has them, no key" || fail "no settings in the stamp"

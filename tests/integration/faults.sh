@@ -189,14 +189,15 @@ step_script() {
 JSON
 }
 
-# A task of step_script that ended well: steps 1-4 once each, 6 assistant
-# messages (plan, four steps, finish), every file whole.
+# A task of step_script that ended well: steps 1-4 once each, 7 assistant
+# messages (plan, four steps, finish, and finish again after the review of
+# the diff), every file whole.
 check_complete() {
         local id=$1 what=$2 s n
         s=$(steps "$id")
         n=$(assistant "$id")
-        if [ "$s" = "1 2 3 4 " ] && [ "$n" = 6 ] && files_whole "$id"; then
-                ok "$what: steps 1 2 3 4 once each, 6 assistant messages, files whole"
+        if [ "$s" = "1 2 3 4 " ] && [ "$n" = 7 ] && files_whole "$id"; then
+                ok "$what: steps 1 2 3 4 once each, 7 assistant messages, files whole"
         else
                 fail "$what: steps '$s', assistant messages '$n', files whole: $(files_whole "$id" 2>&1 && echo yes || echo no)"
                 echo "--- the task's journal"
@@ -567,8 +568,8 @@ PY
                 fail "the task: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
         local want_steps
         want_steps=$(seq -s ' ' 1 $((writes + 1)))' '
-        [ "$(steps "$id")" = "$want_steps" ] && [ "$(assistant "$id")" = $((writes + 3)) ] && files_whole "$id" &&
-                ok "steps 1-$((writes + 1)) once each, $((writes + 3)) assistant messages, files whole" ||
+        [ "$(steps "$id")" = "$want_steps" ] && [ "$(assistant "$id")" = $((writes + 4)) ] && files_whole "$id" &&
+                ok "steps 1-$((writes + 1)) once each, $((writes + 4)) assistant messages, files whole" ||
                 fail "steps '$(steps "$id")', assistant messages $(assistant "$id"), files whole: $(files_whole "$id" 2>&1 && echo yes || echo no)"
 }
 
@@ -646,7 +647,7 @@ PY
         hx "${CTL[@]}" list --all 2>&1 | awk '{print $2}' | sort | uniq -c | sed 's/^/    states:/'
         local bad=0 done_ok=0 want_steps want_msgs s n
         want_steps=$(seq -s ' ' 1 $((writes + 1)))' '
-        want_msgs=$((writes + 3))
+        want_msgs=$((writes + 4))   # the plan, the steps, finish, finish after the review of the diff
         for id in "${ids[@]}"; do
                 if ! wait_state "$id" "${KILL_WAIT:-240}" succeeded; then
                         fail "task $id: $(task_prop "$id" State): $(task_prop "$id" Reason), steps $(steps "$id")"

@@ -66,7 +66,7 @@ static void test_round_trip(void) {
         CHECK(u->spec.n_extra_limits == 1 && streq(u->spec.extra_limit_names[0], "IOWeight") &&
               u->spec.extra_limit_values[0] == 50, "limits of later releases survive");
         CHECK(u->created_usec == t->created_usec && streq(u->branch, "agentfab/0123456789ab"), "timestamps and branch survive");
-        CHECK(u->progress.step == 0 && !u->progress.checkpoint && u->progress.baseline_passed == -1,
+        CHECK(u->progress.step == 0 && !u->progress.checkpoint && u->progress.baseline_passed == -1 && !u->progress.diff_shown,
               "a new task has done nothing yet");
         CHECK(u->progress.resources.cpu_usec == 0 && u->progress.resources.tokens_in == 0 &&
               u->progress.resources.cost_micros == TASK_RESOURCE_UNKNOWN, "a new task has used nothing, at no known cost");
@@ -109,6 +109,7 @@ static void test_progress_round_trip(void) {
         p->messages = 23;
         p->conversation_size = 4567;
         p->checkpoint = strdup("0123456789abcdef0123456789abcdef01234567");
+        p->diff_shown = strdup("89abcdef0123456789abcdef0123456789abcdef");
         p->plan = strdup("1. read\n2. fix — carefully");
         p->tokens = 123456;
         p->commands = 9;
@@ -173,6 +174,7 @@ static void test_progress_round_trip(void) {
         CHECK(u->progress.step == 7 && u->progress.messages == 23 && u->progress.conversation_size == 4567,
               "step and conversation length survive");
         CHECK(streq_ptr(u->progress.checkpoint, p->checkpoint) && streq_ptr(u->progress.plan, p->plan), "checkpoint and plan survive");
+        CHECK(streq_ptr(u->progress.diff_shown, p->diff_shown), "the tip whose diff the model was shown survives");
         CHECK(u->progress.tokens == 123456 && u->progress.commands == 9 && u->progress.extra_steps == 50, "budget survives");
         CHECK(u->progress.test_failures == 2 && u->progress.test_signature == UINT64_MAX - 5 &&
               u->progress.baseline_passed == 40 && u->progress.baseline_done, "test history survives");

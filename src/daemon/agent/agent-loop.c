@@ -26,6 +26,7 @@
 #include "model-client.h"
 #include "model-profile.h"
 #include "review-stage.h"
+#include "secret-scan.h"
 #include "step-commit.h"
 #include "string-util.h"
 #include "task-branch.h"
@@ -253,12 +254,16 @@ void agent_end_step(AgentRun *run) {
         c->reference = t->spec.reference ? strdup(t->spec.reference) : NULL;
         c->requirement = task_requirement_version(t);
         c->changes = true;
+        c->review = run->finish;
+        c->review_seen = p->diff_shown ? strdup(p->diff_shown) : NULL;
+        c->review_max = (size_t) run->factory->config.output_keep_bytes;
         c->trace_start = trace_enabled() ? trace_now_usec() : 0;
         if (agent_leave_out(run, &c->leave_out) < 0)
                 return agent_fail(run, "Out of memory.");
         if (!c->task_id || !c->subject || ((run->body || p->kept_note) && !c->body) || !c->model ||
             (t->spec.test_command && !c->test_command) || (pw && !c->user_name) || (p->checkpoint && !c->before) ||
-            (p->environment_identity && !c->environment) || (t->spec.reference && !c->reference))
+            (p->environment_identity && !c->environment) || (t->spec.reference && !c->reference) ||
+            (p->diff_shown && !c->review_seen))
                 return agent_fail(run, "Out of memory.");
 
         r = step_commit_start(run, TAKE_PTR(c), agent_end_step_done);
@@ -267,6 +272,29 @@ void agent_end_step(AgentRun *run) {
 }
 
 static void agent_step_acked(AgentRun *run, StepCommit *c);
+
+/* The model's whole change, for it to review before its finish counts. */
+static int agent_show_diff(AgentRun *run, const char *diff) {
+        _cleanup_free_ char *text = NULL, *redacted = NULL;
+        json_object *m;
+
+        /* SECURITY: a secret in the change is only ever shown redacted,
+         * to the model too (secret-scan.h). */
+        redacted = secret_redact_text(NULL, diff);
+        if (!redacted)
+                return -ENOMEM;
+        if (asprintf(&text, "Before your work is delivered, review your whole change once. This is its diff against "
+                     "the base (what the task started from), as your branch holds it now:\n\n%s\n"
+                     "Read it as a reviewer would: does it do what the goal and the acceptance criteria ask, with "
+                     "nothing left over from debugging, no unrelated change, nothing missing? If it is right, call "
+                     "finish again: it is accepted as long as nothing changed since this review. If not, change what "
+                     "is wrong and call finish when done; a changed work is shown to you again.", redacted) < 0)
+                return -ENOMEM;
+        m = conversation_message_new("user", text);
+        if (!m)
+                return -ENOMEM;
+        return conversation_add(run, m);
+}
 
 static void agent_end_step_done(AgentRun *run, StepCommit *c) {
         _cleanup_(task_progress_ack_done) TaskProgressAck ack = {};
@@ -291,6 +319,25 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
          * use starts the count again. */
         ack.malformed = run->reply_malformed || (run->good_calls == 0 && run->bad_calls > 0) ? p->malformed + 1 :
                 run->good_calls > 0 ? 0 : p->malformed;
+
+        /* Before a finish is accepted the model reviews its whole change
+         * once: the diff is this step's last message, and the finish waits
+         * for the next step's. The tip it was shown is acknowledged with
+         * the step, so that a restart neither shows it again nor skips it;
+         * a finish on another tip shows that one. */
+        if (run->finish && c->review_result < 0)
+                log_warning_errno(c->review_result, "Task '%s': cannot read the diff for the model to review, "
+                                  "accepting its finish without: %m", t->id);
+        else if (run->finish && c->review_diff) {
+                log_info("Task '%s': finish of step %u waits for the model's review of its diff.", t->id, step);
+                if (agent_show_diff(run, c->review_diff) < 0)
+                        return agent_fail(run, "Out of memory.");
+                run->finish = false;
+                ack.set_diff_shown = true;
+                ack.diff_shown = strdup(c->review_tip);
+                if (!ack.diff_shown)
+                        return agent_fail(run, "Out of memory.");
+        }
 
         /* The messages of the step join the conversation file first, then
          * the state file acknowledges them, the commit and the step in one

@@ -293,7 +293,8 @@ static void on_tests_read(AgentRun *run, TestResult *r) {
         if (run->call_kind == TOOL_FINISH) {
                 if (run->tests_accepted) {
                         run->finish = true;
-                        if (asprintf(&text, "%s\nfinish accepted: %s. Your work is accepted and will be delivered.",
+                        if (asprintf(&text, "%s\nfinish accepted: %s. Your work is delivered once you have reviewed your whole "
+                                     "change as it is now: if you have not, its diff is shown to you next.",
                                      headline, why) < 0)
                                 return agent_fail(run, "Out of memory.");
                 } else if (asprintf(&text, "%s\nfinish refused: %s.\n\n%s\n[%s; %.1f s]", headline, why, r->text,

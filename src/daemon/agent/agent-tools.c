@@ -641,7 +641,9 @@ void agent_next_tool(AgentRun *run) {
                                 if (a.kind == TOOL_FINISH) {
                                         run->finish = true;
                                         agent_tool_result(run, id, "finish",
-                                                          "There is no test command; your work is accepted for a human's review.");
+                                                          "There is no test command; your work is accepted for a human's review, "
+                                                          "once you have reviewed your whole change as it is now: if "
+                                                          "you have not, its diff is shown to you next.");
                                 } else
                                         agent_tool_result(run, id, tool_kind_to_string(a.kind),
                                                           "This task has no test command.");

@@ -25,6 +25,8 @@ StepCommit *step_commit_free(StepCommit *c) {
         strv_free(c->trailers);
         strv_free(c->commands);
         free(c->before);
+        free(c->review_seen);
+        free(c->review_diff);
         ledger_free(c->ledger);
         free(c->error);
         file_changes_free(c->step_changes, c->n_step_changes);
@@ -150,6 +152,13 @@ static int step_commit_work(StepCommit *c) {
         /* Everything since the base, for the breakers' size rules. */
         if (c->changes)
                 c->all_result = ledger_changes(c->ledger, NULL, &c->all_changes, &c->n_all_changes);
+        /* A finish is shown its whole change once before it is accepted
+         * (agent-loop.c), and again whenever the tip moved since. */
+        if (c->review) {
+                c->review_result = ledger_head(c->ledger, c->review_tip);
+                if (c->review_result >= 0 && !streq_ptr(c->review_seen, c->review_tip))
+                        c->review_result = ledger_review_diff(c->ledger, c->review_max, &c->review_diff);
+        }
         /* What the delivery's summary and its journal entry say of the branch. */
         if (c->delivery) {
                 c->head_result = ledger_head(c->ledger, c->head);

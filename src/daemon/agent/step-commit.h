@@ -39,6 +39,12 @@ typedef struct StepCommit {
         bool delivery;             /* afterwards the head, the diffstat and the checkpoints */
         bool record;               /* ledger_record(): the evidence commit, same tree, not a step */
         bool no_commit;            /* nothing committed: only what delivery asks for */
+        /* A finish: the whole diff against the base for the model to
+         * review, unless the tip is review_seen (the tip it was shown last;
+         * NULL none), at most review_max bytes. */
+        bool review;
+        char *review_seen;
+        size_t review_max;
 
         /* Results, valid in done(). */
         Ledger *ledger;
@@ -57,6 +63,9 @@ typedef struct StepCommit {
         char *diffstat;
         json_object *checkpoints;
         char **left_out;           /* what the stages left out (ledger_take_left_out()) */
+        int review_result;         /* with review: of the tip's and the diff's reading */
+        char review_tip[41];
+        char *review_diff;         /* NULL: nothing to review (no change, or review_seen) */
         size_t n_left_out;
         /* AGENTFAB_TRACE=1: when the step's end began, and the phases the
          * worker thread traced (trace.h keeps them per thread). */

@@ -72,6 +72,7 @@ void task_progress_ack_done(TaskProgressAck *a) {
         free(a->head);
         free(a->summary);
         free(a->plan);
+        free(a->diff_shown);
         *a = (TaskProgressAck) {};
 }
 
@@ -103,6 +104,8 @@ static void task_progress_ack_swap(TaskProgress *p, TaskProgressAck *a) {
                 SWAP(p->verified, a->verified);
         if (a->set_reviewed)
                 SWAP(p->reviewed, a->reviewed);
+        if (a->set_diff_shown)
+                SWAP(p->diff_shown, a->diff_shown);
 #undef SWAP
 }
 

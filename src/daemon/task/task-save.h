@@ -40,6 +40,8 @@ typedef struct TaskProgressAck {
         bool verified;
         bool set_reviewed;         /* the review stage passed */
         bool reviewed;
+        bool set_diff_shown;       /* the model was shown the diff of this tip, to review */
+        char *diff_shown;
 } TaskProgressAck;
 
 void task_progress_ack_done(TaskProgressAck *a);

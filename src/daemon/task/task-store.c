@@ -48,6 +48,7 @@ static json_object *progress_to_json(const TaskProgress *p) {
             json_object_object_add(j, "reviewed", json_object_new_boolean(p->reviewed)) < 0 ||
             json_add_uint64(j, "review_rounds", p->review_rounds) < 0 ||
             json_add_string(j, "summary", p->summary) < 0 ||
+            json_add_string(j, "diff_shown", p->diff_shown) < 0 ||
             json_object_object_add(j, "pushed", json_object_new_boolean(p->pushed)) < 0 ||
             json_add_string(j, "pull_request", p->pull_request) < 0 ||
             json_add_string(j, "environment_identity", p->environment_identity) < 0 ||
@@ -232,10 +233,12 @@ static int progress_from_json(TaskProgress *p, json_object *j) {
             (r = progress_string(j, "breaker", 64, &p->breaker)) < 0 ||
             (r = progress_string(j, "breaker_commit", 40, &p->breaker_commit)) < 0 ||
             (r = progress_string(j, "summary", 65536, &p->summary)) < 0 ||
+            (r = progress_string(j, "diff_shown", 40, &p->diff_shown)) < 0 ||
             (r = progress_string(j, "pull_request", FORGE_URL_MAX, &p->pull_request)) < 0 ||
             (r = progress_string(j, "environment_identity", 1024, &p->environment_identity)) < 0)
                 return r;
-        if (!commit_id_is_valid(p->checkpoint) || !commit_id_is_valid(p->head) || !commit_id_is_valid(p->breaker_commit))
+        if (!commit_id_is_valid(p->checkpoint) || !commit_id_is_valid(p->head) || !commit_id_is_valid(p->breaker_commit) ||
+            !commit_id_is_valid(p->diff_shown))
                 return -EBADMSG;
 
         /* SECURITY: what the proxy will let the task reach: only entries of

@@ -62,6 +62,7 @@ void task_progress_done(TaskProgress *p) {
         free(p->breaker);
         free(p->breaker_commit);
         free(p->summary);
+        free(p->diff_shown);
         free(p->pull_request);
         free(p->environment_identity);
         strv_free(p->allowed_hosts);

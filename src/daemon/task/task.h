@@ -70,6 +70,10 @@ typedef struct TaskProgress {
         bool reviewed;             /* the review stage passed, or a person approved what it found */
         unsigned review_rounds;    /* the reviewer model's requests for changes so far */
         char *summary;             /* the model's own summary at finish */
+        /* The tip whose whole diff against the base the model was shown at
+         * a finish, to review it: a finish is accepted once it is the tip
+         * (agent-loop.c). NULL: none shown yet. */
+        char *diff_shown;
         bool pushed;               /* delivery pushed the branch to spec.push_url */
         char *environment_identity; /* "NAME (os-release; digest)": where the branch was built */
         char *pull_request;        /* the forge's URL of the pull request delivery opened */
