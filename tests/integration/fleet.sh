@@ -16,7 +16,9 @@
 # task names the host and the epoch of its claim; tasks in an environment
 # only host-b has go to host-b; the database stopped
 # while a task is at work: its host pauses it (its sandbox frozen) within
-# 2/3 LeaseSec, and, the database back, resumes it to success.
+# 2/3 LeaseSec, and, the database back, resumes it to success; a host
+# restarted mid-task confirms in the database that it holds the task, then
+# finishes it.
 set -u
 
 BUILDDIR=$(realpath "${1:?usage: fleet.sh BUILDDIR}")
@@ -261,6 +263,50 @@ else
                 fail "after the database came back: $(fleet_state "$fid"), on $fhost $(task_prop_on "$fhost" "$fid" State): $(task_prop_on "$fhost" "$fid" Reason)"
         run_on=(hx); [ "$fhost" = host-b ] && run_on=(hx_on host-b)
         steps=$("${run_on[@]}" git --git-dir="/var/lib/agentfab/tasks/$fid/ledger.git" log --format=%s "agentfab/$fid" | grep -c '^Fix add$')
+        [ "$steps" = 1 ] && ok "its step is once on the branch" || fail "'Fix add' $steps times on the branch"
+fi
+
+echo "=== a restarted host checks in the database that it holds its task before it goes on"
+touch "$WORK/hold"
+: > "$WORK/requests.jsonl"
+rid=$(hx_as alice "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add (restarted)" --test "python3 -m unittest -v" 2>&1) ||
+        fail "submit: $rid"
+rhost=
+for _ in $(seq 240); do
+        rhost=$(pg_psql -tA -c "SELECT host FROM agentfab.tasks WHERE id = '$rid' AND state = 'running'")
+        [ -n "$rhost" ] && [ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 2 ] && break
+        sleep 0.25
+done
+if [ -z "$rhost" ]; then
+        fail "the task was not at work: $(fleet_state "$rid")"
+else
+        run_on=(hx); [ "$rhost" = host-b ] && run_on=(hx_on host-b)
+        "${run_on[@]}" systemctl restart agentfab.service
+        rm -f "$WORK/hold"
+        for _ in $(seq 240); do
+                [ "$(fleet_state "$rid")" = "succeeded $rhost" ] && break
+                sleep 0.25
+        done
+        # The new daemon's own entries: its check in the database comes
+        # before any work on the task (a sandbox made, a model call, a
+        # command, a file changed, a step).
+        inv=$("${run_on[@]}" systemctl show -p InvocationID --value agentfab.service)
+        order=$("${run_on[@]}" journalctl -q --no-pager -o json "_SYSTEMD_INVOCATION_ID=$inv" | python3 -c '
+import json, sys
+rid = sys.argv[1]
+held = work = None
+for l in sys.stdin:
+    e = json.loads(l)
+    t = int(e["__REALTIME_TIMESTAMP"])
+    if held is None and "holds its lease in the fleet: working (1 tasks held)" in str(e.get("MESSAGE")):
+        held = t
+    if work is None and e.get("AGENTFAB_TASK") == rid and e.get("AGENTFAB_EVENT") in ("sandbox", "model-call", "command", "file-change", "step"):
+        work = (t, e["AGENTFAB_EVENT"])
+print("ok" if held and work and held < work[0] else "held %s, first work %s" % (held, work))' "$rid")
+        [ "$order" = ok ] && [ "$(fleet_state "$rid")" = "succeeded $rhost" ] &&
+                ok "restarted mid-task, $rhost confirmed in the database that it holds the task before working on it, and finished it" ||
+                fail "after the restart: $(fleet_state "$rid"); $order"
+        steps=$("${run_on[@]}" git --git-dir="/var/lib/agentfab/tasks/$rid/ledger.git" log --format=%s "agentfab/$rid" | grep -c '^Fix add$')
         [ "$steps" = 1 ] && ok "its step is once on the branch" || fail "'Fix add' $steps times on the branch"
 fi
 
