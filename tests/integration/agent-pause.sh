@@ -155,6 +155,15 @@ t_pause_restart() {
                 fail "FreezerState $(task_prop "$id" FreezerState)"
         scope_active "$id" && ok "the sandbox's scope outlived the daemon" || fail "scope gone"
         frozen_cpu_check "$id" "after the restart"
+        # What the sandbox used before the pause is banked with the pause,
+        # in the state file the restarted daemon read.
+        local frozen used
+        frozen=$(scope_cpu_usec "$id")
+        used=$(hx_as alice "${CTL[@]}" --json status "$id" 2>/dev/null |
+                python3 -c 'import json, sys; print(json.load(sys.stdin)["resources"]["cpu_usec"] or 0)')
+        [ "${used:-0}" -ge $((frozen - 1000)) ] && [ "$frozen" -ge 200000 ] &&
+                ok "after the restart, its CPU time has the spin before the pause: $used us (the frozen scope: $frozen us)" ||
+                fail "after the restart, CPU time $used us, the frozen scope had $frozen us"
         hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 && ok "resume after the restart" || fail "resume"
         if wait_state "$id" succeeded; then ok "the task finished after the restart and resume"; else
                 fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi

@@ -242,6 +242,10 @@ int task_pause(Task *t, sd_bus_error *error) {
                 }
                 agent_count_clock(run);
                 run->clock_usec = 0;
+                /* What the sandbox used up to the freeze, in the state file
+                 * the pause writes: a restart takes the frozen sandbox up
+                 * again and counts from then. */
+                agent_resources_sample(run);
         }
         t->progress.paused_from = t->state;
         return 0;
