@@ -167,6 +167,11 @@ t_pause_restart() {
         hx_as alice "${CTL[@]}" resume "$id" >/dev/null 2>&1 && ok "resume after the restart" || fail "resume"
         if wait_state "$id" succeeded; then ok "the task finished after the restart and resume"; else
                 fail "after resume: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        local final
+        final=$(hx_as alice "${CTL[@]}" --json status "$id" 2>/dev/null |
+                python3 -c 'import json, sys; print(json.load(sys.stdin)["resources"]["cpu_usec"] or 0)')
+        [ "${final:-0}" -gt "${used:-0}" ] && ok "and the spin after it adds to that: $final us" ||
+                fail "final CPU time $final us, $used us before the resume"
 }
 
 t_pause_at_start() {
