@@ -14,8 +14,9 @@
  * each reading adds only what is new. A sandbox the run took up (thawed
  * after an approval, or left by a daemon that restarted) counts from the
  * run's first reading: what it did before was counted by the run that made
- * it, or, for the commands of a step no state file acknowledged, is lost
- * with that step. */
+ * it (which reads it when it stops, and a pause, before its state is
+ * written), or, for the commands of a step no state file acknowledged, is
+ * lost with that step. */
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
 
