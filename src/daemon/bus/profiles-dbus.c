@@ -4,6 +4,7 @@
 
 #include "bus-server.h"
 #include "manager.h"
+#include "micros.h"
 #include "model-profile.h"
 #include "profiles-dbus.h"
 #include "string-util.h"
@@ -40,6 +41,16 @@ static int append_profile(sd_bus_message *reply, const ModelProfile *p) {
         /* Not sent to the server when unset: not shown either. */
         if (p->temperature >= 0) {
                 r = sd_bus_message_append(reply, "{sv}", "Temperature", "d", p->temperature);
+                if (r < 0)
+                        return r;
+        }
+        /* As agentfab.conf(5) takes them: decimal, in the currency. */
+        if (model_profile_has_prices(p)) {
+                char in[32], out[32];
+                r = sd_bus_message_append(reply, "{sv}{sv}{sv}",
+                                          "PriceInputPerMTok", "s", format_micros(in, p->price_input_micros),
+                                          "PriceOutputPerMTok", "s", format_micros(out, p->price_output_micros),
+                                          "Currency", "s", p->currency);
                 if (r < 0)
                         return r;
         }
