@@ -189,3 +189,38 @@ for u in json.load(sys.stdin):
         hx rm -f /etc/agentfab/agentfab.conf.d/60-quota.conf /etc/systemd/system/agentfab.service.d/60-clock.conf
         hx bash -c 'systemctl daemon-reload && systemctl restart agentfab.service'
 }
+
+t_budget_cost() {
+        echo "=== a task past max_cost= (a profile with prices): the budget breaker names the cost; approve --limit=max_cost="
+        local id reason out rc
+        # The plan costs 100000 tokens in at 2/MTok and 10000 out at 10/MTok: 0.30.
+        cat > "$WORK/budget-cost.json" <<'EOF'
+[
+ {"reply": {"content": "Plan: fix add().", "usage": {"prompt_tokens": 100000, "completion_tokens": 10000}}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds"}}]}}
+]
+EOF
+        model "$WORK/budget-cost.json" --by-step || { fail "model server"; return; }
+        make_repo budgetcost
+        id=$(submit budgetcost --model priced --limit max_cost=0.25) || { fail "submit: $id"; return; }
+        hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id" org.agentfab.Task1 Limits |
+                grep -q '"max_cost" 250000' && ok "max_cost=0.25 is 250000 millionths on the bus" ||
+                fail "Limits: $(hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$id" org.agentfab.Task1 Limits)"
+        if wait_state "$id" awaiting-approval; then ok "stopped"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        [ "$(task_prop "$id" Breaker)" = budget ] && ok "Breaker is budget" || fail "breaker $(task_prop "$id" Breaker)"
+        reason=$(task_prop "$id" Reason)
+        echo "    Reason: $reason"
+        [[ $reason == *"cost 0.30"*" of max_cost=0.25"* ]] && ok "Reason names the cost and its figures" || fail "reason: $reason"
+        [ "$(task_prop "$id" Step)" = 0 ] && ok "before any step" || fail "step $(task_prop "$id" Step)"
+        rc=0; out=$(hx "${CTL[@]}" approve "$id" --limit=max_cost=0.2 2>&1) || rc=$?
+        [ "$rc" != 0 ] && [[ $out == *"max_cost=0.20 is not above what the task has used (cost 0.30"* ]] &&
+                ok "max_cost below the cost is refused: $out" || fail "max_cost=0.2: $rc $out"
+        hx "${CTL[@]}" approve "$id" --limit=max_cost=1 >/dev/null 2>&1 && ok "approved with --limit=max_cost=1" ||
+                { fail "approve: $(hx "${CTL[@]}" approve "$id" --limit=max_cost=1 2>&1)"; return; }
+        if wait_state "$id" succeeded; then ok "the task went on and succeeded"; else
+                fail "after approval: $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        ledger_log "$id" | grep -q "Agentfab-Approved: step 0, breaker budget, limits max_cost=1.00, by root (uid 0)" &&
+                ok "the tip lists the approval with max_cost as an amount" || fail "tip: $(ledger_log "$id" | grep Agentfab-Approved)"
+}

@@ -1114,7 +1114,7 @@ main() {
         # ONLY="t_a t_b" runs just those scenarios.
         local t
         for t in t_fix_and_deliver t_step_trailers t_reset_to t_replay t_breaker_and_approval t_protected_reject t_budget t_faults t_context_budget t_huge_output t_environments t_api_key t_https_repo t_ssh_repo t_push_pr t_kill9_resume t_tree_kinds t_evidence t_amend t_journal_seal \
-                 t_budget_cpu t_budget_quota t_pause_spin t_pause_restart t_pause_at_start t_cancel_delivery t_pause_cancel t_pause_approval t_pause_release t_malformed_count t_fail_many \
+                 t_budget_cpu t_budget_quota t_budget_cost t_pause_spin t_pause_restart t_pause_at_start t_cancel_delivery t_pause_cancel t_pause_approval t_pause_release t_malformed_count t_fail_many \
                  t_review_secret t_review_checker t_review_vulnerable t_review_coverage t_review_model \
                  t_context_refused t_context_truncated t_context_hopeless t_context_restart \
                  t_edit_drift t_patch_two_files t_syntax_python t_syntax_checker_sandboxed t_finish_review \

@@ -144,6 +144,8 @@ static void test_raise(void) {
         CHECK_ERRNO(task_budget_raise_check(TASK_LIMIT_MAX_STEPS, 7, 7, NULL, &why), -ERANGE, "equal to what is used");
         why = mfree_ptr(why);
         CHECK_INT_EQ(task_budget_raise_check(TASK_LIMIT_MAX_COST, 600000, 520000, "USD", &why), 0, "cost above");
+        CHECK_ERRNO(task_budget_raise_check(TASK_LIMIT_MAX_COST, 500000, 520000, "USD", &why), -ERANGE, "cost below");
+        CHECK_STR_EQ(why, "max_cost=0.50 is not above what the task has used (cost 0.52 USD)", "max_cost as an amount");
 }
 
 /* The daily quotas' arithmetic: days are UTC days since the epoch, an

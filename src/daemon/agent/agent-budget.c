@@ -309,9 +309,12 @@ int agent_limits_check(Task *t, char **names, const uint64_t *values, sd_bus_err
 int agent_limits_format(char **names, const uint64_t *values, char **ret) {
         _cleanup_(buf_done) Buf b = {};
 
-        for (size_t i = 0; names && names[i]; i++)
-                if (buf_printf(&b, "%s%s=%llu", b.s ? ", " : "", names[i], (unsigned long long) values[i]) < 0)
+        for (size_t i = 0; names && names[i]; i++) {
+                char v[32];
+                if (buf_printf(&b, "%s%s=%s", b.s ? ", " : "", names[i],
+                               task_limit_format_value(v, task_limit_from_string(names[i]), values[i])) < 0)
                         return -ENOMEM;
+        }
         *ret = TAKE_PTR(b.s);
         return 0;
 }

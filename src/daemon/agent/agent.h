@@ -53,7 +53,7 @@ int agent_decide(Task *t, bool approve, const char *comment, uid_t uid, const ch
  * above what the task has used. 0, or an error set (InvalidArgs). Nothing
  * is changed: the polkit check comes after it. */
 int agent_limits_check(Task *t, char **names, const uint64_t *values, sd_bus_error *error);
-/* "max_cpu_sec=600, max_cost=500000", for the journal and the approvals list. */
+/* "max_cpu_sec=600, max_cost=0.50", for the journal and the approvals list. */
 int agent_limits_format(char **names, const uint64_t *values, char **ret);
 /* Sets them as the task's limits (no extension on top) and journals it. */
 void agent_limits_apply(Task *t, char **names, const uint64_t *values, uid_t uid);

@@ -146,16 +146,22 @@ TaskLimit task_budget_exceeded(const TaskSpec *spec, const Config *c, const Task
         return _TASK_LIMIT_INVALID;
 }
 
+const char *task_limit_format_value(char buf[static 32], TaskLimit l, uint64_t value) {
+        if (l == TASK_LIMIT_MAX_COST)
+                return format_micros(buf, value);
+        snprintf(buf, 32, "%llu", (unsigned long long) value);
+        return buf;
+}
+
 int task_budget_raise_check(TaskLimit l, uint64_t value, uint64_t used, const char *currency, char **ret_error) {
-        char u[48];
+        char u[48], v[32];
 
         *ret_error = NULL;
         if (task_limit_to_counter(l, value) > used)
                 return 0;
         format_used(u, l, used, currency);
-        if (asprintf(ret_error, "%s=%llu is not above what the task has used (%s)%s", task_limit_to_string(l),
-                     (unsigned long long) value, u,
-                     l == TASK_LIMIT_MAX_COST ? "; max_cost is in millionths of the currency on the bus" : "") < 0) {
+        if (asprintf(ret_error, "%s=%s is not above what the task has used (%s)", task_limit_to_string(l),
+                     task_limit_format_value(v, l, value), u) < 0) {
                 *ret_error = NULL;
                 return -ENOMEM;
         }

@@ -41,6 +41,10 @@ TaskLimit task_budget_exceeded(const TaskSpec *spec, const Config *c, const Task
  * in the counter's unit (µs for the seconds). */
 uint64_t task_limit_to_counter(TaskLimit l, uint64_t value);
 
+/* value (as the limits hold it) as a person gives it: max_cost as an
+ * amount ("0.50"), the others as the number. */
+const char *task_limit_format_value(char buf[static 32], TaskLimit l, uint64_t value);
+
 /* Whether value (as the limits hold it) may become the limit l of a task
  * that used used (in the counter's unit): only above what is used, or the
  * task would stop again at once. 0, or -ERANGE with the reason in
