@@ -326,7 +326,8 @@ t_journald_stopped() {
                 fail "without journald: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
         hx systemctl is-active agentfab.service >/dev/null && ok "the daemon is up" || fail "the daemon is down"
         n=$(hx grep -c '"type":"step"' "$T/$id/events.jsonl")
-        [ "$n" = 5 ] && ok "the task's own history has its 5 steps" || fail "events.jsonl steps: $n"
+        # The plan's four steps, finish, and finish again after the review of the diff.
+        [ "$n" = 6 ] && ok "the task's own history has its 6 steps" || fail "events.jsonl steps: $n"
         hx systemctl start systemd-journald.socket systemd-journald-dev-log.socket systemd-journald.service
         hx systemctl is-active systemd-journald.service >/dev/null && ok "journald started again" || fail "journald not back"
         # The next entry tells how many could not be recorded.
