@@ -137,7 +137,8 @@ ONLY="${FAULTS_ONLY:-t_polkit_stopped t_journald_stopped t_sandbox_killed t_sigk
 run_counted "crash consistency" bash tests/crash/run.sh build --short
 run_counted "tasks with a network" bash tests/integration/network.sh build
 run_counted "daemon under load" bash tests/integration/daemon-load.sh build
-# A client that never reads: the daemon's memory bounded, others answered (about 1.5 minutes).
+# Clients that never read: the daemon's memory bounded, others answered (about 3.5 minutes,
+# a minute of it a task's output that a stream socket viewer does not read).
 run_counted "clients that do not read" bash tests/integration/slow-clients.sh build
 [ -d build-asan ] && run_counted "integration tests (ASan/UBSan)" bash tests/integration/run.sh build-asan
 [ -d build-asan ] && run_counted "launcher (ASan/UBSan)" bash tests/integration/launcher.sh build-asan

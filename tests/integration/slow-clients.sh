@@ -3,7 +3,13 @@
 #
 # Clients that ask and never read, in the real harness (real systemd,
 # dbus-daemon, journald; the scripted instant model):
-# the bus: COUNT queued tasks; SLOW clients, each on its own bus
+#   1. the stream socket: a viewer follows a task's output and never reads
+#      while the task prints for OUTPUT_SEC seconds (a follower is sent at
+#      most 16 KiB every 50 ms, some 200 KiB a second here: some 40 s fill
+#      its 8 MiB); it is dropped with a journal entry (client-dropped,
+#      transport stream), the task goes on to success, the daemon's memory
+#      grows by less than 8 MiB plus BOUND_SLACK_MB;
+#   2. the bus: COUNT queued tasks; SLOW clients, each on its own bus
 #      connection made by hand (tests/integration/slow-client.py: no D-Bus
 #      library, which would read), send ListTasks() calls, BATCH every
 #      50 ms for HOLD seconds, and never read a byte, while a probe times
@@ -20,6 +26,7 @@
 #                     reach (MaxQueuedBytesPerClient=MaxQueuedBytes=64G):
 #                     what the daemon and the bus do without them, printed,
 #                     not judged
+#   PHASES="stream bus" (the default): one of them only
 #   DEBUG=1 ...       the daemon's and dbus-daemon's syscall every 0.5 s
 #                     during the bus phase, and the daemon's journal after
 #
@@ -41,6 +48,7 @@ SLOW=${SLOW:-2}
 CALLS=${CALLS:-100000}
 HOLD=${HOLD:-20}
 BATCH=${BATCH:-16}
+OUTPUT_SEC=${OUTPUT_SEC:-60}
 BOUND_SLACK_MB=${BOUND_SLACK_MB:-16}
 LATENCY_MAX_MS=${LATENCY_MAX_MS:-250}
 LATENCY_P50_MS=${LATENCY_P50_MS:-50}
@@ -51,8 +59,12 @@ DROPPED_ID=317925ab807e44f288194cff0654f4c9
 figure() { echo "figure: $*"; }
 
 WORK=$(mktemp -d /tmp/agentfab-slow.XXXXXX)
+MODEL_PID=
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cleanup() { rm -rf "$WORK"; }
+cleanup() {
+        [ -n "$MODEL_PID" ] && kill "$MODEL_PID" 2>/dev/null && wait "$MODEL_PID" 2>/dev/null
+        rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 harness_prepare_root() {
@@ -68,7 +80,7 @@ harness_prepare_root() {
         cat > "$R/etc/agentfab/agentfab.conf.d/50-test.conf" <<EOF
 [Daemon]
 IdleTimeoutSec=600
-MaxActiveTasks=0
+MaxActiveTasks=4
 MaxTasks=100000
 MaxTasksPerUser=100000
 
@@ -91,7 +103,18 @@ EOF
 }
 
 CTL=(agentfabctl --no-ask-password)
-# Every task is held queued (MaxActiveTasks=0): no model is asked.
+task_prop() { hx busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$1" org.agentfab.Task1 "$2" 2>/dev/null | sed 's/^[a-z] "\{0,1\}\(.*\)"\{0,1\}$/\1/; s/"$//'; }
+wait_state() {
+        local id=$1 secs=$2 s i; shift 2
+        for i in $(seq $((secs * 4))); do
+                s=$(task_prop "$id" State)
+                for want in "$@"; do [ "$s" = "$want" ] && return 0; done
+                case $s in succeeded|failed|cancelled) [[ " $* " == *" $s "* ]] || return 1 ;; esac
+                sleep 0.25
+        done
+        return 1
+}
+
 # The daemon's pid as the host sees it (its /proc/PID/status is read from
 # here: no process started inside for each sample).
 daemon_pid() { pgrep --ns "$HARNESS_PID" --nslist pid -x agentfabd | head -1; }
@@ -114,7 +137,51 @@ dropped_entries() { # TRANSPORT: the journal's client-dropped entries of that tr
         hx journalctl -q --no-pager -o json "MESSAGE_ID=$DROPPED_ID" "AGENTFAB_TRANSPORT=$1" 2>/dev/null
 }
 
-# ----------------------------------------------------------------
+# ---------------------------------------------------------------- 1.
+phase_stream() {
+        echo "=== the stream socket: a viewer that never reads while a task prints for $OUTPUT_SEC s"
+        cat > "$WORK/print.json" <<EOF
+[{"reply": {"content": "plan"}},
+ {"delay": 2.0, "reply": {"content": "print", "tool_calls": [{"name": "run_command", "arguments": {"command": "i=0; while [ \$i -lt $((OUTPUT_SEC * 15)) ]; do yes 'a line of output that a viewer is sent' | head -c 1M; sleep 0.05; i=\$((i + 1)); done"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "printed"}}]}}]
+EOF
+        python3 "$SRC/tests/model-server.py" --script "$WORK/print.json" --port "$PORT" --by-step \
+                > "$WORK/model.out" 2>&1 &
+        MODEL_PID=$!
+        local i
+        for i in $(seq 100); do [ -s "$WORK/model.out" ] && break; sleep 0.05; done
+        local id pid rss0 hwm0 peak
+        id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/proj --goal "print" --test true 2>&1) ||
+                { fail "submit: $id"; return; }
+        pid=$(daemon_pid)
+        rss0=$(status_kib "$pid" VmRSS)
+        hwm0=$(status_kib "$pid" VmHWM)
+        # Following before the command runs (the model's reply waits 2 s).
+        hx_as alice timeout 120 slow-client stream --task="$id" --hold=100 > "$WORK/viewer.out" 2>&1 &
+        local viewer=$!
+        if wait_state "$id" 180 succeeded; then ok "the task printed for $OUTPUT_SEC s and succeeded"; else
+                fail "task: $(task_prop "$id" State): $(task_prop "$id" Reason)"; fi
+        peak=$(status_kib "$pid" VmHWM)
+        figure "stream: agentfabd VmRSS $(mib "$rss0") MiB before, VmHWM $(mib "$hwm0") -> $(mib "$peak") MiB while a viewer that never reads followed $OUTPUT_SEC s of output"
+        # The per-viewer buffer (8 MiB) and what a step's output costs the daemon anyway.
+        [ $(( peak - hwm0 )) -lt $(( (8 + BOUND_SLACK_MB) * 1024 )) ] &&
+                ok "the daemon's peak grew by $(mib $((peak - hwm0))) MiB, under 8 MiB + $BOUND_SLACK_MB MiB" ||
+                fail "the daemon's peak grew by $(mib $((peak - hwm0))) MiB"
+        local e
+        e=$(dropped_entries stream | head -1)
+        if [ -n "$e" ]; then
+                ok "the viewer was dropped with a journal entry: $(echo "$e" | python3 -c 'import json, sys; print(json.load(sys.stdin)["MESSAGE"])')"
+                echo "$e" | python3 -c 'import json, sys; e = json.load(sys.stdin); sys.exit(not (e["AGENTFAB_EVENT"] == "client-dropped" and int(e["AGENTFAB_QUEUED_BYTES"]) > int(e["AGENTFAB_LIMIT_BYTES"])))' &&
+                        ok "the entry has AGENTFAB_EVENT=client-dropped and the queued bytes past the bound" || fail "entry: $e"
+        else
+                fail "no client-dropped entry for the stream"
+        fi
+        kill "$viewer" 2>/dev/null; wait "$viewer" 2>/dev/null
+        sed 's/^/  viewer: /' "$WORK/viewer.out"
+        kill "$MODEL_PID" 2>/dev/null; wait "$MODEL_PID" 2>/dev/null; MODEL_PID=
+}
+
+# ---------------------------------------------------------------- 2.
 # bus_round NAME: SLOW clients that never read, the probe, the figures.
 bus_round() {
         local name=$1 pid rss0 hwm0 hwm1 peak i probe
@@ -159,6 +226,9 @@ bus_round() {
 
 phase_bus() {
         echo "=== the bus: $SLOW clients that never read, $COUNT tasks"
+        # Every further task held queued (no model asked): a restart reads the setting.
+        hx sh -c 'printf "[Daemon]\nMaxActiveTasks=0\n" > /etc/agentfab/agentfab.conf.d/60-queued.conf'
+        hx systemctl restart agentfab.service
         local t0 t1
         t0=$(date +%s.%N)
         hx_as alice agentfab-load submit --count="$COUNT" --repo=/home/alice/proj > "$WORK/submit.out" 2>&1 ||
@@ -230,7 +300,9 @@ hx systemctl start agentfab-launcher.socket >/dev/null 2>&1
 hx_as alice bash -c 'cd ~ && git init -q -b main proj && cd proj && echo hello > README && git add README &&
         git -c user.name=a -c user.email=a@a commit -q -m init && chmod -R a+rX ~'
 
-phase_bus
+for p in ${PHASES:-stream bus}; do
+        "phase_$p"
+done
 ! hx journalctl -q -u agentfab.service --no-pager | grep -q 'code=dumped\|status=6/ABRT\|status=11/SEGV' &&
         ok "agentfabd never crashed" || fail "agentfabd crashed"
 if [ "$FAILED" != 0 ]; then
