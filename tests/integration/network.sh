@@ -257,6 +257,28 @@ json.dump(steps, open(sys.argv[1], "w"))
 PY
 }
 
+# A task whose commands move more than max_network_bytes= through the proxy
+# stops at the budget breaker, which names the bytes. Its cache is emptied
+# after, so that the next scenario installs from the registry again.
+t_budget_network() {
+        echo "=== max_network_bytes=2000: pip through the proxy past it stops the task at the budget breaker"
+        pip_script "$WORK/pip-budget.json" 1
+        model "$WORK/pip-budget.json" || { fail "model server"; return; }
+        make_repo pipbudget
+        local id reason
+        id=$(hx_as alice "${CTL[@]}" submit --repo /home/alice/pipbudget --goal "install demo-pkg" --environment=net \
+                --limit max_network_bytes=2000 2>&1) || { fail "submit: $id"; return; }
+        if wait_state "$id" awaiting-approval; then ok "stopped"; else
+                fail "state $(task_prop "$id" State): $(task_prop "$id" Reason)"; return; fi
+        [ "$(task_prop "$id" Breaker)" = budget ] && ok "Breaker is budget" || fail "breaker $(task_prop "$id" Breaker)"
+        reason=$(task_prop "$id" Reason)
+        echo "    Reason: $reason"
+        [[ $reason == "budget exhausted: network "*" of max_network_bytes=2000; approve with --limit=max_network_bytes=N to raise it" ]] &&
+                ok "Reason names the network bytes and the limit" || fail "reason: $reason"
+        hx "${CTL[@]}" cancel "$id" >/dev/null 2>&1 && wait_state "$id" cancelled && ok "cancelled" || fail "cancel"
+        hx_as alice "${CTL[@]}" cache clear net >/dev/null 2>&1 || fail "cache clear: $(hx_as alice "${CTL[@]}" cache clear net 2>&1)"
+}
+
 t_allowlist() {
         echo "=== allowlist: pip through the egress proxy to a registry allowed by address, then from /cache alone"
         pip_script "$WORK/pip.json" 1
@@ -602,7 +624,7 @@ main() {
         echo "harness: systemd booted in ${HARNESS_BOOT_MS} ms; registry on $REG:$REG_PORT"
 
         local t
-        for t in t_allowlist t_breaker_allow_host t_npm_allowlist t_npm_breaker_allow_host t_audited_refusals \
+        for t in t_budget_network t_allowlist t_breaker_allow_host t_npm_allowlist t_npm_breaker_allow_host t_audited_refusals \
                  t_proxy_restart t_no_proxy; do
                 if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
                 "$t"
