@@ -31,7 +31,7 @@ void config_init(Config *c) {
                 .max_tasks = 4096,
                 .max_tasks_per_user = 16,
                 .max_stream_clients = 64,
-                .max_queued_bytes_per_client = 1024 * 1024,
+                .max_queued_bytes_per_client = 4 * 1024 * 1024,
                 .max_queued_bytes = 16 * 1024 * 1024,
                 .max_active_tasks = 4,
                 .max_cost_per_user_per_day = UINT64_MAX,
