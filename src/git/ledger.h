@@ -367,3 +367,8 @@ int ledger_create_from_bundle(int task_dir_fd, int bundle_fd, const char *branch
  * password of user "x-access-token" for https remotes. The superproject's
  * branch only, as for bundles: submodule commits are not pushed. */
 int ledger_push(Ledger *l, const char *url, const char *credential_token, char **ret_error);
+
+/* Names commit ref here (under refs/agentfab/) and pushes it there,
+ * forced, to url: a checkpoint published for the hosts of a fleet
+ * (ledger-publish.c). */
+int ledger_publish(Ledger *l, const char *url, const char *commit, const char *ref, char **ret_error);
