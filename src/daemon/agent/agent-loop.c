@@ -84,6 +84,7 @@ static AgentRun *agent_run_free(AgentRun *run) {
         step_commit_free(run->saving);
         free(run->next_reason);
         step_commit_free(run->held);
+        step_commit_free(run->publishing);
         review_stage_job_free(run->held_review);
         sd_event_source_disable_unref(run->defer);
         sd_event_source_disable_unref(run->dispose);
@@ -273,6 +274,12 @@ void agent_end_step(AgentRun *run) {
 
 static void agent_step_acked(AgentRun *run, StepCommit *c);
 
+/* The state file holds the step. On a host of a fleet it counts once the
+ * fleet's database holds it too (agent.h, agent_set_publisher()). */
+static void agent_step_saved(AgentRun *run, StepCommit *c) {
+        agent_publish_step(run, c, agent_step_acked);
+}
+
 /* The model's whole change, for it to review before its finish counts. */
 static int agent_show_diff(AgentRun *run, const char *diff) {
         _cleanup_free_ char *text = NULL, *redacted = NULL;
@@ -361,7 +368,7 @@ static void agent_end_step_done(AgentRun *run, StepCommit *c) {
                         return agent_fail(run, "Out of memory.");
         }
 
-        agent_save_progress_then(run, &ack, TAKE_PTR(lines), lines_size, c, agent_step_acked);
+        agent_save_progress_then(run, &ack, TAKE_PTR(lines), lines_size, c, agent_step_saved);
 }
 
 /* The model hears what its step's commit left out, so that nothing is

@@ -78,6 +78,13 @@ struct AgentRun {
         StepCommit *saving;
         void (*saving_done)(AgentRun *run, StepCommit *c);
         uint64_t save_start_usec;  /* AGENTFAB_TRACE=1: when that write began */
+        /* On a host of a fleet, the step the state file acknowledged while
+         * the fleet publishes it (agent.h, agent_set_publisher(); PHASE_SAVE still), and
+         * what follows once it is published. */
+        StepCommit *publishing;
+        void (*publishing_done)(AgentRun *run, StepCommit *c);
+        uint64_t publish_cookie;   /* the publish waited for; 0: none */
+        unsigned published;        /* the conversation's messages the fleet's database holds, as far as this run knows */
         TaskState next_state;      /* the state being written (PHASE_STATE) */
         char *next_reason;         /* and its reason, should the write fail */
         bool saving_plan;          /* the messages being written (PHASE_STATE) end with the plan */
@@ -205,6 +212,11 @@ void agent_progress_ack_init(AgentRun *run, TaskProgressAck *ack);
  * the run for that. A failed write fails the task. Takes *ack and append. */
 void agent_save_progress_then(AgentRun *run, TaskProgressAck *ack, char *append, size_t append_size, StepCommit *c,
                               void (*done)(AgentRun *run, StepCommit *c));
+
+/* agent-publish.c. done(run, c) for a step the state file holds: at once
+ * on one host; on a host of a fleet once the publisher has published it
+ * (agent.h, agent_set_publisher()). */
+void agent_publish_step(AgentRun *run, StepCommit *c, void (*done)(AgentRun *run, StepCommit *c));
 
 /* agent-prepare.c. Opens the task's workspace, making it if create: 0 it
  * is there; 1 it is being made (in a worker thread) and agent_advance()

@@ -3,6 +3,7 @@
 
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-bus.h>
 
@@ -102,3 +103,35 @@ void freezer_adopt_stored(Factory *f, int *fds, char **names, size_t n);
 
 /* The findings last kept for t; an empty list when the stage has not run. */
 int review_stage_load(Task *t, FindingList *ret);
+
+/* ---- Publishing a step (agent-publish.c) ---- */
+
+/* On a host of a fleet a step counts once the fleet's database holds it,
+ * not once the state file does: the room above (src/daemon/fleet/) sets a
+ * publisher, and each step the state file acknowledged waits for it before
+ * anything follows from the step (its report, its breakers, the next
+ * model call). Without a publisher (one host) nothing waits: the step goes
+ * on as the state file acknowledged it. */
+
+typedef struct AgentPublish {
+        uint64_t cookie;           /* given back to agent_published() */
+        unsigned step;
+        const char *commit;        /* the step's checkpoint; NULL if it made none */
+        unsigned first_message;    /* the conversation's index of lines[0] */
+        char **lines;              /* the conversation's lines the database may not hold yet, NULL-terminated */
+        size_t n_lines;
+} AgentPublish;
+
+/* Returns 0 once publishing is under way (agent_published() follows,
+ * from the event loop, never from within), or a negative errno: the task
+ * fails. */
+typedef int (*agent_publish_t)(Task *t, const AgentPublish *p, void *userdata);
+
+void agent_set_publisher(agent_publish_t publish, void *userdata);
+bool agent_publishing(void);
+
+/* The publisher's answer for p->cookie: 0, the step counts and the run
+ * goes on; -ESTALE, another host holds the task: the run stays where it
+ * is and the publisher stops it; another error fails the task. A cookie
+ * that no run waits for any more (it was stopped) is ignored. */
+void agent_published(Task *t, uint64_t cookie, int r);

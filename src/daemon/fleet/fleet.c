@@ -9,6 +9,7 @@
 #include "agent.h"
 #include "audit.h"
 #include "credential.h"
+#include "fleet-ack.h"
 #include "fleet-lease.h"
 #include "fleet.h"
 #include "json-util.h"
@@ -60,6 +61,7 @@ struct Fleet {
         FleetHeld *held;
         size_t n_held;
         FleetCall *calls;
+        FleetAcks *acks;
 
         const FleetHooks *hooks;
         void *userdata;
@@ -155,6 +157,18 @@ bool fleet_is_fenced(const Fleet *fl) {
 
 const char *fleet_host(const Fleet *fl) {
         return fl ? fl->host : NULL;
+}
+
+Factory *fleet_factory(const Fleet *fl) {
+        return fl->factory;
+}
+
+FleetDb *fleet_database(const Fleet *fl) {
+        return fl->db;
+}
+
+FleetAcks *fleet_acks(const Fleet *fl) {
+        return fl->acks;
 }
 
 /* ---- Ends written back ---- */
@@ -278,6 +292,11 @@ static void fleet_lose(Fleet *fl, Task *t) {
                 (void) task_unpause(t, NULL);
         (void) task_set_state(t, TASK_CANCELLED, "Another host of the fleet took this task over.", 0, NULL);
         agent_stop(t);
+}
+
+void fleet_task_lost(Fleet *fl, Task *t) {
+        fleet_lose(fl, t);
+        fleet_claim_more(fl);
 }
 
 static void fleet_unfence(Fleet *fl) {
@@ -779,8 +798,14 @@ int fleet_new(Factory *f, const FleetHooks *hooks, void *userdata, Fleet **ret) 
         (void) sd_event_source_set_enabled(fl->fence_timer, SD_EVENT_OFF);
         (void) sd_event_source_set_description(fl->fence_timer, "fleet-fence");
 
+        r = fleet_acks_new(fl, &fl->acks);
+        if (r < 0)
+                return r;
+
         /* From now on the journal names this host and the epoch of each task. */
         audit_set_fleet(fl->host, audit_epoch_of, fl);
+        /* and a step counts once the fleet's database holds it. */
+        agent_set_publisher(fleet_ack_publish, fl);
 
         *ret = TAKE_PTR(fl);
         return 0;
@@ -791,8 +816,11 @@ Fleet *fleet_free(Fleet *fl) {
                 return NULL;
         if (fl->host)
                 audit_set_fleet(NULL, NULL, NULL);
+        if (fl->acks)
+                agent_set_publisher(NULL, NULL);
         /* Frees no handler's userdata: ours are freed below. */
         fl->db = fleet_db_free(fl->db);
+        fl->acks = fleet_acks_free(fl->acks);
         while (fl->calls)
                 call_free(fl->calls);
         sd_event_source_disable_unref(fl->renew_timer);

@@ -53,6 +53,13 @@ const char *fleet_host(const Fleet *fl);
 /* The epoch of a task this host holds; 0 for any other. */
 uint64_t fleet_task_epoch(const Fleet *fl, const char *id);
 
+/* For the fleet's other modules (fleet-ack.c). */
+Factory *fleet_factory(const Fleet *fl);
+FleetDb *fleet_database(const Fleet *fl);
+/* Another host holds t now: its agent is stopped, it is cancelled here
+ * and never reported. */
+void fleet_task_lost(Fleet *fl, Task *t);
+
 /* t's state changed: a final one is written back, and a slot is free. */
 void fleet_task_state_changed(Fleet *fl, Task *t);
 
