@@ -18,7 +18,11 @@
 # while a task is at work: its host pauses it (its sandbox frozen) within
 # 2/3 LeaseSec, and, the database back, resumes it to success; a host
 # restarted mid-task confirms in the database that it holds the task, then
-# finishes it.
+# finishes it; each step is published to the shared Remote= (a bare
+# repository of this test's, at /srv/agentfab-fleet in both hosts) as
+# refs/agentfab/<task>/<epoch> and acknowledged in the database; a step at
+# an epoch that is no longer its host's is refused, and the host cancels
+# the task and its sandbox.
 set -u
 
 BUILDDIR=$(realpath "${1:?usage: fleet.sh BUILDDIR}")
@@ -96,6 +100,18 @@ trap 'harness_teardown; cleanup' EXIT
 for _ in $(seq 600); do [ -e "$FLEET_STATE/host-b.env" ] || [ -e "$FLEET_STATE/host-b.failed" ] && break; sleep 0.1; done
 [ -e "$FLEET_STATE/host-b.env" ] || { cat "$WORK/host-b.log"; check_skip_all "the harness could not boot host-b"; }
 
+# Remote=: one bare repository both hosts see at /srv/agentfab-fleet,
+# owned by their daemon's user (the same on both: the same sysusers.d).
+REMOTE=$WORK/remote/remote.git
+RGIT=(git -c safe.directory='*' --git-dir="$REMOTE")
+af_id=$(hx id -u agentfab):$(hx id -g agentfab)
+[ "$af_id" = "$(hx_on host-b id -u agentfab):$(hx_on host-b id -g agentfab)" ] ||
+        check_skip_all "the agentfab user differs between the hosts"
+git init -q --bare "$REMOTE" && chown -R "$af_id" "$REMOTE" &&
+        fleet_share "$HARNESS_PID" "$WORK/remote" &&
+        (. "$FLEET_STATE/host-b.env" && fleet_share "$HARNESS_PID" "$WORK/remote") ||
+        check_skip_all "cannot share the Remote= repository with the hosts"
+
 # host-a's role owns the database: its daemon makes the schema. Then each
 # login role is mapped to its host, as an administrator does once.
 echo "=== two hosts join the fleet"
@@ -156,6 +172,24 @@ done
         ok "both hosts worked (host-a ${by_host[host-a]:-0}, host-b ${by_host[host-b]:-0}), each task on one host, its step once" ||
         fail "tasks by host: host-a ${by_host[host-a]:-0}, host-b ${by_host[host-b]:-0}"
 [ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 12 ] && ok "the model server answered both hosts" || fail "model requests"
+
+echo "=== each step is published to Remote= and acknowledged in the database"
+pub_bad=0
+for id in "${ids[@]}"; do
+        read -r epoch cp <<<"$(pg_psql -tA -F ' ' -c "SELECT epoch, coalesce(checkpoint, '-') FROM agentfab.tasks WHERE id = '$id'")"
+        ref=$("${RGIT[@]}" rev-parse -q --verify "refs/agentfab/$id/$epoch^{commit}" 2>/dev/null)
+        nlines=$(pg_psql -tA -c "SELECT count(*) FROM agentfab.lines WHERE task = '$id' AND epoch = $epoch")
+        gap=$(pg_psql -tA -c "SELECT count(*) - coalesce(max(n) + 1, 0) FROM agentfab.lines WHERE task = '$id'")
+        fixes=$("${RGIT[@]}" log --format=%s "$ref" 2>/dev/null | grep -c '^Fix add$')
+        if [ -n "$ref" ] && [ "$ref" = "$cp" ] && [ "$nlines" -ge 4 ] && [ "$gap" = 0 ] && [ "$fixes" = 1 ]; then :
+        else
+                pub_bad=$((pub_bad + 1))
+                echo "    $id: refs/agentfab/$id/$epoch '$ref', database's checkpoint '$cp', $nlines lines (gap $gap), 'Fix add' $fixes times"
+        fi
+done
+[ "$pub_bad" = 0 ] &&
+        ok "every task's checkpoint is refs/agentfab/<task>/<epoch> on Remote= and in the database, its step once, its conversation there" ||
+        fail "$pub_bad tasks not published as acknowledged"
 
 echo "=== a task that names an environment goes to a host that has it"
 eids=()
@@ -308,6 +342,45 @@ print("ok" if held and work and held < work[0] else "held %s, first work %s" % (
                 fail "after the restart: $(fleet_state "$rid"); $order"
         steps=$("${run_on[@]}" git --git-dir="/var/lib/agentfab/tasks/$rid/ledger.git" log --format=%s "agentfab/$rid" | grep -c '^Fix add$')
         [ "$steps" = 1 ] && ok "its step is once on the branch" || fail "'Fix add' $steps times on the branch"
+fi
+
+echo "=== a host whose epoch is gone: the database refuses its step, and it stops the task"
+# Another claim of the task (as a takeover makes) raises its epoch while
+# its host is in the middle of a step: that step's acknowledgment finds
+# zero rows.
+touch "$WORK/hold"
+: > "$WORK/requests.jsonl"
+lid=$(hx_as alice "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add (lost)" --test "python3 -m unittest -v" 2>&1) ||
+        fail "submit: $lid"
+lhost=
+for _ in $(seq 240); do
+        lhost=$(pg_psql -tA -c "SELECT host FROM agentfab.tasks WHERE id = '$lid' AND state = 'running'")
+        [ -n "$lhost" ] && [ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 2 ] && break
+        sleep 0.25
+done
+if [ -z "$lhost" ]; then
+        fail "the task was not at work: $(fleet_state "$lid")"
+else
+        pg_psql -q -c "UPDATE agentfab.tasks SET epoch = epoch + 1 WHERE id = '$lid'"
+        rm -f "$WORK/hold"
+        st=
+        for _ in $(seq 240); do
+                st=$(task_prop_on "$lhost" "$lid" State)
+                [ "$st" = cancelled ] && break
+                sleep 0.25
+        done
+        reason=$(task_prop_on "$lhost" "$lid" Reason)
+        read -r dbst cp nl <<<"$(pg_psql -tA -F ' ' -c "SELECT state, coalesce(checkpoint, '-'), (SELECT count(*) FROM agentfab.lines WHERE task = '$lid') FROM agentfab.tasks WHERE id = '$lid'")"
+        [ "$st" = cancelled ] && [[ $reason == *"took this task over"* ]] && [ "$dbst $cp $nl" = "running - 0" ] &&
+                ok "$lhost's step was refused at the old epoch: it cancelled the task here ($reason); the database has none of it, and still says running" ||
+                fail "after the epoch moved: on $lhost $st ($reason); in the database: $dbst, checkpoint $cp, $nl lines"
+        run_on=(hx); [ "$lhost" = host-b ] && run_on=(hx_on host-b)
+        for _ in $(seq 40); do
+                "${run_on[@]}" systemctl is-active --quiet "agentfab-task-$lid.scope" || break
+                sleep 0.25
+        done
+        ! "${run_on[@]}" systemctl is-active --quiet "agentfab-task-$lid.scope" && ok "its sandbox is gone" ||
+                fail "agentfab-task-$lid.scope is still active on $lhost"
 fi
 
 echo "=== what a fleet cannot take"

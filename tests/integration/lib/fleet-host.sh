@@ -9,7 +9,9 @@
 # command on a host the other shell booted.
 #
 #   bash fleet-host.sh BUILDDIR STATEDIR NAME CONNINFO MODELPORT CERT [EXTRA]
-#       boots a host named NAME whose [Fleet] Database= is CONNINFO (and
+#       boots a host named NAME whose [Fleet] Database= is CONNINFO and
+#       Remote= is file:///srv/agentfab-fleet/remote.git (fleet_share mounts
+#       a shared directory there) (and
 #       EXTRA appended to its configuration); when
 #       it is up, writes STATEDIR/NAME.env (the harness's variables, for
 #       hx_on) and then waits until STATEDIR/NAME.stop exists, or it is
@@ -37,6 +39,11 @@ sys.exit(0 if any(o["name"] == "b_sanitize" and o["value"] not in ("none", "") f
         cp "$cert" "$R/usr/local/share/ca-certificates/agentfab-fleet-test.crt"
         chroot "$R" update-ca-certificates >/dev/null 2>&1 || return 1
 
+        # Remote=: a directory every host shares, mounted there once the
+        # host is up (fleet_share); the daemon writes only its state
+        # directory unless told (agentfab.conf(5), Remote=).
+        mkdir -p "$R/srv/agentfab-fleet" "$R/etc/systemd/system/agentfab.service.d"
+        printf '[Service]\nReadWritePaths=/srv/agentfab-fleet\n' > "$R/etc/systemd/system/agentfab.service.d/fleet-remote.conf"
         mkdir -p "$R/etc/agentfab/agentfab.conf.d"
         cat > "$R/etc/agentfab/agentfab.conf.d/50-test.conf" <<EOC
 [Agent]
@@ -53,11 +60,18 @@ RetryBaseSec=200ms
 [Fleet]
 Database=$conninfo
 Name=$name
+Remote=file:///srv/agentfab-fleet/remote.git
 LeaseSec=6s
 Slots=1
 
 $extra
 EOC
+}
+
+# fleet_share PID DIR: DIR of this shell at /srv/agentfab-fleet in the host
+# whose systemd is PID (every host sees the same repository there).
+fleet_share() {
+        python3 "$(dirname "${BASH_SOURCE[0]}")/fleet-share.py" "$1" "$2" /srv/agentfab-fleet
 }
 
 # hx_on NAME CMD...: hx on the host NAME that another shell booted.
