@@ -1,8 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#include <fcntl.h>
 #include <stdio.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "agent-run.h"
 #include "agent.h"
@@ -11,7 +8,6 @@
 #include "breakers.h"
 #include "buf.h"
 #include "exec-session.h"
-#include "fs-util.h"
 #include "log.h"
 #include "string-util.h"
 #include "task-budget.h"
@@ -24,97 +20,6 @@
  * it ends. */
 
 #define AGENT_BUDGET_WATCH_USEC (1 * USEC_PER_SEC)
-#define CGROUP_LINE_MAX 4096U
-
-/* The cgroup v2 directory of the sandbox's scope, from its PID 1's
- * /proc/PID/cgroup ("0::/...agentfab-task-ID.scope[/...]"), cut after the
- * scope: the scope's cpu.stat counts every process of the sandbox. */
-static int sandbox_scope_cgroup(pid_t pid, const char *task_id, char **ret) {
-        _cleanup_free_ char *text = NULL, *scope = NULL;
-        char path[64];
-        const char *line, *p;
-        int r;
-
-        snprintf(path, sizeof(path), "/proc/%i/cgroup", (int) pid);
-        r = read_file_at(AT_FDCWD, path, CGROUP_LINE_MAX, &text, NULL);
-        if (r < 0)
-                return r;
-        line = strstr(text, "0::/");
-        if (!line || (line != text && line[-1] != '\n'))
-                return -ENOENT;
-        if (asprintf(&scope, "/agentfab-task-%s.scope", task_id) < 0)
-                return -ENOMEM;
-        p = strstr(line + 3, scope);
-        if (!p)
-                return -ESRCH;
-        p += strlen(scope);
-        if (*p != '/' && *p != '\n' && *p != '\0')
-                return -ESRCH;
-        char *s = strndup(line + 3, (size_t) (p - (line + 3)));
-        if (!s)
-                return -ENOMEM;
-        /* Nothing but what a path of the hierarchy may hold. */
-        if (strstr(s, "/../") || !string_is_safe(s, false)) {
-                free(s);
-                return -EBADMSG;
-        }
-        *ret = s;
-        return 0;
-}
-
-static int cgroup_cpu_usage(const char *cgroup, uint64_t *ret) {
-        static const char *const roots[] = { "/sys/fs/cgroup/unified", "/sys/fs/cgroup" };
-
-        for (size_t i = 0; i < ELEMENTSOF(roots); i++) {
-                _cleanup_free_ char *path = NULL, *text = NULL;
-                const char *u;
-
-                if (asprintf(&path, "%s%s/cpu.stat", roots[i], cgroup) < 0)
-                        return -ENOMEM;
-                if (read_file_at(AT_FDCWD, path, CGROUP_LINE_MAX, &text, NULL) < 0)
-                        continue;
-                u = strstr(text, "usage_usec ");
-                if (!u || (u != text && u[-1] != '\n'))
-                        continue;
-                _cleanup_free_ char *n = strndup(u + 11, strcspn(u + 11, "\n"));
-                if (!n)
-                        return -ENOMEM;
-                if (safe_atou64(n, ret) < 0)
-                        return -EBADMSG;
-                return 0;
-        }
-        return -ENOENT;
-}
-
-uint64_t agent_budget_cpu_usec(AgentRun *run) {
-        TaskResources *res = &run->task->progress.resources;
-        uint64_t counter = res->cpu_usec == TASK_RESOURCE_UNKNOWN ? 0 : res->cpu_usec, live;
-        pid_t pid;
-
-        if (!run->session || !sandbox_session_is_ready(run->session))
-                return counter;
-        pid = sandbox_session_get_pid(run->session);
-        if (pid <= 1)
-                return counter;
-        /* A new sandbox: what the task had used before it is the counter
-         * now, and this scope's usage from here on adds to it. A sandbox
-         * taken up again (thawed after an approval) counts from where it
-         * was first read by this run, so nothing is counted twice. */
-        if (pid != run->cpu_pid) {
-                run->cpu_cgroup = mfree_ptr(run->cpu_cgroup);
-                run->cpu_pid = pid;
-                if (sandbox_scope_cgroup(pid, run->task->id, &run->cpu_cgroup) < 0 ||
-                    cgroup_cpu_usage(run->cpu_cgroup, &run->cpu_first_live) < 0) {
-                        run->cpu_cgroup = mfree_ptr(run->cpu_cgroup);
-                        return counter;
-                }
-                run->cpu_base = counter;
-        }
-        if (!run->cpu_cgroup || cgroup_cpu_usage(run->cpu_cgroup, &live) < 0 || live < run->cpu_first_live)
-                return counter;
-        return MAX(counter, run->cpu_base + (live - run->cpu_first_live));
-}
-
 int agent_check_resource_budget(AgentRun *run) {
         const Config *c = &run->factory->config;
         Task *t = run->task;
@@ -125,7 +30,7 @@ int agent_check_resource_budget(AgentRun *run) {
             task_budget_limit(&t->spec, c, TASK_LIMIT_MAX_NETWORK_BYTES) == UINT64_MAX &&
             task_budget_limit(&t->spec, c, TASK_LIMIT_MAX_COST) == UINT64_MAX)
                 return 0;
-        l = task_budget_exceeded(&t->spec, c, &t->progress.resources, agent_budget_cpu_usec(run), &reason);
+        l = task_budget_exceeded(&t->spec, c, &t->progress.resources, agent_resources_cpu_usec(run), &reason);
         if (l == -ENOMEM)
                 return -ENOMEM;
         if (l < 0)
@@ -179,7 +84,7 @@ void agent_budget_watch(AgentRun *run) {
                 return;
         /* The scope is read once before the command, so that what the
          * command burns counts from a known start. */
-        (void) agent_budget_cpu_usec(run);
+        (void) agent_resources_cpu_usec(run);
         if (!run->budget_timer) {
                 r = sd_event_add_time_relative(run->factory->event, &run->budget_timer, CLOCK_MONOTONIC,
                                                AGENT_BUDGET_WATCH_USEC, 100 * USEC_PER_MSEC, on_budget_watch, run);
@@ -197,7 +102,6 @@ void agent_budget_watch(AgentRun *run) {
 
 void agent_budget_done(AgentRun *run) {
         run->budget_timer = sd_event_source_disable_unref(run->budget_timer);
-        run->cpu_cgroup = mfree_ptr(run->cpu_cgroup);
 }
 
 int agent_budget_warn(AgentRun *run, Buf *b) {
@@ -210,7 +114,7 @@ int agent_budget_warn(AgentRun *run, Buf *b) {
                 { TASK_LIMIT_MAX_COST,          TASK_BUDGET_WARNED_COST },
         };
         TaskProgress *p = &run->task->progress;
-        uint64_t cpu = agent_budget_cpu_usec(run);
+        uint64_t cpu = agent_resources_cpu_usec(run);
 
         for (size_t i = 0; i < ELEMENTSOF(budgets); i++) {
                 uint64_t limit = task_budget_limit(&run->task->spec, &run->factory->config, budgets[i].limit), used;
@@ -264,7 +168,7 @@ static uint64_t limit_used(Task *t, TaskLimit l) {
         case TASK_LIMIT_MAX_COMMANDS:       return p->commands;
         case TASK_LIMIT_MAX_WALL_CLOCK_SEC: return p->wall_usec;
         default:
-                return task_budget_used(&p->resources, t->run ? agent_budget_cpu_usec(t->run) : p->resources.cpu_usec, l);
+                return task_budget_used(&p->resources, t->run ? agent_resources_cpu_usec(t->run) : p->resources.cpu_usec, l);
         }
 }
 

@@ -109,6 +109,27 @@ void agent_resources_sample(AgentRun *run) {
         task_changed(t, TASK_CHANGE_RESOURCES);
 }
 
+uint64_t agent_resources_cpu_usec(AgentRun *run) {
+        const TaskResources *res = &run->task->progress.resources;
+        uint64_t counted = res->cpu_usec == TASK_RESOURCE_UNKNOWN ? 0 : res->cpu_usec;
+        SandboxUsage u;
+        pid_t pid;
+
+        if (read_usage(run, &pid, &u) < 0)
+                return counted;
+        if (pid != run->usage_pid) {
+                /* A sandbox this run did not see made: from here on, as
+                 * agent_resources_sample() takes it up. */
+                run->usage_pid = pid;
+                run->usage_seen = u;
+                return counted;
+        }
+        if (u.cpu_usec == TASK_RESOURCE_UNKNOWN || run->usage_seen.cpu_usec == TASK_RESOURCE_UNKNOWN ||
+            u.cpu_usec < run->usage_seen.cpu_usec)
+                return counted;
+        return counted + (u.cpu_usec - run->usage_seen.cpu_usec);
+}
+
 void agent_resources_model_call(Task *t, const ModelProfile *profile, const ModelReply *reply) {
         TaskResources *res = &t->progress.resources;
 

@@ -112,14 +112,8 @@ struct AgentRun {
          * (agent-resources.c), and its PID 1 (-1: not read yet). */
         pid_t usage_pid;
         SandboxUsage usage_seen;
-        /* The budgets' watch while a command runs (agent-budget.c): the
-         * sandbox's scope and its CPU usage when first read, with the
-         * task's CPU counter then. */
+        /* The budgets' watch while a command runs (agent-budget.c). */
         sd_event_source *budget_timer;
-        pid_t cpu_pid;
-        char *cpu_cgroup;
-        uint64_t cpu_first_live;
-        uint64_t cpu_base;
 
         /* The step in flight. */
         json_object *calls;        /* the tool calls of the model's reply */
@@ -252,11 +246,8 @@ int agent_check_breakers(AgentRun *run, const StepCommit *c);
  * is paused or failed). */
 int agent_check_budget(AgentRun *run);
 
-/* agent-budget.c. The freshest CPU time of the task: its counter, or
- * more if the live sandbox's scope says so. */
-uint64_t agent_budget_cpu_usec(AgentRun *run);
-/* The CPU, network and cost budgets: 1 if one is used up (the task is
- * paused for a person, or failed with BudgetAction=fail). */
+/* agent-budget.c. The CPU, network and cost budgets: 1 if one is used up
+ * (the task is paused for a person, or failed with BudgetAction=fail). */
 int agent_check_resource_budget(AgentRun *run);
 /* Checks them every second while the command just sent runs. */
 void agent_budget_watch(AgentRun *run);
@@ -272,6 +263,9 @@ void agent_resources_sandbox_taken(AgentRun *run);
 /* After a command and before a sandbox goes: its scope's CPU time, memory
  * peak and bytes read and written, and the proxy's counters. */
 void agent_resources_sample(AgentRun *run);
+/* The task's CPU time with what the live sandbox's scope used since the
+ * last sample, not counted: the budget's reading while a command runs. */
+uint64_t agent_resources_cpu_usec(AgentRun *run);
 /* After a model call (reply NULL: it failed), at profile's prices. */
 void agent_resources_model_call(Task *t, const ModelProfile *profile, const ModelReply *reply);
 
