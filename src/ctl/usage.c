@@ -14,6 +14,7 @@
 #include "macro.h"
 #include "micros.h"
 #include "string-util.h"
+#include "task-resources.h"
 #include "usage.h"
 
 typedef struct UsageRow {
@@ -145,15 +146,6 @@ static int read_row(sd_bus_message *reply, UsageRow *row) {
         return r < 0 ? r : 1;
 }
 
-static void format_size(char buf[static 32], uint64_t v) {
-        if (v < 1024 * 1024)
-                snprintf(buf, 32, "%.1f KiB", (double) v / 1024);
-        else if (v < 1024ULL * 1024 * 1024)
-                snprintf(buf, 32, "%.1f MiB", (double) v / (1024 * 1024));
-        else
-                snprintf(buf, 32, "%.1f GiB", (double) v / (1024.0 * 1024 * 1024));
-}
-
 static json_object *row_to_json(const UsageRow *row) {
         json_object *o = json_object_new_object();
         char c[32];
@@ -234,8 +226,8 @@ int usage_show(sd_bus *bus, const char *since, const char *user, bool json) {
                         }
                         continue;
                 }
-                format_size(mem, row.memory_peak);
-                format_size(net, row.net_bytes);
+                task_resources_format_bytes(mem, row.memory_peak);
+                task_resources_format_bytes(net, row.net_bytes);
                 if (row.cost_micros == UINT64_MAX)
                         snprintf(cost, sizeof(cost), "-");
                 else

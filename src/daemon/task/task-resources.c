@@ -213,8 +213,7 @@ static int append(char **buf, size_t *len, const char *fmt, ...) {
         return 0;
 }
 
-/* "850 B", "12 KiB", "1.2 MiB", "210 MiB": one decimal below 100 units. */
-static void format_bytes(char buf[static 32], uint64_t v) {
+void task_resources_format_bytes(char buf[static 32], uint64_t v) {
         static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
         unsigned u = 0;
         uint64_t div = 1024;
@@ -268,7 +267,7 @@ char *task_resources_format(const TaskResources *r) {
         if (r->memory_peak == TASK_RESOURCE_UNKNOWN)
                 k = append(&buf, &len, "memory unknown");
         else {
-                format_bytes(a, r->memory_peak);
+                task_resources_format_bytes(a, r->memory_peak);
                 k = append(&buf, &len, "memory %s", a);
         }
         if (k < 0)
@@ -280,11 +279,11 @@ char *task_resources_format(const TaskResources *r) {
                 if (r->io_read_bytes == TASK_RESOURCE_UNKNOWN)
                         strcpy(a, "unknown");
                 else
-                        format_bytes(a, r->io_read_bytes);
+                        task_resources_format_bytes(a, r->io_read_bytes);
                 if (r->io_write_bytes == TASK_RESOURCE_UNKNOWN)
                         strcpy(b, "unknown");
                 else
-                        format_bytes(b, r->io_write_bytes);
+                        task_resources_format_bytes(b, r->io_write_bytes);
                 k = append(&buf, &len, "io %s/%s", a, b);
         }
         if (k < 0)
@@ -295,7 +294,7 @@ char *task_resources_format(const TaskResources *r) {
         else {
                 uint64_t t = r->net_up_bytes;
                 task_resource_add(&t, r->net_down_bytes);
-                format_bytes(a, t);
+                task_resources_format_bytes(a, t);
                 k = append(&buf, &len, "net %s", a);
         }
         if (k < 0)

@@ -67,3 +67,5 @@ uint64_t task_resources_cost(uint64_t tokens_in, uint64_t tokens_out, uint64_t p
 /* "cpu 12.3 s, memory 210 MiB, io 1.2/0.4 MiB, net 1.2 MiB, tokens 45210/3100,
  * 0.021 USD, wall 4 min 10 s": the trailer's and the journal's one line. */
 char *task_resources_format(const TaskResources *r);
+/* "850 B", "12 KiB", "1.2 MiB", "210 MiB": one decimal below 100 units. */
+void task_resources_format_bytes(char buf[static 32], uint64_t v);
