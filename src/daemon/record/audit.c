@@ -332,6 +332,20 @@ void audit_task_broken(Task *t) {
                                FLEET_FIELDS(t), NULL);
 }
 
+void audit_takeover(Task *t, const char *from_host, uint64_t from_epoch, uint64_t epoch, unsigned step,
+                    const char *checkpoint) {
+        journal_send("MESSAGE=Task %s taken over from %s at epoch %llu, from step %u.", t->id, strna(from_host),
+                               (unsigned long long) epoch, step,
+                               "PRIORITY=%i", LOG_NOTICE,
+                               "AGENTFAB_EVENT=takeover",
+                               "AGENTFAB_TASK=%s", t->id,
+                               "AGENTFAB_FROM_HOST=%s", strna(from_host),
+                               "AGENTFAB_FROM_EPOCH=%llu", (unsigned long long) from_epoch,
+                               "AGENTFAB_STEP=%u", step,
+                               "AGENTFAB_COMMIT=%s", strna(checkpoint),
+                               FLEET_FIELDS(t), NULL);
+}
+
 void audit_plan(Task *t, const char *plan) {
         _cleanup_free_ char *first = strshorten_line(skip_heading(plan), 120);
 

@@ -35,6 +35,8 @@ void audit_task_amended(Task *t, uid_t caller, unsigned version, const char *old
 void audit_verified(Task *t, const char *commit, const char *tests, int exit_code, int count);
 void audit_denied(const char *task_id, const char *action, uid_t caller);
 void audit_task_broken(Task *t);
+void audit_takeover(Task *t, const char *from_host, uint64_t from_epoch, uint64_t epoch, unsigned step,
+                    const char *checkpoint);
 /* The agent at work (agent-loop.c). */
 void audit_plan(Task *t, const char *plan);
 void audit_model_call(Task *t, unsigned step, const char *model, unsigned attempts, uint64_t prompt_tokens,
