@@ -585,7 +585,7 @@ for run in $(seq 2 "${FLEET_TAKEOVER_RUNS:-1}"); do
         claims+=("$TAKEN_MS") works+=("$w")
         for _ in $(seq 120); do [ "$(task_prop_on host-b "$TID" State)" = cancelled ] && break; sleep 0.25; done
 done
-if [ "${FLEET_TAKEOVER_RUNS:-1}" -gt 1 ]; then
+if [ "${#claims[@]}" -ge 1 ]; then
         python3 - 6000 "${claims[*]}" "${works[*]}" <<'PY'
 import statistics, sys
 lease = int(sys.argv[1])
