@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Three agentfab hosts of one fleet under load: each a systemd booted by the
+# harness ("host-a" by this shell, "host-b" and "host-c" by
+# lib/fleet-host.sh), sharing a PostgreSQL cluster this test starts on
+# loopback (tests/fleet/pg.sh), a repository served over https, a bare
+# Remote= repository and the scripted model server.
+#
+#   fleet-scale.sh BUILDDIR
+#
+# Scenarios:
+#  - SCALE (default 200) small tasks, submitted spread over the three
+#    hosts, all succeed: each claimed by one host and worked on once (its
+#    state on that host's disk only, its step once on its branch on
+#    Remote= at refs/agentfab/<task>/<epoch>, the database's checkpoint,
+#    its conversation lines without a gap), every host worked on some,
+#    "agentfabctl list --fleet" the same from every host. It prints the
+#    rate (tasks a minute) and how many each host did.
+#  - The database restarted twice while tasks are at work on every host
+#    (held in the middle of a step by the model server), the second time
+#    while their steps are being acknowledged: every host reconnects (the
+#    journal says so, its lease is renewed again), every task succeeds,
+#    none is done twice.
+#
+# Knobs: SCALE=N tasks (200), SLOTS=N per host (4), SCALE_LIMIT_SEC=N the
+# time the tasks may take before the test fails (600; the figure is printed
+# either way).
+set -u
+
+BUILDDIR=$(realpath "${1:?usage: fleet-scale.sh BUILDDIR}")
+HERE=$(dirname "$(realpath "$0")")
+SRC=$(realpath "$HERE/../..")
+. "$HERE/lib/harness.sh"
+. "$HERE/lib/fleet-host.sh"
+. "$HERE/lib/check.sh"
+
+SCALE=${SCALE:-200}
+SLOTS=${SLOTS:-4}
+SCALE_LIMIT_SEC=${SCALE_LIMIT_SEC:-600}
+
+[ "$(id -u)" = 0 ] || check_skip_all "fleet tests need root"
+[ -x /usr/lib/postgresql/15/bin/initdb ] || check_skip_all "no PostgreSQL 15 (apt-get install postgresql)"
+
+WORK=$(mktemp -d /tmp/agentfab-fleet-scale.XXXXXX)
+chmod 755 "$WORK"
+FLEET_STATE=$WORK/hosts
+mkdir -p "$FLEET_STATE"
+MODEL_PID= GIT_PID=
+declare -A HOST_PID=()
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+CTL=(agentfabctl --no-ask-password)
+HOSTS=(host-a host-b host-c)
+OTHERS=(host-b host-c)
+
+cleanup() {
+        local h
+        for h in "${!HOST_PID[@]}"; do touch "$FLEET_STATE/$h.stop"; done
+        for h in "${!HOST_PID[@]}"; do timeout 60 tail --pid="${HOST_PID[$h]}" -f /dev/null; done
+        [ -n "$MODEL_PID" ] && kill "$MODEL_PID" 2>/dev/null
+        [ -n "$GIT_PID" ] && kill "$GIT_PID" 2>/dev/null
+        type pg_stop >/dev/null 2>&1 && pg_stop >/dev/null 2>&1
+        rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# on HOST CMD...: CMD on that host (host-a is this shell's).
+on() {
+        local h=$1
+        shift
+        if [ "$h" = host-a ]; then hx "$@"; else hx_on "$h" "$@"; fi
+}
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# ---- The database, the repository, the model
+
+PG_NO_TRAP=1 . "$SRC/tests/fleet/pg.sh"
+pg_start || check_skip_all "PostgreSQL did not start"
+pg_psql -c "CREATE ROLE host_b LOGIN" -c "CREATE ROLE host_c LOGIN" || check_skip_all "cannot make the hosts' roles"
+
+mkdir -p "$WORK/git/root" "$WORK/git/src"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/git/key.pem" -out "$WORK/git/cert.pem" -days 2 \
+        -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" >/dev/null 2>&1
+(cd "$WORK/git/src" && git init -q && printf 'def add(a, b):\n    return a - b\n' > calc.py &&
+        printf 'import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\nif __name__ == "__main__":\n    unittest.main()\n' > test_calc.py &&
+        git add . && git -c user.name=remote -c user.email=r@r commit -q -m 'calc with a bug' &&
+        git clone -q --bare . "$WORK/git/root/calc.git")
+python3 "$SRC/tests/git-https-server.py" --root "$WORK/git/root" --cert "$WORK/git/cert.pem" --key "$WORK/git/key.pem" \
+        --log "$WORK/git/requests.log" > "$WORK/git/port" 2> "$WORK/git/err" &
+GIT_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/git/port" ] && break; sleep 0.05; done
+GIT_PORT=$(head -1 "$WORK/git/port")
+REPO="https://localhost:$GIT_PORT/calc.git"
+TEST_CMD="python3 -m unittest -q"
+
+# The fewest model calls a task can take: a plan, one edit, finish (the
+# diff review before the finish is answered by the server on its own).
+# HOLD, if given, is a file the edit's answer waits for to be gone.
+start_model() {
+        local hold=${1:-}
+        if [ -n "$MODEL_PID" ]; then
+                kill "$MODEL_PID" 2>/dev/null
+                wait "$MODEL_PID" 2>/dev/null
+        fi
+        python3 - "$WORK/script.json" "$hold" <<'PY'
+import json, sys
+out, hold = sys.argv[1:]
+edit = {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}}
+if hold:
+    edit["hold_while"] = hold
+json.dump([
+ {"reply": {"content": "Plan:\n1. Make add() return a + b.\n2. Finish."}},
+ edit,
+ {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds."}}]}},
+], open(out, "w"))
+PY
+        : > "$WORK/model.out"
+        : > "$WORK/requests.jsonl"
+        python3 "$SRC/tests/model-server.py" --script "$WORK/script.json" --log "$WORK/requests.jsonl" --port "$PORT" --by-step \
+                > "$WORK/model.out" 2> "$WORK/model.err" &
+        MODEL_PID=$!
+        for _ in $(seq 100); do [ -s "$WORK/model.out" ] && break; sleep 0.05; done
+}
+start_model
+
+# ---- The hosts
+
+EXTRA=$(printf '[Daemon]\nMaxActiveTasks=%s\nMaxTasksPerUser=100000\n\n[Fleet]\nSlots=%s\n' "$SLOTS" "$SLOTS")
+for h in "${OTHERS[@]}"; do
+        bash "$HERE/lib/fleet-host.sh" "$BUILDDIR" "$FLEET_STATE" "$h" "$PG_CONNINFO user=${h/-/_}" "$PORT" "$WORK/git/cert.pem" \
+                "$EXTRA" > "$WORK/$h.log" 2>&1 &
+        HOST_PID[$h]=$!
+done
+harness_prepare_root() {
+        fleet_prepare_root "$1" host-a "$PG_OWNER_CONNINFO" "$PORT" "$WORK/git/cert.pem" "$EXTRA"
+}
+HARNESS_BOOT_TIMEOUT=${HARNESS_BOOT_TIMEOUT:-60}
+harness_boot || { cat "$WORK"/host-*.log; check_skip_all "the harness could not boot host-a"; }
+trap 'harness_teardown; cleanup' EXIT
+for h in "${OTHERS[@]}"; do
+        for _ in $(seq 900); do [ -e "$FLEET_STATE/$h.env" ] || [ -e "$FLEET_STATE/$h.failed" ] && break; sleep 0.1; done
+        [ -e "$FLEET_STATE/$h.env" ] || { cat "$WORK/$h.log"; check_skip_all "the harness could not boot $h"; }
+done
+
+# Remote=: one bare repository every host sees at /srv/agentfab-fleet.
+REMOTE=$WORK/remote/remote.git
+RGIT=(git -c safe.directory='*' --git-dir="$REMOTE")
+af_id=$(hx id -u agentfab):$(hx id -g agentfab)
+for h in "${OTHERS[@]}"; do
+        [ "$af_id" = "$(hx_on "$h" id -u agentfab):$(hx_on "$h" id -g agentfab)" ] ||
+                check_skip_all "the agentfab user differs between the hosts"
+done
+git init -q --bare "$REMOTE" && chown -R "$af_id" "$REMOTE" && fleet_share "$HARNESS_PID" "$WORK/remote" &&
+        (. "$FLEET_STATE/host-b.env" && fleet_share "$HARNESS_PID" "$WORK/remote") &&
+        (. "$FLEET_STATE/host-c.env" && fleet_share "$HARNESS_PID" "$WORK/remote") ||
+        check_skip_all "cannot share the Remote= repository with the hosts"
+
+echo "=== three hosts join the fleet"
+hx systemctl start agentfab.service
+for _ in $(seq 100); do
+        [ "$(pg_psql -tA -c "SELECT count(*) FROM agentfab.migrations" 2>/dev/null)" -ge 1 ] 2>/dev/null && break
+        sleep 0.1
+done
+psql -X -q -v ON_ERROR_STOP=1 "$PG_OWNER_CONNINFO" -c "SELECT agentfab.add_host('host-a', 'agentfab')" \
+        -c "SELECT agentfab.add_host('host-b', 'host_b')" -c "SELECT agentfab.add_host('host-c', 'host_c')" >/dev/null &&
+        ok "host-a's daemon made the schema; the three roles mapped to hosts" || fail "schema or mapping"
+for h in "${OTHERS[@]}"; do hx_on "$h" systemctl start agentfab.service; done
+live=0
+for _ in $(seq 150); do
+        live=$(pg_psql -tA -c "SELECT count(*) FROM agentfab.hosts WHERE lease_until > now()")
+        [ "$live" = 3 ] && break
+        sleep 0.1
+done
+[ "$live" = 3 ] && ok "the three hosts hold a lease" || fail "hosts with a lease: $live"
+
+# ---- Checks shared by both scenarios
+
+# check_worked_once WHAT ID...: each task succeeded in the database, its
+# state is on the disk of its host alone, its step is once on its branch
+# on Remote= at refs/agentfab/<task>/<epoch>, which is the database's
+# checkpoint, and its conversation lines in the database have no gap and
+# no line twice. Sets BY_HOST[host]=count.
+declare -A BY_HOST
+check_worked_once() {
+        local what=$1 h id st host epoch cp ref fixes bad=0 nbad=0 shown=0
+        shift
+        declare -A on_disk=() db=()
+        BY_HOST=()
+        for h in "${HOSTS[@]}"; do
+                for id in $(on "$h" ls /var/lib/agentfab/tasks); do
+                        on_disk[$id]="${on_disk[$id]:-}${on_disk[$id]:+,}$h"
+                done
+        done
+        while read -r id st host epoch cp; do
+                db[$id]="$st $host $epoch $cp"
+        done < <(pg_psql -tA -F ' ' -c "SELECT id, state, coalesce(host, '-'), epoch, coalesce(checkpoint, '-') FROM agentfab.tasks")
+        for id in "$@"; do
+                read -r st host epoch cp <<<"${db[$id]:-missing - - -}"
+                if [ "$st" != succeeded ] || [ "${on_disk[$id]:-}" != "$host" ]; then
+                        bad=$((bad + 1))
+                        [ $shown -lt 5 ] && echo "    $id: $st on $host (epoch $epoch); on disk on: ${on_disk[$id]:-none}" && shown=$((shown + 1))
+                        continue
+                fi
+                BY_HOST[$host]=$(( ${BY_HOST[$host]:-0} + 1 ))
+                ref=$("${RGIT[@]}" rev-parse -q --verify "refs/agentfab/$id/$epoch^{commit}" 2>/dev/null)
+                fixes=$("${RGIT[@]}" log --format=%s "$ref" 2>/dev/null | grep -c '^Fix add$')
+                if [ -z "$ref" ] || [ "$ref" != "$cp" ] || [ "$fixes" != 1 ]; then
+                        nbad=$((nbad + 1))
+                        [ $shown -lt 5 ] && echo "    $id: refs/agentfab/$id/$epoch '$ref', the database's checkpoint '$cp', 'Fix add' $fixes times" &&
+                                shown=$((shown + 1))
+                fi
+        done
+        [ "$bad" = 0 ] && ok "$what: all $# succeeded, each on the disk of the one host the database names" ||
+                fail "$what: $bad of $# not succeeded on one host"
+        [ "$nbad" = 0 ] && ok "$what: each task's step once on its branch on Remote=, at refs/agentfab/<task>/<epoch>, the database's checkpoint" ||
+                fail "$what: $nbad tasks not published once as acknowledged"
+        # The conversation: lines 0..max, each once (the primary key says
+        # once), at least plan, edit and finish.
+        local ids gaps
+        ids=$(printf "'%s'," "$@")
+        gaps=$(pg_psql -tA -F ' ' -c "SELECT t.id, count(l.n), coalesce(max(l.n), -1) FROM agentfab.tasks t LEFT JOIN agentfab.lines l ON l.task = t.id
+                WHERE t.id IN (${ids%,}) GROUP BY t.id HAVING count(l.n) <> coalesce(max(l.n), -1) + 1 OR count(l.n) < 4")
+        [ -z "$gaps" ] && ok "$what: every task's conversation lines in the database, from 0 without a gap" ||
+                fail "$what: lines with gaps or too few (task, count, max n): $(head -5 <<<"$gaps")"
+}
+
+# ---- 1. SCALE tasks over three hosts
+
+echo "=== $SCALE tasks submitted over the three hosts, each worked on once by one host"
+# One submitter a host, all at once; task i on host i mod 3.
+t0=$(now_ms)
+SUBMIT_PIDS=()
+for k in 0 1 2; do
+        h=${HOSTS[$k]}
+        n=$(( (SCALE - k + 2) / 3 ))
+        on "$h" runuser -u alice -- bash -c 'k=$1 n=$2 repo=$3 test=$4; shift 4
+                for j in $(seq 0 $((n - 1))); do
+                        "$@" submit --repo "$repo" --goal "Make add() add ($((j * 3 + k)))" --test "$test" || echo "submit failed: $j" >&2
+                done' sh "$k" "$n" "$REPO" "$TEST_CMD" "${CTL[@]}" > "$WORK/ids.$h" 2> "$WORK/submit.$h.err" &
+        SUBMIT_PIDS+=($!)
+done
+wait_submit=0
+for p in "${SUBMIT_PIDS[@]}"; do wait "$p" || wait_submit=1; done
+t_sub=$(now_ms)
+mapfile -t ids < <(cat "$WORK"/ids.host-*)
+[ "${#ids[@]}" = "$SCALE" ] && [ "$wait_submit" = 0 ] &&
+        ok "$SCALE submissions queued in the fleet from the three hosts in $(( (t_sub - t0) / 1000 )).$(( (t_sub - t0) % 1000 / 100 )) s" ||
+        fail "queued: ${#ids[@]} of $SCALE: $(cat "$WORK"/submit.*.err | head -5)"
+
+ended=0
+deadline=$(( t0 + SCALE_LIMIT_SEC * 1000 ))
+while [ "$(now_ms)" -lt "$deadline" ]; do
+        ended=$(pg_psql -tA -c "SELECT count(*) FROM agentfab.tasks WHERE state IN ('succeeded', 'failed', 'cancelled')")
+        [ "$ended" -ge "${#ids[@]}" ] && break
+        sleep 0.5
+done
+t1=$(now_ms)
+ms=$(( t1 - t0 ))
+rate=$(( ${#ids[@]} * 60000 * 10 / (ms > 0 ? ms : 1) ))
+echo "  figure: ${#ids[@]} tasks in $(( ms / 1000 )).$(( ms % 1000 / 100 )) s, $(( rate / 10 )).$(( rate % 10 )) tasks a minute" \
+        "(Slots=$SLOTS a host, $(nproc) CPUs); submitted in $(( (t_sub - t0) / 1000 )) s"
+[ "$ended" -ge "${#ids[@]}" ] && ok "every task ended in the database within $SCALE_LIMIT_SEC s" ||
+        fail "ended: $ended of ${#ids[@]} after $SCALE_LIMIT_SEC s"
+
+check_worked_once "$SCALE tasks" "${ids[@]}"
+echo "  figure: tasks by host: host-a ${BY_HOST[host-a]:-0}, host-b ${BY_HOST[host-b]:-0}, host-c ${BY_HOST[host-c]:-0}"
+[ "${BY_HOST[host-a]:-0}" -ge 1 ] && [ "${BY_HOST[host-b]:-0}" -ge 1 ] && [ "${BY_HOST[host-c]:-0}" -ge 1 ] &&
+        ok "every host worked on some" || fail "a host worked on none"
+[ "$(pg_psql -tA -c "SELECT count(*) FROM agentfab.tasks WHERE epoch <> 1")" = 0 ] &&
+        ok "every task was claimed once (epoch 1)" ||
+        fail "tasks claimed more than once: $(pg_psql -tA -c "SELECT id, host, epoch FROM agentfab.tasks WHERE epoch <> 1" | head -5)"
+
+echo "=== list --fleet is the same from every host"
+norm() { python3 -c 'import json,sys; print(sorted((t["id"], t["state"], t.get("host"), t["epoch"]) for t in json.load(sys.stdin)))'; }
+declare -A lists=()
+for h in "${HOSTS[@]}"; do
+        lists[$h]=$(on "$h" "${CTL[@]}" list --fleet --all --json 2>&1 | norm 2>&1)
+done
+n_listed=$(python3 -c 'import ast,sys; print(len(ast.literal_eval(sys.stdin.read())))' <<<"${lists[host-a]}" 2>/dev/null)
+[ "$n_listed" = "$SCALE" ] && [ "${lists[host-a]}" = "${lists[host-b]}" ] && [ "${lists[host-a]}" = "${lists[host-c]}" ] &&
+        ok "list --fleet: the same $SCALE tasks, states, hosts and epochs from the three hosts" ||
+        fail "list --fleet: $n_listed tasks from host-a; the same from host-b: $([ "${lists[host-a]}" = "${lists[host-b]}" ] && echo yes || echo no), from host-c: $([ "${lists[host-a]}" = "${lists[host-c]}" ] && echo yes || echo no)"
+
+echo "fleet-scale: failed: ${FAILED_NAMES[*]:-none}"
+check_summary
