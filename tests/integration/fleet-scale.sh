@@ -264,6 +264,31 @@ echo "  figure: ${#ids[@]} tasks in $(( ms / 1000 )).$(( ms % 1000 / 100 )) s, $
 echo "  figure: a task from its submission to its end: $(pg_psql -tA -c "SELECT
         'median ' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM updated - created))::numeric, 1) ||
         ' s, worst ' || round(max(extract(epoch FROM updated - created))::numeric, 1) || ' s' FROM agentfab.tasks")"
+# Where a task's time goes: waiting in the queue (its row to the journal
+# entry of its claim) and worked on (its claim to its end in the database).
+for h in "${HOSTS[@]}"; do
+        on "$h" journalctl -q --no-pager -o json -u agentfab.service -g "^Claimed task" --output-fields=MESSAGE 2>/dev/null
+done > "$WORK/claims.json"
+pg_psql -tA -F ' ' -c "SELECT id, extract(epoch FROM created), extract(epoch FROM updated) FROM agentfab.tasks" > "$WORK/times"
+python3 - "$WORK/claims.json" "$WORK/times" <<'PY'
+import json, re, statistics, sys
+claimed = {}
+for l in open(sys.argv[1]):
+    if l.strip():
+        e = json.loads(l)
+        m = re.match(r"Claimed task '([^']+)'", e.get("MESSAGE", ""))
+        if m:
+            claimed[m.group(1)] = int(e["__REALTIME_TIMESTAMP"]) / 1e6
+wait, work = [], []
+for l in open(sys.argv[2]):
+    i, c, u = l.split()
+    if i in claimed:
+        wait.append(claimed[i] - float(c))
+        work.append(float(u) - claimed[i])
+if wait:
+    f = lambda v: "median %.1f s, worst %.1f s" % (statistics.median(v), max(v))
+    print("  figure: of %d tasks: in the queue %s; from its claim to its end %s" % (len(wait), f(wait), f(work)))
+PY
 [ "$ended" -ge "${#ids[@]}" ] && ok "every task ended in the database within $SCALE_LIMIT_SEC s" ||
         fail "ended: $ended of ${#ids[@]} after $SCALE_LIMIT_SEC s"
 
@@ -355,6 +380,7 @@ print(min(t) if t else "")' "$tdown")
                 fail "$label: not back: ${missing[*]}"
 }
 
+t_hold=$(now_ms)
 restart_db "first restart, the steps held"
 held_left=$(pg_psql -tA -c "SELECT count(*) FROM agentfab.tasks WHERE id IN ($rlist) AND state = 'running' AND epoch = 1")
 [ "$held_left" = "$N2" ] && ok "the tasks are still at work on their hosts, at their epoch" ||
@@ -372,6 +398,7 @@ for _ in $(seq 100); do
         sleep 0.05
 done
 rm -f "$WORK/hold"
+echo "  figure: the steps held for $(( ($(now_ms) - t_hold) / 1000 )) s from the first restart (the model's TimeoutSec=20s)"
 waiting=
 for _ in $(seq 50); do
         waiting=$(pg_psql -tA -c "SELECT string_agg(usename || ' ' || n, ', ' ORDER BY usename) FROM (SELECT usename, count(*) AS n
