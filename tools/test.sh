@@ -128,6 +128,12 @@ run_counted "egress proxy" bash tests/integration/proxy.sh build
 # other takes their task over (about two minutes). Its takeover's figures
 # are bench/fleet-hosts.sh's short form (1 run; the full one: 20).
 run_counted "fleet of hosts" bash tests/integration/fleet.sh build
+# Three hosts of a fleet: 200 small tasks spread over them all succeed, each
+# worked on once by one host; the database restarted twice under tasks at
+# work on every host, once with steps' acknowledgments on the wire: every
+# host reconnects, nothing lost or done twice (about 1.5 minutes; SCALE=N
+# tasks).
+run_counted "fleet: 200 tasks, a database restart" bash tests/integration/fleet-scale.sh build
 # Broken surroundings: CI runs the scenarios that take a few minutes; the
 # whole set (a full disk, dbus-daemon restarted, 20 SIGKILLs across 20
 # tasks) is "bash tests/integration/faults.sh build".
