@@ -46,7 +46,7 @@ WORK=$(mktemp -d /tmp/agentfab-fleet-scale.XXXXXX)
 chmod 755 "$WORK"
 FLEET_STATE=$WORK/hosts
 mkdir -p "$FLEET_STATE"
-MODEL_PID= GIT_PID=
+MODEL_PID='' GIT_PID=''
 declare -A HOST_PID=()
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 CTL=(agentfabctl --no-ask-password)
