@@ -23,7 +23,8 @@
 #    journal says so, its lease is renewed again), every task succeeds,
 #    none is done twice.
 #
-# Knobs: SCALE=N tasks (200), SLOTS=N per host (4), SCALE_LIMIT_SEC=N the
+# Knobs: SCALE=N tasks (200), SLOTS=N per host (4), SCALE_RESTARTS=N
+# database restarts during the first scenario (0), SCALE_LIMIT_SEC=N the
 # time the tasks may take before the test fails (300; the figure is printed
 # either way).
 set -u
@@ -240,6 +241,14 @@ for k in 0 1 2; do
                 done' sh "$k" "$n" "$REPO" "$TEST_CMD" "${CTL[@]}" > "$WORK/ids.$h" 2> "$WORK/submit.$h.err" &
         SUBMIT_PIDS+=($!)
 done
+# SCALE_RESTARTS=N: the database restarted N times, 4 s apart, while the
+# tasks are claimed and worked on (not in CI: a stress of its own).
+RESTARTER_PID=
+if [ "${SCALE_RESTARTS:-0}" -gt 0 ]; then
+        (for _ in $(seq "$SCALE_RESTARTS"); do sleep 4; eval "$PG_RESTART"; echo "restarted at $(date +%T.%N)"; done) \
+                > "$WORK/restarts.log" 2>&1 &
+        RESTARTER_PID=$!
+fi
 wait_submit=0
 for p in "${SUBMIT_PIDS[@]}"; do wait "$p" || wait_submit=1; done
 t_sub=$(now_ms)
@@ -256,6 +265,10 @@ while [ "$(now_ms)" -lt "$deadline" ]; do
         sleep 0.5
 done
 t1=$(now_ms)
+if [ -n "$RESTARTER_PID" ]; then
+        wait "$RESTARTER_PID"
+        echo "  the database was restarted $(grep -c restarted "$WORK/restarts.log") times meanwhile"
+fi
 ms=$(( t1 - t0 ))
 rate=$(( ${#ids[@]} * 60000 * 10 / (ms > 0 ? ms : 1) ))
 echo "  figure: ${#ids[@]} tasks in $(( ms / 1000 )).$(( ms % 1000 / 100 )) s, $(( rate / 10 )).$(( rate % 10 )) tasks a minute" \
