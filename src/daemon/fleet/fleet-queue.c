@@ -124,21 +124,32 @@ int fleet_take_claim(Fleet *fl, const FleetClaim *c) {
         return 0;
 }
 
+static void on_held(FleetDb *db, int error, const char *message, const FleetClaim *claims, size_t n, void *userdata);
+
 static void on_claimed(FleetDb *db, int error, const char *message, const FleetClaim *claims, size_t n, void *userdata) {
         FleetCall *c = userdata;
         Fleet *fl = c->fleet;
         bool more = n > 0;
 
         (void) db;
-        fleet_call_free(c);
         fl->claiming = false;
         if (error < 0) {
                 if (error != -ESTALE)
                         log_warning("Failed to claim tasks from the fleet's queue: %s", message ?: strerror(-error));
+                /* The claim may have been made, its answer lost with the
+                 * connection: what this host holds in the database and
+                 * does not know of is such a claim (fleet_db_claim()).
+                 * No other claim goes until that answer is read. */
+                if (IN_SET(error, -ECONNRESET, -ETIMEDOUT) && fleet_db_held(fl->db, on_held, c) >= 0) {
+                        fl->claiming = true;
+                        return;
+                }
+                fleet_call_free(c);
                 return;
         }
+        fleet_call_free(c);
         for (size_t i = 0; i < n; i++) {
-                if (factory_find_task(fl->factory, claims[i].id)) {
+                if (factory_find_task(fl->factory, claims[i].id) || fleet_held_find(fl, claims[i].id)) {
                         /* Ours from before a restart: it is ours again. */
                         if (fleet_held_add(fl, claims[i].id, claims[i].epoch) < 0)
                                 log_oom();
@@ -155,6 +166,37 @@ static void on_claimed(FleetDb *db, int error, const char *message, const FleetC
         /* The queue may hold more than one answer gave. */
         if (more)
                 fleet_claim_more(fl);
+}
+
+/* After a claim whose answer was lost: a running task this host holds in
+ * the database at epoch 1 that it neither holds nor has here is a claim it
+ * never heard of (nothing of it was acknowledged: only its claimer could).
+ * Others (taken over, or on disk from before a restart) are not claims. */
+static void on_held(FleetDb *db, int error, const char *message, const FleetClaim *claims, size_t n, void *userdata) {
+        FleetCall *c = userdata;
+        Fleet *fl = c->fleet;
+
+        (void) db;
+        /* Lost again with the connection: asked again on the next one. */
+        if (IN_SET(error, -ECONNRESET, -ETIMEDOUT) && fleet_db_held(fl->db, on_held, c) >= 0)
+                return;
+        fleet_call_free(c);
+        fl->claiming = false;
+        if (error < 0)
+                log_warning("Cannot read which tasks this host holds in the fleet after a lost claim: %s",
+                            message ?: strerror(-error));
+        for (size_t i = 0; i < n; i++) {
+                if (claims[i].epoch != 1 || factory_find_task(fl->factory, claims[i].id) ||
+                    fleet_held_find(fl, claims[i].id))
+                        continue;
+                log_info("Claimed task '%s' (epoch %llu) from the fleet's queue (the claim's answer was lost).",
+                         claims[i].id, (unsigned long long) claims[i].epoch);
+                if (fleet_take_claim(fl, claims + i) < 0 && fleet_held_add(fl, claims[i].id, claims[i].epoch) >= 0) {
+                        log_warning("Task '%s' cannot be worked on here: failing it in the fleet.", claims[i].id);
+                        fleet_write_end(fl, fleet_held_find(fl, claims[i].id), TASK_FAILED);
+                }
+        }
+        fleet_claim_more(fl);
 }
 
 void fleet_claim_more(Fleet *fl) {
