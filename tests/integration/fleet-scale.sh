@@ -23,6 +23,10 @@
 #    while their steps are being acknowledged: every host reconnects (the
 #    journal says so, its lease is renewed again), every task succeeds,
 #    none is done twice.
+#  - A claim that committed, its answer lost with the connection (host-b
+#    reaches the database through lib/fleet-db-proxy.py, which closes the
+#    connection instead of passing on that answer): host-b finds in the
+#    database the task it holds and had not heard of, and it succeeds.
 #
 # Knobs: SCALE=N tasks (200), SLOTS=N per host (4), SCALE_RESTARTS=N
 # database restarts during the first scenario (0), SCALE_LIMIT_SEC=N the
@@ -48,7 +52,7 @@ WORK=$(mktemp -d /tmp/agentfab-fleet-scale.XXXXXX)
 chmod 755 "$WORK"
 FLEET_STATE=$WORK/hosts
 mkdir -p "$FLEET_STATE"
-MODEL_PID='' GIT_PID=''
+MODEL_PID='' GIT_PID='' PROXY_PID=''
 declare -A HOST_PID=()
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 CTL=(agentfabctl --no-ask-password)
@@ -61,6 +65,7 @@ cleanup() {
         for h in "${!HOST_PID[@]}"; do timeout 60 tail --pid="${HOST_PID[$h]}" -f /dev/null; done
         [ -n "$MODEL_PID" ] && kill "$MODEL_PID" 2>/dev/null
         [ -n "$GIT_PID" ] && kill "$GIT_PID" 2>/dev/null
+        [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
         type pg_stop >/dev/null 2>&1 && pg_stop >/dev/null 2>&1
         rm -rf "$WORK"
 }
@@ -79,6 +84,13 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 PG_NO_TRAP=1 . "$SRC/tests/fleet/pg.sh"
 pg_start || check_skip_all "PostgreSQL did not start"
+# host-b reaches the database through a proxy that can lose a claim's
+# answer (the third scenario).
+PROXY_PORT=$(pg_free_port)
+python3 "$HERE/lib/fleet-db-proxy.py" "$PROXY_PORT" "$PG_PORT" "$WORK/drop-claim" > "$WORK/proxy.out" 2> "$WORK/proxy.err" &
+PROXY_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/proxy.out" ] && break; sleep 0.05; done
+[ -s "$WORK/proxy.out" ] || check_skip_all "the database proxy did not start: $(cat "$WORK/proxy.err")"
 pg_psql -c "CREATE ROLE host_b LOGIN" -c "CREATE ROLE host_c LOGIN" || check_skip_all "cannot make the hosts' roles"
 
 mkdir -p "$WORK/git/root" "$WORK/git/src"
@@ -128,9 +140,13 @@ start_model
 
 # ---- The hosts
 
+conninfo_of() {
+        if [ "$1" = host-b ]; then echo "host=127.0.0.1 port=$PROXY_PORT dbname=agentfab user=host_b"
+        else echo "$PG_CONNINFO user=${1/-/_}"; fi
+}
 EXTRA=$(printf '[Daemon]\nMaxActiveTasks=%s\nMaxTasksPerUser=100000\n\n[Fleet]\nSlots=%s\nLeaseSec=10s\n' "$SLOTS" "$SLOTS")
 for h in "${OTHERS[@]}"; do
-        bash "$HERE/lib/fleet-host.sh" "$BUILDDIR" "$FLEET_STATE" "$h" "$PG_CONNINFO user=${h/-/_}" "$PORT" "$WORK/git/cert.pem" \
+        bash "$HERE/lib/fleet-host.sh" "$BUILDDIR" "$FLEET_STATE" "$h" "$(conninfo_of "$h")" "$PORT" "$WORK/git/cert.pem" \
                 "$EXTRA" > "$WORK/$h.log" 2>&1 &
         HOST_PID[$h]=$!
 done
@@ -451,6 +467,29 @@ for l in open(sys.argv[1]):
 print(n)' "$WORK/requests.jsonl")
 [ "$fix_edits" = "$N2" ] && ok "the held step's model call was made once for each of the $N2 tasks" ||
         fail "the held step's model call: $fix_edits times for $N2 tasks"
+
+# ---- 3. A claim's answer lost with the connection
+
+echo "=== a claim that committed, its answer lost with the connection: its host finds it in the database"
+# host-b alone claims (the others' daemons stopped); the proxy closes its
+# connection instead of passing on the answer to its claim.
+start_model
+for h in host-a host-c; do on "$h" systemctl stop agentfab.socket agentfab.service; done
+touch "$WORK/drop-claim"
+lid=$(hx_on host-b runuser -u alice -- "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add (lost answer)" --test "$TEST_CMD" 2>&1) ||
+        fail "submit on host-b: $lid"
+for _ in $(seq 240); do
+        [ "$(pg_psql -tA -c "SELECT state FROM agentfab.tasks WHERE id = '$lid'")" = succeeded ] && break
+        sleep 0.25
+done
+grep -q dropped "$WORK/proxy.out" && ok "the proxy closed host-b's connection instead of passing on its claim's answer" ||
+        fail "the proxy dropped no claim's answer"
+found=$(hx_on host-b journalctl -q --no-pager -u agentfab.service -g "Claimed task '$lid'.*answer was lost" | wc -l)
+read -r st host epoch <<<"$(pg_psql -tA -F ' ' -c "SELECT state, host, epoch FROM agentfab.tasks WHERE id = '$lid'")"
+[ "$st $host $epoch" = "succeeded host-b 1" ] && [ "$found" = 1 ] &&
+        ok "host-b found the task it held in the database and had not heard of, and it succeeded at its one claim" ||
+        fail "the task of the lost answer: $st on $host at epoch $epoch; host-b's journal found it: $found"
+check_worked_once "the lost answer" "$lid"
 
 echo "fleet-scale: failed: ${FAILED_NAMES[*]:-none}"
 check_summary
