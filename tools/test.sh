@@ -131,7 +131,8 @@ run_counted "fleet of hosts" bash tests/integration/fleet.sh build
 # Three hosts of a fleet: 200 small tasks spread over them all succeed, each
 # worked on once by one host; the database restarted twice under tasks at
 # work on every host, once with steps' acknowledgments on the wire: every
-# host reconnects, nothing lost or done twice (about 1.5 minutes; SCALE=N
+# host reconnects, nothing lost or done twice; a claim's answer lost with
+# its connection: the host finds the task (about 1.5 minutes; SCALE=N
 # tasks).
 run_counted "fleet: 200 tasks, a database restart" bash tests/integration/fleet-scale.sh build
 # Broken surroundings: CI runs the scenarios that take a few minutes; the
