@@ -125,6 +125,9 @@ run_counted "egress proxy" bash tests/integration/proxy.sh build
 # by one host and worked on once; list --fleet the same on both; a host
 # without its database fences itself and goes on after (about a minute).
 run_counted "fleet of hosts" bash tests/integration/fleet.sh build
+# Both hosts' journals uploaded to one systemd-journal-remote; audit --verify
+# on that central journal, forged copies of it reported (about 20 s).
+run_counted "fleet: one audit" bash tests/integration/fleet-audit.sh build
 # Broken surroundings: CI runs the scenarios that take a few minutes; the
 # whole set (a full disk, dbus-daemon restarted, 20 SIGKILLs across 20
 # tasks) is "bash tests/integration/faults.sh build".
