@@ -403,6 +403,22 @@ static int on_fleet_task_claimed(Fleet *fl, Task *t, void *userdata) {
         return r;
 }
 
+/* As a task found on disk at the start: no submission to report. */
+static int on_fleet_task_taken_over(Fleet *fl, Task *t, void *userdata) {
+        Manager *m = userdata;
+        int r;
+
+        (void) fl;
+        r = factory_add_task(&m->factory, t);
+        if (r < 0) {
+                task_free(t);
+                return r;
+        }
+        manager_update_status(m);
+        manager_schedule(m);
+        return 0;
+}
+
 static void on_fleet_unfenced(Fleet *fl, void *userdata) {
         (void) fl;
         manager_schedule(userdata);
@@ -410,6 +426,7 @@ static void on_fleet_unfenced(Fleet *fl, void *userdata) {
 
 static const FleetHooks fleet_hooks = {
         .task_claimed = on_fleet_task_claimed,
+        .task_taken_over = on_fleet_task_taken_over,
         .unfenced = on_fleet_unfenced,
 };
 

@@ -13,10 +13,11 @@ static bool publish_ref_ok(const char *ref) {
         return strneq(ref, "refs/agentfab/", 14) && git_reference_is_valid_name(ref);
 }
 
-int ledger_publish(Ledger *l, const char *url, const char *commit, const char *ref, char **ret_error) {
+int ledger_publish(Ledger *l, const char *url, const char *commit, const char *ref, const char *base_ref,
+                   char **ret_error) {
         _cleanup_(git_remote_freep) git_remote *remote = NULL;
         git_reference *local = NULL;
-        _cleanup_free_ char *spec = NULL;
+        _cleanup_free_ char *spec = NULL, *base_spec = NULL;
         git_push_options po;
         git_oid oid;
         int r;
@@ -28,6 +29,9 @@ int ledger_publish(Ledger *l, const char *url, const char *commit, const char *r
 
         if (!publish_ref_ok(ref))
                 return error_set(ret_error, -EINVAL, "Refusing to publish to '%s': only refs under refs/agentfab/ are.", ref);
+        if (base_ref && !publish_ref_ok(base_ref))
+                return error_set(ret_error, -EINVAL, "Refusing to publish to '%s': only refs under refs/agentfab/ are.",
+                                 base_ref);
         if (git_oid_fromstr(&oid, commit) < 0)
                 return error_set(ret_error, -EINVAL, "Not a commit id: '%s'", commit);
         /* A push sends a ref, not a commit id: the same ref here names the
@@ -37,6 +41,17 @@ int ledger_publish(Ledger *l, const char *url, const char *commit, const char *r
                 return error_set(ret_error, ledger_git_errno(r), "Cannot name checkpoint %s: %s", commit,
                                  ledger_git_message());
         git_reference_free(local);
+        /* The base goes with it: a host that takes the task over starts its
+         * ledger from there, whatever the source repository's branch is
+         * now. */
+        if (base_ref) {
+                r = git_reference_create(&local, l->repo, base_ref, &l->base, 1, "agentfab: publish");
+                if (r < 0)
+                        return error_set(ret_error, ledger_git_errno(r), "Cannot name the base: %s", ledger_git_message());
+                git_reference_free(local);
+                if (asprintf(&base_spec, "+%s:%s", base_ref, base_ref) < 0)
+                        return -ENOMEM;
+        }
 
         /* Forced: the ref is this host's for this epoch alone, and a
          * rejected step moves the checkpoint back. */
@@ -46,10 +61,79 @@ int ledger_publish(Ledger *l, const char *url, const char *commit, const char *r
         po.pb_parallelism = 1;
         if (git_remote_create_anonymous(&remote, l->repo, url) < 0)
                 return error_set(ret_error, -EINVAL, "Invalid URL '%s': %s", url, ledger_git_message());
-        char *specs[] = { spec };
-        git_strarray refspecs = { specs, 1 };
+        char *specs[] = { spec, base_spec };
+        git_strarray refspecs = { specs, base_spec ? 2 : 1 };
         r = git_remote_push(remote, &refspecs, &po);
         if (r < 0)
                 return error_set(ret_error, ledger_git_errno(r), "Cannot publish to '%s': %s", url, ledger_git_message());
+        return 0;
+}
+
+/* Where the fetched refs of a task go here: under their own names, which
+ * nothing else in a ledger uses. */
+static int adopt_refspec(const char *prefix, char **ret) {
+        return asprintf(ret, "+%s/*:%s/*", prefix, prefix) < 0 ? -ENOMEM : 0;
+}
+
+int ledger_adopt(Ledger *l, const char *url, const char *prefix, const char *checkpoint, char **ret_error) {
+        _cleanup_(git_remote_freep) git_remote *remote = NULL;
+        _cleanup_free_ char *spec = NULL, *base_ref = NULL;
+        git_reference *ref = NULL;
+        git_fetch_options fo;
+        git_oid base, cp, tip;
+        int r;
+
+        assert(l);
+        assert(url);
+        assert(prefix);
+        assert(checkpoint);
+
+        if (!strneq(prefix, "refs/agentfab/", 14) || strchr(prefix, '*') || !git_reference_is_valid_name(prefix))
+                return error_set(ret_error, -EINVAL, "Refusing to fetch '%s': only refs under refs/agentfab/ are.", prefix);
+        if (git_oid_fromstr(&cp, checkpoint) < 0)
+                return error_set(ret_error, -EINVAL, "Not a commit id: '%s'", checkpoint);
+        r = adopt_refspec(prefix, &spec);
+        if (r < 0)
+                return r;
+        if (asprintf(&base_ref, "%s/base", prefix) < 0)
+                return -ENOMEM;
+
+        (void) git_fetch_options_init(&fo, GIT_FETCH_OPTIONS_VERSION);
+        fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+        fo.prune = GIT_FETCH_NO_PRUNE;
+        if (git_remote_create_anonymous(&remote, l->repo, url) < 0)
+                return error_set(ret_error, -EINVAL, "Invalid URL '%s': %s", url, ledger_git_message());
+        char *specs[] = { spec };
+        git_strarray refspecs = { specs, 1 };
+        r = git_remote_fetch(remote, &refspecs, &fo, "agentfab: take over");
+        if (r < 0)
+                return error_set(ret_error, ledger_git_errno(r), "Cannot fetch the task's checkpoints from '%s': %s", url,
+                                 ledger_git_message());
+
+        /* SECURITY: only what the fleet published for this task, and only a
+         * checkpoint that grew from the base published with it. */
+        r = git_reference_name_to_id(&base, l->repo, base_ref);
+        if (r < 0)
+                return error_set(ret_error, -ENOENT, "'%s' has no %s: the task's base was never published.", url, base_ref);
+        _cleanup_(git_commit_freep) git_commit *c = NULL;
+        if (git_commit_lookup(&c, l->repo, &cp) < 0)
+                return error_set(ret_error, -ENOENT, "'%s' does not have the task's checkpoint %s.", url, checkpoint);
+        if (!git_oid_equal(&cp, &base) && git_graph_descendant_of(l->repo, &cp, &base) != 1)
+                return error_set(ret_error, -EBADMSG, "Checkpoint %s does not descend from the task's base.", checkpoint);
+
+        r = ledger_tip(l, &tip);
+        if (r < 0)
+                return error_set(ret_error, r, "Cannot read the branch: %s", strerror(-r));
+        r = git_reference_create(&ref, l->repo, LEDGER_BASE_REF, &base, 1, "agentfab: take over");
+        if (r < 0)
+                return error_set(ret_error, ledger_git_errno(r), "Cannot set the base: %s", ledger_git_message());
+        git_reference_free(ref);
+        l->base = base;
+        /* The workspace is reset to it when the agent resumes (the
+         * ordinary resume path): here the branch only moves. */
+        r = git_reference_create_matching(&ref, l->repo, l->ref, &cp, 1, &tip, "agentfab: take over");
+        if (r < 0)
+                return error_set(ret_error, ledger_git_errno(r), "Cannot move the branch: %s", ledger_git_message());
+        git_reference_free(ref);
         return 0;
 }

@@ -370,5 +370,14 @@ int ledger_push(Ledger *l, const char *url, const char *credential_token, char *
 
 /* Names commit ref here (under refs/agentfab/) and pushes it there,
  * forced, to url: a checkpoint published for the hosts of a fleet
- * (ledger-publish.c). */
-int ledger_publish(Ledger *l, const char *url, const char *commit, const char *ref, char **ret_error);
+ * (ledger-publish.c). With base_ref (under refs/agentfab/ too), the
+ * ledger's base is pushed under that name as well. */
+int ledger_publish(Ledger *l, const char *url, const char *commit, const char *ref, const char *base_ref,
+                   char **ret_error);
+
+/* For a host that takes a task over: fetches prefix/ * from url (what
+ * ledger_publish() put there: the checkpoints and prefix/base), checks
+ * that checkpoint is there and grew from prefix/base, and makes them the
+ * ledger's base and its branch's tip. The workspace is left as it is:
+ * ledger_reset() to checkpoint brings it there. */
+int ledger_adopt(Ledger *l, const char *url, const char *prefix, const char *checkpoint, char **ret_error);

@@ -28,6 +28,10 @@ static inline const char *strempty(const char *s) {
         return s ?: "";
 }
 
+static inline const char *strna(const char *s) {
+        return s ?: "n/a";
+}
+
 static inline bool isempty(const char *s) {
         return !s || s[0] == '\0';
 }

@@ -22,7 +22,13 @@
 # repository of this test's, at /srv/agentfab-fleet in both hosts) as
 # refs/agentfab/<task>/<epoch> and acknowledged in the database; a step at
 # an epoch that is no longer its host's is refused, and the host cancels
-# the task and its sandbox.
+# the task and its sandbox; a host stopped (SIGSTOP) past its lease: the
+# other host takes its task over from the last acknowledged step within
+# LeaseSec + 10 s and finishes it (each step once on the branch, the
+# takeover in its journal), and the stopped host, continued, fences itself
+# before it acts on anything that waited, and cancels the task and its
+# sandbox; a host killed whole (its systemd): the other host finishes its
+# task the same way.
 set -u
 
 BUILDDIR=$(realpath "${1:?usage: fleet.sh BUILDDIR}")
@@ -388,6 +394,149 @@ hx_as alice bash -c 'cd /tmp && rm -rf local && mkdir local && cd local && git i
         git -c user.name=a -c user.email=a@a commit -q -m x' || fail "local repository"
 expect_refused "2:every host can fetch" "a repository only this host has is refused on a host of a fleet (InvalidSpec, exit 2)" \
         hx_as alice "${CTL[@]}" submit --repo /tmp/local --goal g
+
+
+# ---- Takeover: host-b holds a task whose "Fix add" step is acknowledged,
+# and waits for the model's third answer (run_tests) while $WORK/hold
+# exists. host-a's daemon is stopped meanwhile, so that host-b claims it.
+kill "$MODEL_PID" 2>/dev/null; wait "$MODEL_PID" 2>/dev/null
+python3 - "$WORK/takeover.json" "$WORK/hold" <<'PY'
+import json, sys
+out, hold = sys.argv[1:]
+json.dump([
+ {"reply": {"content": "Plan:\n1. Make add() return a + b.\n2. Run the tests and finish."}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+ {"reply": {"content": None, "tool_calls": [{"name": "run_tests", "arguments": {}}]}, "hold_while": hold},
+ {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds."}}]}},
+], open(out, "w"))
+PY
+: > "$WORK/requests.jsonl"
+python3 "$SRC/tests/model-server.py" --script "$WORK/takeover.json" --log "$WORK/requests.jsonl" --port "$PORT" --by-step \
+        > "$WORK/model.out" 2> "$WORK/model.err" &
+MODEL_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/model.out" ] && break; sleep 0.05; done
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+fleet_row() { pg_psql -tA -F ' ' -c "SELECT state, coalesce(host, '-'), epoch, coalesce(checkpoint, '-') FROM agentfab.tasks WHERE id = '$1'"; }
+
+# takeover_setup LABEL: a task held on host-b after its first acknowledged
+# commit; sets TID and OLD_EPOCH.
+takeover_setup() {
+        TID= OLD_EPOCH=
+        touch "$WORK/hold"
+        : > "$WORK/requests.jsonl"
+        hx systemctl stop agentfab.service
+        TID=$(hx_on host-b runuser -u alice -- "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add ($1)" \
+                --test "python3 -m unittest -v" 2>&1) || { fail "submit on host-b: $TID"; TID=; return 1; }
+        local st host epoch cp
+        for _ in $(seq 240); do
+                read -r st host epoch cp <<<"$(fleet_row "$TID")"
+                [ "$st $host" = "running host-b" ] && [ "$cp" != - ] && [ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 3 ] && break
+                sleep 0.25
+        done
+        if [ "$st $host" != "running host-b" ] || [ "$cp" = - ]; then
+                fail "the task did not get to work on host-b with a checkpoint: $(fleet_row "$TID")"
+                TID=
+                return 1
+        fi
+        OLD_EPOCH=$epoch
+}
+
+# takeover_wait T0: waits for host-a to hold TID and for it to succeed;
+# sets TAKEN_MS (from T0 to host-a's claim in the database).
+takeover_wait() {
+        local t0=$1 row
+        TAKEN_MS=
+        for _ in $(seq 400); do
+                row=$(fleet_row "$TID")
+                if [ -z "$TAKEN_MS" ] && [[ $row == *" host-a "* ]]; then TAKEN_MS=$(( $(now_ms) - t0 )); fi
+                [[ $row == "succeeded host-a "* ]] && break
+                sleep 0.1
+        done
+}
+
+# takeover_check HOW: the branch, the conversation and the journal after
+# host-a finished TID.
+takeover_check() {
+        local how=$1 epoch steps entry gap
+        read -r _ _ epoch _ <<<"$(fleet_row "$TID")"
+        steps=$(hx git --git-dir="/var/lib/agentfab/tasks/$TID/ledger.git" log --format=%s "agentfab/$TID" | grep -c '^Fix add$')
+        [ "$steps" = 1 ] && ok "$how: 'Fix add' is once on host-a's branch" || fail "$how: 'Fix add' $steps times on the branch"
+        gap=$(pg_psql -tA -c "SELECT count(*) - coalesce(max(n) + 1, 0) FROM agentfab.lines WHERE task = '$TID'")
+        [ "$gap" = 0 ] && ok "$how: the conversation in the database has no gap" || fail "$how: conversation gap $gap"
+        entry=$(hx journalctl -q --no-pager -o json "AGENTFAB_TASK=$TID" AGENTFAB_EVENT=takeover | python3 -c '
+import json, sys
+es = [json.loads(l) for l in sys.stdin if l.strip()]
+print(" ".join("%s:%s:%s:%s" % (e.get("AGENTFAB_FROM_HOST"), e.get("AGENTFAB_FROM_EPOCH"), e.get("AGENTFAB_EPOCH"), e.get("AGENTFAB_HOST")) for e in es))')
+        [ "$entry" = "host-b:$OLD_EPOCH:$epoch:host-a" ] &&
+                ok "$how: host-a's journal marks the takeover from host-b (epoch $OLD_EPOCH -> $epoch)" ||
+                fail "$how: takeover entries: '$entry' (expected host-b:$OLD_EPOCH:$epoch:host-a)"
+        [ "$(hx "${CTL[@]}" status "$TID" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = succeeded ] &&
+                ok "$how: agentfabctl status on host-a says succeeded" || fail "$how: status on host-a"
+}
+
+echo "=== a host stopped (SIGSTOP) past its lease: another host takes its task over; continued, it has fenced itself"
+if takeover_setup stopped; then
+        bpid=$(hx_on host-b systemctl show -p MainPID --value agentfab.service)
+        ref_before=$("${RGIT[@]}" rev-parse -q --verify "refs/agentfab/$TID/$OLD_EPOCH" 2>/dev/null)
+        hx_on host-b kill -STOP "$bpid"
+        t0=$(now_ms)
+        hx systemctl start agentfab.service
+        # host-b's answer goes into its socket while it is stopped.
+        rm -f "$WORK/hold"
+        takeover_wait "$t0"
+        [ -n "$TAKEN_MS" ] && [ "$TAKEN_MS" -le 16000 ] &&
+                ok "host-a held the task $TAKEN_MS ms after host-b stopped (LeaseSec=6s; at most LeaseSec + 10 s)" ||
+                fail "host-a took the task over after '${TAKEN_MS:-never}' ms: $(fleet_row "$TID")"
+        [[ $(fleet_row "$TID") == "succeeded host-a "* ]] && ok "host-a finished it" || fail "after the takeover: $(fleet_row "$TID")"
+        cont_us=$(( $(date +%s%N) / 1000 ))
+        hx_on host-b kill -CONT "$bpid"
+        st=
+        for _ in $(seq 120); do
+                st=$(task_prop_on host-b "$TID" State)
+                [ "$st" = cancelled ] && break
+                sleep 0.25
+        done
+        reason=$(task_prop_on host-b "$TID" Reason)
+        [ "$st" = cancelled ] && [[ $reason == *"took this task over"* ]] &&
+                ok "continued, host-b fenced itself, found the task taken over and cancelled it here: $reason" ||
+                fail "host-b after SIGCONT: $st ($reason)"
+        for _ in $(seq 40); do
+                hx_on host-b systemctl is-active --quiet "agentfab-task-$TID.scope" || break
+                sleep 0.25
+        done
+        ! hx_on host-b systemctl is-active --quiet "agentfab-task-$TID.scope" && ok "host-b's sandbox of it is gone" ||
+                fail "agentfab-task-$TID.scope is still active on host-b"
+        # The model's answer that waited in host-b's socket is not acted
+        # on: the fence comes first (no command, no step, nothing pushed).
+        late=$(hx_on host-b journalctl -q --no-pager -o json "AGENTFAB_TASK=$TID" | python3 -c '
+import json, sys
+since = int(sys.argv[1])
+print(" ".join(e.get("AGENTFAB_EVENT") for e in map(json.loads, filter(str.strip, sys.stdin))
+               if int(e["__REALTIME_TIMESTAMP"]) >= since and e.get("AGENTFAB_EVENT") in ("command", "step", "file-change", "model-call")))' "$cont_us")
+        ref_after=$("${RGIT[@]}" rev-parse -q --verify "refs/agentfab/$TID/$OLD_EPOCH" 2>/dev/null)
+        [[ $(fleet_row "$TID") == "succeeded host-a "* ]] && [ -z "$late" ] && [ "$ref_after" = "$ref_before" ] &&
+                ok "host-b did no more work on it once continued (no command, step or model call) and pushed nothing" ||
+                fail "after host-b went on: $(fleet_row "$TID"); its work: '$late'; refs/agentfab/$TID/$OLD_EPOCH $ref_before -> $ref_after"
+        takeover_check "stopped host"
+fi
+
+echo "=== a host killed whole in the middle of a task: another host finishes it"
+if takeover_setup killed; then
+        # shellcheck source=/dev/null
+        bsys=$(. "$FLEET_STATE/host-b.env" && echo "$HARNESS_PID")
+        kill -KILL "$bsys"
+        t0=$(now_ms)
+        hx systemctl start agentfab.service
+        rm -f "$WORK/hold"
+        takeover_wait "$t0"
+        [ -n "$TAKEN_MS" ] && [ "$TAKEN_MS" -le 16000 ] &&
+                ok "host-a held the task $TAKEN_MS ms after host-b's systemd was killed (LeaseSec=6s; at most LeaseSec + 10 s)" ||
+                fail "host-a took the task over after '${TAKEN_MS:-never}' ms: $(fleet_row "$TID")"
+        [[ $(fleet_row "$TID") == "succeeded host-a "* ]] && ok "host-a finished it" || fail "after the takeover: $(fleet_row "$TID")"
+        takeover_check "killed host"
+        echo "takeover: host-a held the killed host's task after $TAKEN_MS ms"
+fi
 
 echo "fleet: failed: ${FAILED_NAMES[*]:-none}"
 check_summary

@@ -14,10 +14,6 @@
 
 static char root[] = "/tmp/test-tree-scan-XXXXXX";
 
-static const char *strna(const char *s) {
-        return s ?: "n/a";
-}
-
 typedef struct Seen {
         char *list;             /* "path:kind\n" lines, sorted by the test */
         size_t n;

@@ -56,6 +56,7 @@ typedef struct PushJob {
         char *url;
         char *commit;
         char *ref;
+        char *base_ref;
         char *error;
 } PushJob;
 
@@ -193,6 +194,7 @@ static void push_job_free(void *q) {
         free(j->url);
         free(j->commit);
         free(j->ref);
+        free(j->base_ref);
         free(j->error);
         free(j);
 }
@@ -205,7 +207,7 @@ static int push_job_run(void *q) {
         r = ledger_open(j->dir_fd, j->branch, &l);
         if (r < 0)
                 return r;
-        return ledger_publish(l, j->url, j->commit, j->ref, &j->error);
+        return ledger_publish(l, j->url, j->commit, j->ref, j->base_ref, &j->error);
 }
 
 static void on_pushed(Task *t, int r, void *q, void *userdata) {
@@ -245,7 +247,8 @@ static int publish_push(FleetPublish *p, Task *t, const char *remote) {
         j->url = strdup(remote);
         j->commit = strdup(p->commit);
         if (!j->branch || !j->url || !j->commit ||
-            asprintf(&j->ref, "refs/agentfab/%s/%llu", p->task_id, (unsigned long long) p->epoch) < 0) {
+            asprintf(&j->ref, "refs/agentfab/%s/%llu", p->task_id, (unsigned long long) p->epoch) < 0 ||
+            asprintf(&j->base_ref, "refs/agentfab/%s/base", p->task_id) < 0) {
                 push_job_free(j);
                 return -ENOMEM;
         }
@@ -269,6 +272,9 @@ static void publish_start(FleetPublish *p) {
                 /* Lost meanwhile (the fence's end found another host
                  * holding it): that cancelled it here. */
                 return publish_end(p, -ESTALE);
+        /* SECURITY: a fenced host publishes nothing, to Remote= either. */
+        if (fleet_is_fenced(fl))
+                return publish_retry(p);
         if (p->pushed || !p->commit || !remote)
                 return publish_ack(p);
         r = publish_push(p, t, remote);
@@ -278,12 +284,25 @@ static void publish_start(FleetPublish *p) {
         }
 }
 
+int fleet_ack_stamp(json_object *record, const char *host, uint64_t epoch) {
+        json_object *o = json_object_new_object();
+
+        if (!o || json_object_object_add(o, "host", json_object_new_string(host)) < 0 ||
+            json_object_object_add(o, "epoch", json_object_new_uint64(epoch)) < 0 ||
+            json_object_object_add(record, FLEET_ACK_STAMP, o) < 0) {
+                json_object_put(o);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 int fleet_ack_publish(Task *t, const AgentPublish *a, void *userdata) {
         _cleanup_(json_object_putp) json_object *j = NULL;
         Fleet *fl = userdata;
         FleetAcks *acks;
         FleetPublish *p;
         uint64_t epoch;
+        int r;
 
         assert(t);
         assert(a);
@@ -295,6 +314,11 @@ int fleet_ack_publish(Task *t, const AgentPublish *a, void *userdata) {
         j = task_to_json(t);
         if (!j)
                 return -ENOMEM;
+        /* Who acknowledged it, for a host that takes the task over: its
+         * journal names where the task came from (fleet-takeover.c). */
+        r = fleet_ack_stamp(j, fleet_host(fl), epoch);
+        if (r < 0)
+                return r;
 
         acks = fleet_acks(fl);
         p = calloc(1, sizeof(FleetPublish));

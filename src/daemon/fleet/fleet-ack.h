@@ -14,7 +14,8 @@
  * (-ESTALE) means another host holds the task: this host stops its agent,
  * cancels it here and never reports it. A push or a database that fails
  * is tried again (the agent waits), a fenced host waits for its fence's
- * end. */
+ * end. The checkpoint's base goes with the first push, as
+ * refs/agentfab/<task>/base. */
 
 typedef struct FleetAcks FleetAcks;
 
@@ -23,6 +24,13 @@ int fleet_acks_new(Fleet *fl, FleetAcks **ret);
 FleetAcks *fleet_acks_free(FleetAcks *a);
 /* The Fleet's (fleet.c). */
 FleetAcks *fleet_acks(const Fleet *fl);
+
+/* The member of an acknowledged record (task_to_json()) that names the
+ * host and epoch that acknowledged it: {"host": "...", "epoch": N}. A host
+ * that takes the task over reads it and takes it out before it reads the
+ * record as a task's. */
+#define FLEET_ACK_STAMP "fleet"
+int fleet_ack_stamp(json_object *record, const char *host, uint64_t epoch);
 
 /* The agent's publisher (agent_publish_t); userdata is the Fleet. */
 int fleet_ack_publish(Task *t, const AgentPublish *p, void *userdata);

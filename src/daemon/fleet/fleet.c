@@ -9,9 +9,7 @@
 #include "agent.h"
 #include "audit.h"
 #include "credential.h"
-#include "fleet-ack.h"
-#include "fleet-lease.h"
-#include "fleet.h"
+#include "fleet-internal.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
@@ -20,60 +18,13 @@
 #include "time-util.h"
 #include "worker.h"
 
-/* A task this host holds: claimed from the queue (or found on disk and
- * confirmed in the database). */
-typedef struct FleetHeld {
-        char *id;
-        uint64_t epoch;
-        bool paused_by_fence;   /* Pause()d by the fence: the fence's end resumes it */
-        bool finished;          /* its end waits to be written (fenced, or the connection broke) */
-        bool ending;            /* its end is being written */
-} FleetHeld;
 
-/* A call of ours whose answer is pending: freed with the Fleet if the
- * database never answers (fleet_db_free() calls no handler). */
-typedef struct FleetCall {
-        Fleet *fleet;
-        struct FleetCall *next, *prev;
-        fleet_done_t done;
-        fleet_list_t list;
-        char *task_id;
-        void *userdata;
-} FleetCall;
-
-struct Fleet {
-        Factory *factory;
-        FleetDb *db;
-        char *host;
-        FleetLease lease;
-        unsigned slots;
-
-        sd_event_source *renew_timer;   /* every LeaseSec/3 */
-        sd_event_source *fence_timer;   /* at the lease's deadline by our clock */
-
-        bool migrated;
-        bool migrating;
-        bool renewing;
-        bool claiming;
-        unsigned confirming;            /* reads of our tasks outstanding */
-        unsigned creating;              /* claimed tasks being recorded */
-
-        FleetHeld *held;
-        size_t n_held;
-        FleetCall *calls;
-        FleetAcks *acks;
-
-        const FleetHooks *hooks;
-        void *userdata;
-};
-
-static void fleet_claim_more(Fleet *fl);
 static void fleet_renew(Fleet *fl);
 static int fleet_arm_fence(Fleet *fl);
 
 /* ---- Calls in flight ---- */
 
-static FleetCall *call_new(Fleet *fl) {
+FleetCall *fleet_call_new(Fleet *fl) {
         FleetCall *c = calloc(1, sizeof(FleetCall));
 
         if (!c)
@@ -86,7 +37,7 @@ static FleetCall *call_new(Fleet *fl) {
         return c;
 }
 
-static void call_free(FleetCall *c) {
+void fleet_call_free(FleetCall *c) {
         if (!c)
                 return;
         if (c->prev)
@@ -101,15 +52,15 @@ static void call_free(FleetCall *c) {
 
 /* ---- The tasks this host holds ---- */
 
-static FleetHeld *held_find(const Fleet *fl, const char *id) {
+FleetHeld *fleet_held_find(const Fleet *fl, const char *id) {
         for (size_t i = 0; i < fl->n_held; i++)
                 if (streq(fl->held[i].id, id))
                         return fl->held + i;
         return NULL;
 }
 
-static int held_add(Fleet *fl, const char *id, uint64_t epoch) {
-        FleetHeld *h = held_find(fl, id), *n;
+int fleet_held_add(Fleet *fl, const char *id, uint64_t epoch) {
+        FleetHeld *h = fleet_held_find(fl, id), *n;
 
         if (h) {
                 h->epoch = epoch;
@@ -126,8 +77,8 @@ static int held_add(Fleet *fl, const char *id, uint64_t epoch) {
         return 0;
 }
 
-static void held_remove(Fleet *fl, const char *id) {
-        FleetHeld *h = held_find(fl, id);
+void fleet_held_remove(Fleet *fl, const char *id) {
+        FleetHeld *h = fleet_held_find(fl, id);
 
         if (!h)
                 return;
@@ -137,7 +88,7 @@ static void held_remove(Fleet *fl, const char *id) {
 
 /* Tasks held and not ended, plus those being recorded: what counts
  * against Slots=. */
-static unsigned fleet_busy_slots(const Fleet *fl) {
+unsigned fleet_busy_slots(const Fleet *fl) {
         unsigned n = fl->creating;
 
         for (size_t i = 0; i < fl->n_held; i++)
@@ -147,7 +98,7 @@ static unsigned fleet_busy_slots(const Fleet *fl) {
 }
 
 uint64_t fleet_task_epoch(const Fleet *fl, const char *id) {
-        const FleetHeld *h = fl && id ? held_find(fl, id) : NULL;
+        const FleetHeld *h = fl && id ? fleet_held_find(fl, id) : NULL;
         return h ? h->epoch : 0;
 }
 
@@ -194,20 +145,20 @@ static void on_finished(FleetDb *db, int error, const char *message, void *userd
         else if (error == -ECONNRESET) {
                 /* It may or may not have committed; finishing again is
                  * safe, and done after the next renewal. */
-                FleetHeld *h = held_find(fl, c->task_id);
+                FleetHeld *h = fleet_held_find(fl, c->task_id);
                 if (h)
                         h->ending = false;
-                call_free(c);
+                fleet_call_free(c);
                 return;
         } else if (error < 0)
                 log_warning("Failed to record the end of task '%s' in the fleet's database: %s", c->task_id,
                             message ?: strerror(-error));
-        held_remove(fl, c->task_id);
-        call_free(c);
+        fleet_held_remove(fl, c->task_id);
+        fleet_call_free(c);
         fleet_claim_more(fl);
 }
 
-static void fleet_write_end(Fleet *fl, FleetHeld *h, TaskState state) {
+void fleet_write_end(Fleet *fl, FleetHeld *h, TaskState state) {
         FleetCall *c;
         int r;
 
@@ -216,9 +167,9 @@ static void fleet_write_end(Fleet *fl, FleetHeld *h, TaskState state) {
          * once it knows it still holds the task. */
         if (fl->lease.fenced || h->ending)
                 return;
-        c = call_new(fl);
+        c = fleet_call_new(fl);
         if (!c || !(c->task_id = strdup(h->id))) {
-                call_free(c);
+                fleet_call_free(c);
                 log_oom();
                 return;
         }
@@ -226,7 +177,7 @@ static void fleet_write_end(Fleet *fl, FleetHeld *h, TaskState state) {
         if (r >= 0)
                 h->ending = true;
         if (r < 0) {
-                call_free(c);
+                fleet_call_free(c);
                 log_warning_errno(r, "Failed to record the end of task '%s' in the fleet's database: %m", h->id);
         }
 }
@@ -250,7 +201,7 @@ void fleet_task_state_changed(Fleet *fl, Task *t) {
 
         if (!fl || !task_state_is_final(t->state))
                 return;
-        h = held_find(fl, t->id);
+        h = fleet_held_find(fl, t->id);
         if (h && !h->finished)
                 fleet_write_end(fl, h, t->state);
 }
@@ -265,7 +216,7 @@ static void fleet_fence(Fleet *fl) {
         for (size_t i = 0; i < f->n_tasks; i++) {
                 Task *t = f->tasks[i];
                 _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-                FleetHeld *h = held_find(fl, t->id);
+                FleetHeld *h = fleet_held_find(fl, t->id);
 
                 if (!t->run || !IN_SET(t->state, TASK_PREPARING, TASK_RUNNING))
                         continue;
@@ -285,7 +236,7 @@ static void fleet_fence(Fleet *fl) {
 
 static void fleet_lose(Fleet *fl, Task *t) {
         log_warning("Task '%s' is held by another host of the fleet now: cancelling it here.", t->id);
-        held_remove(fl, t->id);
+        fleet_held_remove(fl, t->id);
         if (task_state_is_final(t->state))
                 return;
         if (t->state == TASK_PAUSED)
@@ -310,7 +261,7 @@ static void fleet_unfence(Fleet *fl) {
         log_info("This host holds its lease in the fleet: working (%zu tasks held).", fl->n_held);
         for (size_t i = 0; i < f->n_tasks; i++) {
                 Task *t = f->tasks[i];
-                FleetHeld *h = held_find(fl, t->id);
+                FleetHeld *h = fleet_held_find(fl, t->id);
 
                 if (!h || h->finished)
                         continue;
@@ -337,14 +288,14 @@ static void on_task_read(FleetDb *db, int error, const char *message, const Flee
         if (t && error == -ENOENT)
                 fleet_lose(fl, t);
         else if (t && error >= 0 && record) {
-                if (held_add(fl, t->id, record->epoch) < 0)
+                if (fleet_held_add(fl, t->id, record->epoch) < 0)
                         log_oom();
         } else if (error < 0) {
                 /* Not known either way: ask again at the next renewal. */
                 log_warning("Cannot check task '%s' in the fleet's database: %s", c->task_id, message ?: strerror(-error));
                 fl->lease.confirming = false;
         }
-        call_free(c);
+        fleet_call_free(c);
         assert(fl->confirming > 0);
         if (--fl->confirming == 0 && fl->lease.confirming)
                 fleet_unfence(fl);
@@ -360,17 +311,17 @@ static void fleet_confirm(Fleet *fl) {
                 Task *t = f->tasks[i];
                 FleetCall *c;
 
-                if (task_state_is_final(t->state) && !held_find(fl, t->id))
+                if (task_state_is_final(t->state) && !fleet_held_find(fl, t->id))
                         continue;
-                c = call_new(fl);
+                c = fleet_call_new(fl);
                 if (!c || !(c->task_id = strdup(t->id))) {
-                        call_free(c);
+                        fleet_call_free(c);
                         log_oom();
                         fl->lease.confirming = false;
                         break;
                 }
                 if (fleet_db_read_task(fl->db, t->id, on_task_read, c) < 0) {
-                        call_free(c);
+                        fleet_call_free(c);
                         fl->lease.confirming = false;
                         break;
                 }
@@ -406,7 +357,7 @@ static void on_renewed(FleetDb *db, int error, const char *message, uint64_t lea
         uint64_t sent = (uint64_t) (uintptr_t) c->userdata;
 
         (void) db, (void) lease_until_usec;
-        call_free(c);
+        fleet_call_free(c);
         fl->renewing = false;
         if (error < 0) {
                 log_warning("Failed to renew this host's lease in the fleet: %s", message ?: strerror(-error));
@@ -419,6 +370,8 @@ static void on_renewed(FleetDb *db, int error, const char *message, uint64_t lea
         (void) fleet_arm_fence(fl);
         /* The slow poll: notifications are lost while disconnected. */
         fleet_claim_more(fl);
+        /* and the tasks of hosts that are gone. */
+        fleet_reap_more(fl);
 }
 
 static int environment_names(const Environments *e, char ***ret) {
@@ -440,14 +393,14 @@ static void fleet_renew(Fleet *fl) {
 
         if (!fl->migrated || fl->renewing)
                 return;
-        if (environment_names(&fl->factory->environments, &envs) < 0 || !(c = call_new(fl))) {
+        if (environment_names(&fl->factory->environments, &envs) < 0 || !(c = fleet_call_new(fl))) {
                 log_oom();
                 return;
         }
         c->userdata = (void *) (uintptr_t) clock_now_usec(CLOCK_MONOTONIC);
         r = fleet_db_renew(fl->db, fl->lease.lease_usec, envs, on_renewed, c);
         if (r < 0) {
-                call_free(c);
+                fleet_call_free(c);
                 log_warning_errno(r, "Failed to renew this host's lease in the fleet: %m");
                 return;
         }
@@ -460,243 +413,6 @@ static int on_renew_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) sd_event_source_set_time(s, usec + fleet_lease_renew_interval(&fl->lease));
         fleet_renew(fl);
         return 0;
-}
-
-/* ---- The queue ---- */
-
-typedef struct ClaimJob {
-        Task *task;
-        uint64_t epoch;
-} ClaimJob;
-
-static void claim_job_free(void *p) {
-        ClaimJob *j = p;
-
-        if (!j)
-                return;
-        task_free(j->task);
-        free(j);
-}
-
-static int claim_job_run(void *p) {
-        ClaimJob *j = p;
-        return task_create(j->task);
-}
-
-static void on_claim_recorded(Worker *w, int r, void *p, void *userdata) {
-        Fleet *fl = userdata;
-        ClaimJob *j = p;
-        Task *t = TAKE_PTR(j->task);
-
-        (void) w;
-        fl->creating--;
-        if (r < 0) {
-                /* Nobody works on it: it fails, in the database, where
-                 * its submitter sees it. */
-                FleetHeld *h = held_find(fl, t->id);
-                log_error_errno(r, "Failed to record task '%s' claimed from the fleet, failing it: %m", t->id);
-                if (h)
-                        fleet_write_end(fl, h, TASK_FAILED);
-                task_free(t);
-                return;
-        }
-        t->tasks_fd = fl->factory->tasks_fd;
-        if (fl->hooks && fl->hooks->task_claimed)
-                r = fl->hooks->task_claimed(fl, t, fl->userdata);
-        else
-                r = -EOPNOTSUPP, task_free(t);
-        if (r < 0)
-                log_error_errno(r, "Failed to add task claimed from the fleet: %m");
-}
-
-/* The owner is "user@host", the user looked up here: the hosts of a fleet
- * share their users (the same NSS), as agentfabd(8) says. */
-static int owner_uid(const char *owner, uid_t *ret) {
-        _cleanup_free_ char *user = NULL;
-        const char *at = owner ? strrchr(owner, '@') : NULL;
-        struct passwd *pw;
-
-        if (!at || at == owner)
-                return -EINVAL;
-        user = strndup(owner, (size_t) (at - owner));
-        if (!user)
-                return -ENOMEM;
-        pw = getpwnam(user);
-        if (!pw)
-                return -ESRCH;
-        *ret = pw->pw_uid;
-        return 0;
-}
-
-static int fleet_take_claim(Fleet *fl, const FleetClaim *c) {
-        _cleanup_(json_object_putp) json_object *j = NULL;
-        _cleanup_(task_freep) Task *t = NULL;
-        _cleanup_free_ char *error = NULL;
-        ClaimJob *job;
-        uid_t uid;
-        int r;
-
-        r = task_new(&t, c->id);
-        if (r < 0)
-                return r;
-        r = json_parse_strict(c->spec, strlen(c->spec), &j);
-        if (r >= 0)
-                r = task_from_json(t, j, &error);
-        if (r < 0)
-                return log_error_errno(r, "Task '%s' of the fleet has a record that cannot be read (%s): skipping it.",
-                                       c->id, error ?: strerror(-r));
-        if (!streq(t->id, c->id))
-                return log_error_errno(-EBADMSG, "Task '%s' of the fleet has the record of '%s': skipping it.", c->id, t->id);
-        r = owner_uid(c->owner, &uid);
-        if (r < 0)
-                return log_error_errno(r, "Task '%s' of the fleet belongs to '%s', who is no user here: skipping it.",
-                                       c->id, c->owner);
-        t->owner = uid;
-        t->state = TASK_QUEUED;
-        t->tasks_fd = fl->factory->tasks_fd;
-
-        r = held_add(fl, t->id, c->epoch);
-        if (r < 0)
-                return r;
-        job = calloc(1, sizeof(ClaimJob));
-        if (!job)
-                return -ENOMEM;
-        job->task = TAKE_PTR(t);
-        job->epoch = c->epoch;
-        r = worker_start(fl->factory->event, claim_job_run, on_claim_recorded, claim_job_free, job, fl, NULL);
-        if (r < 0) {
-                held_remove(fl, job->task->id);
-                claim_job_free(job);
-                return r;
-        }
-        fl->creating++;
-        return 0;
-}
-
-static void on_claimed(FleetDb *db, int error, const char *message, const FleetClaim *claims, size_t n, void *userdata) {
-        FleetCall *c = userdata;
-        Fleet *fl = c->fleet;
-        bool more = n > 0;
-
-        (void) db;
-        call_free(c);
-        fl->claiming = false;
-        if (error < 0) {
-                if (error != -ESTALE)
-                        log_warning("Failed to claim tasks from the fleet's queue: %s", message ?: strerror(-error));
-                return;
-        }
-        for (size_t i = 0; i < n; i++) {
-                if (factory_find_task(fl->factory, claims[i].id)) {
-                        /* Ours from before a restart: it is ours again. */
-                        if (held_add(fl, claims[i].id, claims[i].epoch) < 0)
-                                log_oom();
-                        continue;
-                }
-                log_info("Claimed task '%s' (epoch %llu) from the fleet's queue.", claims[i].id,
-                         (unsigned long long) claims[i].epoch);
-                if (fleet_take_claim(fl, claims + i) < 0 && held_add(fl, claims[i].id, claims[i].epoch) >= 0) {
-                        /* What no host can work on fails where its submitter sees it. */
-                        log_warning("Task '%s' cannot be worked on here: failing it in the fleet.", claims[i].id);
-                        fleet_write_end(fl, held_find(fl, claims[i].id), TASK_FAILED);
-                }
-        }
-        /* The queue may hold more than one answer gave. */
-        if (more)
-                fleet_claim_more(fl);
-}
-
-static void fleet_claim_more(Fleet *fl) {
-        unsigned busy, free_slots;
-        FleetCall *c;
-
-        if (!fl->migrated || fl->lease.fenced || fl->claiming || !fleet_db_is_connected(fl->db))
-                return;
-        busy = fleet_busy_slots(fl);
-        if (busy >= fl->slots)
-                return;
-        free_slots = MIN(fl->slots - busy, FLEET_DB_CLAIM_MAX);
-        c = call_new(fl);
-        if (!c) {
-                log_oom();
-                return;
-        }
-        if (fleet_db_claim(fl->db, free_slots, on_claimed, c) < 0) {
-                call_free(c);
-                return;
-        }
-        fl->claiming = true;
-}
-
-static void on_enqueued(FleetDb *db, int error, const char *message, void *userdata) {
-        FleetCall *c = userdata;
-        Fleet *fl = c->fleet;
-        fleet_done_t done = c->done;
-        void *u = c->userdata;
-
-        (void) db;
-        call_free(c);
-        done(fl, error, message, u);
-}
-
-int fleet_enqueue(Fleet *fl, const Task *t, fleet_done_t done, void *userdata) {
-        _cleanup_(json_object_putp) json_object *j = NULL;
-        _cleanup_free_ char *owner = NULL;
-        struct passwd *pw;
-        FleetCall *c;
-        int r;
-
-        assert(fl);
-        assert(t);
-        assert(done);
-
-        pw = getpwuid(t->owner);
-        if (!pw)
-                return -ESRCH;
-        if (asprintf(&owner, "%s@%s", pw->pw_name, fl->host) < 0)
-                return -ENOMEM;
-        j = task_to_json(t);
-        if (!j)
-                return -ENOMEM;
-        c = call_new(fl);
-        if (!c)
-                return -ENOMEM;
-        c->done = done;
-        c->userdata = userdata;
-        r = fleet_db_enqueue(fl->db, t->id, owner, json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN),
-                             t->spec.environment, on_enqueued, c);
-        if (r < 0)
-                call_free(c);
-        return r;
-}
-
-static void on_listed(FleetDb *db, int error, const char *message, const FleetTaskInfo *tasks, size_t n, void *userdata) {
-        FleetCall *c = userdata;
-        Fleet *fl = c->fleet;
-        fleet_list_t list = c->list;
-        void *u = c->userdata;
-
-        (void) db;
-        call_free(c);
-        list(fl, error, message, tasks, n, u);
-}
-
-int fleet_list(Fleet *fl, fleet_list_t done, void *userdata) {
-        FleetCall *c;
-        int r;
-
-        assert(fl);
-        assert(done);
-
-        c = call_new(fl);
-        if (!c)
-                return -ENOMEM;
-        c->list = done;
-        c->userdata = userdata;
-        r = fleet_db_list(fl->db, 0, on_listed, c);
-        if (r < 0)
-                call_free(c);
-        return r;
 }
 
 /* ---- The connection ---- */
@@ -797,6 +513,11 @@ int fleet_new(Factory *f, const FleetHooks *hooks, void *userdata, Fleet **ret) 
                 return r;
         (void) sd_event_source_set_enabled(fl->fence_timer, SD_EVENT_OFF);
         (void) sd_event_source_set_description(fl->fence_timer, "fleet-fence");
+        /* A host that was stopped (SIGSTOP, a VM paused) past its lease
+         * finds its fence's deadline passed and a model's answer or a
+         * command's end waiting at once: the fence goes first, so that
+         * nothing of that work is done or published. */
+        (void) sd_event_source_set_priority(fl->fence_timer, SD_EVENT_PRIORITY_IMPORTANT);
 
         r = fleet_acks_new(fl, &fl->acks);
         if (r < 0)
@@ -822,7 +543,7 @@ Fleet *fleet_free(Fleet *fl) {
         fl->db = fleet_db_free(fl->db);
         fl->acks = fleet_acks_free(fl->acks);
         while (fl->calls)
-                call_free(fl->calls);
+                fleet_call_free(fl->calls);
         sd_event_source_disable_unref(fl->renew_timer);
         sd_event_source_disable_unref(fl->fence_timer);
         for (size_t i = 0; i < fl->n_held; i++)

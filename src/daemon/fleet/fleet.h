@@ -27,7 +27,11 @@
  * by the database's notifications and by each renewal (notifications sent
  * while disconnected are lost), and a claimed task becomes a task here
  * through the ordinary record (task_create()) and the manager. A task's
- * end is written back under the epoch its claim got. */
+ * end is written back under the epoch its claim got.
+ *
+ * The takeover (fleet-takeover.c): with each renewal a host with free
+ * slots also claims the running tasks of hosts whose lease ran out, and
+ * goes on with each from its last acknowledged step. */
 
 typedef struct Fleet Fleet;
 
@@ -35,6 +39,9 @@ typedef struct FleetHooks {
         /* t, claimed from the queue, is on disk: add it as a submitted task
          * (takes t). */
         int (*task_claimed)(Fleet *fl, Task *t, void *userdata);
+        /* t, taken over from a host whose lease ran out, is on disk as
+         * that host acknowledged it: add it as a task to resume (takes t). */
+        int (*task_taken_over)(Fleet *fl, Task *t, void *userdata);
         /* The host may work again: start what may start. */
         void (*unfenced)(Fleet *fl, void *userdata);
 } FleetHooks;

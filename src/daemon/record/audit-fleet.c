@@ -66,6 +66,10 @@ void audit_takeover(Task *t, const char *from_host, uint64_t from_epoch, uint64_
                      "AGENTFAB_HOST=%s", strempty(fleet_host),
                      "AGENTFAB_EPOCH=%" PRIu64, epoch,
                      NULL);
-        audit_task_event(t, "takeover", UID_INVALID, "from_host", strempty(from_host), "from_epoch", from_epoch_s,
-                         "step", step_s);
+        /* The task's history (events.jsonl) has it once the task has its
+         * place among this host's tasks; an entry written while the task is
+         * still being made is the journal's alone. */
+        if (t->tasks_fd >= 0)
+                audit_task_event(t, "takeover", UID_INVALID, "from_host", strempty(from_host), "from_epoch", from_epoch_s,
+                                 "step", step_s);
 }
