@@ -16,9 +16,10 @@
 # hosts; "agentfabctl audit ID --verify --directory=" on it finds no gap
 # for any task; a copy of a task's entries with an epoch changed part way
 # (no takeover entry marks it), or with another host's name at the same
-# epoch, is reported, a line each and exit 1. With the takeover
-# (src/daemon/fleet), a task whose host is killed mid-task is finished by
-# the other, and verifies on the central journal with its takeover entry.
+# epoch, is reported, a line each and exit 1; a task whose host (its whole
+# systemd) is killed mid-task is taken over and finished by the other, and
+# verifies on the central journal with its takeover entry, and not
+# without it.
 set -u
 
 BUILDDIR=$(realpath "${1:?usage: fleet-audit.sh BUILDDIR}")
@@ -246,7 +247,8 @@ echo "=== a forged copy of the central journal is reported"
 # forge ID DIR MODE: the task's entries from the central journal, changed,
 # written with systemd-journal-remote into DIR/forged.journal. MODE
 # "epoch": from the first step on, one epoch later (no takeover marks it);
-# "host": one command entry of the task's epoch named as the other host's.
+# "host": one command entry of the task's epoch named as the other host's;
+# "notakeover": without its takeover entry.
 forge() {
         local id=$1 dir=$2 mode=$3
         mkdir -p "$dir"
@@ -286,6 +288,8 @@ for e in entries:
         put(e, b"AGENTFAB_HOST", other.encode())
         done = True
 out = bytearray()
+if mode == "notakeover":
+    entries = [e for e in entries if get(e, b"AGENTFAB_EVENT") != b"takeover"]
 for e in entries:
     for name, value in e:
         if b"\n" in value or not value.isascii():
@@ -308,6 +312,98 @@ expect_refused "1:epoch $fe: entries from two hosts, '$fhost' and '$other'" \
         on "$fhost" "${CTL[@]}" audit "$fid" --verify --directory=/srv/agentfab-fleet/forged-host
 expect_exit 0 "the same task on the central journal itself still verifies" \
         on "$fhost" "${CTL[@]}" audit "$fid" --verify --directory=/srv/agentfab-fleet/central
+
+echo "=== a task taken over: host-b killed whole mid-task, host-a finishes it; it verifies on the central journal"
+# The task's third model answer (run_tests, after the acknowledged "Fix
+# add") waits while $WORK/hold exists. host-a's daemon is stopped while
+# the task is submitted, so that host-b claims it.
+kill "$MODEL_PID" 2>/dev/null; wait "$MODEL_PID" 2>/dev/null
+python3 - "$WORK/takeover.json" "$WORK/hold" <<'PY'
+import json, sys
+out, hold = sys.argv[1:]
+json.dump([
+ {"reply": {"content": "Plan:\n1. Make add() return a + b.\n2. Run the tests and finish."}},
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+ {"reply": {"content": None, "tool_calls": [{"name": "run_tests", "arguments": {}}]}, "hold_while": hold},
+ {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds."}}]}},
+], open(out, "w"))
+PY
+touch "$WORK/hold"
+: > "$WORK/requests.jsonl"
+python3 "$SRC/tests/model-server.py" --script "$WORK/takeover.json" --log "$WORK/requests.jsonl" --port "$PORT" --by-step \
+        > "$WORK/model.out" 2> "$WORK/model.err" &
+MODEL_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/model.out" ] && break; sleep 0.05; done
+
+fleet_row() { pg_psql -tA -F ' ' -c "SELECT state, coalesce(host, '-'), epoch, coalesce(checkpoint, '-') FROM agentfab.tasks WHERE id = '$1'"; }
+# in_sync HOST ID: the central journal has every entry of the task that
+# HOST's own journal has.
+in_sync() {
+        local want got
+        want=$(task_entries "$1" "$2" | sort)
+        for _ in $(seq 100); do
+                got=$(task_entries central "$2" | grep "^$1 " | sort)
+                [ -n "$want" ] && [ "$got" = "$want" ] && return 0
+                sleep 0.1
+        done
+        echo "    central has $(wc -l <<<"$got") of $1's $(wc -l <<<"$want") entries of $2"
+        return 1
+}
+hx systemctl stop agentfab.service
+TID=$(hx_on host-b runuser -u alice -- "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add (taken over)" \
+        --test "python3 -m unittest -v" 2>&1) || { fail "submit on host-b: $TID"; TID=; }
+st= host= old_epoch= cp=-
+for _ in $(seq 240); do
+        [ -n "$TID" ] || break
+        read -r st host old_epoch cp <<<"$(fleet_row "$TID")"
+        [ "$st $host" = "running host-b" ] && [ "$cp" != - ] && [ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 3 ] && break
+        sleep 0.25
+done
+if [ -z "$TID" ] || [ "$st $host" != "running host-b" ] || [ "$cp" = - ]; then
+        fail "the task did not get to work on host-b with a checkpoint: $(fleet_row "$TID")"
+else
+        # What host-b journaled before it died is in the central journal:
+        # the uploader follows its journal as it grows. (What a host
+        # journals in its last moment before a crash may never get there:
+        # agentfabd(8).)
+        in_sync host-b "$TID" || fail "host-b's entries did not reach the central journal before it was killed"
+        # shellcheck source=/dev/null
+        bsys=$(. "$FLEET_STATE/host-b.env" && echo "$HARNESS_PID")
+        [ -n "$bsys" ] && kill -KILL "$bsys"
+        hx systemctl start agentfab.service
+        rm -f "$WORK/hold"
+        row=
+        for _ in $(seq 400); do
+                row=$(fleet_row "$TID")
+                [[ $row == "succeeded host-a "* ]] && break
+                sleep 0.1
+        done
+        read -r _ _ new_epoch _ <<<"$row"
+        [[ $row == "succeeded host-a "* ]] && [ "$new_epoch" -gt "$old_epoch" ] &&
+                ok "host-b killed whole at epoch $old_epoch; host-a took the task over at epoch $new_epoch and finished it" ||
+                fail "after host-b was killed: $row"
+        in_sync host-a "$TID" || fail "host-a's entries did not reach the central journal"
+        got=$(task_entries central "$TID")
+        tk=$(journalctl --directory="$CENTRAL" -q --no-pager -o json "AGENTFAB_TASK=$TID" AGENTFAB_EVENT=takeover | python3 -c '
+import json, sys
+print(" ".join("%s:%s:%s:%s:%s" % (e.get("AGENTFAB_FROM_HOST"), e.get("AGENTFAB_FROM_EPOCH"), e.get("AGENTFAB_HOST"), e.get("AGENTFAB_EPOCH"), e.get("AGENTFAB_STEP")) for e in map(json.loads, filter(str.strip, sys.stdin))))')
+        grep -q "^host-b $old_epoch step$" <<<"$got" && grep -q "^host-a $new_epoch step$" <<<"$got" &&
+                [[ $tk == "host-b:$old_epoch:host-a:$new_epoch:"* ]] &&
+                ok "the central journal has the task's steps from host-b (epoch $old_epoch) and host-a (epoch $new_epoch), and the takeover entry ($tk)" ||
+                fail "central journal of the taken-over task: takeover '$tk'; $(sort <<<"$got" | uniq -c | tr '\n' ';')"
+        out=$(hx "${CTL[@]}" audit "$TID" --verify --directory=/srv/agentfab-fleet/central 2>&1)
+        rc=$?
+        [ "$rc" = 0 ] && grep -q "journal entries checked: no gaps." <<<"$out" &&
+                ok "audit --verify on the central journal: the takeover is marked, no gap ($(tail -1 <<<"$out"))" ||
+                fail "audit --verify of the taken-over task: exit $rc: $out"
+        # The same entries without the takeover entry: an unmarked change
+        # of host and epoch.
+        epoch_of[$TID]=$old_epoch
+        forge "$TID" "$SHARE/forged-takeover" notakeover host-a
+        expect_refused "1:epoch $new_epoch: the entries go from 'host-b' at epoch $old_epoch to 'host-a' at epoch $new_epoch without a takeover entry" \
+                "the same entries without the takeover entry: reported, exit 1" \
+                hx "${CTL[@]}" audit "$TID" --verify --directory=/srv/agentfab-fleet/forged-takeover
+fi
 
 echo "fleet-audit: failed: ${FAILED_NAMES[*]:-none}"
 check_summary
