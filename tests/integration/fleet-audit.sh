@@ -396,6 +396,11 @@ print(" ".join("%s:%s:%s:%s:%s" % (e.get("AGENTFAB_FROM_HOST"), e.get("AGENTFAB_
         [ "$rc" = 0 ] && grep -q "journal entries checked: no gaps." <<<"$out" &&
                 ok "audit --verify on the central journal: the takeover is marked, no gap ($(tail -1 <<<"$out"))" ||
                 fail "audit --verify of the taken-over task: exit $rc: $out"
+        hosts=$(hx "${CTL[@]}" audit "$TID" --json --directory=/srv/agentfab-fleet/central | python3 -c '
+import json, sys
+print(" ".join(sorted({json.loads(l).get("AGENTFAB_HOST", "-") for l in sys.stdin if l.strip()})))')
+        [ "$hosts" = "host-a host-b" ] && ok "agentfabctl audit --directory= lists the task's entries of both hosts" ||
+                fail "audit --directory= lists entries of '$hosts'"
         # The same entries without the takeover entry: an unmarked change
         # of host and epoch.
         epoch_of[$TID]=$old_epoch
