@@ -16,10 +16,11 @@
 # hosts; "agentfabctl audit ID --verify --directory=" on it finds no gap
 # for any task; a copy of a task's entries with an epoch changed part way
 # (no takeover entry marks it), or with another host's name at the same
-# epoch, is reported, a line each and exit 1; a task whose host (its whole
-# systemd) is killed mid-task is taken over and finished by the other, and
-# verifies on the central journal with its takeover entry, and not
-# without it.
+# epoch, is reported, a line each and exit 1; a task whose host is stopped
+# (SIGSTOP) past its lease, or killed whole (its systemd), mid-task is
+# taken over and finished by the other, and verifies on the central journal
+# with its takeover entry (the stopped host's late entries, once continued,
+# included), and not without it.
 set -u
 
 BUILDDIR=$(realpath "${1:?usage: fleet-audit.sh BUILDDIR}")
@@ -74,18 +75,14 @@ for _ in $(seq 100); do [ -s "$WORK/git/port" ] && break; sleep 0.05; done
 GIT_PORT=$(head -1 "$WORK/git/port")
 REPO="https://localhost:$GIT_PORT/calc.git"
 
-# The second model call of a task waits while $WORK/hold exists, so that a
-# task can be caught at work.
-python3 - "$WORK/fix.json" "$WORK/hold" <<'PY'
-import json, sys
-out, hold = sys.argv[1:]
-json.dump([
+cat > "$WORK/fix.json" <<'EOS'
+[
  {"reply": {"content": "Plan:\n1. Make add() return a + b.\n2. Run the tests and finish."}},
- {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}, "hold_while": hold},
- {"reply": {"content": None, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
- {"reply": {"content": None, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds."}}]}},
-], open(out, "w"))
-PY
+ {"reply": {"content": "Fix add", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "run_tests", "arguments": {}}]}},
+ {"reply": {"content": null, "tool_calls": [{"name": "finish", "arguments": {"summary": "add() adds."}}]}}
+]
+EOS
 python3 "$SRC/tests/model-server.py" --script "$WORK/fix.json" --log "$WORK/requests.jsonl" --port "$PORT" --by-step \
         > "$WORK/model.out" 2> "$WORK/model.err" &
 MODEL_PID=$!
@@ -313,10 +310,8 @@ expect_refused "1:epoch $fe: entries from two hosts, '$fhost' and '$other'" \
 expect_exit 0 "the same task on the central journal itself still verifies" \
         on "$fhost" "${CTL[@]}" audit "$fid" --verify --directory=/srv/agentfab-fleet/central
 
-echo "=== a task taken over: host-b killed whole mid-task, host-a finishes it; it verifies on the central journal"
-# The task's third model answer (run_tests, after the acknowledged "Fix
-# add") waits while $WORK/hold exists. host-a's daemon is stopped while
-# the task is submitted, so that host-b claims it.
+# ---- Takeovers. A task's third model answer (run_tests, after the
+# acknowledged "Fix add") waits while $WORK/hold exists.
 kill "$MODEL_PID" 2>/dev/null; wait "$MODEL_PID" 2>/dev/null
 python3 - "$WORK/takeover.json" "$WORK/hold" <<'PY'
 import json, sys
@@ -349,53 +344,95 @@ in_sync() {
         echo "    central has $(wc -l <<<"$got") of $1's $(wc -l <<<"$want") entries of $2"
         return 1
 }
-hx systemctl stop agentfab.service
-TID=$(hx_on host-b runuser -u alice -- "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add (taken over)" \
-        --test "python3 -m unittest -v" 2>&1) || { fail "submit on host-b: $TID"; TID=; }
-st= host= old_epoch= cp=-
-for _ in $(seq 240); do
-        [ -n "$TID" ] || break
-        read -r st host old_epoch cp <<<"$(fleet_row "$TID")"
-        [ "$st $host" = "running host-b" ] && [ "$cp" != - ] && [ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 3 ] && break
-        sleep 0.25
-done
-if [ -z "$TID" ] || [ "$st $host" != "running host-b" ] || [ "$cp" = - ]; then
-        fail "the task did not get to work on host-b with a checkpoint: $(fleet_row "$TID")"
-else
-        # What host-b journaled before it died is in the central journal:
-        # the uploader follows its journal as it grows. (What a host
-        # journals in its last moment before a crash may never get there:
-        # agentfabd(8).)
-        in_sync host-b "$TID" || fail "host-b's entries did not reach the central journal before it was killed"
-        # shellcheck source=/dev/null
-        bsys=$(. "$FLEET_STATE/host-b.env" && echo "$HARNESS_PID")
-        [ -n "$bsys" ] && kill -KILL "$bsys"
+
+# takeover_setup LABEL: a task held by host-b, its "Fix add" step
+# acknowledged, waiting for the model's third answer; sets TID and
+# OLD_EPOCH. host-a's daemon is stopped meanwhile, so that host-b claims it.
+takeover_setup() {
+        local st= host= cp=-
+        TID= OLD_EPOCH=
+        touch "$WORK/hold"
+        : > "$WORK/requests.jsonl"
+        hx systemctl stop agentfab.service
+        TID=$(hx_on host-b runuser -u alice -- "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add ($1)" \
+                --test "python3 -m unittest -v" 2>&1) || { fail "$1: submit on host-b: $TID"; TID=; return 1; }
+        for _ in $(seq 240); do
+                read -r st host OLD_EPOCH cp <<<"$(fleet_row "$TID")"
+                [ "$st $host" = "running host-b" ] && [ "$cp" != - ] && [ "$(grep -c '"n"' "$WORK/requests.jsonl")" -ge 3 ] && break
+                sleep 0.25
+        done
+        if [ "$st $host" != "running host-b" ] || [ "$cp" = - ]; then
+                fail "$1: the task did not get to work on host-b with a checkpoint: $(fleet_row "$TID")"
+                return 1
+        fi
+        # What host-b journaled so far is in the central journal: the
+        # uploader follows the journal as it grows. (What a host journals
+        # in its last moment before a crash may not get there: agentfabd(8).)
+        in_sync host-b "$TID" || fail "$1: host-b's entries did not reach the central journal"
+}
+
+# takeover_finish LABEL: host-a's daemon started, the model let go; waits
+# for host-a to finish TID, sets NEW_EPOCH.
+takeover_finish() {
+        local row=
         hx systemctl start agentfab.service
         rm -f "$WORK/hold"
-        row=
         for _ in $(seq 400); do
                 row=$(fleet_row "$TID")
                 [[ $row == "succeeded host-a "* ]] && break
                 sleep 0.1
         done
-        read -r _ _ new_epoch _ <<<"$row"
-        [[ $row == "succeeded host-a "* ]] && [ "$new_epoch" -gt "$old_epoch" ] &&
-                ok "host-b killed whole at epoch $old_epoch; host-a took the task over at epoch $new_epoch and finished it" ||
-                fail "after host-b was killed: $row"
-        in_sync host-a "$TID" || fail "host-a's entries did not reach the central journal"
+        read -r _ _ NEW_EPOCH _ <<<"$row"
+        [[ $row == "succeeded host-a "* ]] && [ "$NEW_EPOCH" -gt "$OLD_EPOCH" ] &&
+                ok "$1: host-a took the task over from host-b (epoch $OLD_EPOCH) at epoch $NEW_EPOCH and finished it" ||
+                fail "$1: after host-b went: $row"
+}
+
+# takeover_verify LABEL: the central journal has the task's steps of both
+# hosts and the takeover entry, and audit --verify there finds no gap.
+takeover_verify() {
+        local got tk out rc
+        in_sync host-a "$TID" || fail "$1: host-a's entries did not reach the central journal"
         got=$(task_entries central "$TID")
         tk=$(journalctl --directory="$CENTRAL" -q --no-pager -o json "AGENTFAB_TASK=$TID" AGENTFAB_EVENT=takeover | python3 -c '
 import json, sys
 print(" ".join("%s:%s:%s:%s:%s" % (e.get("AGENTFAB_FROM_HOST"), e.get("AGENTFAB_FROM_EPOCH"), e.get("AGENTFAB_HOST"), e.get("AGENTFAB_EPOCH"), e.get("AGENTFAB_STEP")) for e in map(json.loads, filter(str.strip, sys.stdin))))')
-        grep -q "^host-b $old_epoch step$" <<<"$got" && grep -q "^host-a $new_epoch step$" <<<"$got" &&
-                [[ $tk == "host-b:$old_epoch:host-a:$new_epoch:"* ]] &&
-                ok "the central journal has the task's steps from host-b (epoch $old_epoch) and host-a (epoch $new_epoch), and the takeover entry ($tk)" ||
-                fail "central journal of the taken-over task: takeover '$tk'; $(sort <<<"$got" | uniq -c | tr '\n' ';')"
+        grep -q "^host-b $OLD_EPOCH step$" <<<"$got" && grep -q "^host-a $NEW_EPOCH step$" <<<"$got" &&
+                [[ $tk == "host-b:$OLD_EPOCH:host-a:$NEW_EPOCH:"* ]] &&
+                ok "$1: the central journal has the task's steps from host-b (epoch $OLD_EPOCH) and host-a (epoch $NEW_EPOCH), and the takeover entry ($tk)" ||
+                fail "$1: central journal of the taken-over task: takeover '$tk'; $(sort <<<"$got" | uniq -c | tr '\n' ';')"
         out=$(hx "${CTL[@]}" audit "$TID" --verify --directory=/srv/agentfab-fleet/central 2>&1)
         rc=$?
         [ "$rc" = 0 ] && grep -q "journal entries checked: no gaps." <<<"$out" &&
-                ok "audit --verify on the central journal: the takeover is marked, no gap ($(tail -1 <<<"$out"))" ||
-                fail "audit --verify of the taken-over task: exit $rc: $out"
+                ok "$1: audit --verify on the central journal: the takeover is marked, no gap ($(tail -1 <<<"$out"))" ||
+                fail "$1: audit --verify of the taken-over task: exit $rc: $out"
+}
+
+echo "=== a host stopped (SIGSTOP) past its lease: host-a takes its task over; continued, host-b's late entries do not break the audit"
+if takeover_setup stopped; then
+        bpid=$(hx_on host-b systemctl show -p MainPID --value agentfab.service)
+        hx_on host-b kill -STOP "$bpid"
+        takeover_finish "stopped host"
+        hx_on host-b kill -CONT "$bpid"
+        st=
+        for _ in $(seq 120); do
+                st=$(hx_on host-b busctl get-property org.agentfab.Factory1 "/org/agentfab/Factory1/task/$TID" \
+                        org.agentfab.Task1 State 2>/dev/null)
+                [ "$st" = 's "cancelled"' ] && break
+                sleep 0.25
+        done
+        [ "$st" = 's "cancelled"' ] || fail "stopped host: host-b, continued, says $st"
+        in_sync host-b "$TID" || fail "stopped host: host-b's late entries did not reach the central journal"
+        takeover_verify "stopped host"
+fi
+
+echo "=== a host killed whole (its systemd) mid-task: host-a finishes its task; it verifies on the central journal"
+if takeover_setup killed; then
+        # shellcheck source=/dev/null
+        bsys=$(. "$FLEET_STATE/host-b.env" && echo "$HARNESS_PID")
+        [ -n "$bsys" ] && kill -KILL "$bsys"
+        takeover_finish "killed host"
+        takeover_verify "killed host"
         hosts=$(hx "${CTL[@]}" audit "$TID" --json --directory=/srv/agentfab-fleet/central | python3 -c '
 import json, sys
 print(" ".join(sorted({json.loads(l).get("AGENTFAB_HOST", "-") for l in sys.stdin if l.strip()})))')
@@ -403,9 +440,9 @@ print(" ".join(sorted({json.loads(l).get("AGENTFAB_HOST", "-") for l in sys.stdi
                 fail "audit --directory= lists entries of '$hosts'"
         # The same entries without the takeover entry: an unmarked change
         # of host and epoch.
-        epoch_of[$TID]=$old_epoch
+        epoch_of[$TID]=$OLD_EPOCH
         forge "$TID" "$SHARE/forged-takeover" notakeover host-a
-        expect_refused "1:epoch $new_epoch: the entries go from 'host-b' at epoch $old_epoch to 'host-a' at epoch $new_epoch without a takeover entry" \
+        expect_refused "1:epoch $NEW_EPOCH: the entries go from 'host-b' at epoch $OLD_EPOCH to 'host-a' at epoch $NEW_EPOCH without a takeover entry" \
                 "the same entries without the takeover entry: reported, exit 1" \
                 hx "${CTL[@]}" audit "$TID" --verify --directory=/srv/agentfab-fleet/forged-takeover
 fi
