@@ -122,8 +122,11 @@ run_counted "demo" bash tools/demo.sh
 run_counted "egress proxy" bash tests/integration/proxy.sh build
 # Two hosts of a fleet (two booted systems, a private PostgreSQL cluster, a
 # repository over https): tasks submitted on one are claimed by either, each
-# by one host and worked on once; list --fleet the same on both; a host
-# without its database fences itself and goes on after (about a minute).
+# by one host and worked on once; list --fleet the same on both; diff and
+# fetch from the other host; a host without its database fences itself and
+# goes on after; a host stopped past its lease and one killed whole: the
+# other takes their task over (about two minutes). Its takeover's figures
+# are bench/fleet-hosts.sh's short form (1 run; the full one: 20).
 run_counted "fleet of hosts" bash tests/integration/fleet.sh build
 # Both hosts' journals uploaded to one systemd-journal-remote; audit --verify
 # on that central journal, forged copies of it reported (about 20 s).

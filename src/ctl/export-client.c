@@ -12,18 +12,63 @@
 #include "ledger.h"
 #include "macro.h"
 #include "string-util.h"
+#include "task-id.h"
 #include "task-info.h"
+
+/* A task this host does not have may be another host's of the fleet:
+ * ExportFleetTask() reads its branch from the fleet's Remote=. -ENOENT:
+ * this host is in no fleet (the caller's "No task" stands). */
+static int export_fleet_fd(sd_bus *bus, const char *id, const char *format, int *ret_fd) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int fd, r;
+
+        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE,
+                               "ExportFleetTask", &error, &reply, "ss", id, format);
+        if (r < 0 && (sd_bus_error_has_name(&error, SD_BUS_ERROR_NOT_SUPPORTED) ||
+                      sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_METHOD)))
+                return -ENOENT;
+        if (r < 0)
+                return bus_fail("export task", &error, r);
+        r = sd_bus_message_read(reply, "h", &fd);
+        if (r < 0)
+                return EXIT_FAIL;
+        *ret_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        return *ret_fd < 0 ? EXIT_FAIL : EXIT_OK;
+}
 
 /* Asks for an export of the task's branch; returns an fd to read it from. */
 static int export_fd(sd_bus *bus, const char *id, const char *format, int *ret_fd, char **ret_repository) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *props = NULL;
         _cleanup_free_ char *path = NULL;
+        const char *p;
         int fd, r;
 
-        r = task_get_path(bus, id, &path);
+        if (!task_id_is_valid(id)) {
+                fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", id);
+                return EXIT_USAGE;
+        }
+        r = sd_bus_call_method(bus, AGENTFAB_BUS_NAME, AGENTFAB_FACTORY_PATH, AGENTFAB_FACTORY_INTERFACE, "GetTask",
+                               &error, &reply, "s", id);
+        if (r < 0 && sd_bus_error_has_name(&error, AGENTFAB_ERROR_NO_SUCH_TASK)) {
+                /* Another host's, maybe: its repository is a URL anyway
+                 * (a fleet takes no other), so fetch needs --repo. */
+                if (ret_repository)
+                        *ret_repository = NULL;
+                r = export_fleet_fd(bus, id, format, ret_fd);
+                if (r != -ENOENT)
+                        return r;
+        }
         if (r < 0)
-                return -r;
+                return bus_fail("get task", &error, r);
+        r = sd_bus_message_read(reply, "o", &p);
+        if (r < 0)
+                return EXIT_FAIL;
+        path = strdup(p);
+        if (!path)
+                return EXIT_FAIL;
+        reply = sd_bus_message_unref(reply);
         if (ret_repository) {
                 TaskInfo info;
                 r = task_info_get(bus, path, &props, &info, &error);

@@ -137,3 +137,70 @@ int ledger_adopt(Ledger *l, const char *url, const char *prefix, const char *che
         git_reference_free(ref);
         return 0;
 }
+
+int ledger_open_published(int dir_fd, const char *url, const char *prefix, const char *tip_ref, const char *branch,
+                          Ledger **ret, char **ret_error) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_remote_freep) git_remote *remote = NULL;
+        _cleanup_free_ char *spec = NULL, *base_ref = NULL, *ref = NULL;
+        git_repository_init_options io;
+        git_reference *made = NULL;
+        git_fetch_options fo;
+        git_oid base, tip;
+        char path[64];
+        int r;
+
+        assert(dir_fd >= 0);
+        assert(url);
+        assert(prefix);
+        assert(tip_ref);
+        assert(ret);
+
+        ledger_library_init();
+        if (!strneq(prefix, "refs/agentfab/", 14) || strchr(prefix, '*') || !git_reference_is_valid_name(prefix) ||
+            !strneq(tip_ref, prefix, strlen(prefix)) || !git_reference_is_valid_name(tip_ref))
+                return error_set(ret_error, -EINVAL, "Refusing to fetch '%s': only refs under refs/agentfab/ are.", tip_ref);
+        if (ledger_branch_to_ref(branch, &ref) < 0)
+                return error_set(ret_error, -EINVAL, "Invalid branch name '%s'.", strempty(branch));
+        r = adopt_refspec(prefix, &spec);
+        if (r < 0)
+                return r;
+        if (asprintf(&base_ref, "%s/base", prefix) < 0)
+                return -ENOMEM;
+
+        if (mkdirat(dir_fd, "ledger.git", 0700) < 0 || mkdirat(dir_fd, "workspace", 0700) < 0)
+                return error_set(ret_error, -errno, "Cannot make the ledger directories: %m");
+        (void) snprintf(path, sizeof(path), "/proc/self/fd/%d/ledger.git", dir_fd);
+        (void) git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+        io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT;
+        if (git_repository_init_ext(&repo, path, &io) < 0)
+                return error_set(ret_error, -EIO, "Cannot initialize a ledger: %s", ledger_git_message());
+
+        (void) git_fetch_options_init(&fo, GIT_FETCH_OPTIONS_VERSION);
+        fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+        if (git_remote_create_anonymous(&remote, repo, url) < 0)
+                return error_set(ret_error, -EINVAL, "Invalid URL '%s': %s", url, ledger_git_message());
+        char *specs[] = { spec };
+        git_strarray refspecs = { specs, 1 };
+        r = git_remote_fetch(remote, &refspecs, &fo, "agentfab: view");
+        if (r < 0)
+                return error_set(ret_error, ledger_git_errno(r), "Cannot fetch the task's branch from '%s': %s", url,
+                                 ledger_git_message());
+        if (git_reference_name_to_id(&base, repo, base_ref) < 0)
+                return error_set(ret_error, -ENOENT, "'%s' has no %s: the task published nothing yet.", url, base_ref);
+        if (git_reference_name_to_id(&tip, repo, tip_ref) < 0)
+                return error_set(ret_error, -ENOENT, "'%s' has no %s.", url, tip_ref);
+        if (!git_oid_equal(&tip, &base) && git_graph_descendant_of(repo, &tip, &base) != 1)
+                return error_set(ret_error, -EBADMSG, "%s does not descend from the task's base.", tip_ref);
+        if (git_reference_create(&made, repo, LEDGER_BASE_REF, &base, 1, "agentfab: view") < 0)
+                return error_set(ret_error, -EIO, "Cannot set the base: %s", ledger_git_message());
+        git_reference_free(made);
+        if (git_reference_create(&made, repo, ref, &tip, 1, "agentfab: view") < 0)
+                return error_set(ret_error, -EIO, "Cannot set the branch: %s", ledger_git_message());
+        git_reference_free(made);
+        git_repository_free(TAKE_PTR(repo));
+        r = ledger_open(dir_fd, branch, ret);
+        if (r < 0)
+                return error_set(ret_error, r, "Cannot open the fetched ledger: %s", strerror(-r));
+        return 0;
+}

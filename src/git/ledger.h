@@ -381,3 +381,10 @@ int ledger_publish(Ledger *l, const char *url, const char *commit, const char *r
  * ledger's base and its branch's tip. The workspace is left as it is:
  * ledger_reset() to checkpoint brings it there. */
 int ledger_adopt(Ledger *l, const char *url, const char *prefix, const char *checkpoint, char **ret_error);
+
+/* For a host that shows a task another host holds: makes a ledger in
+ * dir_fd (empty; ledger.git and an empty workspace) from what url has
+ * under prefix (prefix/base and tip_ref, which must grow from it), with
+ * branch at tip_ref, and opens it: for exports only. */
+int ledger_open_published(int dir_fd, const char *url, const char *prefix, const char *tip_ref, const char *branch,
+                          Ledger **ret, char **ret_error);

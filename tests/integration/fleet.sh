@@ -187,14 +187,17 @@ for id in "${ids[@]}"; do
         nlines=$(pg_psql -tA -c "SELECT count(*) FROM agentfab.lines WHERE task = '$id' AND epoch = $epoch")
         gap=$(pg_psql -tA -c "SELECT count(*) - coalesce(max(n) + 1, 0) FROM agentfab.lines WHERE task = '$id'")
         fixes=$("${RGIT[@]}" log --format=%s "$ref" 2>/dev/null | grep -c '^Fix add$')
-        if [ -n "$ref" ] && [ "$ref" = "$cp" ] && [ "$nlines" -ge 4 ] && [ "$gap" = 0 ] && [ "$fixes" = 1 ]; then :
+        # At its end the task's tip (the checkpoint and what delivery
+        # added) replaced its last checkpoint there.
+        if [ -n "$ref" ] && "${RGIT[@]}" merge-base --is-ancestor "$cp" "$ref" 2>/dev/null && [ "$nlines" -ge 4 ] &&
+           [ "$gap" = 0 ] && [ "$fixes" = 1 ]; then :
         else
                 pub_bad=$((pub_bad + 1))
                 echo "    $id: refs/agentfab/$id/$epoch '$ref', database's checkpoint '$cp', $nlines lines (gap $gap), 'Fix add' $fixes times"
         fi
 done
 [ "$pub_bad" = 0 ] &&
-        ok "every task's checkpoint is refs/agentfab/<task>/<epoch> on Remote= and in the database, its step once, its conversation there" ||
+        ok "every task's checkpoint is in the database and under refs/agentfab/<task>/<epoch> on Remote= (with its delivered tip), its step once, its conversation there" ||
         fail "$pub_bad tasks not published as acknowledged"
 
 echo "=== a task that names an environment goes to a host that has it"
@@ -240,6 +243,27 @@ na=$(norm <<<"$la") nb=$(norm <<<"$lb")
 for id in "${ids[@]}"; do grep -q "$id" <<<"$na" || fail "list --fleet lacks $id"; done
 out=$(hx "${CTL[@]}" list --fleet --all 2>&1)
 grep -q "HOST" <<<"$out" && grep -q "host-[ab]" <<<"$out" && ok "the table names each task's host" || fail "table: $out"
+
+echo "=== diff and fetch of a task from a host that does not hold it"
+# Its host published its tip to Remote= at its end: any host reads it there.
+for id in "${ids[@]}"; do
+        read -r _ host <<<"$(fleet_state "$id")"
+        if [ "$host" = host-b ]; then here=(hx_on host-b runuser -u alice --) there=(hx_as alice); other=host-a
+        else here=(hx_as alice) there=(hx_on host-b runuser -u alice --); other=host-b; fi
+        d_here=$("${here[@]}" "${CTL[@]}" diff "$id" 2>&1)
+        d_there=$("${there[@]}" "${CTL[@]}" diff "$id" 2>&1)
+        grep -q '^+    return a + b' <<<"$d_here" && [ "$d_here" = "$d_there" ] &&
+                ok "diff of $id (on $host) from $other: the same patch as on $host" ||
+                fail "diff of $id from $other: '$d_there' / on $host: '$d_here'"
+        tip=$(if [ "$host" = host-b ]; then hx_on host-b git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" rev-parse "agentfab/$id"
+              else hx git --git-dir="/var/lib/agentfab/tasks/$id/ledger.git" rev-parse "agentfab/$id"; fi)
+        out=$("${there[@]}" bash -c "cd /tmp && rm -rf fetched-$id && git clone -q $REPO fetched-$id && agentfabctl --no-ask-password fetch $id --repo=/tmp/fetched-$id && git -C fetched-$id rev-parse agentfab/$id" 2>&1)
+        [ "$(tail -1 <<<"$out")" = "$tip" ] && ok "fetch of $id from $other: branch agentfab/$id at its delivered tip" ||
+                fail "fetch of $id from $other: $out (tip on $host: $tip)"
+        break
+done
+nope=$(hx_as alice "${CTL[@]}" diff 0123456789ab 2>&1); rc=$?
+[ "$rc" != 0 ] && grep -q "No task" <<<"$nope" && ok "diff of a task the fleet does not have: $nope" || fail "diff of an unknown task: $rc $nope"
 
 echo "=== the database gone past 2/3 LeaseSec: the host fences itself, and goes on once it is back"
 # The task's second model call waits while $WORK/hold exists, so that the
@@ -417,6 +441,25 @@ MODEL_PID=$!
 for _ in $(seq 100); do [ -s "$WORK/model.out" ] && break; sleep 0.05; done
 
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+# first_call_after T0: ms from T0 (date +%s.%N) to the model's first request
+# after it (from any host that is still running).
+first_call_after() {
+        # The server keeps writing at its offset after the log is emptied:
+        # what lies before is NUL bytes.
+        python3 -c '
+import json, sys
+t0 = float(sys.argv[1])
+ts = []
+for l in open(sys.argv[2], errors="replace"):
+    l = l.strip("\0 \n")
+    try:
+        r = json.loads(l)
+    except ValueError:
+        continue
+    if r.get("n") is not None and r.get("t", 0) > t0:
+        ts.append(r["t"])
+print(int((min(ts) - t0) * 1000) if ts else "")' "$1" "$WORK/requests.jsonl"
+}
 fleet_row() { pg_psql -tA -F ' ' -c "SELECT state, coalesce(host, '-'), epoch, coalesce(checkpoint, '-') FROM agentfab.tasks WHERE id = '$1'"; }
 
 # takeover_setup LABEL: a task held on host-b after its first acknowledged
@@ -480,13 +523,14 @@ if takeover_setup stopped; then
         bpid=$(hx_on host-b systemctl show -p MainPID --value agentfab.service)
         ref_before=$("${RGIT[@]}" rev-parse -q --verify "refs/agentfab/$TID/$OLD_EPOCH" 2>/dev/null)
         hx_on host-b kill -STOP "$bpid"
-        t0=$(now_ms)
+        t0=$(now_ms) t0s=$(date +%s.%N)
         hx systemctl start agentfab.service
         # host-b's answer goes into its socket while it is stopped.
         rm -f "$WORK/hold"
         takeover_wait "$t0"
+        WORK_MS=$(first_call_after "$t0s")
         [ -n "$TAKEN_MS" ] && [ "$TAKEN_MS" -le 16000 ] &&
-                ok "host-a held the task $TAKEN_MS ms after host-b stopped (LeaseSec=6s; at most LeaseSec + 10 s)" ||
+                ok "host-a held the task $TAKEN_MS ms after host-b stopped, its first model call there after ${WORK_MS:-?} ms (LeaseSec=6s; at most LeaseSec + 10 s)" ||
                 fail "host-a took the task over after '${TAKEN_MS:-never}' ms: $(fleet_row "$TID")"
         [[ $(fleet_row "$TID") == "succeeded host-a "* ]] && ok "host-a finished it" || fail "after the takeover: $(fleet_row "$TID")"
         cont_us=$(( $(date +%s%N) / 1000 ))
@@ -519,6 +563,38 @@ print(" ".join(e.get("AGENTFAB_EVENT") for e in map(json.loads, filter(str.strip
                 ok "host-b did no more work on it once continued (no command, step or model call) and pushed nothing" ||
                 fail "after host-b went on: $(fleet_row "$TID"); its work: '$late'; refs/agentfab/$TID/$OLD_EPOCH $ref_before -> $ref_after"
         takeover_check "stopped host"
+fi
+
+# The benchmark's deaths (bench/fleet-hosts.sh): the same, FLEET_TAKEOVER_RUNS
+# times in all; the time to host-a's claim in the database and to its first
+# model call ("at work elsewhere"), against LeaseSec.
+claims=() works=()
+[ -n "${TAKEN_MS:-}" ] && claims+=("$TAKEN_MS") && [ -n "${WORK_MS:-}" ] && works+=("$WORK_MS")
+for run in $(seq 2 "${FLEET_TAKEOVER_RUNS:-1}"); do
+        takeover_setup "bench $run" || break
+        bpid=$(hx_on host-b systemctl show -p MainPID --value agentfab.service)
+        hx_on host-b kill -STOP "$bpid"
+        t0=$(now_ms) t0s=$(date +%s.%N)
+        hx systemctl start agentfab.service
+        rm -f "$WORK/hold"
+        takeover_wait "$t0"
+        w=$(first_call_after "$t0s")
+        hx_on host-b kill -CONT "$bpid"
+        [[ $(fleet_row "$TID") == "succeeded host-a "* ]] && [ -n "$TAKEN_MS" ] && [ -n "$w" ] ||
+                { fail "bench run $run: $(fleet_row "$TID")"; break; }
+        claims+=("$TAKEN_MS") works+=("$w")
+        for _ in $(seq 120); do [ "$(task_prop_on host-b "$TID" State)" = cancelled ] && break; sleep 0.25; done
+done
+if [ "${#claims[@]}" -ge 1 ]; then
+        python3 - 6000 "${claims[*]}" "${works[*]}" <<'PY'
+import statistics, sys
+lease = int(sys.argv[1])
+for what, xs in (("held by the other host", sys.argv[2]), ("its first model call there", sys.argv[3])):
+    xs = sorted(int(x) for x in xs.split())
+    if xs:
+        print("bench: host stopped -> %s: %d runs, median %d ms (%.2f x LeaseSec), best %d ms, worst %d ms (%.2f x LeaseSec); baseline LeaseSec=%d ms"
+              % (what, len(xs), statistics.median(xs), statistics.median(xs) / lease, xs[0], xs[-1], xs[-1] / lease, lease))
+PY
 fi
 
 echo "=== a host killed whole in the middle of a task: another host finishes it"

@@ -16,3 +16,7 @@
 int fleet_dbus_submit(BusServer *bs, sd_bus_message *message, Task *t, sd_bus_error *error);
 
 int method_list_fleet_tasks(sd_bus_message *message, void *userdata, sd_bus_error *error);
+
+/* ExportFleetTask(s id, s format) -> h: Export() for a task of the fleet
+ * that this host does not hold, from Remote= (fleet-export-dbus.c). */
+int method_export_fleet_task(sd_bus_message *message, void *userdata, sd_bus_error *error);

@@ -9,6 +9,7 @@
 #include "audit.h"
 #include "bus-server.h"
 #include "egress.h"
+#include "fleet.h"
 #include "json-util.h"
 #include "log.h"
 #include "string-util.h"
@@ -216,6 +217,15 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
         r = bus_message_get_caller(message, &uid);
         if (r < 0)
                 return r;
+
+        /* SECURITY: a fenced host of a fleet works on nothing (fleet.h):
+         * no person sets an agent going there until it has checked that it
+         * still holds the task. */
+        if (IN_SET(decision, DECISION_UNPAUSE, DECISION_RESUME, DECISION_APPROVE, DECISION_REJECT) &&
+            fleet_is_fenced(task_bus_server(t)->manager->fleet))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
+                                         "This host lost contact with the fleet's database: task '%s' waits until it "
+                                         "is back and the host has checked that it still holds the task.", t->id);
 
         /* The answer may have taken a while: look again. */
         if (required != _TASK_STATE_INVALID) {

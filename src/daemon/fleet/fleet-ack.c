@@ -355,6 +355,96 @@ int fleet_ack_publish(Task *t, const AgentPublish *a, void *userdata) {
         return 0;
 }
 
+/* ---- The delivered tip ---- */
+
+typedef struct TipJob {
+        Fleet *fleet;
+        char *task_id;
+        int dir_fd;
+        char *branch;
+        char *url;
+        char *ref;
+        char *error;
+        fleet_tip_done_t done;
+} TipJob;
+
+static void tip_job_free(void *q) {
+        TipJob *j = q;
+
+        if (!j)
+                return;
+        safe_close(j->dir_fd);
+        free(j->task_id);
+        free(j->branch);
+        free(j->url);
+        free(j->ref);
+        free(j->error);
+        free(j);
+}
+
+static int tip_job_run(void *q) {
+        _cleanup_(ledger_freep) Ledger *l = NULL;
+        TipJob *j = q;
+        char head[41];
+        int r;
+
+        r = ledger_open(j->dir_fd, j->branch, &l);
+        if (r >= 0)
+                r = ledger_head(l, head);
+        if (r < 0)
+                return r;
+        return ledger_publish(l, j->url, head, j->ref, NULL, &j->error);
+}
+
+static void on_tip_pushed(Task *t, int r, void *q, void *userdata) {
+        TipJob *j = q;
+
+        (void) t, (void) userdata;
+        if (r < 0)
+                log_warning("Task '%s': cannot publish its last tip to Remote=, other hosts show its last checkpoint: %s",
+                            j->task_id, j->error ?: strerror(-r));
+        j->done(j->fleet, j->task_id);
+}
+
+int fleet_ack_publish_tip(Fleet *fl, Task *t, uint64_t epoch, fleet_tip_done_t done) {
+        const char *remote = fleet_factory(fl)->config.fleet.remote;
+        TipJob *j;
+        int r;
+
+        assert(fl);
+        assert(t);
+        assert(done);
+
+        if (!remote || (!t->progress.checkpoint && !t->progress.head))
+                return 0;
+        j = calloc(1, sizeof(TipJob));
+        if (!j)
+                return -ENOMEM;
+        j->fleet = fl;
+        j->done = done;
+        j->dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (j->dir_fd < 0) {
+                r = -errno;
+                tip_job_free(j);
+                return r;
+        }
+        j->task_id = strdup(t->id);
+        j->branch = strdup(t->branch);
+        j->url = strdup(remote);
+        if (!j->task_id || !j->branch || !j->url ||
+            asprintf(&j->ref, "refs/agentfab/%s/%llu", t->id, (unsigned long long) epoch) < 0) {
+                j->ref = NULL;
+                tip_job_free(j);
+                return -ENOMEM;
+        }
+        r = task_job_enqueue(t, "publish", tip_job_run, on_tip_pushed, tip_job_free, j, NULL, NULL);
+        if (r < 0) {
+                tip_job_free(j);
+                return r;
+        }
+        return 1;
+}
+
 int fleet_acks_new(Fleet *fl, FleetAcks **ret) {
         FleetAcks *a = calloc(1, sizeof(FleetAcks));
 

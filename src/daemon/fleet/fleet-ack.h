@@ -34,3 +34,10 @@ int fleet_ack_stamp(json_object *record, const char *host, uint64_t epoch);
 
 /* The agent's publisher (agent_publish_t); userdata is the Fleet. */
 int fleet_ack_publish(Task *t, const AgentPublish *p, void *userdata);
+
+/* A task ended here: its branch's tip (with what delivery added) goes to
+ * Remote= under refs/agentfab/<task>/<epoch>, so that every host shows and
+ * fetches what it delivered; then done. 0: nothing to publish (done is not
+ * called), 1: under way. */
+typedef void (*fleet_tip_done_t)(Fleet *fl, const char *task_id);
+int fleet_ack_publish_tip(Fleet *fl, Task *t, uint64_t epoch, fleet_tip_done_t done);

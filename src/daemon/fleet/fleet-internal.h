@@ -17,6 +17,7 @@ typedef struct FleetHeld {
         bool paused_by_fence;   /* Pause()d by the fence: the fence's end resumes it */
         bool finished;          /* its end waits to be written (fenced, or the connection broke) */
         bool ending;            /* its end is being written */
+        bool publishing;        /* its last tip is being pushed to Remote=: its end is written after */
 } FleetHeld;
 
 /* A call of ours whose answer is pending: freed with the Fleet if the

@@ -196,14 +196,37 @@ static void fleet_write_pending_ends(Fleet *fl) {
         }
 }
 
+static void on_tip_published(Fleet *fl, const char *id) {
+        FleetHeld *h = fleet_held_find(fl, id);
+        Task *t = factory_find_task(fl->factory, id);
+
+        if (!h || !h->publishing)
+                return;
+        h->publishing = false;
+        fleet_write_end(fl, h, t ? t->state : TASK_FAILED);
+}
+
 void fleet_task_state_changed(Fleet *fl, Task *t) {
         FleetHeld *h;
+        int r;
 
         if (!fl || !task_state_is_final(t->state))
                 return;
         h = fleet_held_find(fl, t->id);
-        if (h && !h->finished)
-                fleet_write_end(fl, h, t->state);
+        if (!h || h->finished || h->publishing)
+                return;
+        /* SECURITY: a fenced host pushes nothing: its end waits, and its
+         * tip stays unpublished (other hosts show its last checkpoint). */
+        if (!fl->lease.fenced) {
+                r = fleet_ack_publish_tip(fl, t, h->epoch, on_tip_published);
+                if (r > 0) {
+                        h->publishing = true;
+                        return;
+                }
+                if (r < 0)
+                        log_warning_errno(r, "Task '%s': cannot publish its last tip to Remote=: %m", t->id);
+        }
+        fleet_write_end(fl, h, t->state);
 }
 
 /* ---- The fence ---- */
