@@ -80,7 +80,7 @@ static void help(void) {
                "  reset ID COMMIT|base         Reset a failed task to one of its checkpoints\n"
                "  amend ID [--goal=TEXT] [--acceptance=TEXT]\n"
                "                               Revise the requirement of a task that is not at work\n"
-               "  audit ID [--verify] [--directory=DIR|--file=PATH...|--merge]\n"
+               "  audit ID [--verify [--repo=PATH]] [--directory=DIR|--file=PATH...|--merge]\n"
                "                               Show the task's audit entries from the journal, or\n"
                "                               check them against the task's branch\n"
                "  watch ID                     Follow the task's state changes\n"
@@ -123,6 +123,8 @@ static void help(void) {
                "                               journal of systemd-journal-remote), not the local journal\n"
                "     --file=PATH               With audit: read this journal file (repeatable)\n"
                "     --merge                   With audit: the journals of all machines here, as journalctl's\n"
+               "     --repo=PATH               With audit --verify: the branch from this fleet's Remote= (or\n"
+               "                               a mirror), refs/agentfab/ID/*, not from the daemon\n"
                "\nSubmit options:\n"
                "     --repo=PATH               Local git repository\n"
                "     --goal=TEXT               What the task should achieve\n"
@@ -693,12 +695,16 @@ static int verb_audit(sd_bus *bus, int argc, char *argv[]) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *b = NULL;
         _cleanup_free_ char *path = NULL;
 
-        if (connect_bus(&b) < 0)
-                return EXIT_FAIL;
-        r = task_get_path(b, argv[1], &path);
-        if (r < 0)
-                return -r;
-        r = audit_verify(b, argv[1], path, arg_json);
+        /* --repo=: the branch from a fleet's Remote= (or a mirror of it),
+         * where no daemon knows the task, as on a central journal's host. */
+        if (!arg_repo) {
+                if (connect_bus(&b) < 0)
+                        return EXIT_FAIL;
+                r = task_get_path(b, argv[1], &path);
+                if (r < 0)
+                        return -r;
+        }
+        r = audit_verify(b, argv[1], path, arg_repo, arg_json);
         return r < 0 ? (r == -ENOENT ? EXIT_NO_TASK : EXIT_FAIL) : r > 0 ? EXIT_FAIL : EXIT_OK;
 }
 

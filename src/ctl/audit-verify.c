@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agentfab-bus.h"
+#include "audit-branch.h"
 #include "audit-check.h"
 #include "audit-list.h"
 #include "audit-verify.h"
@@ -78,22 +79,15 @@ static int verify_read_journal(Entries *v, const char *id) {
         return 0;
 }
 
-int audit_verify(sd_bus *bus, const char *id, const char *path, bool json) {
+/* The branch as the daemon lists it (ListCommits()), and the task's state. */
+static int branch_from_daemon(sd_bus *bus, const char *id, const char *path, char **ret_state, json_object *branch) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_free_ char *state = NULL;
-        _cleanup_(entries_done) Entries v = {};
-        _cleanup_(audit_check_done) AuditCheck c = {};
-        _cleanup_json_ json_object *branch = json_object_new_array();
-        _cleanup_free_ char **commits = NULL;
         const char *commit, *subject;
         uint32_t step;
         int r;
 
-        if (!branch)
-                return -ENOMEM;
-
-        r = sd_bus_get_property_string(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "State", &error, &state);
+        r = sd_bus_get_property_string(bus, AGENTFAB_BUS_NAME, path, AGENTFAB_TASK_INTERFACE, "State", &error, ret_state);
         if (r >= 0) {
                 /* Answered after the task's other work on its repository:
                  * more than sd-bus's default 25 s, as for Export(). */
@@ -116,8 +110,37 @@ int audit_verify(sd_bus *bus, const char *id, const char *path, bool json) {
                 if (json_object_array_add(branch, json_object_new_string(commit)) < 0)
                         return -ENOMEM;
         }
-        if (r < 0)
-                return r;
+        return r;
+}
+
+int audit_verify(sd_bus *bus, const char *id, const char *path, const char *repository, bool json) {
+        _cleanup_free_ char *state = NULL;
+        _cleanup_(entries_done) Entries v = {};
+        _cleanup_(audit_check_done) AuditCheck c = {};
+        _cleanup_json_ json_object *branch = json_object_new_array();
+        _cleanup_strv_free_ char **from_repository = NULL;
+        _cleanup_free_ char **commits = NULL;
+        size_t n_branch;
+        int r;
+
+        if (!branch)
+                return -ENOMEM;
+
+        if (repository) {
+                /* No daemon knows the task here: its state is unknown, and
+                 * the branch is what the fleet published. */
+                _cleanup_free_ char *error = NULL;
+
+                r = audit_branch_from_repository(repository, id, &from_repository, &n_branch, &error);
+                if (r < 0) {
+                        fprintf(stderr, "%s\n", error ?: strerror(-r));
+                        return r;
+                }
+        } else {
+                r = branch_from_daemon(bus, id, path, &state, branch);
+                if (r < 0)
+                        return r;
+        }
 
         r = verify_read_journal(&v, id);
         if (r < 0) {
@@ -131,13 +154,15 @@ int audit_verify(sd_bus *bus, const char *id, const char *path, bool json) {
                 return -ENOENT;
         }
 
-        size_t n_branch = json_object_array_length(branch);
-        commits = calloc(n_branch + 1, sizeof(char *));
-        if (!commits)
-                return -ENOMEM;
-        for (size_t k = 0; k < n_branch; k++)
-                commits[k] = (char *) json_object_get_string(json_object_array_get_idx(branch, k));
-        r = audit_check(v.entries, v.n, commits, n_branch, state, &c);
+        if (!from_repository) {
+                n_branch = json_object_array_length(branch);
+                commits = calloc(n_branch + 1, sizeof(char *));
+                if (!commits)
+                        return -ENOMEM;
+                for (size_t k = 0; k < n_branch; k++)
+                        commits[k] = (char *) json_object_get_string(json_object_array_get_idx(branch, k));
+        }
+        r = audit_check(v.entries, v.n, from_repository ?: commits, n_branch, state, &c);
         if (r < 0)
                 return r;
 

@@ -447,5 +447,26 @@ print(" ".join(sorted({json.loads(l).get("AGENTFAB_HOST", "-") for l in sys.stdi
                 hx "${CTL[@]}" audit "$TID" --verify --directory=/srv/agentfab-fleet/forged-takeover
 fi
 
+echo "=== where no daemon knows the tasks: the central journal and a mirror of Remote="
+# This shell is not a host of the fleet: agentfabctl reads the branches
+# from a mirror of the Remote= repository (refs/agentfab/TASK/*).
+# (Remote= belongs to the hosts' agentfab user: git's upload-pack takes
+# safe.directory only from a global configuration, this test's own.)
+printf '[safe]\n\tdirectory = *\n' > "$WORK/gitconfig"
+GIT_CONFIG_GLOBAL=$WORK/gitconfig git clone -q --mirror "$REMOTE" "$WORK/mirror.git" || fail "cannot mirror Remote="
+bad=0 all=("${ids[@]}")
+[ -n "${TID:-}" ] && all+=("$TID")
+for id in "${all[@]}"; do
+        out=$("$BUILDDIR/src/ctl/agentfabctl" audit "$id" --verify --directory="$CENTRAL" --repo="$WORK/mirror.git" 2>&1)
+        rc=$?
+        if [ "$rc" != 0 ] || ! grep -q "journal entries checked: no gaps." <<<"$out"; then
+                bad=$((bad + 1)); echo "    $id: exit $rc: $out"
+        fi
+done
+[ "$bad" = 0 ] && ok "all ${#all[@]} tasks (the taken-over one too) verify with --repo= on a mirror of Remote=, no daemon asked" ||
+        fail "$bad of ${#all[@]} tasks do not verify with --repo="
+expect_refused "4:has no refs/agentfab/000000000000/EPOCH" "a task the repository has no refs of: refused, exit 4" \
+        "$BUILDDIR/src/ctl/agentfabctl" audit 000000000000 --verify --directory="$CENTRAL" --repo="$WORK/mirror.git"
+
 echo "fleet-audit: failed: ${FAILED_NAMES[*]:-none}"
 check_summary
