@@ -10,6 +10,10 @@ packages=(
         # the fleet's database: the fleet tests and benchmark start a private
         # PostgreSQL 15 cluster (tests/fleet/pg.sh)
         postgresql
+        # the fleet's central journal: systemd-journal-upload on each host,
+        # systemd-journal-remote where the audit reads it
+        # (tests/integration/fleet-audit.sh)
+        systemd-journal-remote
         # the real services the integration tests and the demo boot
         systemd systemd-sysv dbus polkitd pkexec
         # tools the tests drive them with

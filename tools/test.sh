@@ -135,6 +135,9 @@ run_counted "fleet of hosts" bash tests/integration/fleet.sh build
 # its connection: the host finds the task (about 1.5 minutes; SCALE=N
 # tasks).
 run_counted "fleet: 200 tasks, a database restart" bash tests/integration/fleet-scale.sh build
+# Both hosts' journals uploaded to one systemd-journal-remote; audit --verify
+# on that central journal, forged copies of it reported (about 20 s).
+run_counted "fleet: one audit" bash tests/integration/fleet-audit.sh build
 # Broken surroundings: CI runs the scenarios that take a few minutes; the
 # whole set (a full disk, dbus-daemon restarted, 20 SIGKILLs across 20
 # tasks) is "bash tests/integration/faults.sh build".

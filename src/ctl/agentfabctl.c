@@ -58,6 +58,9 @@ static const char *arg_since = NULL;
 static const char *arg_user = NULL;
 static bool arg_all = false;
 static bool arg_fleet = false;
+static const char *arg_directory = NULL;
+static char **arg_files = NULL;
+static bool arg_merge = false;
 
 static void help(void) {
         printf("%s [OPTIONS...] COMMAND ...\n\n"
@@ -77,7 +80,8 @@ static void help(void) {
                "  reset ID COMMIT|base         Reset a failed task to one of its checkpoints\n"
                "  amend ID [--goal=TEXT] [--acceptance=TEXT]\n"
                "                               Revise the requirement of a task that is not at work\n"
-               "  audit ID [--verify]          Show the task's audit entries from the journal, or\n"
+               "  audit ID [--verify [--repo=PATH]] [--directory=DIR|--file=PATH...|--merge]\n"
+               "                               Show the task's audit entries from the journal, or\n"
                "                               check them against the task's branch\n"
                "  watch ID                     Follow the task's state changes\n"
                "  logs ID [-f]                 Show (and follow) the task's command output\n"
@@ -115,6 +119,12 @@ static void help(void) {
                "     --limit=NAME=N            With approve: the task goes on with this limit, e.g. max_cpu_sec=600\n"
                "     --format=FORMAT           With export: mbox, bundle or diff\n"
                "     --verify                  With audit: report every gap between journal and branch\n"
+               "     --directory=DIR           With audit: read the journal files in DIR (a central\n"
+               "                               journal of systemd-journal-remote), not the local journal\n"
+               "     --file=PATH               With audit: read this journal file (repeatable)\n"
+               "     --merge                   With audit: the journals of all machines here, as journalctl's\n"
+               "     --repo=PATH               With audit --verify: the branch from this fleet's Remote= (or\n"
+               "                               a mirror), refs/agentfab/ID/*, not from the daemon\n"
                "\nSubmit options:\n"
                "     --repo=PATH               Local git repository\n"
                "     --goal=TEXT               What the task should achieve\n"
@@ -674,18 +684,27 @@ static int verb_audit(sd_bus *bus, int argc, char *argv[]) {
                 fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
                 return EXIT_USAGE;
         }
+        if (!!arg_directory + !!arg_files + arg_merge > 1) {
+                fprintf(stderr, "--directory=, --file= and --merge each name where the journal is: give one.\n");
+                return EXIT_USAGE;
+        }
+        audit_set_journal_source(arg_directory, arg_files, arg_merge);
         if (!arg_verify)
                 return audit_list(argv[1], arg_json);
 
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *b = NULL;
         _cleanup_free_ char *path = NULL;
 
-        if (connect_bus(&b) < 0)
-                return EXIT_FAIL;
-        r = task_get_path(b, argv[1], &path);
-        if (r < 0)
-                return -r;
-        r = audit_verify(b, argv[1], path, arg_json);
+        /* --repo=: the branch from a fleet's Remote= (or a mirror of it),
+         * where no daemon knows the task, as on a central journal's host. */
+        if (!arg_repo) {
+                if (connect_bus(&b) < 0)
+                        return EXIT_FAIL;
+                r = task_get_path(b, argv[1], &path);
+                if (r < 0)
+                        return -r;
+        }
+        r = audit_verify(b, argv[1], path, arg_repo, arg_json);
         return r < 0 ? (r == -ENOENT ? EXIT_NO_TASK : EXIT_FAIL) : r > 0 ? EXIT_FAIL : EXIT_OK;
 }
 
@@ -766,6 +785,9 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_FLEET,
                 ARG_SINCE,
                 ARG_USER,
+                ARG_DIRECTORY,
+                ARG_FILE,
+                ARG_MERGE,
                 ARG_EVAL_BASE = 0x200,
         };
         static const struct option options[] = {
@@ -803,6 +825,9 @@ static int parse_argv(int argc, char *argv[]) {
                 { "state",           required_argument, NULL, ARG_STATE           },
                 { "since",           required_argument, NULL, ARG_SINCE           },
                 { "fleet",           no_argument,       NULL, ARG_FLEET           },
+                { "directory",       required_argument, NULL, ARG_DIRECTORY       },
+                { "file",            required_argument, NULL, ARG_FILE            },
+                { "merge",           no_argument,       NULL, ARG_MERGE           },
                 EVAL_LONG_OPTIONS(ARG_EVAL_BASE),
                 {}
         };
@@ -851,6 +876,12 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_ENVIRONMENT: arg_environment = optarg; break;
                 case ARG_REF: arg_ref = optarg; break;
                 case ARG_VERIFY: arg_verify = true; break;
+                case ARG_DIRECTORY: arg_directory = optarg; break;
+                case ARG_FILE:
+                        if (strv_extend(&arg_files, optarg) < 0)
+                                return -ENOMEM;
+                        break;
+                case ARG_MERGE: arg_merge = true; break;
                 case ARG_LIMIT:
                         if (strv_extend(&arg_limits, optarg) < 0)
                                 return -ENOMEM;
@@ -882,6 +913,7 @@ int main(int argc, char *argv[]) {
                 strv_free(arg_limits);
                 strv_free(arg_allow_hosts);
                 strv_free(arg_states);
+                strv_free(arg_files);
                 eval_options_free();
                 return r < 0 ? EXIT_USAGE : EXIT_OK;
         }
@@ -923,6 +955,7 @@ int main(int argc, char *argv[]) {
         strv_free(arg_limits);
         strv_free(arg_allow_hosts);
         strv_free(arg_states);
+        strv_free(arg_files);
         eval_options_free();
         return r;
 }

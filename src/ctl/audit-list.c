@@ -11,6 +11,26 @@
 #include "macro.h"
 #include "string-util.h"
 
+static const char *journal_directory = NULL;
+static char **journal_files = NULL;
+static bool journal_merge = false;
+
+void audit_set_journal_source(const char *directory, char **files, bool merge) {
+        journal_directory = directory;
+        journal_files = files;
+        journal_merge = merge;
+}
+
+int audit_journal_open(sd_journal **ret) {
+        if (journal_directory)
+                return sd_journal_open_directory(ret, journal_directory, 0);
+        if (journal_files && journal_files[0])
+                return sd_journal_open_files(ret, (const char **) journal_files, 0);
+        /* --merge: the journals of other machines too, as journalctl --merge
+         * (those systemd-journal-remote writes under /var/log/journal/remote). */
+        return sd_journal_open(ret, journal_merge ? 0 : SD_JOURNAL_LOCAL_ONLY | SD_JOURNAL_SYSTEM);
+}
+
 int journal_field(sd_journal *j, const char *field, char *buf, size_t n) {
         const void *data;
         size_t l, k = strlen(field) + 1;
@@ -32,7 +52,7 @@ int audit_list(const char *id, bool json) {
         unsigned n = 0;
         int r;
 
-        r = sd_journal_open(&j, SD_JOURNAL_LOCAL_ONLY | SD_JOURNAL_SYSTEM);
+        r = audit_journal_open(&j);
         if (r < 0) {
                 fprintf(stderr, "Failed to open the journal: %s\n", strerror(-r));
                 return EXIT_FAIL;

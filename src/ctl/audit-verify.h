@@ -13,5 +13,8 @@
  *  - the last delivered entry names the branch's tip, and a succeeded task
  *    has one.
  * Prints each gap (or, with json, one JSON object) and returns the number
- * of gaps, or a negative errno when it could not check. */
-int audit_verify(sd_bus *bus, const char *id, const char *path, bool json);
+ * of gaps, or a negative errno when it could not check. With repository
+ * (audit --repo=), the branch is read there as a fleet's Remote= has it
+ * (audit-branch.h) and bus and path are not used; a succeeded task without
+ * its delivered entry is then not seen, its state being unknown. */
+int audit_verify(sd_bus *bus, const char *id, const char *path, const char *repository, bool json);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "audit.h"
+#include "audit-internal.h"
 #include "factory.h"
 #include "json-util.h"
 #include "log.h"
@@ -24,7 +25,7 @@ static unsigned journal_lost = 0;
 static uint64_t journal_lost_since_usec = 0;
 static int journal_lost_error = 0;
 
-static void journal_sent(int r) {
+void audit_journal_sent(int r) {
         unsigned n;
         time_t since;
         struct tm tm;
@@ -58,40 +59,9 @@ static void journal_sent(int r) {
                 journal_lost = n + 1;   /* gone again: keep counting from the same moment */
 }
 
-#define journal_send(...) journal_sent(sd_journal_send(__VA_ARGS__))
 
-/* In a fleet (fleet.h): this host's name, and where the epoch of its claim
- * on a task comes from. */
-static char *fleet_host = NULL;
-static uint64_t (*fleet_epoch)(const char *id, void *userdata) = NULL;
-static void *fleet_userdata = NULL;
-
-void audit_set_fleet(const char *host, uint64_t (*epoch)(const char *id, void *userdata), void *userdata) {
-        free(fleet_host);
-        fleet_host = host ? strdup(host) : NULL;
-        if (host && !fleet_host)
-                log_oom();
-        fleet_epoch = epoch;
-        fleet_userdata = userdata;
-}
-
-/* The fields come last in an entry's list: without a fleet, the NULL format
- * ends the list there, so that the entry is what it is on a host alone. */
-static const char *fleet_host_format(void) {
-        return fleet_host ? "AGENTFAB_HOST=%s" : NULL;
-}
-
-static uint64_t task_epoch(const Task *t) {
-        return fleet_epoch ? fleet_epoch(t->id, fleet_userdata) : 0;
-}
-
-#define FLEET_FIELDS(t) fleet_host_format(), fleet_host, "AGENTFAB_EPOCH=%" PRIu64, task_epoch(t)
-#define FLEET_HOST_FIELD() fleet_host_format(), fleet_host
-#define journal_sendv(iov, n) journal_sent(sd_journal_sendv(iov, n))
-
-/* Appends the event to the task's history and hands it to its watchers. */
-static void task_event(Task *t, const char *type, uid_t caller, const char *k1, const char *v1,
-                       const char *k2, const char *v2, const char *k3, const char *v3) {
+void audit_task_event(Task *t, const char *type, uid_t caller, const char *k1, const char *v1,
+                      const char *k2, const char *v2, const char *k3, const char *v3) {
         _cleanup_json_ json_object *e = json_object_new_object();
         int r;
 
@@ -128,7 +98,7 @@ void audit_task_submitted(Task *t, uid_t caller) {
                                "AGENTFAB_GOAL=%s", t->spec.goal,
                                "AGENTFAB_TEST_COMMAND=%s", strempty(t->spec.test_command),
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "submitted", caller, "state", task_state_to_string(t->state),
+        audit_task_event(t, "submitted", caller, "state", task_state_to_string(t->state),
                    "repository", t->spec.repository, "goal", t->spec.goal);
 }
 
@@ -145,8 +115,8 @@ void audit_task_state(Task *t, TaskState old_state, uid_t caller) {
             asprintf(&old, "AGENTFAB_OLD_STATE=%s", task_state_to_string(old_state)) < 0 ||
             asprintf(&reason, "AGENTFAB_REASON=%s", t->reason) < 0 ||
             (caller != UID_INVALID && asprintf(&uid, "AGENTFAB_UID=%u", (unsigned) caller) < 0) ||
-            (fleet_host && (asprintf(&host, "AGENTFAB_HOST=%s", fleet_host) < 0 ||
-                            asprintf(&epoch, "AGENTFAB_EPOCH=%" PRIu64, task_epoch(t)) < 0))) {
+            (audit_fleet_host() && (asprintf(&host, "AGENTFAB_HOST=%s", audit_fleet_host()) < 0 ||
+                            asprintf(&epoch, "AGENTFAB_EPOCH=%" PRIu64, audit_task_epoch(t)) < 0))) {
                 log_oom();
                 return;
         }
@@ -170,7 +140,7 @@ void audit_task_state(Task *t, TaskState old_state, uid_t caller) {
 #undef IOV
         journal_sendv(iov, (int) n);
 
-        task_event(t, "state", caller, "state", task_state_to_string(t->state),
+        audit_task_event(t, "state", caller, "state", task_state_to_string(t->state),
                    "old_state", task_state_to_string(old_state), "reason", t->reason);
 }
 
@@ -189,8 +159,8 @@ void audit_task_resources(Task *t) {
         if (!line || task_resources_to_json(&res, &j) < 0 ||
             asprintf(&message, "MESSAGE=Task %s used: %s.", t->id, line) < 0 ||
             asprintf(&task, "AGENTFAB_TASK=%s", t->id) < 0 ||
-            (fleet_host && (asprintf(&host, "AGENTFAB_HOST=%s", fleet_host) < 0 ||
-                            asprintf(&epoch, "AGENTFAB_EPOCH=%" PRIu64, task_epoch(t)) < 0))) {
+            (audit_fleet_host() && (asprintf(&host, "AGENTFAB_HOST=%s", audit_fleet_host()) < 0 ||
+                            asprintf(&epoch, "AGENTFAB_EPOCH=%" PRIu64, audit_task_epoch(t)) < 0))) {
                 log_oom();
                 return;
         }
@@ -248,7 +218,7 @@ void audit_task_request(Task *t, const char *event, uid_t caller, const char *co
                                "AGENTFAB_UID=%u", (unsigned) caller,
                                "AGENTFAB_COMMENT=%s", strempty(comment),
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "request", caller, "request", event, comment ? "comment" : NULL, comment, NULL, NULL);
+        audit_task_event(t, "request", caller, "request", event, comment ? "comment" : NULL, comment, NULL, NULL);
 }
 
 void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit, const char *undone) {
@@ -263,7 +233,7 @@ void audit_task_reset(Task *t, uid_t caller, unsigned step, const char *commit, 
                                "AGENTFAB_COMMIT=%s", commit,
                                "AGENTFAB_UNDONE=%s", undone,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "reset", caller, "commit", commit, "undone", undone, NULL, NULL);
+        audit_task_event(t, "reset", caller, "commit", commit, "undone", undone, NULL, NULL);
 }
 
 void audit_task_amended(Task *t, uid_t caller, unsigned version, const char *old_goal, const char *old_acceptance) {
@@ -287,7 +257,7 @@ void audit_task_amended(Task *t, uid_t caller, unsigned version, const char *old
                                "AGENTFAB_OLD_GOAL=%s", old_goal ?: t->spec.goal,
                                "AGENTFAB_OLD_ACCEPTANCE=%s", old_acceptance ?: strempty(t->spec.acceptance),
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "amended", caller, "requirement", version_s, "changed", changed, "goal", t->spec.goal);
+        audit_task_event(t, "amended", caller, "requirement", version_s, "changed", changed, "goal", t->spec.goal);
 }
 
 void audit_verified(Task *t, const char *commit, const char *tests, int exit_code, int count) {
@@ -308,7 +278,7 @@ void audit_verified(Task *t, const char *commit, const char *tests, int exit_cod
                                "AGENTFAB_TEST_COUNT=%s", count_s,
                                "AGENTFAB_TEST_COMMAND=%s", strempty(t->spec.test_command),
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "verified", UID_INVALID, "tests", tests, commit ? "commit" : NULL, commit, "exit_status", exit_s);
+        audit_task_event(t, "verified", UID_INVALID, "tests", tests, commit ? "commit" : NULL, commit, "exit_status", exit_s);
 }
 
 void audit_denied(const char *task_id, const char *action, uid_t caller) {
@@ -332,20 +302,6 @@ void audit_task_broken(Task *t) {
                                FLEET_FIELDS(t), NULL);
 }
 
-void audit_takeover(Task *t, const char *from_host, uint64_t from_epoch, uint64_t epoch, unsigned step,
-                    const char *checkpoint) {
-        journal_send("MESSAGE=Task %s taken over from %s at epoch %llu, from step %u.", t->id, strna(from_host),
-                               (unsigned long long) epoch, step,
-                               "PRIORITY=%i", LOG_NOTICE,
-                               "AGENTFAB_EVENT=takeover",
-                               "AGENTFAB_TASK=%s", t->id,
-                               "AGENTFAB_FROM_HOST=%s", strna(from_host),
-                               "AGENTFAB_FROM_EPOCH=%llu", (unsigned long long) from_epoch,
-                               "AGENTFAB_STEP=%u", step,
-                               "AGENTFAB_COMMIT=%s", strna(checkpoint),
-                               FLEET_FIELDS(t), NULL);
-}
-
 void audit_plan(Task *t, const char *plan) {
         _cleanup_free_ char *first = strshorten_line(skip_heading(plan), 120);
 
@@ -356,7 +312,7 @@ void audit_plan(Task *t, const char *plan) {
                                "AGENTFAB_TASK=%s", t->id,
                                "AGENTFAB_PLAN=%s", plan,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "plan", UID_INVALID, "plan", plan, NULL, NULL, NULL, NULL);
+        audit_task_event(t, "plan", UID_INVALID, "plan", plan, NULL, NULL, NULL, NULL);
 }
 
 void audit_model_call(Task *t, unsigned step, const char *model, unsigned attempts, uint64_t prompt_tokens,
@@ -378,7 +334,7 @@ void audit_model_call(Task *t, unsigned step, const char *model, unsigned attemp
                                "AGENTFAB_FINISH_REASON=%s", strempty(finish_reason),
                                "AGENTFAB_ERROR=%s", strempty(error),
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "model-call", UID_INVALID, "step", step_s, "model", model, error ? "error" : NULL, error);
+        audit_task_event(t, "model-call", UID_INVALID, "step", step_s, "model", model, error ? "error" : NULL, error);
 }
 
 void audit_command(Task *t, unsigned step, const char *tool, const char *command, int status, int signal,
@@ -407,7 +363,7 @@ void audit_command(Task *t, unsigned step, const char *tool, const char *command
                                "AGENTFAB_DURATION_USEC=%llu", (unsigned long long) duration_usec,
                                "AGENTFAB_OUTPUT_BYTES=%llu", (unsigned long long) output_bytes,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "command", UID_INVALID, "step", step_s, "command", command, "result", result);
+        audit_task_event(t, "command", UID_INVALID, "step", step_s, "command", command, "result", result);
 }
 
 void audit_file_change(Task *t, unsigned step, const char *tool, const char *path) {
@@ -423,7 +379,7 @@ void audit_file_change(Task *t, unsigned step, const char *tool, const char *pat
                                "AGENTFAB_TOOL=%s", tool,
                                "AGENTFAB_PATH=%s", path,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "file-change", UID_INVALID, "step", step_s, "tool", tool, "path", path);
+        audit_task_event(t, "file-change", UID_INVALID, "step", step_s, "tool", tool, "path", path);
 }
 
 void audit_step(Task *t, unsigned step, const char *commit, const char *subject, const char *tests) {
@@ -441,7 +397,7 @@ void audit_step(Task *t, unsigned step, const char *commit, const char *subject,
                                "AGENTFAB_SUBJECT=%s", subject,
                                "AGENTFAB_TESTS=%s", tests,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "step", UID_INVALID, "step", step_s, commit ? "commit" : NULL, commit, "subject", subject);
+        audit_task_event(t, "step", UID_INVALID, "step", step_s, commit ? "commit" : NULL, commit, "subject", subject);
 }
 
 /* "'a', 'b' and 3 more": each name cut at 256 bytes, its control bytes
@@ -497,7 +453,7 @@ void audit_left_out(Task *t, unsigned step, char **paths, size_t n) {
                      "AGENTFAB_COUNT=%zu", n,
                      "AGENTFAB_PATHS=%s", names,
                      FLEET_FIELDS(t), NULL);
-        task_event(t, "left-out", UID_INVALID, "step", step_s, "paths", names, NULL, NULL);
+        audit_task_event(t, "left-out", UID_INVALID, "step", step_s, "paths", names, NULL, NULL);
 }
 
 void audit_context_refused(Task *t, unsigned step, const char *model, uint64_t sent_bytes, uint64_t budget_before,
@@ -521,7 +477,7 @@ void audit_context_refused(Task *t, unsigned step, const char *model, uint64_t s
                      "AGENTFAB_ATTEMPT=%u", attempt,
                      "AGENTFAB_ERROR=%s", strempty(error),
                      FLEET_FIELDS(t), NULL);
-        task_event(t, "context-refused", UID_INVALID, "step", step_s, "budget", budget_s, "error", strempty(error));
+        audit_task_event(t, "context-refused", UID_INVALID, "step", step_s, "budget", budget_s, "error", strempty(error));
 }
 
 void audit_context_truncated(Task *t, unsigned step, const char *model, uint64_t sent_bytes, uint64_t estimated_tokens,
@@ -547,7 +503,7 @@ void audit_context_truncated(Task *t, unsigned step, const char *model, uint64_t
                      "AGENTFAB_PROFILE_BUDGET=%" PRIu64, profile_budget,
                      "AGENTFAB_CONTEXT_BUDGET=%" PRIu64, budget,
                      FLEET_FIELDS(t), NULL);
-        task_event(t, "context-truncated", UID_INVALID, "step", step_s, "prompt_tokens", tokens_s, "budget", budget_s);
+        audit_task_event(t, "context-truncated", UID_INVALID, "step", step_s, "prompt_tokens", tokens_s, "budget", budget_s);
 }
 
 AuditTrace audit_trace_begin(Task *t, unsigned step) {
@@ -605,90 +561,6 @@ finish:
         a->task = mfree_ptr(a->task);
 }
 
-void audit_sandbox(Task *t, const char *unit, pid_t pid, uid_t uid) {
-        char uid_s[16] = "";
-
-        if (uid != UID_INVALID)
-                snprintf(uid_s, sizeof(uid_s), "%u", (unsigned) uid);
-        journal_send("MESSAGE=Task %s has its sandbox in %s (pid %i, commands as uid %s).", t->id, unit, (int) pid,
-                               uid_s[0] ? uid_s : "unknown",
-                               "MESSAGE_ID=" AGENTFAB_MESSAGE_SANDBOX_STR,
-                               "PRIORITY=%i", LOG_INFO,
-                               "AGENTFAB_EVENT=sandbox",
-                               "AGENTFAB_TASK=%s", t->id,
-                               "AGENTFAB_UNIT=%s", unit,
-                               "AGENTFAB_SANDBOX_PID=%i", (int) pid,
-                               "AGENTFAB_SANDBOX_UID=%s", uid_s,
-                               FLEET_FIELDS(t), NULL);
-        task_event(t, "sandbox", UID_INVALID, "unit", unit, uid_s[0] ? "sandbox_uid" : NULL, uid_s, NULL, NULL);
-}
-
-void audit_sandbox_reattached(Task *t, const char *unit, pid_t pid, uid_t uid, uint64_t usec) {
-        char uid_s[16] = "", usec_s[32];
-
-        if (uid != UID_INVALID)
-                snprintf(uid_s, sizeof(uid_s), "%u", (unsigned) uid);
-        snprintf(usec_s, sizeof(usec_s), "%" PRIu64, usec);
-        journal_send("MESSAGE=Task %s has its sandbox in %s again (pid %i, commands as uid %s).", t->id, unit,
-                               (int) pid, uid_s[0] ? uid_s : "unknown",
-                               "MESSAGE_ID=" AGENTFAB_MESSAGE_REATTACHED_STR,
-                               "PRIORITY=%i", LOG_INFO,
-                               "AGENTFAB_EVENT=sandbox-reattached",
-                               "AGENTFAB_TASK=%s", t->id,
-                               "AGENTFAB_UNIT=%s", unit,
-                               "AGENTFAB_SANDBOX_PID=%i", (int) pid,
-                               "AGENTFAB_SANDBOX_UID=%s", uid_s,
-                               "AGENTFAB_USEC=%s", usec_s,
-                               FLEET_FIELDS(t), NULL);
-        task_event(t, "sandbox-reattached", UID_INVALID, "unit", unit, uid_s[0] ? "sandbox_uid" : NULL, uid_s, NULL, NULL);
-}
-
-void audit_sandbox_frozen(Task *t, const char *why, const char *method, uint64_t usec) {
-        char usec_s[32];
-
-        snprintf(usec_s, sizeof(usec_s), "%" PRIu64, usec);
-        (void) sd_journal_send("MESSAGE=Task %s: sandbox frozen (%s, by %s in %.1f ms).", t->id, why, method,
-                               (double) usec / 1000.0,
-                               "MESSAGE_ID=" AGENTFAB_MESSAGE_FROZEN_STR,
-                               "PRIORITY=%i", LOG_NOTICE,
-                               "AGENTFAB_EVENT=frozen",
-                               "AGENTFAB_TASK=%s", t->id,
-                               "AGENTFAB_FREEZE_REASON=%s", why,
-                               "AGENTFAB_FREEZER=%s", method,
-                               "AGENTFAB_FREEZE_USEC=%s", usec_s,
-                               FLEET_FIELDS(t), NULL);
-        task_event(t, "frozen", UID_INVALID, "why", why, "freezer", method, "freeze_usec", usec_s);
-}
-
-void audit_sandbox_thawed(Task *t, uint64_t frozen_usec) {
-        char usec_s[32];
-
-        snprintf(usec_s, sizeof(usec_s), "%" PRIu64, frozen_usec);
-        (void) sd_journal_send("MESSAGE=Task %s: sandbox thawed after %.1f s frozen.", t->id, (double) frozen_usec / USEC_PER_SEC,
-                               "MESSAGE_ID=" AGENTFAB_MESSAGE_THAWED_STR,
-                               "PRIORITY=%i", LOG_NOTICE,
-                               "AGENTFAB_EVENT=thawed",
-                               "AGENTFAB_TASK=%s", t->id,
-                               "AGENTFAB_FROZEN_USEC=%s", usec_s,
-                               FLEET_FIELDS(t), NULL);
-        task_event(t, "thawed", UID_INVALID, "frozen_usec", usec_s, NULL, NULL, NULL, NULL);
-}
-
-void audit_sandbox_released(Task *t, uint64_t paused_usec) {
-        char usec_s[32];
-
-        snprintf(usec_s, sizeof(usec_s), "%" PRIu64, paused_usec);
-        (void) sd_journal_send("MESSAGE=Task %s: frozen sandbox torn down after %.0f s (MaxPausedSec=).", t->id,
-                               (double) paused_usec / USEC_PER_SEC,
-                               "MESSAGE_ID=" AGENTFAB_MESSAGE_RELEASED_STR,
-                               "PRIORITY=%i", LOG_NOTICE,
-                               "AGENTFAB_EVENT=sandbox-released",
-                               "AGENTFAB_TASK=%s", t->id,
-                               "AGENTFAB_PAUSED_USEC=%s", usec_s,
-                               FLEET_FIELDS(t), NULL);
-        task_event(t, "sandbox-released", UID_INVALID, "paused_usec", usec_s, NULL, NULL, NULL, NULL);
-}
-
 void audit_breaker(Task *t, const char *breaker, const char *reason) {
         journal_send("MESSAGE=Task %s paused by breaker %s: %s", t->id, breaker, reason,
                                "MESSAGE_ID=" AGENTFAB_MESSAGE_BREAKER_STR,
@@ -698,7 +570,7 @@ void audit_breaker(Task *t, const char *breaker, const char *reason) {
                                "AGENTFAB_BREAKER=%s", breaker,
                                "AGENTFAB_REASON=%s", reason,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "breaker", UID_INVALID, "breaker", breaker, "reason", reason, NULL, NULL);
+        audit_task_event(t, "breaker", UID_INVALID, "breaker", breaker, "reason", reason, NULL, NULL);
 }
 
 void audit_review_finding(Task *t, const char *kind, const char *severity, const char *file, unsigned line,
@@ -720,7 +592,7 @@ void audit_review_finding(Task *t, const char *kind, const char *severity, const
                                "AGENTFAB_RULE=%s", strempty(rule),
                                "AGENTFAB_REASON=%s", message,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "review-finding", UID_INVALID, "severity", severity, "message", message, NULL, NULL);
+        audit_task_event(t, "review-finding", UID_INVALID, "severity", severity, "message", message, NULL, NULL);
 }
 
 void audit_review_verdict(Task *t, const char *model, const char *verdict, unsigned n_comments, const char *summary) {
@@ -735,7 +607,7 @@ void audit_review_verdict(Task *t, const char *model, const char *verdict, unsig
                                "AGENTFAB_COMMENTS=%u", n_comments,
                                "AGENTFAB_REASON=%s", summary,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "review-verdict", UID_INVALID, "model", model, "verdict", verdict, "summary", summary);
+        audit_task_event(t, "review-verdict", UID_INVALID, "model", model, "verdict", verdict, "summary", summary);
 }
 
 void audit_reviewed(Task *t, const char *commit, uint64_t duration_usec, size_t n_errors, size_t n_warnings, const char *breaker,
@@ -753,7 +625,7 @@ void audit_reviewed(Task *t, const char *commit, uint64_t duration_usec, size_t 
                                "AGENTFAB_DURATION_USEC=%" PRIu64, duration_usec,
                                "AGENTFAB_BREAKER=%s", strempty(breaker),
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "reviewed", UID_INVALID, "commit", commit, "breaker", breaker, NULL, NULL);
+        audit_task_event(t, "reviewed", UID_INVALID, "commit", commit, "breaker", breaker, NULL, NULL);
 }
 
 void audit_delivered(Task *t, const char *head, const char *diffstat) {
@@ -766,7 +638,7 @@ void audit_delivered(Task *t, const char *head, const char *diffstat) {
                                "AGENTFAB_COMMIT=%s", head,
                                "AGENTFAB_DIFFSTAT=%s", strempty(diffstat),
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "delivered", UID_INVALID, "branch", t->branch, "commit", head, NULL, NULL);
+        audit_task_event(t, "delivered", UID_INVALID, "branch", t->branch, "commit", head, NULL, NULL);
 }
 
 void audit_pushed(Task *t, const char *head) {
@@ -779,7 +651,7 @@ void audit_pushed(Task *t, const char *head) {
                                "AGENTFAB_COMMIT=%s", head,
                                "AGENTFAB_PUSH_URL=%s", t->spec.push_url,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "pushed", UID_INVALID, "branch", t->branch, "commit", head, "push_url", t->spec.push_url);
+        audit_task_event(t, "pushed", UID_INVALID, "branch", t->branch, "commit", head, "push_url", t->spec.push_url);
 }
 
 void audit_pull_request(Task *t, const char *url) {
@@ -794,7 +666,7 @@ void audit_pull_request(Task *t, const char *url) {
                                "AGENTFAB_BRANCH=%s", t->branch,
                                "AGENTFAB_BASE_BRANCH=%s", t->spec.pull_request_base ?: TASK_PULL_REQUEST_BASE_DEFAULT,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "pull-request", UID_INVALID, "url", url, "forge", strempty(t->spec.forge), "branch", t->branch);
+        audit_task_event(t, "pull-request", UID_INVALID, "url", url, "forge", strempty(t->spec.forge), "branch", t->branch);
 }
 
 void audit_delivery_failed(Task *t, const char *what, const char *error) {
@@ -808,7 +680,7 @@ void audit_delivery_failed(Task *t, const char *what, const char *error) {
                                "AGENTFAB_FORGE=%s", strempty(t->spec.forge),
                                "AGENTFAB_ERROR=%s", error,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "delivery-failed", UID_INVALID, "what", what, "error", error, NULL, NULL);
+        audit_task_event(t, "delivery-failed", UID_INVALID, "what", what, "error", error, NULL, NULL);
 }
 
 void audit_client_dropped(const char *transport, const char *peer, uid_t uid, uint64_t queued, uint64_t max,
@@ -853,7 +725,7 @@ void audit_allow_hosts(Task *t, uid_t caller, const char *hosts) {
                                "AGENTFAB_UID=%u", (unsigned) caller,
                                "AGENTFAB_HOSTS=%s", hosts,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "allow-host", caller, "hosts", hosts, NULL, NULL, NULL, NULL);
+        audit_task_event(t, "allow-host", caller, "hosts", hosts, NULL, NULL, NULL, NULL);
 }
 
 void audit_limits_raised(Task *t, uid_t caller, const char *limits) {
@@ -866,5 +738,5 @@ void audit_limits_raised(Task *t, uid_t caller, const char *limits) {
                                "AGENTFAB_UID=%u", (unsigned) caller,
                                "AGENTFAB_LIMITS=%s", limits,
                                FLEET_FIELDS(t), NULL);
-        task_event(t, "limit", caller, "limits", limits, NULL, NULL, NULL, NULL);
+        audit_task_event(t, "limit", caller, "limits", limits, NULL, NULL, NULL, NULL);
 }

@@ -17,6 +17,13 @@
  * and an entry of a task AGENTFAB_EPOCH= (the epoch of this host's claim on
  * it, from epoch()); host NULL: none, as on a host alone. */
 void audit_set_fleet(const char *host, uint64_t (*epoch)(const char *id, void *userdata), void *userdata);
+/* A host of the fleet took the task over (its own entry, AGENTFAB_EVENT=takeover):
+ * from_host held it at from_epoch; this host holds it now at epoch and goes
+ * on after step, the last acknowledged one, whose checkpoint is checkpoint
+ * (NULL: the base). audit --verify accepts a change of epoch only where
+ * such an entry marks it. Defined in audit-fleet.c. */
+void audit_takeover(Task *t, const char *from_host, uint64_t from_epoch, uint64_t epoch, unsigned step,
+                    const char *checkpoint);
 
 void audit_task_submitted(Task *t, uid_t caller);
 void audit_task_state(Task *t, TaskState old_state, uid_t caller);
@@ -35,8 +42,6 @@ void audit_task_amended(Task *t, uid_t caller, unsigned version, const char *old
 void audit_verified(Task *t, const char *commit, const char *tests, int exit_code, int count);
 void audit_denied(const char *task_id, const char *action, uid_t caller);
 void audit_task_broken(Task *t);
-void audit_takeover(Task *t, const char *from_host, uint64_t from_epoch, uint64_t epoch, unsigned step,
-                    const char *checkpoint);
 /* The agent at work (agent-loop.c). */
 void audit_plan(Task *t, const char *plan);
 void audit_model_call(Task *t, unsigned step, const char *model, unsigned attempts, uint64_t prompt_tokens,
