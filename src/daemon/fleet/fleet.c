@@ -11,6 +11,7 @@
 #include "credential.h"
 #include "fleet-ack.h"
 #include "fleet-lease.h"
+#include "fleet-people.h"
 #include "fleet.h"
 #include "json-util.h"
 #include "log.h"
@@ -62,6 +63,7 @@ struct Fleet {
         size_t n_held;
         FleetCall *calls;
         FleetAcks *acks;
+        FleetPeople *people;
 
         const FleetHooks *hooks;
         void *userdata;
@@ -171,6 +173,10 @@ FleetAcks *fleet_acks(const Fleet *fl) {
         return fl->acks;
 }
 
+FleetPeople *fleet_people(const Fleet *fl) {
+        return fl->people;
+}
+
 /* ---- Ends written back ---- */
 
 static FleetTaskState fleet_state_of(TaskState s) {
@@ -248,6 +254,7 @@ static void fleet_write_pending_ends(Fleet *fl) {
 void fleet_task_state_changed(Fleet *fl, Task *t) {
         FleetHeld *h;
 
+        fleet_people_task_changed(fl ? fl->people : NULL, t);
         if (!fl || !task_state_is_final(t->state))
                 return;
         h = held_find(fl, t->id);
@@ -419,6 +426,7 @@ static void on_renewed(FleetDb *db, int error, const char *message, uint64_t lea
         (void) fleet_arm_fence(fl);
         /* The slow poll: notifications are lost while disconnected. */
         fleet_claim_more(fl);
+        fleet_people_renewed(fl->people);
 }
 
 static int environment_names(const Environments *e, char ***ret) {
@@ -744,6 +752,8 @@ static void on_notify(FleetDb *db, const char *channel, const char *payload, voi
         (void) db, (void) payload;
         if (streq(channel, FLEET_DB_CHANNEL_QUEUE))
                 fleet_claim_more(fl);
+        else if (streq(channel, FLEET_DB_CHANNEL_REQUESTS))
+                fleet_people_notified(fl->people, payload);
 }
 
 static uint64_t audit_epoch_of(const char *id, void *userdata) {
@@ -801,6 +811,9 @@ int fleet_new(Factory *f, const FleetHooks *hooks, void *userdata, Fleet **ret) 
         r = fleet_acks_new(fl, &fl->acks);
         if (r < 0)
                 return r;
+        r = fleet_people_new(fl, &fl->people);
+        if (r < 0)
+                return r;
 
         /* From now on the journal names this host and the epoch of each task. */
         audit_set_fleet(fl->host, audit_epoch_of, fl);
@@ -820,6 +833,7 @@ Fleet *fleet_free(Fleet *fl) {
                 agent_set_publisher(NULL, NULL);
         /* Frees no handler's userdata: ours are freed below. */
         fl->db = fleet_db_free(fl->db);
+        fl->people = fleet_people_free(fl->people);
         fl->acks = fleet_acks_free(fl->acks);
         while (fl->calls)
                 call_free(fl->calls);
