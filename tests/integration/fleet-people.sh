@@ -305,7 +305,9 @@ else
                 fail "amend: $(cat "$WORK/err")"
         for _ in $(seq 80); do [ "$(prop_a "$cid" RequirementVersion)" = 2 ] && break; sleep 0.25; done
         [ "$(prop_a "$cid" RequirementVersion)" = 2 ] && [ "$(prop_a "$cid" AcceptanceCriteria)" = "add(2, 3) is 5" ] &&
-                ok "alice amended it from host-b" || fail "after amend: v$(prop_a "$cid" RequirementVersion)"
+                ok "alice amended it from host-b" ||
+                fail "after amend: v$(prop_a "$cid" RequirementVersion): $(journal_request "$cid" refused | python3 -c 'import json,sys
+print([json.loads(l).get("AGENTFAB_REASON") for l in sys.stdin if l.strip()])')"
         hx_on host-b runuser -u alice -- "${CTL[@]}" resume "$cid" 2>"$WORK/err" || fail "resume: $(cat "$WORK/err")"
         for _ in $(seq 80); do [ "$(prop_a "$cid" State)" = running ] && break; sleep 0.25; done
         [ "$(prop_a "$cid" State)" = running ] && [ "$(prop_a "$cid" FreezerState)" != frozen ] &&

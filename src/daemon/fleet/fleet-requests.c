@@ -91,7 +91,7 @@ int fleet_request_argument_parse(const char *text, FleetRequestArgument *ret) {
                 r = take_string(j, "acceptance", false, &a.acceptance);
         if (r >= 0)
                 r = take_string(j, "breaker", false, &a.breaker);
-        if (r >= 0 && (strlen(a.user) > 64 || !string_is_safe(a.user, false) || strchr(a.user, '@')))
+        if (r >= 0 && (isempty(a.user) || strlen(a.user) > 64 || !string_is_safe(a.user, false) || strchr(a.user, '@')))
                 r = -EBADMSG;
         if (r < 0) {
                 fleet_request_argument_done(&a);
