@@ -127,7 +127,7 @@ run_counted "egress proxy" bash tests/integration/proxy.sh build
 run_counted "fleet of hosts" bash tests/integration/fleet.sh build
 # People on any host of the fleet: status, logs and summary of a task
 # host-a holds, read on host-b; approve (and a late approval for an
-# earlier stop, dropped), pause, amend, resume and cancel from host-b;
+# earlier stop, dropped), amend, pause, resume and cancel from host-b;
 # polkit on host-b refusing others: about 60 s.
 run_counted "fleet: people on any host" bash tests/integration/fleet-people.sh build
 # Broken surroundings: CI runs the scenarios that take a few minutes; the
