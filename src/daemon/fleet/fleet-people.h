@@ -18,8 +18,8 @@
  * Task1 properties, with "BreakerStop"), under its epoch and never while
  * fenced. At the end it writes the final status, the summary and the kept
  * tail of the output log (FLEET_PEOPLE_LOG_TAIL bytes, escaped as `logs`
- * shows it); while the task works, that tail at most every
- * FLEET_PEOPLE_LOG_INTERVAL_USEC.
+ * shows it); while the task works, that tail too, with the first status
+ * written FLEET_PEOPLE_LOG_INTERVAL_USEC or more after it was last.
  *
  * Requests: approve, reject, cancel, pause, resume and amend that another
  * host's polkit allowed are rows (fleet_db_post_request()). The holder
