@@ -268,6 +268,8 @@ static int read_log_escaped(int dir_fd, char **ret) {
                 out[n_out++] = '\n';
         }
         out[n_out] = '\0';
+        /* The database takes valid UTF-8 text only. */
+        utf8_sanitize(out, n_out);
         /* What the database refuses, cut from the front, as above. */
         if (n_out > FLEET_DB_OUTPUT_MAX) {
                 char *start = memchr(out + n_out - FLEET_DB_OUTPUT_MAX, '\n', FLEET_DB_OUTPUT_MAX);
@@ -333,6 +335,7 @@ static int outputs_read(FleetPeople *p, Task *t, uint64_t epoch, bool summary) {
         j = calloc(1, sizeof(OutputJob));
         if (!j)
                 return -ENOMEM;
+        j->dir_fd = -EBADF;
         j->epoch = epoch;
         j->summary = summary;
         j->dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
