@@ -138,6 +138,11 @@ run_counted "fleet: 200 tasks, a database restart" bash tests/integration/fleet-
 # Both hosts' journals uploaded to one systemd-journal-remote; audit --verify
 # on that central journal, forged copies of it reported (about 20 s).
 run_counted "fleet: one audit" bash tests/integration/fleet-audit.sh build
+# People on any host of the fleet: status, logs and summary of a task
+# host-a holds, read on host-b; approve (and a late approval for an
+# earlier stop, dropped), amend, pause, resume and cancel from host-b;
+# polkit on host-b refusing others: about 60 s.
+run_counted "fleet: people on any host" bash tests/integration/fleet-people.sh build
 # Broken surroundings: CI runs the scenarios that take a few minutes; the
 # whole set (a full disk, dbus-daemon restarted, 20 SIGKILLs across 20
 # tasks) is "bash tests/integration/faults.sh build".

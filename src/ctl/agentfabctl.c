@@ -12,6 +12,7 @@
 #include "eval.h"
 #include "export-client.h"
 #include "fleet-list.h"
+#include "fleet-task.h"
 #include "json-util.h"
 #include "log.h"
 #include "limit-word.h"
@@ -99,6 +100,9 @@ static void help(void) {
                "       [--runs=N] [--tasks=GLOB] [--jobs=N] [--json=FILE]\n"
                "                               Measure models on a corpus of tasks (the bundled one)\n"
                "  eval --compare A.json B.json Compare two reports task by task\n"
+               "\nOn a host of a fleet, status, logs, summary, approve, reject, cancel, pause, resume\n"
+               "and amend also take a task another host holds (as that host last wrote it; the\n"
+               "requests are applied there).\n"
                "\nOptions:\n"
                "  -h --help                    Show this help\n"
                "     --version                 Show package version\n"
@@ -324,17 +328,32 @@ static void print_checkpoints(sd_bus_message *reply) {
 
 static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        FleetTaskExtra fleet = {};
         TaskInfo info;
         int r;
 
         (void) argc;
         polkit_agent_open(arg_ask_password);
-        r = task_info_load(bus, argv[1], &reply, &info);
-        if (r != EXIT_OK)
-                return r;
+        /* A task another host of the fleet holds: as that host last wrote it. */
+        r = fleet_task_lookup(bus, argv[1], false, &reply);
+        if (r < 0)
+                return -r;
+        if (r > 0 && (task_info_read(reply, &info) < 0 || fleet_task_extra(reply, &fleet) < 0))
+                return EXIT_FAIL;
+        if (r == 0) {
+                r = task_info_load(bus, argv[1], &reply, &info);
+                if (r != EXIT_OK)
+                        return r;
+        }
 
         if (arg_json) {
                 _cleanup_json_ json_object *j = task_info_to_json(&info);
+                if (fleet.fleet_owner) {
+                        (void) json_add_string(j, "host", fleet.host);
+                        (void) json_add_uint64(j, "epoch", fleet.epoch);
+                        (void) json_add_string(j, "fleet_owner", fleet.fleet_owner);
+                        (void) json_add_uint64(j, "breaker_stop", fleet.stop);
+                }
                 printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
                 return EXIT_OK;
         }
@@ -376,6 +395,9 @@ static int verb_status(sd_bus *bus, int argc, char *argv[]) {
         print_checkpoints(reply);
         if (!isempty(info.breaker))
                 printf("      Breaker: %s\n", info.breaker);
+        if (fleet.fleet_owner)
+                printf("         Host: %s (epoch %" PRIu64 "; owner %s; as that host last wrote it)\n",
+                       isempty(fleet.host) ? "none yet" : fleet.host, fleet.epoch, fleet.fleet_owner);
         /* Frozen: no CPU, memory kept; none: no sandbox (any more). */
         if (!isempty(info.freezer) && !streq(info.freezer, "none"))
                 printf("      Sandbox: %s\n", info.freezer);
@@ -437,6 +459,11 @@ static int verb_summary(sd_bus *bus, int argc, char *argv[]) {
         int r;
 
         (void) argc;
+        r = fleet_task_lookup(bus, argv[1], false, &reply);
+        if (r < 0)
+                return -r;
+        if (r > 0)
+                return fleet_task_output(bus, argv[1], "summary");
         r = task_get_path(bus, argv[1], &path);
         if (r < 0)
                 return -r;
@@ -535,13 +562,38 @@ static int verb_fetch(sd_bus *bus, int argc, char *argv[]) {
 
 #define INTERACTIVE_CALL_TIMEOUT_USEC (5 * 60 * 1000000ULL)
 
+/* A task another host of the fleet holds: the request is posted for it. */
+static int fleet_request(sd_bus *bus, const char *id, sd_bus_message *status, const char *kind) {
+        if (arg_allow_hosts || arg_limits) {
+                fprintf(stderr, "--allow-host= and --limit= are for a task on this host; task %s is on another host "
+                        "of the fleet.\n", id);
+                return EXIT_USAGE;
+        }
+        return fleet_task_request(bus, id, status, &(const FleetTaskRequest) {
+                .kind = kind,
+                .comment = arg_comment,
+                .goal = arg_goal,
+                .acceptance = arg_acceptance,
+                .timeout_usec = arg_ask_password ? INTERACTIVE_CALL_TIMEOUT_USEC : 0,
+                .json = arg_json,
+        });
+}
+
 static int call_task_method(sd_bus *bus, const char *id, const char *method, const char *what, bool with_comment) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *status = NULL;
         _cleanup_free_ char *path = NULL;
         int r;
 
         polkit_agent_open(arg_ask_password);
+        r = fleet_task_lookup(bus, id, false, &status);
+        if (r < 0)
+                return -r;
+        if (r > 0) {
+                /* "cancel task" → "cancel": the request's kind. */
+                _cleanup_free_ char *kind = strndup(what, strcspn(what, " "));
+                return kind ? fleet_request(bus, id, status, kind) : EXIT_FAIL;
+        }
         r = task_get_path(bus, id, &path);
         if (r < 0)
                 return -r;
@@ -613,6 +665,11 @@ static int verb_amend(sd_bus *bus, int argc, char *argv[]) {
                 return EXIT_USAGE;
         }
         polkit_agent_open(arg_ask_password);
+        r = fleet_task_lookup(bus, argv[1], false, &reply);
+        if (r < 0)
+                return -r;
+        if (r > 0)
+                return fleet_request(bus, argv[1], reply, "amend");
         r = task_get_path(bus, argv[1], &path);
         if (r < 0)
                 return -r;
@@ -730,10 +787,21 @@ static int verb_eval(sd_bus *bus, int argc, char *argv[]) {
 }
 
 static int verb_logs(sd_bus *bus, int argc, char *argv[]) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *b = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *status = NULL;
+
         (void) bus, (void) argc;
         if (!task_id_is_valid(argv[1])) {
                 fprintf(stderr, "'%s' is not a task id (12 hex digits).\n", argv[1]);
                 return EXIT_USAGE;
+        }
+        /* A task another host of the fleet holds: the tail of its log, as
+         * that host last wrote it to the fleet's database. */
+        if (connect_bus(&b) >= 0 && fleet_task_lookup(b, argv[1], true, &status) > 0) {
+                if (arg_follow)
+                        fprintf(stderr, "Task %s is on another host of the fleet: its log as that host last wrote it, "
+                                "not followed.\n", argv[1]);
+                return fleet_task_output(b, argv[1], "log");
         }
         _cleanup_close_ int fd = stream_client_connect(arg_socket, argv[1], "output", arg_follow);
         if (fd < 0)

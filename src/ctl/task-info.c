@@ -83,7 +83,7 @@ static int read_resources(sd_bus_message *reply, TaskInfo *info) {
         return sd_bus_message_exit_container(reply);
 }
 
-static int task_info_read(sd_bus_message *reply, TaskInfo *info) {
+int task_info_read(sd_bus_message *reply, TaskInfo *info) {
         int r;
 
         *info = (TaskInfo) {};

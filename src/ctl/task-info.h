@@ -27,6 +27,9 @@ typedef struct TaskInfo {
 int task_get_path(sd_bus *bus, const char *id, char **ret_path);
 /* GetAll() of the task at path into info; *ret_reply owns the strings. */
 int task_info_get(sd_bus *bus, const char *path, sd_bus_message **ret_reply, TaskInfo *info, sd_bus_error *error);
+/* The properties of an a{sv} (GetAll()'s, or GetFleetTask()'s, which
+ * names them alike) into info, pointing into reply. */
+int task_info_read(sd_bus_message *reply, TaskInfo *info);
 /* Both of the above, errors printed: returns an exit code. */
 int task_info_load(sd_bus *bus, const char *id, sd_bus_message **ret_reply, TaskInfo *info);
 json_object *task_info_to_json(const TaskInfo *i);

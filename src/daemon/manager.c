@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "fleet-people.h"
 #include "fleet.h"
 #include "audit.h"
 #include "cache.h"
@@ -58,6 +59,8 @@ static void on_task_state_changed(Factory *f, Task *t, TaskState old_state, uid_
 static void on_task_changed(Factory *f, Task *t, unsigned what) {
         Manager *m = manager_from_factory(f);
 
+        /* In a fleet, what status shows reaches the other hosts. */
+        fleet_task_changed(m->fleet, t);
         if (m->hooks && m->hooks->task_changed)
                 m->hooks->task_changed(m, t, what);
 }

@@ -379,6 +379,48 @@ int fleet_db_list(FleetDb *db, unsigned limit, fleet_db_tasks_t done, void *user
                               complete_list, done, userdata, NULL, NULL);
 }
 
+/* A row of list_tasks() into t; -ENOMEM, or -EBADMSG for a row that is not one. */
+static int task_info_from_row(PGresult *res, int row, FleetTaskInfo *t) {
+        if (get_string(res, row, 0, &t->id) < 0 || get_string(res, row, 2, &t->host) < 0 ||
+            get_string(res, row, 4, &t->owner) < 0)
+                return -ENOMEM;
+        t->state = fleet_task_state_from_string(PQgetvalue(res, row, 1));
+        if (!t->id || !t->owner || t->state < 0 || get_uint64(res, row, 3, &t->epoch) < 0 ||
+            get_uint64(res, row, 5, &t->updated_usec) < 0)
+                return -EBADMSG;
+        return 0;
+}
+
+static void complete_task(FleetDb *db, FleetDbQuery *q, PGresult *res, int error, const char *error_message) {
+        fleet_db_task_t done = q->handler;
+        FleetTaskInfo t = {};
+        const char *status = NULL;
+        int k;
+
+        if (error == 0 && (!result_shape(res, 7) || PQntuples(res) != 1)) {
+                error = -EBADMSG;
+                error_message = "Unexpected answer from the database";
+        } else if (error == 0 && (k = task_info_from_row(res, 0, &t)) < 0) {
+                error = k;
+                error_message = k == -ENOMEM ? "Out of memory" : "Unexpected task from the database";
+        } else if (error == 0 && !PQgetisnull(res, 0, 6))
+                status = PQgetvalue(res, 0, 6);
+        if (done)
+                done(db, error, error_message, error < 0 ? NULL : &t, status, q->userdata);
+        free(t.id);
+        free(t.host);
+        free(t.owner);
+}
+
+int fleet_db_get_task(FleetDb *db, const char *id, fleet_db_task_t done, void *userdata) {
+        assert(db);
+
+        if (isempty(id) || strlen(id) > FLEET_DB_NAME_MAX)
+                return -EINVAL;
+        return fleet_db_query(db, "SELECT * FROM agentfab.get_task($1)", (const char *[]) { id }, 1, complete_task,
+                              done, userdata, NULL, NULL);
+}
+
 static void complete_id(FleetDb *db, FleetDbQuery *q, PGresult *res, int error, const char *error_message) {
         fleet_db_id_t done = q->handler;
         uint64_t id = 0;
@@ -471,6 +513,7 @@ int fleet_db_request_done(FleetDb *db, uint64_t id, fleet_db_done_t done, void *
 static const char *const fleet_output_table[_FLEET_OUTPUT_MAX] = {
         [FLEET_OUTPUT_SUMMARY] = "summary",
         [FLEET_OUTPUT_LOG] = "log",
+        [FLEET_OUTPUT_STATUS] = "status",
 };
 
 DEFINE_STRING_TABLE_LOOKUP(fleet_output, FleetOutput);

@@ -195,7 +195,7 @@ void fleet_db_set_timeout(FleetDb *db, uint64_t usec);
 unsigned fleet_db_connections(const FleetDb *db);
 
 /* Schema. The latest version this library knows. */
-#define FLEET_DB_SCHEMA_VERSION 2
+#define FLEET_DB_SCHEMA_VERSION 3
 /* Brings the schema to FLEET_DB_SCHEMA_VERSION, one transaction per
  * migration under pg_advisory_xact_lock(), so that two hosts migrating at
  * once apply each migration once. A schema already current costs one
@@ -288,6 +288,7 @@ int fleet_db_request_done(FleetDb *db, uint64_t id, fleet_db_done_t done, void *
 typedef enum FleetOutput {
         FLEET_OUTPUT_SUMMARY,
         FLEET_OUTPUT_LOG,       /* the tail of the output log: what is kept of it when its host's disk is gone */
+        FLEET_OUTPUT_STATUS,    /* what status shows, as its holder last wrote it (JSON text) */
         _FLEET_OUTPUT_MAX,
         _FLEET_OUTPUT_INVALID = -EINVAL,
 } FleetOutput;
@@ -305,6 +306,13 @@ int fleet_db_put_output(FleetDb *db, const char *task_id, uint64_t epoch, FleetO
  * at. -ENOENT: none written. */
 int fleet_db_get_output(FleetDb *db, const char *task_id, FleetOutput output, fleet_db_output_t done,
                         void *userdata);
+
+/* One task of the fleet by id, for people on any host: its row as
+ * fleet_db_list() gives it, and its FLEET_OUTPUT_STATUS (NULL if none
+ * written yet), in one read. -ENOENT: no such task. */
+typedef void (*fleet_db_task_t)(FleetDb *db, int error, const char *error_message, const FleetTaskInfo *task,
+                                const char *status, void *userdata);
+int fleet_db_get_task(FleetDb *db, const char *id, fleet_db_task_t done, void *userdata);
 
 /* What was acknowledged for a task the caller holds: its epoch, progress,
  * checkpoint and conversation lines. -ENOENT: no such task held by the

@@ -378,9 +378,36 @@ static const char migration_2[] =
         "        END IF;\n"
         "END $f$;\n";
 
+/* People on any host: what status shows of a task, written by its holder
+ * under its epoch as one more output, and one task read by id (its row and
+ * that status together), so that a host asked about a task it does not
+ * hold reads one row, not the fleet's list. The constraint is replaced by
+ * name (DROP ... IF EXISTS), so that the migration applies to a schema
+ * made by any earlier version. */
+static const char migration_3[] =
+        "ALTER TABLE agentfab.outputs DROP CONSTRAINT IF EXISTS outputs_name_check;\n"
+        "ALTER TABLE agentfab.outputs ADD CONSTRAINT outputs_name_check\n"
+        "        CHECK (name IN ('summary', 'log', 'status'));\n"
+        "\n"
+        "CREATE OR REPLACE FUNCTION agentfab.get_task(p_id text)\n"
+        "RETURNS TABLE (id text, state text, host text, epoch bigint, owner text, updated bigint, status text)\n"
+        "LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = agentfab, pg_temp AS $f$\n"
+        "#variable_conflict use_column\n"
+        "BEGIN\n"
+        "        PERFORM caller_host();\n"
+        "        RETURN QUERY SELECT t.id, t.state, t.host, t.epoch, t.owner,\n"
+        "                (extract(epoch FROM t.updated) * 1000000)::bigint,\n"
+        "                (SELECT o.content FROM outputs o WHERE o.task = t.id AND o.name = 'status')\n"
+        "                FROM tasks t WHERE t.id = p_id;\n"
+        "        IF NOT FOUND THEN\n"
+        "                RAISE EXCEPTION 'No task \"%\".', p_id USING ERRCODE = 'P0002';\n"
+        "        END IF;\n"
+        "END $f$;\n";
+
 const char *const fleet_schema_migrations[FLEET_DB_SCHEMA_VERSION] = {
         migration_1,
         migration_2,
+        migration_3,
 };
 
 /* A migration: version-check without a lock (a current schema costs one

@@ -176,6 +176,15 @@ static void on_tasks(FleetDb *db, int error, const char *message, const FleetTas
                 };
 }
 
+/* get_task: the row as tasks[0] (n 1), the status in progress. */
+static void on_task(FleetDb *db, int error, const char *message, const FleetTaskInfo *t, const char *status,
+                    void *userdata) {
+        Result *r = userdata;
+
+        on_tasks(db, error, message, t, t ? 1 : 0, userdata);
+        r->progress = status ? strdup(status) : NULL;
+}
+
 static void on_requests(FleetDb *db, int error, const char *message, const FleetRequest *q, size_t n,
                         void *userdata) {
         Result *r = userdata;

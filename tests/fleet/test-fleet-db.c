@@ -133,29 +133,30 @@ int main(void) {
               strempty(r.message), r2.error, strempty(r2.message));
         free(v);
         v = admin_value("SELECT count(*) || ':' || max(version) FROM agentfab.migrations");
-        CHECK_STR_EQ(v, "2:2", "each migration applied once");
+        CHECK_STR_EQ(v, "3:3", "each migration applied once");
 
         /* Idempotent: again, and from a host role once it is current. */
         CHECK_ERRNO(migrate(owner, &r), 0, "migrating a current schema again succeeds");
         CHECK_ERRNO(migrate(a, &r), 0, "a host role finds the schema current (%s)", strempty(r.message));
         free(v);
         v = admin_value("SELECT count(*) FROM agentfab.migrations");
-        CHECK_STR_EQ(v, "2", "and applies nothing");
+        CHECK_STR_EQ(v, "3", "and applies nothing");
 
         /* A database at version 1, as an older agentfab left it: a host
          * role cannot bring it up to date, the owner can. */
         free(state);
         state = exec_sql(admin_conninfo,
+                         "DROP FUNCTION agentfab.get_task(text); "
                          "DROP FUNCTION agentfab.get_output(text, text); DROP FUNCTION agentfab.release(text, bigint); "
                          "DROP FUNCTION agentfab.put_output(text, bigint, text, text); "
-                         "DROP TABLE agentfab.outputs; DELETE FROM agentfab.migrations WHERE version = 2", NULL);
+                         "DROP TABLE agentfab.outputs; DELETE FROM agentfab.migrations WHERE version >= 2", NULL);
         CHECK_STR_EQ(state, "", "the schema taken back to version 1");
         CHECK_ERRNO(migrate(a, &r), -EACCES, "a host role cannot migrate it (%s)", strempty(r.message));
         CHECK_ERRNO(migrate(owner, &r), 0, "the owner migrates it");
         free(v);
         v = admin_value("SELECT string_agg(version::text, ',' ORDER BY version) || ' ' || "
                         "(to_regclass('agentfab.outputs') IS NOT NULL)::text FROM agentfab.migrations");
-        CHECK_STR_EQ(v, "1,2 true", "to version 2, which is there again");
+        CHECK_STR_EQ(v, "1,2,3 true", "to the latest version, each migration once, the outputs there again");
 
         /* Hosts: the owner maps roles; a host cannot. */
         result_reset(&r);
@@ -488,6 +489,30 @@ int main(void) {
         result_reset(&r);
         CHECK(fleet_db_get_output(x, task, FLEET_OUTPUT_SUMMARY, on_output, &r) >= 0 && wait_for(&r.done) &&
               r.error == -EACCES, "a stranger reads nothing");
+
+        /* A task's status (schema version 3): its holder writes it, any
+         * host reads it by id together with the task's row. */
+        result_reset(&r);
+        CHECK(fleet_db_get_task(c, task, on_task, &r) >= 0 && wait_for(&r.done) && r.error == 0 && !r.progress &&
+              r.n == 1 && streq_ptr(r.tasks[0].host, "host-b") && r.tasks[0].epoch == 2 &&
+              r.tasks[0].state == FLEET_TASK_SUCCEEDED && streq_ptr(r.tasks[0].owner, "alice@host-a"),
+              "host-c reads the task by id, no status written yet (%s)", strempty(r.message));
+        result_reset(&r);
+        CHECK(fleet_db_put_output(b, task, 2, FLEET_OUTPUT_STATUS, "{\"State\":\"succeeded\"}", on_done, &r) >= 0 &&
+              wait_for(&r.done) && r.error == 0, "host-b writes its status (%s)", strempty(r.message));
+        result_reset(&r);
+        CHECK(fleet_db_put_output(a, task, 1, FLEET_OUTPUT_STATUS, "{}", on_done, &r) >= 0 && wait_for(&r.done) &&
+              r.error == -ESTALE, "host-a, at its old epoch, cannot");
+        result_reset(&r);
+        CHECK(fleet_db_get_task(c, task, on_task, &r) >= 0 && wait_for(&r.done) && r.error == 0 &&
+              streq_ptr(r.progress, "{\"State\":\"succeeded\"}") && r.n == 1 && r.tasks[0].epoch == 2,
+              "host-c reads it with the row (%s)", strempty(r.progress));
+        result_reset(&r);
+        CHECK(fleet_db_get_task(c, "no-such-task", on_task, &r) >= 0 && wait_for(&r.done) && r.error == -ENOENT,
+              "no such task: -ENOENT (%d)", r.error);
+        result_reset(&r);
+        CHECK(fleet_db_get_task(x, task, on_task, &r) >= 0 && wait_for(&r.done) && r.error == -EACCES,
+              "a stranger reads no task");
         result_reset(&r);
         CHECK(fleet_db_post_request(a, task, FLEET_REQUEST_CANCEL, NULL, 0, on_id, &r) >= 0 && wait_for(&r.done) &&
               r.error == -ESRCH, "a request for an ended task is refused");

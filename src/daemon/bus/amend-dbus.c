@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -28,6 +29,20 @@ static void amendment_done(Amendment *a) {
         free(a->acceptance);
 }
 
+/* The same rules as at submission (length, control characters). */
+static int amendment_check_value(const char *key, const char *value, sd_bus_error *error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        TaskSpec check;
+        int r;
+
+        task_spec_init(&check);
+        r = task_spec_set_string(&check, key, value, &e);
+        task_spec_done(&check);
+        if (r < 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, e.message ?: "Invalid value.");
+        return 0;
+}
+
 static int read_amendment(sd_bus_message *message, Amendment *a, sd_bus_error *error) {
         unsigned n = 0;
         int r;
@@ -36,9 +51,7 @@ static int read_amendment(sd_bus_message *message, Amendment *a, sd_bus_error *e
         if (r < 0)
                 return r;
         while ((r = sd_bus_message_enter_container(message, SD_BUS_TYPE_DICT_ENTRY, "sv")) > 0) {
-                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
                 const char *key, *value;
-                TaskSpec check;
 
                 if (++n > 2)
                         return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Too many changes: only 'goal' and 'acceptance'.");
@@ -51,12 +64,9 @@ static int read_amendment(sd_bus_message *message, Amendment *a, sd_bus_error *e
                 r = sd_bus_message_read(message, "v", "s", &value);
                 if (r < 0)
                         return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Key '%s' must be of type s.", key);
-                /* The same rules as at submission (length, control characters). */
-                task_spec_init(&check);
-                r = task_spec_set_string(&check, key, value, &e);
-                task_spec_done(&check);
+                r = amendment_check_value(key, value, error);
                 if (r < 0)
-                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, e.message ?: "Invalid value.");
+                        return r;
                 char **field = streq(key, "goal") ? &a->goal : &a->acceptance;
                 bool *has = streq(key, "goal") ? &a->has_goal : &a->has_acceptance;
                 if (*has)
@@ -93,43 +103,29 @@ static int require_amendable(Task *t, sd_bus_error *error) {
         return 0;
 }
 
-int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        _cleanup_(amendment_done) Amendment a = {};
+/* The amendment once the caller (uid) may make it: a->has_* say what it
+ * changes; *ret_version is the requirement's new version. */
+static int amendment_apply(Task *t, Amendment *a, uid_t uid, uint32_t *ret_version, sd_bus_error *error) {
         _cleanup_free_ char *text = NULL, *old_goal = NULL, *old_acceptance = NULL;
-        Task *t = userdata;
         TaskProgress *p = &t->progress;
-        uid_t uid;
         int r;
 
-        r = read_amendment(message, &a, error);
-        if (r < 0)
-                return r;
-        r = require_amendable(t, error);
-        if (r < 0)
-                return r;
-        bool goal_changed = a.has_goal && !streq(a.goal, t->spec.goal);
-        bool acceptance_changed = a.has_acceptance && !streq(a.acceptance, strempty(t->spec.acceptance));
-        if (!goal_changed && !acceptance_changed)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "The amendment changes nothing: task '%s' has this requirement already.", t->id);
-
-        r = access_verify(task_bus_server(t), message, t, "org.agentfab.manage", true, error);
-        if (r <= 0)
-                return r < 0 ? r : 1;
         /* The answer may have taken a while: look again. */
         r = require_amendable(t, error);
         if (r < 0)
                 return r;
-        r = bus_message_get_caller(message, &uid);
-        if (r < 0)
-                return r;
+        bool goal_changed = a->has_goal && !streq(a->goal, t->spec.goal);
+        bool acceptance_changed = a->has_acceptance && !streq(a->acceptance, strempty(t->spec.acceptance));
+        if (!goal_changed && !acceptance_changed)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "The amendment changes nothing: task '%s' has this requirement already.", t->id);
         r = task_settle_progress(t);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Cannot read back the state file of task '%s': %m", t->id);
 
         unsigned version = task_requirement_version(t) + 1;
-        const char *goal = goal_changed ? a.goal : t->spec.goal;
-        const char *acceptance = acceptance_changed ? a.acceptance : strempty(t->spec.acceptance);
+        const char *goal = goal_changed ? a->goal : t->spec.goal;
+        const char *acceptance = acceptance_changed ? a->acceptance : strempty(t->spec.acceptance);
         if (asprintf(&text, "A person (uid %u) amended the requirement of this task: it is now version v%u.\n\n"
                      "# Goal%s\n%s\n\n# Acceptance criteria%s\n%s\n\n"
                      "What you did so far stays. Check it against this requirement, change what it needs, and call "
@@ -182,5 +178,68 @@ int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *error) {
 
         audit_task_amended(t, uid, version, goal_changed ? old_goal : NULL, acceptance_changed ? strempty(old_acceptance) : NULL);
         task_changed(t, TASK_CHANGE_REQUIREMENT);
-        return sd_bus_reply_method_return(message, "u", (uint32_t) version);
+        *ret_version = version;
+        return 0;
+}
+
+int method_amend(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        _cleanup_(amendment_done) Amendment a = {};
+        Task *t = userdata;
+        uint32_t version;
+        uid_t uid;
+        int r;
+
+        r = read_amendment(message, &a, error);
+        if (r < 0)
+                return r;
+        r = require_amendable(t, error);
+        if (r < 0)
+                return r;
+        if ((!a.has_goal || streq(a.goal, t->spec.goal)) &&
+            (!a.has_acceptance || streq(a.acceptance, strempty(t->spec.acceptance))))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "The amendment changes nothing: task '%s' has this requirement already.", t->id);
+
+        r = access_verify(task_bus_server(t), message, t, "org.agentfab.manage", true, error);
+        if (r <= 0)
+                return r < 0 ? r : 1;
+        r = bus_message_get_caller(message, &uid);
+        if (r < 0)
+                return r;
+        r = amendment_apply(t, &a, uid, &version, error);
+        if (r < 0)
+                return r;
+        return sd_bus_reply_method_return(message, "u", version);
+}
+
+int amend_bus_apply(Task *t, const char *goal, const char *acceptance, uid_t uid, sd_bus_error *error) {
+        _cleanup_(amendment_done) Amendment a = {};
+        uint32_t version;
+        int r;
+
+        assert(t);
+
+        if (goal) {
+                r = amendment_check_value("goal", goal, error);
+                if (r < 0)
+                        return r;
+                if (goal[strspn(goal, " \t\n")] == '\0')
+                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "The goal cannot be empty.");
+                a.has_goal = true;
+                a.goal = strdup(goal);
+                if (!a.goal)
+                        return -ENOMEM;
+        }
+        if (acceptance) {
+                r = amendment_check_value("acceptance", acceptance, error);
+                if (r < 0)
+                        return r;
+                a.has_acceptance = true;
+                a.acceptance = strdup(acceptance);
+                if (!a.acceptance)
+                        return -ENOMEM;
+        }
+        if (!a.has_goal && !a.has_acceptance)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "Nothing to amend: give 'goal', 'acceptance' or both.");
+        return amendment_apply(t, &a, uid, &version, error);
 }

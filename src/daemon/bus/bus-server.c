@@ -9,6 +9,7 @@
 #include "agentfab-bus.h"
 #include "audit.h"
 #include "bus-server.h"
+#include "fleet-task-dbus.h"
 #include "log.h"
 #include "stream.h"
 #include "string-util.h"
@@ -223,6 +224,7 @@ int bus_server_connect(BusServer *s, BusKind kind, const char *address) {
         r = manager_bus_register(s);
         if (r < 0)
                 return log_error_errno(r, "Failed to register D-Bus objects: %m");
+        fleet_task_bus_register(s);
         r = task_bus_register(s);
         if (r < 0)
                 return log_error_errno(r, "Failed to register task objects: %m");

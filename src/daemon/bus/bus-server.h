@@ -85,5 +85,11 @@ int manager_submit_finish(BusServer *s, sd_bus_message *message, Task *t);
 int method_list_caches(sd_bus_message *message, void *userdata, sd_bus_error *error);
 int method_clear_cache(sd_bus_message *message, void *userdata, sd_bus_error *error);
 
+/* A task method's decision ("cancel", "approve", "reject", "pause",
+ * "resume") for a caller already authorized, as the method makes it (a
+ * request another host of a fleet took): 0 or a negative errno with error
+ * set (task-dbus.c). */
+int task_bus_apply(Task *t, const char *kind, const char *comment, uid_t uid, sd_bus_error *error);
+
 /* GetSummary() (summary-dbus.c). */
 int task_bus_reply_summary(Task *t, sd_bus_message *message);

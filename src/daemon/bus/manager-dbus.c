@@ -10,6 +10,7 @@
 #include "cache.h"
 #include "environment-identity.h"
 #include "fleet-dbus.h"
+#include "fleet-task-dbus.h"
 #include "fs-util.h"
 #include "log.h"
 #include "profiles-dbus.h"
@@ -394,6 +395,21 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_ARGS("s", id, "s", format),
                                 SD_BUS_RESULT("h", fd),
                                 method_export_fleet_task,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetFleetTask",
+                                SD_BUS_ARGS("s", id),
+                                SD_BUS_RESULT("a{sv}", status),
+                                method_get_fleet_task,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetFleetOutput",
+                                SD_BUS_ARGS("s", id, "s", name),
+                                SD_BUS_RESULT("s", content),
+                                method_get_fleet_output,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("PostFleetRequest",
+                                SD_BUS_ARGS("s", id, "s", kind, "a{sv}", options),
+                                SD_BUS_RESULT("t", request),
+                                method_post_fleet_request,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListTasksFiltered",
                                 SD_BUS_ARGS("as", states),

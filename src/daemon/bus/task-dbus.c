@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <assert.h>
 #include <stdio.h>
 
 #include "access.h"
@@ -169,30 +170,185 @@ static void on_state_saved(Task *t, int r, sd_bus_error *error, void *userdata) 
                 (void) sd_bus_reply_method_errnof(message, r, "Failed to save task '%s': %m", t->id);
 }
 
-static int task_method(sd_bus_message *message, Task *t, const char *event, const char *action, bool owner_ok,
-                       bool has_comment, TaskState required, TaskState target, TaskDecision decision,
-                       sd_bus_error *error) {
+/* What one of the task methods does: which polkit action it needs, the
+ * state it requires, the one it leads to. */
+typedef struct TaskAction {
+        const char *event;              /* the audit entry's AGENTFAB_EVENT= */
+        const char *action;             /* polkit */
+        bool owner_ok;
+        bool has_comment;
+        TaskState required;             /* _TASK_STATE_INVALID: any */
+        TaskState target;
+        TaskDecision decision;
+} TaskAction;
+
+/* The action a method (by its request's name: "cancel", "approve",
+ * "reject", "pause", "resume") stands for on t as it is now, or the error
+ * that method answers before anything else. One table for the bus's
+ * methods and for the requests other hosts of a fleet send, so that both
+ * are the same decisions under the same rules. */
+static int task_action_select(Task *t, const char *kind, TaskAction *ret, sd_bus_error *error) {
+        if (streq(kind, "cancel")) {
+                if (task_state_is_final(t->state) && !t->broken)
+                        return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is already %s.",
+                                                 t->id, task_state_to_string(t->state));
+                *ret = (TaskAction) { "cancel", "org.agentfab.manage", true, false, _TASK_STATE_INVALID,
+                                      TASK_CANCELLED, DECISION_NONE };
+        } else if (streq(kind, "approve"))
+                *ret = (TaskAction) { "approve", "org.agentfab.approve", false, true, TASK_AWAITING_APPROVAL,
+                                      TASK_RUNNING, DECISION_APPROVE };
+        else if (streq(kind, "reject"))
+                *ret = (TaskAction) { "reject", "org.agentfab.approve", false, true, TASK_AWAITING_APPROVAL,
+                                      TASK_RUNNING, DECISION_REJECT };
+        else if (streq(kind, "resume")) {
+                if (t->state == TASK_AWAITING_APPROVAL && !t->broken)
+                        return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
+                                                 "Task '%s' waits for approval: use Approve() or Reject().", t->id);
+                /* A paused task is thawed and carries on where it stood. */
+                if (t->state == TASK_PAUSED && !t->broken)
+                        *ret = (TaskAction) { "resume", "org.agentfab.manage", true, false, TASK_PAUSED,
+                                              t->progress.paused_from, DECISION_UNPAUSE };
+                else
+                        *ret = (TaskAction) { "resume", "org.agentfab.manage", true, false, TASK_FAILED,
+                                              TASK_QUEUED, DECISION_RESUME };
+        } else if (streq(kind, "pause")) {
+                if (!t->broken && !IN_SET(t->state, TASK_RUNNING, TASK_PREPARING))
+                        return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s: only a running or "
+                                                 "preparing task can be paused.", t->id, task_state_to_string(t->state));
+                *ret = (TaskAction) { "pause", "org.agentfab.manage", true, false, _TASK_STATE_INVALID,
+                                      TASK_PAUSED, DECISION_PAUSE };
+        } else
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "No request '%s' on a task.", kind);
+        return 0;
+}
+
+/* The decision itself, once the caller (uid) may make it: state change,
+ * audit entry, and, with message, the reply. Without message (a request
+ * another host of a fleet took, fleet-people.h) the state file is written
+ * here and now and 0 is returned. */
+static int task_decide(sd_bus_message *message, Task *t, const TaskAction *a, const char *comment, uid_t uid,
+                       char **allow_hosts, const ApproveOptions *options, const char *limits, sd_bus_error *error) {
+        TaskState target = a->target;
+        int r;
+
+        /* SECURITY: a fenced host of a fleet works on nothing (fleet.h):
+         * no person sets an agent going there until it has checked that it
+         * still holds the task. */
+        if (IN_SET(a->decision, DECISION_UNPAUSE, DECISION_RESUME, DECISION_APPROVE, DECISION_REJECT) &&
+            fleet_is_fenced(task_bus_server(t)->manager->fleet))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
+                                         "This host lost contact with the fleet's database: task '%s' waits until it "
+                                         "is back and the host has checked that it still holds the task.", t->id);
+
+        /* The answer may have taken a while: look again. */
+        if (a->required != _TASK_STATE_INVALID) {
+                r = require_state(t, a->required, error);
+                if (r < 0)
+                        return r;
+        }
+        if (a->decision == DECISION_PAUSE && !IN_SET(t->state, TASK_RUNNING, TASK_PREPARING))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s: only a running or preparing "
+                                         "task can be paused.", t->id, task_state_to_string(t->state));
+        if (a->decision == DECISION_PAUSE)
+                target = TASK_PAUSED;
+        if (a->decision == DECISION_UNPAUSE)
+                target = t->progress.paused_from;
+
+        if (!task_state_transition_allowed(t->state, target))
+                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s; it cannot become %s.",
+                                         t->id, task_state_to_string(t->state), task_state_to_string(target));
+
+        _cleanup_free_ char *reason = NULL;
+        if (target == TASK_CANCELLED && asprintf(&reason, "Cancelled by uid %u", (unsigned) uid) < 0)
+                return -ENOMEM;
+
+        audit_task_request(t, a->event, uid, comment);
+
+        /* What the agent makes of the decision goes into the task's progress,
+         * which the state change below persists with the new state. */
+        if (a->decision == DECISION_APPROVE || a->decision == DECISION_REJECT) {
+                if (allow_hosts) {
+                        Environment const *env = environments_find(&t->factory->environments,
+                                                                    t->spec.environment ?: ENVIRONMENT_DEFAULT);
+                        if (!env || env->network == NETWORK_OFF)
+                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                         "Task '%s' has no network (its environment's Network=off): "
+                                                         "no host can be allowed.", t->id);
+                        r = egress_task_allow(t->factory->egress, t, allow_hosts, uid, error);
+                        if (r < 0)
+                                return sd_bus_error_is_set(error) ? r :
+                                       sd_bus_error_set_errnof(error, r, "Failed to allow hosts for task '%s': %m", t->id);
+                }
+                r = agent_decide(t, a->decision == DECISION_APPROVE, comment, uid, limits, &reason);
+                if (r < 0)
+                        return sd_bus_error_set_errnof(error, r, "Failed to record the decision on task '%s': %m", t->id);
+                /* After the decision's own extension: the limit set is the budget. */
+                if (limits)
+                        agent_limits_apply(t, options->limit_names, options->limit_values, uid);
+                if (r > 0)
+                        target = TASK_FAILED;
+        } else if (a->decision == DECISION_RESUME)
+                agent_prepare_resume(t);
+        else if (a->decision == DECISION_PAUSE) {
+                /* The sandbox is frozen before anybody hears "paused"; if it
+                 * cannot be, the task goes on and the caller learns why. */
+                r = task_pause(t, error);
+                if (r < 0)
+                        return r;
+        } else if (a->decision == DECISION_UNPAUSE) {
+                r = task_unpause(t, error);
+                if (r < 0)
+                        return r;
+        }
+        /* A cancel, the one of these a busy client sends often, and a
+         * resume, after which the agent resets a workspace that may be big,
+         * have their state file written in a thread; the answer follows
+         * (task-save.h). */
+        if (message && ((a->decision == DECISION_NONE && target == TASK_CANCELLED) || a->decision == DECISION_RESUME)) {
+                r = task_set_state_async(t, t->factory ? t->factory->event : NULL, target, reason, uid,
+                                         on_state_saved, sd_bus_message_ref(message), bus_message_unref, error);
+                if (r > 0)
+                        return 1;
+                sd_bus_message_unref(message);
+        } else
+                r = task_set_state(t, target, reason, uid, error);
+        if (r < 0) {
+                /* Not paused after all: nothing may stay frozen. */
+                if (a->decision == DECISION_PAUSE && task_unpause(t, NULL) >= 0)
+                        task_unpaused(t);
+                return r;
+        }
+        if (a->decision == DECISION_UNPAUSE)
+                task_unpaused(t);
+
+        return message ? sd_bus_reply_method_return(message, NULL) : 0;
+}
+
+static int task_method(sd_bus_message *message, Task *t, const char *kind, sd_bus_error *error) {
         _cleanup_(approve_options_done) ApproveOptions options = {};
         _cleanup_free_ char *limits = NULL;
         const char *comment = NULL;
+        TaskAction a;
         uid_t uid;
         int r;
 
-        if (has_comment) {
+        r = task_action_select(t, kind, &a, error);
+        if (r < 0)
+                return r;
+        if (a.has_comment) {
                 r = read_comment(message, &comment, error);
                 if (r < 0)
                         return r;
         }
         /* ApproveWithOptions(): Approve() with options after the comment. */
-        if (decision == DECISION_APPROVE && streq_ptr(sd_bus_message_get_signature(message, true), "sa{sv}")) {
+        if (a.decision == DECISION_APPROVE && streq_ptr(sd_bus_message_get_signature(message, true), "sa{sv}")) {
                 r = approve_options_read(message, &options, error);
                 if (r < 0)
                         return r;
         }
-        char **allow_hosts = options.hosts;
 
-        if (required != _TASK_STATE_INVALID) {
-                r = require_state(t, required, error);
+        if (a.required != _TASK_STATE_INVALID) {
+                r = require_state(t, a.required, error);
                 if (r < 0)
                         return r;
         } else if (t->broken)
@@ -208,7 +364,7 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
                         return r;
         }
 
-        r = access_verify(task_bus_server(t), message, t, action, owner_ok, error);
+        r = access_verify(task_bus_server(t), message, t, a.action, a.owner_ok, error);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -218,141 +374,46 @@ static int task_method(sd_bus_message *message, Task *t, const char *event, cons
         if (r < 0)
                 return r;
 
-        /* SECURITY: a fenced host of a fleet works on nothing (fleet.h):
-         * no person sets an agent going there until it has checked that it
-         * still holds the task. */
-        if (IN_SET(decision, DECISION_UNPAUSE, DECISION_RESUME, DECISION_APPROVE, DECISION_REJECT) &&
-            fleet_is_fenced(task_bus_server(t)->manager->fleet))
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
-                                         "This host lost contact with the fleet's database: task '%s' waits until it "
-                                         "is back and the host has checked that it still holds the task.", t->id);
+        return task_decide(message, t, &a, comment, uid, options.hosts, &options, limits, error);
+}
 
-        /* The answer may have taken a while: look again. */
-        if (required != _TASK_STATE_INVALID) {
-                r = require_state(t, required, error);
-                if (r < 0)
-                        return r;
-        }
-        if (decision == DECISION_PAUSE && !IN_SET(t->state, TASK_RUNNING, TASK_PREPARING))
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s: only a running or preparing "
-                                         "task can be paused.", t->id, task_state_to_string(t->state));
-        if (decision == DECISION_PAUSE)
-                target = TASK_PAUSED;
-        if (decision == DECISION_UNPAUSE)
-                target = t->progress.paused_from;
+int task_bus_apply(Task *t, const char *kind, const char *comment, uid_t uid, sd_bus_error *error) {
+        TaskAction a;
+        int r;
 
-        if (!task_state_transition_allowed(t->state, target))
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s; it cannot become %s.",
-                                         t->id, task_state_to_string(t->state), task_state_to_string(target));
+        assert(t);
+        assert(kind);
 
-        _cleanup_free_ char *reason = NULL;
-        if (target == TASK_CANCELLED && asprintf(&reason, "Cancelled by uid %u", (unsigned) uid) < 0)
-                return -ENOMEM;
-
-        audit_task_request(t, event, uid, comment);
-
-        /* What the agent makes of the decision goes into the task's progress,
-         * which the state change below persists with the new state. */
-        if (decision == DECISION_APPROVE || decision == DECISION_REJECT) {
-                if (allow_hosts) {
-                        Environment const *env = environments_find(&t->factory->environments,
-                                                                    t->spec.environment ?: ENVIRONMENT_DEFAULT);
-                        if (!env || env->network == NETWORK_OFF)
-                                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                                         "Task '%s' has no network (its environment's Network=off): "
-                                                         "no host can be allowed.", t->id);
-                        r = egress_task_allow(t->factory->egress, t, allow_hosts, uid, error);
-                        if (r < 0)
-                                return sd_bus_error_is_set(error) ? r :
-                                       sd_bus_error_set_errnof(error, r, "Failed to allow hosts for task '%s': %m", t->id);
-                }
-                r = agent_decide(t, decision == DECISION_APPROVE, comment, uid, limits, &reason);
-                if (r < 0)
-                        return sd_bus_error_set_errnof(error, r, "Failed to record the decision on task '%s': %m", t->id);
-                /* After the decision's own extension: the limit set is the budget. */
-                if (limits)
-                        agent_limits_apply(t, options.limit_names, options.limit_values, uid);
-                if (r > 0)
-                        target = TASK_FAILED;
-        } else if (decision == DECISION_RESUME)
-                agent_prepare_resume(t);
-        else if (decision == DECISION_PAUSE) {
-                /* The sandbox is frozen before anybody hears "paused"; if it
-                 * cannot be, the task goes on and the caller learns why. */
-                r = task_pause(t, error);
-                if (r < 0)
-                        return r;
-        } else if (decision == DECISION_UNPAUSE) {
-                r = task_unpause(t, error);
-                if (r < 0)
-                        return r;
-        }
-        /* A cancel, the one of these a busy client sends often, and a
-         * resume, after which the agent resets a workspace that may be big,
-         * have their state file written in a thread; the answer follows
-         * (task-save.h). */
-        if ((decision == DECISION_NONE && target == TASK_CANCELLED) || decision == DECISION_RESUME) {
-                r = task_set_state_async(t, t->factory ? t->factory->event : NULL, target, reason, uid,
-                                         on_state_saved, sd_bus_message_ref(message), bus_message_unref, error);
-                if (r > 0)
-                        return 1;
-                sd_bus_message_unref(message);
-        } else
-                r = task_set_state(t, target, reason, uid, error);
-        if (r < 0) {
-                /* Not paused after all: nothing may stay frozen. */
-                if (decision == DECISION_PAUSE && task_unpause(t, NULL) >= 0)
-                        task_unpaused(t);
+        r = task_action_select(t, kind, &a, error);
+        if (r < 0)
                 return r;
-        }
-        if (decision == DECISION_UNPAUSE)
-                task_unpaused(t);
-
-        return sd_bus_reply_method_return(message, NULL);
+        if (a.required == _TASK_STATE_INVALID && t->broken)
+                return require_state(t, t->state, error);
+        if (comment && (strlen(comment) > COMMENT_MAX || !string_is_safe(comment, true)))
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                        "The comment is too long or contains control characters.");
+        return task_decide(NULL, t, &a, a.has_comment ? comment : NULL, uid, NULL, NULL, NULL, error);
 }
 
 static int method_cancel(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Task *t = userdata;
-
-        if (task_state_is_final(t->state) && !t->broken)
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is already %s.",
-                                         t->id, task_state_to_string(t->state));
-        return task_method(message, t, "cancel", "org.agentfab.manage", true, false,
-                           _TASK_STATE_INVALID, TASK_CANCELLED, DECISION_NONE, error);
+        return task_method(message, userdata, "cancel", error);
 }
 
 static int method_approve(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        return task_method(message, userdata, "approve", "org.agentfab.approve", false, true,
-                           TASK_AWAITING_APPROVAL, TASK_RUNNING, DECISION_APPROVE, error);
+        return task_method(message, userdata, "approve", error);
 }
 
 static int method_reject(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        return task_method(message, userdata, "reject", "org.agentfab.approve", false, true,
-                           TASK_AWAITING_APPROVAL, TASK_RUNNING, DECISION_REJECT, error);
+        return task_method(message, userdata, "reject", error);
 }
 
-static int method_resume(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Task *t = userdata;
 
-        if (t->state == TASK_AWAITING_APPROVAL && !t->broken)
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE,
-                                         "Task '%s' waits for approval: use Approve() or Reject().", t->id);
-        /* A paused task is thawed and carries on where it stood. */
-        if (t->state == TASK_PAUSED && !t->broken)
-                return task_method(message, t, "resume", "org.agentfab.manage", true, false,
-                                   TASK_PAUSED, t->progress.paused_from, DECISION_UNPAUSE, error);
-        return task_method(message, t, "resume", "org.agentfab.manage", true, false,
-                           TASK_FAILED, TASK_QUEUED, DECISION_RESUME, error);
+static int method_resume(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        return task_method(message, userdata, "resume", error);
 }
 
 static int method_pause(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        Task *t = userdata;
-
-        if (!t->broken && !IN_SET(t->state, TASK_RUNNING, TASK_PREPARING))
-                return sd_bus_error_setf(error, AGENTFAB_ERROR_BAD_STATE, "Task '%s' is %s: only a running or preparing "
-                                         "task can be paused.", t->id, task_state_to_string(t->state));
-        return task_method(message, t, "pause", "org.agentfab.manage", true, false,
-                           _TASK_STATE_INVALID, TASK_PAUSED, DECISION_PAUSE, error);
+        return task_method(message, userdata, "pause", error);
 }
 
 static int property_get_freezer_state(sd_bus *bus, const char *path, const char *interface, const char *property,

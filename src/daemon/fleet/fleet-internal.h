@@ -53,6 +53,7 @@ struct Fleet {
         size_t n_held;
         FleetCall *calls;
         FleetAcks *acks;
+        FleetPeople *people;
 
         const FleetHooks *hooks;
         void *userdata;

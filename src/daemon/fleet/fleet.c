@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "credential.h"
 #include "fleet-internal.h"
+#include "fleet-people.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
@@ -122,6 +123,10 @@ FleetAcks *fleet_acks(const Fleet *fl) {
         return fl->acks;
 }
 
+FleetPeople *fleet_people(const Fleet *fl) {
+        return fl->people;
+}
+
 /* ---- Ends written back ---- */
 
 static FleetTaskState fleet_state_of(TaskState s) {
@@ -210,6 +215,7 @@ void fleet_task_state_changed(Fleet *fl, Task *t) {
         FleetHeld *h;
         int r;
 
+        fleet_people_task_changed(fl ? fl->people : NULL, t);
         if (!fl || !task_state_is_final(t->state))
                 return;
         h = fleet_held_find(fl, t->id);
@@ -395,6 +401,7 @@ static void on_renewed(FleetDb *db, int error, const char *message, uint64_t lea
         fleet_claim_more(fl);
         /* and the tasks of hosts that are gone. */
         fleet_reap_more(fl);
+        fleet_people_renewed(fl->people);
 }
 
 static int environment_names(const Environments *e, char ***ret) {
@@ -483,6 +490,8 @@ static void on_notify(FleetDb *db, const char *channel, const char *payload, voi
         (void) db, (void) payload;
         if (streq(channel, FLEET_DB_CHANNEL_QUEUE))
                 fleet_claim_more(fl);
+        else if (streq(channel, FLEET_DB_CHANNEL_REQUESTS))
+                fleet_people_notified(fl->people, payload);
 }
 
 static uint64_t audit_epoch_of(const char *id, void *userdata) {
@@ -545,6 +554,9 @@ int fleet_new(Factory *f, const FleetHooks *hooks, void *userdata, Fleet **ret) 
         r = fleet_acks_new(fl, &fl->acks);
         if (r < 0)
                 return r;
+        r = fleet_people_new(fl, &fl->people);
+        if (r < 0)
+                return r;
 
         /* From now on the journal names this host and the epoch of each task. */
         audit_set_fleet(fl->host, audit_epoch_of, fl);
@@ -564,6 +576,7 @@ Fleet *fleet_free(Fleet *fl) {
                 agent_set_publisher(NULL, NULL);
         /* Frees no handler's userdata: ours are freed below. */
         fl->db = fleet_db_free(fl->db);
+        fl->people = fleet_people_free(fl->people);
         fl->acks = fleet_acks_free(fl->acks);
         while (fl->calls)
                 fleet_call_free(fl->calls);

@@ -63,6 +63,9 @@ uint64_t fleet_task_epoch(const Fleet *fl, const char *id);
 /* For the fleet's other modules (fleet-ack.c). */
 Factory *fleet_factory(const Fleet *fl);
 FleetDb *fleet_database(const Fleet *fl);
+/* People on any host (fleet-people.h). */
+typedef struct FleetPeople FleetPeople;
+FleetPeople *fleet_people(const Fleet *fl);
 /* Another host holds t now: its agent is stopped, it is cancelled here
  * and never reported. */
 void fleet_task_lost(Fleet *fl, Task *t);
