@@ -129,7 +129,8 @@ run_counted "egress proxy" bash tests/integration/proxy.sh build
 # are bench/fleet-hosts.sh's short form (1 run; the full one: 20).
 run_counted "fleet of hosts" bash tests/integration/fleet.sh build
 # Both hosts' journals uploaded to one systemd-journal-remote; audit --verify
-# on that central journal, forged copies of it reported (about 20 s).
+# on that central journal, for tasks of either host and two taken over (a
+# host stopped, a host killed), forged copies of it reported (30-70 s).
 run_counted "fleet: one audit" bash tests/integration/fleet-audit.sh build
 # Broken surroundings: CI runs the scenarios that take a few minutes; the
 # whole set (a full disk, dbus-daemon restarted, 20 SIGKILLs across 20
