@@ -136,7 +136,8 @@ run_counted "fleet of hosts" bash tests/integration/fleet.sh build
 # tasks).
 run_counted "fleet: 200 tasks, a database restart" bash tests/integration/fleet-scale.sh build
 # Both hosts' journals uploaded to one systemd-journal-remote; audit --verify
-# on that central journal, forged copies of it reported (about 20 s).
+# on that central journal, for tasks of either host and two taken over (a
+# host stopped, a host killed), forged copies of it reported (30-70 s).
 run_counted "fleet: one audit" bash tests/integration/fleet-audit.sh build
 # People on any host of the fleet: status, logs and summary of a task
 # host-a holds, read on host-b; approve (and a late approval for an

@@ -50,31 +50,37 @@ static int parse_u64(const char *s, uint64_t *ret) {
         return 0;
 }
 
+static void field_set(char *dst, size_t size, const char *value, size_t n) {
+        n = MIN(n, size - 1);
+        memcpy(dst, value, n);
+        dst[n] = '\0';
+}
+
 void audit_entry_set(AuditEntry *e, const char *field, const char *value, size_t n) {
-        char v[AUDIT_FIELD_MAX];
+        char v[32];
         uint64_t u;
 
-        /* Longer values than any of these fields takes are cut: they are
-         * then not commit ids or numbers, and are reported as such. */
-        n = MIN(n, sizeof(v) - 1);
-        memcpy(v, value, n);
-        v[n] = '\0';
-
         if (streq(field, "AGENTFAB_EVENT"))
-                memcpy(e->event, v, n + 1);
+                field_set(e->event, sizeof(e->event), value, n);
         else if (streq(field, "AGENTFAB_COMMIT"))
-                memcpy(e->commit, v, n + 1);
+                field_set(e->commit, sizeof(e->commit), value, n);
         else if (streq(field, "AGENTFAB_HOST"))
-                memcpy(e->host, v, n + 1);
+                field_set(e->host, sizeof(e->host), value, n);
         else if (streq(field, "AGENTFAB_FROM_HOST"))
-                memcpy(e->from_host, v, n + 1);
-        else if (streq(field, "AGENTFAB_STEP"))
-                e->step = parse_u64(v, &u) >= 0 && u < UINT_MAX ? (unsigned) u : UINT_MAX;
-        else if (streq(field, "AGENTFAB_EPOCH")) {
-                e->has_epoch = parse_u64(v, &u) >= 0;
-                e->epoch = e->has_epoch ? u : 0;
-        } else if (streq(field, "AGENTFAB_FROM_EPOCH"))
-                e->from_epoch = parse_u64(v, &u) >= 0 ? u : UINT64_MAX;
+                field_set(e->from_host, sizeof(e->from_host), value, n);
+        else {
+                /* A number longer than v is no number: cut, it fails to parse. */
+                field_set(v, sizeof(v), value, n);
+                if (n >= sizeof(v))
+                        v[0] = 'x';
+                if (streq(field, "AGENTFAB_STEP"))
+                        e->step = parse_u64(v, &u) >= 0 && u < UINT_MAX ? (unsigned) u : UINT_MAX;
+                else if (streq(field, "AGENTFAB_EPOCH")) {
+                        e->has_epoch = parse_u64(v, &u) >= 0;
+                        e->epoch = e->has_epoch ? u : 0;
+                } else if (streq(field, "AGENTFAB_FROM_EPOCH"))
+                        e->from_epoch = parse_u64(v, &u) >= 0 ? u : UINT64_MAX;
+        }
 }
 
 static bool commit_id_ok(const char *s) {

@@ -10,20 +10,22 @@
  * entries as read (audit-verify.c) and its branch: no journal, no bus, so
  * that they can be tested on made-up entries (tests/unit/test-audit-check.c). */
 
-#define AUDIT_FIELD_MAX 128
-
-/* One journal entry of the task, the fields the checks use. */
+/* One journal entry of the task, the fields the checks use. A verify
+ * keeps one per entry of the task (up to a million): the fields are as
+ * long as their values are, and longer ones are cut, so that a value that
+ * is too long is still seen not to be a commit id or a host's name. */
 typedef struct AuditEntry {
-        char event[AUDIT_FIELD_MAX];      /* AGENTFAB_EVENT= */
-        char commit[AUDIT_FIELD_MAX];     /* AGENTFAB_COMMIT=, "" without */
+        char event[32];                   /* AGENTFAB_EVENT= */
+        char commit[48];                  /* AGENTFAB_COMMIT=, "" without */
         unsigned step;                    /* AGENTFAB_STEP=, UINT_MAX without */
         /* In a fleet: AGENTFAB_HOST= and AGENTFAB_EPOCH= (epoch 0: before any
          * host claimed the task, as its submission); a takeover entry's
-         * AGENTFAB_FROM_HOST= and AGENTFAB_FROM_EPOCH=. */
-        char host[AUDIT_FIELD_MAX];
+         * AGENTFAB_FROM_HOST= and AGENTFAB_FROM_EPOCH=. A host's name is
+         * its Name=, by default its hostname (at most 64 bytes). */
+        char host[72];
         bool has_epoch;
         uint64_t epoch;
-        char from_host[AUDIT_FIELD_MAX];
+        char from_host[72];
         uint64_t from_epoch;
 } AuditEntry;
 

@@ -210,7 +210,7 @@ for id in "${ids[@]}"; do
                 sleep 0.1
         done
         [ -n "$want" ] && [ "$got" = "$want" ] || missing+=("$id: $(wc -l <<<"$got") of $(wc -l <<<"$want")")
-        hosts_seen+=($(awk '{print $1}' <<<"$got" | sort -u))
+        mapfile -t -O "${#hosts_seen[@]}" hosts_seen < <(awk '{print $1}' <<<"$got" | sort -u)
 done
 both=$(printf '%s\n' "${hosts_seen[@]}" | sort -u | tr '\n' ' ')
 [ "${#missing[@]}" = 0 ] && [ "$both" = "host-a host-b " ] &&
@@ -297,7 +297,7 @@ for e in entries:
 sys.stdout.buffer.write(out)' "$mode" "${epoch_of[$id]}" "$4" | "$JREMOTE" --output="$dir/forged.journal" - 2>>"$WORK/forge.err"
 }
 fid=${ids[0]} fhost=${host_of[${ids[0]}]}
-other=host-b; [ "$fhost" = host-b ] && other=host-a
+other='host-b'; [ "$fhost" = host-b ] && other='host-a'
 fe=${epoch_of[$fid]}
 forge "$fid" "$SHARE/forged-epoch" epoch "$other"
 expect_refused "1:epoch $((fe + 1)): the entries go from '$fhost' at epoch $fe to '$fhost' at epoch $((fe + 1)) without a takeover entry" \

@@ -245,6 +245,17 @@ static void test_fields(void) {
         CHECK(e.from_epoch == UINT64_MAX, "an empty from-epoch names no epoch");
         audit_entry_set(&e, "AGENTFAB_HOST", "host-abc", 6);
         CHECK_STR_EQ(e.host, "host-a", "a value is taken with its length, not to a NUL");
+
+        /* Values longer than the fields: a number cut to its first digits
+         * would be another number; a commit id with more after it must not
+         * become a valid one. */
+        char digits[64], longer[100];
+        memset(digits, '1', sizeof(digits));
+        audit_entry_set(&e, "AGENTFAB_EPOCH", digits, sizeof(digits));
+        CHECK(!e.has_epoch, "a 64-digit epoch is none, not its first digits");
+        snprintf(longer, sizeof(longer), "%sffff", C('a'));
+        audit_entry_set(&e, "AGENTFAB_COMMIT", longer, strlen(longer));
+        CHECK_UINT_EQ(strlen(e.commit), 44, "a 44-character commit stays 44 characters, not a commit id");
 }
 
 int main(void) {
