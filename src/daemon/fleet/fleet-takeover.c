@@ -163,8 +163,8 @@ static void on_taken_over(Worker *w, int r, void *p, void *userdata) {
         }
         log_info("Took task '%s' over from %s at epoch %llu: it goes on from step %u.", t->id,
                  o->from_host ?: "a host whose lease ran out", (unsigned long long) o->epoch, t->progress.step);
-        audit_takeover(t, o->from_host, o->from_epoch, o->epoch, t->progress.step, o->checkpoint);
         t->tasks_fd = fleet_factory(fl)->tasks_fd;
+        audit_takeover(t, o->from_host, o->from_epoch, o->epoch, t->progress.step, o->checkpoint);
         if (!fl->hooks || !fl->hooks->task_taken_over) {
                 task_free(t);
                 return;
