@@ -472,10 +472,11 @@ print(n)' "$WORK/requests.jsonl")
 
 echo "=== a claim that committed, its answer lost with the connection: its host finds it in the database"
 # host-b alone claims (the others' daemons stopped); the proxy closes its
-# connection instead of passing on the answer to its claim.
+# connection instead of passing on the answer to the claim that gets this
+# task (an empty claim of the slow poll's passes).
 start_model
 for h in host-a host-c; do on "$h" systemctl stop agentfab.socket agentfab.service; done
-touch "$WORK/drop-claim"
+echo "(lost answer)" > "$WORK/drop-claim"
 lid=$(hx_on host-b runuser -u alice -- "${CTL[@]}" submit --repo "$REPO" --goal "Make add() add (lost answer)" --test "$TEST_CMD" 2>&1) ||
         fail "submit on host-b: $lid"
 for _ in $(seq 240); do

@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """fleet-db-proxy.py PORT DBPORT DROPFILE: a TCP proxy on 127.0.0.1:PORT to
 the PostgreSQL server on 127.0.0.1:DBPORT, for one host of a fleet test.
-While DROPFILE exists, the server's first answer to a client message that
-calls agentfab.claim is not forwarded: the proxy closes both sides of that
+While DROPFILE exists, an answer to a client message that calls
+agentfab.claim is not forwarded if it holds DROPFILE's content (a string of
+the claimed task's, e.g. its goal): the proxy closes both sides of that
 connection instead and removes DROPFILE (the claim committed, its answer
-lost with the connection). It prints "dropped" when it did. Only the Python
-standard library is used."""
+lost with the connection). Claims that get other tasks, or none, pass. It
+prints "dropped" when it did. Only the Python standard library is used."""
 import os
 import socket
 import sys
@@ -31,12 +32,17 @@ def pipe(src, dst, state, upstream):
             if not data:
                 break
             if upstream:
-                if b"agentfab.claim" in data and os.path.exists(drop):
-                    state["armed"] = True
-            elif state.get("armed"):
-                os.unlink(drop)
-                print("dropped", flush=True)
-                break
+                state["claim"] = b"agentfab.claim" in data
+            elif state.get("claim") and os.path.exists(drop):
+                try:
+                    with open(drop, "rb") as f:
+                        marker = f.read().strip()
+                except OSError:
+                    marker = b""
+                if marker and marker in data:
+                    os.unlink(drop)
+                    print("dropped", flush=True)
+                    break
             dst.sendall(data)
     except OSError:
         pass
