@@ -492,5 +492,12 @@ read -r st host epoch <<<"$(pg_psql -tA -F ' ' -c "SELECT state, host, epoch FRO
         fail "the task of the lost answer: $st on $host at epoch $epoch; host-b's journal found it: $found"
 check_worked_once "the lost answer" "$lid"
 
+echo "=== no daemon crashed"
+crashes=$(for h in "${HOSTS[@]}"; do
+        on "$h" journalctl -q --no-pager -u agentfab.service -g "AddressSanitizer|runtime error:|dumped core|code=killed|code=dumped" |
+                sed "s/^/    $h: /"
+done)
+[ -z "$crashes" ] && ok "no host's agentfabd crashed or reported a sanitizer error" || fail "crashes: $(head -5 <<<"$crashes")"
+
 echo "fleet-scale: failed: ${FAILED_NAMES[*]:-none}"
 check_summary
