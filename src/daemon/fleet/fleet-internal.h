@@ -46,6 +46,7 @@ struct Fleet {
         bool renewing;
         bool claiming;
         bool reaping;
+        bool find_lost;                 /* a reap's answer was lost: read what we hold after the claim in flight */
         unsigned confirming;            /* reads of our tasks outstanding */
         unsigned creating;              /* claimed tasks being recorded or taken over */
 
@@ -78,5 +79,12 @@ void fleet_claim_more(Fleet *fl);
 int fleet_take_claim(Fleet *fl, const FleetClaim *c);
 int fleet_owner_uid(const char *owner, uid_t *ret);
 
+/* After a claim or reap whose answer was lost with the connection: what
+ * the database says this host holds and it does not know of is taken. */
+void fleet_find_lost_claims(Fleet *fl);
+
 /* The takeover (fleet-takeover.c). */
 void fleet_reap_more(Fleet *fl);
+/* Takes c over: a task reaped, or claimed back with what was acknowledged
+ * of it (c->takeover), or found held after a lost answer at epoch > 1. */
+void fleet_take_over(Fleet *fl, const FleetClaim *c);

@@ -142,12 +142,17 @@ static void on_claimed(FleetDb *db, int error, const char *message, const FleetC
                  * No other claim goes until that answer is read. */
                 if (IN_SET(error, -ECONNRESET, -ETIMEDOUT) && fleet_db_held(fl->db, on_held, c) >= 0) {
                         fl->claiming = true;
+                        fl->find_lost = false;
                         return;
                 }
                 fleet_call_free(c);
+                if (fl->find_lost)
+                        fleet_find_lost_claims(fl);
                 return;
         }
         fleet_call_free(c);
+        if (fl->find_lost)
+                fleet_find_lost_claims(fl);
         for (size_t i = 0; i < n; i++) {
                 if (factory_find_task(fl->factory, claims[i].id) || fleet_held_find(fl, claims[i].id)) {
                         /* Ours from before a restart: it is ours again. */
@@ -157,6 +162,12 @@ static void on_claimed(FleetDb *db, int error, const char *message, const FleetC
                 }
                 log_info("Claimed task '%s' (epoch %llu) from the fleet's queue.", claims[i].id,
                          (unsigned long long) claims[i].epoch);
+                if (claims[i].takeover) {
+                        /* Given back with what was acknowledged of it: it
+                         * goes on from there, as a takeover does. */
+                        fleet_take_over(fl, claims + i);
+                        continue;
+                }
                 if (fleet_take_claim(fl, claims + i) < 0 && fleet_held_add(fl, claims[i].id, claims[i].epoch) >= 0) {
                         /* What no host can work on fails where its submitter sees it. */
                         log_warning("Task '%s' cannot be worked on here: failing it in the fleet.", claims[i].id);
@@ -168,10 +179,11 @@ static void on_claimed(FleetDb *db, int error, const char *message, const FleetC
                 fleet_claim_more(fl);
 }
 
-/* After a claim whose answer was lost: a running task this host holds in
- * the database at epoch 1 that it neither holds nor has here is a claim it
- * never heard of (nothing of it was acknowledged: only its claimer could).
- * Others (taken over, or on disk from before a restart) are not claims. */
+/* After a claim or a reap whose answer was lost: a running task this host
+ * holds in the database that it neither holds nor has here is one it never
+ * heard of. At epoch 1 nothing of it was acknowledged (only its claimer
+ * could): it starts anew; later, it goes on from what was acknowledged, as
+ * a takeover does. */
 static void on_held(FleetDb *db, int error, const char *message, const FleetClaim *claims, size_t n, void *userdata) {
         FleetCall *c = userdata;
         Fleet *fl = c->fleet;
@@ -186,17 +198,41 @@ static void on_held(FleetDb *db, int error, const char *message, const FleetClai
                 log_warning("Cannot read which tasks this host holds in the fleet after a lost claim: %s",
                             message ?: strerror(-error));
         for (size_t i = 0; i < n; i++) {
-                if (claims[i].epoch != 1 || factory_find_task(fl->factory, claims[i].id) ||
-                    fleet_held_find(fl, claims[i].id))
+                if (factory_find_task(fl->factory, claims[i].id) || fleet_held_find(fl, claims[i].id))
                         continue;
-                log_info("Claimed task '%s' (epoch %llu) from the fleet's queue (the claim's answer was lost).",
+                log_info("Claimed task '%s' (epoch %llu) from the fleet (the claim's answer was lost).",
                          claims[i].id, (unsigned long long) claims[i].epoch);
+                if (claims[i].epoch != 1) {
+                        fleet_take_over(fl, claims + i);
+                        continue;
+                }
                 if (fleet_take_claim(fl, claims + i) < 0 && fleet_held_add(fl, claims[i].id, claims[i].epoch) >= 0) {
                         log_warning("Task '%s' cannot be worked on here: failing it in the fleet.", claims[i].id);
                         fleet_write_end(fl, fleet_held_find(fl, claims[i].id), TASK_FAILED);
                 }
         }
         fleet_claim_more(fl);
+}
+
+void fleet_find_lost_claims(Fleet *fl) {
+        FleetCall *c;
+
+        /* One claim or read at a time: after the one in flight. */
+        if (fl->claiming) {
+                fl->find_lost = true;
+                return;
+        }
+        fl->find_lost = false;
+        c = fleet_call_new(fl);
+        if (!c) {
+                log_oom();
+                return;
+        }
+        if (fleet_db_held(fl->db, on_held, c) < 0) {
+                fleet_call_free(c);
+                return;
+        }
+        fl->claiming = true;
 }
 
 void fleet_claim_more(Fleet *fl) {

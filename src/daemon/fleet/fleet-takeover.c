@@ -333,6 +333,9 @@ static int reap_one(Fleet *fl, const FleetClaim *c) {
         ReapRead *rr;
         int r;
 
+        if (fleet_held_find(fl, c->id))
+                return 0;       /* being taken over already */
+
         r = fleet_held_add(fl, c->id, c->epoch);
         if (r < 0)
                 return r;
@@ -373,27 +376,34 @@ static void on_reaped(FleetDb *db, int error, const char *message, const FleetCl
         if (error < 0) {
                 if (error != -ESTALE)
                         log_warning("Failed to take over tasks of dead hosts: %s", message ?: strerror(-error));
+                /* The reap may have been made, its answer lost with the
+                 * connection: the database says what this host holds. */
+                if (IN_SET(error, -ECONNRESET, -ETIMEDOUT))
+                        fleet_find_lost_claims(fl);
                 return;
         }
         for (size_t i = 0; i < n; i++) {
-                const FleetClaim *c = claims + i;
-                int r;
+                log_info("Taking over task '%s' (epoch %llu) from a host whose lease ran out.", claims[i].id,
+                         (unsigned long long) claims[i].epoch);
+                fleet_take_over(fl, claims + i);
+        }
+}
 
-                if (factory_find_task(fleet_factory(fl), c->id)) {
-                        /* Ours from before (a host that lost its lease and
-                         * its tasks' rows, then reaped them back). */
-                        if (fleet_held_add(fl, c->id, c->epoch) < 0)
-                                log_oom();
-                        continue;
-                }
-                log_info("Taking over task '%s' (epoch %llu) from a host whose lease ran out.", c->id,
-                         (unsigned long long) c->epoch);
-                r = reap_one(fl, c);
-                if (r < 0) {
-                        log_error_errno(r, "Cannot take task '%s' over: %m", c->id);
-                        fleet_held_remove(fl, c->id);
-                        (void) fleet_db_release(fleet_database(fl), c->id, c->epoch, NULL, NULL);
-                }
+void fleet_take_over(Fleet *fl, const FleetClaim *c) {
+        int r;
+
+        if (factory_find_task(fleet_factory(fl), c->id)) {
+                /* Ours from before (a host that lost its lease and its
+                 * tasks' rows, then reaped them back). */
+                if (fleet_held_add(fl, c->id, c->epoch) < 0)
+                        log_oom();
+                return;
+        }
+        r = reap_one(fl, c);
+        if (r < 0) {
+                log_error_errno(r, "Cannot take task '%s' over: %m", c->id);
+                fleet_held_remove(fl, c->id);
+                (void) fleet_db_release(fleet_database(fl), c->id, c->epoch, NULL, NULL);
         }
 }
 
