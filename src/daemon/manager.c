@@ -120,7 +120,7 @@ int manager_new(Manager **ret, const char *state_dir, const char *config_path) {
         r = config_load(&m->factory.config, m->config_path);
         if (r < 0)
                 return r;
-        r = fleet_config_verify(&m->factory.config.fleet);
+        r = fleet_config_verify(&m->factory.config.fleet, m->factory.config.ssh_known_hosts_credential);
         if (r < 0)
                 return r;
         /* Once, here: worker threads use libgit2 later. */

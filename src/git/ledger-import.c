@@ -305,17 +305,11 @@ static int import_url(git_repository *repo, const char *url, const char *base, c
         cbs.transfer_progress = fetch_progress_cb;
         cbs.payload = &p;
 
-        SshAuth ssh = {};
-        if (ledger_ssh_url(url)) {
-                /* SECURITY: never an ssh connection whose host key cannot be checked. */
-                if (!o || !o->ssh_known_hosts)
-                        return error_set(ret_error, -EPERM,
-                                                "ssh:// repositories need known hosts ([Git] SSHKnownHostsCredential=): "
-                                                "not connecting to an unverifiable host.");
-                if (ledger_ssh_parse(url, &ssh) < 0)
-                        return error_set(ret_error, -EINVAL, "Invalid ssh repository URL '%s'.", url);
-                ssh.key = o->ssh_key;
-                ssh.known_hosts = o->ssh_known_hosts;
+        SshAuth ssh;
+        r = ledger_ssh_prepare(&ssh, url, o, ret_error);
+        if (r < 0)
+                return r;
+        if (r > 0) {
                 p.ssh = &ssh;
                 cbs.certificate_check = fetch_certificate_cb;
                 cbs.credentials = fetch_credentials_cb;
@@ -326,20 +320,17 @@ static int import_url(git_repository *repo, const char *url, const char *base, c
 
         if (git_remote_create_anonymous(&remote, repo, url) < 0)
                 return error_set(ret_error, -EINVAL, "Invalid repository URL '%s': %s", url, ledger_git_message());
-        if (git_remote_connect(remote, GIT_DIRECTION_FETCH, &cbs, NULL, NULL) < 0) {
-                if (ssh.reason[0])
-                        return error_set(ret_error, ssh.reason_errno, "Cannot connect to '%s': %s", url, ssh.reason);
-                return error_set(ret_error, -ECONNREFUSED, "Cannot connect to '%s': %s", url, ledger_git_message());
-        }
+        if (git_remote_connect(remote, GIT_DIRECTION_FETCH, &cbs, NULL, NULL) < 0)
+                return error_set(ret_error, ledger_ssh_errno(&ssh, -ECONNREFUSED), "Cannot connect to '%s': %s", url,
+                                 ledger_ssh_message(&ssh));
         if (!base && git_remote_default_branch(&head, remote) < 0)
                 return error_set(ret_error, -ENOENT, "'%s' has no default branch: %s", url, ledger_git_message());
         if (git_remote_download(remote, &refspecs, &fo) < 0) {
                 if (p.size.too_big)
                         return error_set(ret_error, -EFBIG, "Repository '%s' is too big: it exceeds the limit of %" PRIu64 " bytes.",
                                                 url, max);
-                if (ssh.reason[0])
-                        return error_set(ret_error, ssh.reason_errno, "Cannot fetch '%s': %s", url, ssh.reason);
-                return error_set(ret_error, -EIO, "Cannot fetch '%s': %s", url, ledger_git_message());
+                return error_set(ret_error, ledger_ssh_errno(&ssh, -EIO), "Cannot fetch '%s': %s", url,
+                                 ledger_ssh_message(&ssh));
         }
         if (git_remote_update_tips(remote, &cbs, 0, GIT_REMOTE_DOWNLOAD_TAGS_NONE, NULL) < 0)
                 return error_set(ret_error, -EIO, "Cannot record what was fetched from '%s': %s", url, ledger_git_message());

@@ -236,6 +236,7 @@ typedef struct SshAuth {
         unsigned port;
         const char *key;
         const char *known_hosts;
+        const char *key_setting;        /* how messages name the key's setting */
         unsigned key_tries;
         char reason[SSH_REASON_MAX];    /* why the connection was given up, for the task's error */
         int reason_errno;
@@ -244,6 +245,17 @@ typedef struct SshAuth {
 bool ledger_ssh_url(const char *url);
 /* user, host and port of an ssh:// URL into a. */
 int ledger_ssh_parse(const char *url, SshAuth *a);
+/* For an ssh:// url: a made from url and o (known hosts required:
+ * -EPERM, before any connection, without them), and 1. 0 for any other
+ * URL. Errors are set in *ret_error. */
+int ledger_ssh_prepare(SshAuth *a, const char *url, const LedgerOptions *o, char **ret_error);
+/* cbs checks the host and authenticates with a (its payload), after
+ * ledger_ssh_prepare() returned 1. */
+void ledger_ssh_set_callbacks(git_remote_callbacks *cbs, SshAuth *a);
+/* Why a connection failed: a's reason when the ssh callbacks gave up,
+ * libgit2's message (and fallback) otherwise. */
+const char *ledger_ssh_message(const SshAuth *a);
+int ledger_ssh_errno(const SshAuth *a, int fallback);
 /* libgit2's certificate_check and credentials callbacks, for a. */
 int ledger_ssh_certificate_check(SshAuth *a, git_cert *cert, int valid, const char *host);
 int ledger_ssh_credentials(SshAuth *a, git_credential **out, const char *url, const char *username_from_url,

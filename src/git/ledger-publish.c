@@ -7,15 +7,20 @@
 
 /* A host of a fleet publishes each acknowledged checkpoint to the fleet's
  * shared repository, under a ref of the task and the epoch of its claim,
- * so that another host can take the task over from there. */
+ * so that another host can take the task over from there. An ssh://
+ * repository is reached as an ssh:// source is (ledger-ssh.c): with the
+ * host's own key and the known hosts it was given, nothing of the daemon
+ * user's. */
 
 static bool publish_ref_ok(const char *ref) {
         return strneq(ref, "refs/agentfab/", 14) && git_reference_is_valid_name(ref);
 }
 
-int ledger_publish(Ledger *l, const char *url, const char *commit, const char *ref, const char *base_ref,
-                   char **ret_error) {
+int ledger_publish(Ledger *l, const char *url, const LedgerOptions *o, const char *commit, const char *ref,
+                   const char *base_ref, char **ret_error) {
         _cleanup_(git_remote_freep) git_remote *remote = NULL;
+        SshAuth ssh;
+        bool is_ssh;
         git_reference *local = NULL;
         _cleanup_free_ char *spec = NULL, *base_spec = NULL;
         git_push_options po;
@@ -34,6 +39,10 @@ int ledger_publish(Ledger *l, const char *url, const char *commit, const char *r
                                  base_ref);
         if (git_oid_fromstr(&oid, commit) < 0)
                 return error_set(ret_error, -EINVAL, "Not a commit id: '%s'", commit);
+        r = ledger_ssh_prepare(&ssh, url, o, ret_error);
+        if (r < 0)
+                return r;
+        is_ssh = r > 0;
         /* A push sends a ref, not a commit id: the same ref here names the
          * checkpoint, and keeps it from a garbage collection meanwhile. */
         r = git_reference_create(&local, l->repo, ref, &oid, 1, "agentfab: publish");
@@ -59,13 +68,16 @@ int ledger_publish(Ledger *l, const char *url, const char *commit, const char *r
                 return -ENOMEM;
         (void) git_push_options_init(&po, GIT_PUSH_OPTIONS_VERSION);
         po.pb_parallelism = 1;
+        if (is_ssh)
+                ledger_ssh_set_callbacks(&po.callbacks, &ssh);
         if (git_remote_create_anonymous(&remote, l->repo, url) < 0)
                 return error_set(ret_error, -EINVAL, "Invalid URL '%s': %s", url, ledger_git_message());
         char *specs[] = { spec, base_spec };
         git_strarray refspecs = { specs, base_spec ? 2 : 1 };
         r = git_remote_push(remote, &refspecs, &po);
         if (r < 0)
-                return error_set(ret_error, ledger_git_errno(r), "Cannot publish to '%s': %s", url, ledger_git_message());
+                return error_set(ret_error, ledger_ssh_errno(&ssh, ledger_git_errno(r)), "Cannot publish to '%s': %s", url,
+                                 ledger_ssh_message(&ssh));
         return 0;
 }
 
@@ -75,8 +87,11 @@ static int adopt_refspec(const char *prefix, char **ret) {
         return asprintf(ret, "+%s/*:%s/*", prefix, prefix) < 0 ? -ENOMEM : 0;
 }
 
-int ledger_adopt(Ledger *l, const char *url, const char *prefix, const char *checkpoint, char **ret_error) {
+int ledger_adopt(Ledger *l, const char *url, const LedgerOptions *o, const char *prefix, const char *checkpoint,
+                 char **ret_error) {
         _cleanup_(git_remote_freep) git_remote *remote = NULL;
+        SshAuth ssh;
+        bool is_ssh;
         _cleanup_free_ char *spec = NULL, *base_ref = NULL;
         git_reference *ref = NULL;
         git_fetch_options fo;
@@ -92,6 +107,10 @@ int ledger_adopt(Ledger *l, const char *url, const char *prefix, const char *che
                 return error_set(ret_error, -EINVAL, "Refusing to fetch '%s': only refs under refs/agentfab/ are.", prefix);
         if (git_oid_fromstr(&cp, checkpoint) < 0)
                 return error_set(ret_error, -EINVAL, "Not a commit id: '%s'", checkpoint);
+        r = ledger_ssh_prepare(&ssh, url, o, ret_error);
+        if (r < 0)
+                return r;
+        is_ssh = r > 0;
         r = adopt_refspec(prefix, &spec);
         if (r < 0)
                 return r;
@@ -101,14 +120,16 @@ int ledger_adopt(Ledger *l, const char *url, const char *prefix, const char *che
         (void) git_fetch_options_init(&fo, GIT_FETCH_OPTIONS_VERSION);
         fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
         fo.prune = GIT_FETCH_NO_PRUNE;
+        if (is_ssh)
+                ledger_ssh_set_callbacks(&fo.callbacks, &ssh);
         if (git_remote_create_anonymous(&remote, l->repo, url) < 0)
                 return error_set(ret_error, -EINVAL, "Invalid URL '%s': %s", url, ledger_git_message());
         char *specs[] = { spec };
         git_strarray refspecs = { specs, 1 };
         r = git_remote_fetch(remote, &refspecs, &fo, "agentfab: take over");
         if (r < 0)
-                return error_set(ret_error, ledger_git_errno(r), "Cannot fetch the task's checkpoints from '%s': %s", url,
-                                 ledger_git_message());
+                return error_set(ret_error, ledger_ssh_errno(&ssh, ledger_git_errno(r)),
+                                 "Cannot fetch the task's checkpoints from '%s': %s", url, ledger_ssh_message(&ssh));
 
         /* SECURITY: only what the fleet published for this task, and only a
          * checkpoint that grew from the base published with it. */
@@ -138,9 +159,11 @@ int ledger_adopt(Ledger *l, const char *url, const char *prefix, const char *che
         return 0;
 }
 
-int ledger_open_published(int dir_fd, const char *url, const char *prefix, const char *tip_ref, const char *branch,
-                          Ledger **ret, char **ret_error) {
+int ledger_open_published(int dir_fd, const char *url, const LedgerOptions *o, const char *prefix, const char *tip_ref,
+                          const char *branch, Ledger **ret, char **ret_error) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        SshAuth ssh;
+        bool is_ssh;
         _cleanup_(git_remote_freep) git_remote *remote = NULL;
         _cleanup_free_ char *spec = NULL, *base_ref = NULL, *ref = NULL;
         git_repository_init_options io;
@@ -162,6 +185,10 @@ int ledger_open_published(int dir_fd, const char *url, const char *prefix, const
                 return error_set(ret_error, -EINVAL, "Refusing to fetch '%s': only refs under refs/agentfab/ are.", tip_ref);
         if (ledger_branch_to_ref(branch, &ref) < 0)
                 return error_set(ret_error, -EINVAL, "Invalid branch name '%s'.", strempty(branch));
+        r = ledger_ssh_prepare(&ssh, url, o, ret_error);
+        if (r < 0)
+                return r;
+        is_ssh = r > 0;
         r = adopt_refspec(prefix, &spec);
         if (r < 0)
                 return r;
@@ -178,14 +205,16 @@ int ledger_open_published(int dir_fd, const char *url, const char *prefix, const
 
         (void) git_fetch_options_init(&fo, GIT_FETCH_OPTIONS_VERSION);
         fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+        if (is_ssh)
+                ledger_ssh_set_callbacks(&fo.callbacks, &ssh);
         if (git_remote_create_anonymous(&remote, repo, url) < 0)
                 return error_set(ret_error, -EINVAL, "Invalid URL '%s': %s", url, ledger_git_message());
         char *specs[] = { spec };
         git_strarray refspecs = { specs, 1 };
         r = git_remote_fetch(remote, &refspecs, &fo, "agentfab: view");
         if (r < 0)
-                return error_set(ret_error, ledger_git_errno(r), "Cannot fetch the task's branch from '%s': %s", url,
-                                 ledger_git_message());
+                return error_set(ret_error, ledger_ssh_errno(&ssh, ledger_git_errno(r)),
+                                 "Cannot fetch the task's branch from '%s': %s", url, ledger_ssh_message(&ssh));
         if (git_reference_name_to_id(&base, repo, base_ref) < 0)
                 return error_set(ret_error, -ENOENT, "'%s' has no %s: the task published nothing yet.", url, base_ref);
         if (git_reference_name_to_id(&tip, repo, tip_ref) < 0)

@@ -84,6 +84,49 @@ int ledger_ssh_parse(const char *url, SshAuth *a) {
         return p == end && *end == '/' ? 0 : -EINVAL;
 }
 
+int ledger_ssh_prepare(SshAuth *a, const char *url, const LedgerOptions *o, char **ret_error) {
+        assert(a);
+        assert(url);
+
+        *a = (SshAuth) {};
+        if (!ledger_ssh_url(url))
+                return 0;
+        /* SECURITY: never an ssh connection whose host key cannot be checked. */
+        if (!o || !o->ssh_known_hosts)
+                return error_set(ret_error, -EPERM,
+                                 "ssh:// repositories need known hosts ([Git] SSHKnownHostsCredential=): "
+                                 "not connecting to an unverifiable host.");
+        if (ledger_ssh_parse(url, a) < 0)
+                return error_set(ret_error, -EINVAL, "Invalid ssh repository URL '%s'.", url);
+        a->key = o->ssh_key;
+        a->known_hosts = o->ssh_known_hosts;
+        a->key_setting = o->ssh_key_setting ?: "[Git] SSHKeyCredential=";
+        return 1;
+}
+
+static int certificate_cb(git_cert *cert, int valid, const char *host, void *payload) {
+        return ledger_ssh_certificate_check(payload, cert, valid, host);
+}
+
+static int credentials_cb(git_credential **out, const char *url, const char *username_from_url, unsigned allowed,
+                          void *payload) {
+        return ledger_ssh_credentials(payload, out, url, username_from_url, allowed);
+}
+
+void ledger_ssh_set_callbacks(git_remote_callbacks *cbs, SshAuth *a) {
+        cbs->certificate_check = certificate_cb;
+        cbs->credentials = credentials_cb;
+        cbs->payload = a;
+}
+
+const char *ledger_ssh_message(const SshAuth *a) {
+        return a && a->reason[0] ? a->reason : ledger_git_message();
+}
+
+int ledger_ssh_errno(const SshAuth *a, int fallback) {
+        return a && a->reason[0] ? a->reason_errno : fallback;
+}
+
 static int ssh_auth_fail(SshAuth *a, int r, int git_error, const char *fmt, ...) {
         va_list ap;
 
@@ -121,15 +164,15 @@ int ledger_ssh_certificate_check(SshAuth *a, git_cert *cert, int valid, const ch
         case KNOWN_HOSTS_UNKNOWN:
                 return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE,
                                      "The ssh host key of '%s' port %u is unknown: no entry of the known hosts "
-                                     "credential names that host and port. Nothing was fetched.", a->host, a->port);
+                                     "credential names that host and port. Nothing was sent or fetched.", a->host, a->port);
         case KNOWN_HOSTS_MISMATCH:
                 return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE,
                                      "The ssh host key of '%s' port %u is unknown: it is not the key the known hosts "
                                      "list for that host and port (the key changed, or this is another host). "
-                                     "Nothing was fetched.", a->host, a->port);
+                                     "Nothing was sent or fetched.", a->host, a->port);
         case KNOWN_HOSTS_REVOKED:
                 return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE,
-                                     "The ssh host key of '%s' port %u is revoked in the known hosts. Nothing was fetched.",
+                                     "The ssh host key of '%s' port %u is revoked in the known hosts. Nothing was sent or fetched.",
                                      a->host, a->port);
         default:
                 return ssh_auth_fail(a, -EPERM, GIT_ECERTIFICATE, "The ssh host key of '%s' port %u cannot be checked.",
@@ -152,7 +195,7 @@ int ledger_ssh_credentials(SshAuth *a, git_credential **out, const char *url, co
         if (!a->key)
                 return ssh_auth_fail(a, -EACCES, GIT_EAUTH,
                                      "The ssh server '%s' port %u asks for authentication, but no ssh key is configured "
-                                     "([Git] SSHKeyCredential=).", a->host, a->port);
+                                     "(%s).", a->host, a->port, a->key_setting ?: "[Git] SSHKeyCredential=");
         if (a->key_tries++ > 0)
                 return ssh_auth_fail(a, -EACCES, GIT_EAUTH,
                                      "Authentication as '%s' at ssh server '%s' port %u failed: the configured key was refused.",

@@ -37,6 +37,9 @@ typedef struct LedgerOptions {
          * (and wipes the key); the ledger never reads a configuration. */
         const char *ssh_key;         /* private key text (OpenSSH or PEM, unencrypted); NULL: none */
         const char *ssh_known_hosts; /* known_hosts lines the host key must match; NULL refuses ssh:// */
+        /* How messages name the key's setting, for a missing key; NULL:
+         * "[Git] SSHKeyCredential=". */
+        const char *ssh_key_setting;
 } LedgerOptions;
 
 /* Initializes libgit2 once for the process and cuts it off from the daemon's
@@ -371,20 +374,26 @@ int ledger_push(Ledger *l, const char *url, const char *credential_token, char *
 /* Names commit ref here (under refs/agentfab/) and pushes it there,
  * forced, to url: a checkpoint published for the hosts of a fleet
  * (ledger-publish.c). With base_ref (under refs/agentfab/ too), the
- * ledger's base is pushed under that name as well. */
-int ledger_publish(Ledger *l, const char *url, const char *commit, const char *ref, const char *base_ref,
-                   char **ret_error);
+ * ledger's base is pushed under that name as well.
+ *
+ * For an ssh:// url, this and the two below connect as ledger_create()
+ * does: only with o->ssh_known_hosts (-EPERM before any connection
+ * without them, or when the host key is not there) and o->ssh_key, offered
+ * once (-EACCES); o may be NULL for other URLs. */
+int ledger_publish(Ledger *l, const char *url, const LedgerOptions *o, const char *commit, const char *ref,
+                   const char *base_ref, char **ret_error);
 
 /* For a host that takes a task over: fetches prefix/ * from url (what
  * ledger_publish() put there: the checkpoints and prefix/base), checks
  * that checkpoint is there and grew from prefix/base, and makes them the
  * ledger's base and its branch's tip. The workspace is left as it is:
  * ledger_reset() to checkpoint brings it there. */
-int ledger_adopt(Ledger *l, const char *url, const char *prefix, const char *checkpoint, char **ret_error);
+int ledger_adopt(Ledger *l, const char *url, const LedgerOptions *o, const char *prefix, const char *checkpoint,
+                 char **ret_error);
 
 /* For a host that shows a task another host holds: makes a ledger in
  * dir_fd (empty; ledger.git and an empty workspace) from what url has
  * under prefix (prefix/base and tip_ref, which must grow from it), with
  * branch at tip_ref, and opens it: for exports only. */
-int ledger_open_published(int dir_fd, const char *url, const char *prefix, const char *tip_ref, const char *branch,
-                          Ledger **ret, char **ret_error);
+int ledger_open_published(int dir_fd, const char *url, const LedgerOptions *o, const char *prefix, const char *tip_ref,
+                          const char *branch, Ledger **ret, char **ret_error);

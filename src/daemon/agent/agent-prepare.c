@@ -66,9 +66,8 @@ typedef struct CreateJob {
         char *source;
         char *base;
         char *branch;
-        LedgerOptions options;     /* its ssh_key and ssh_known_hosts point to the two below */
-        char *ssh_key;             /* secret: wiped when the job is freed */
-        char *ssh_known_hosts;
+        LedgerOptions options;     /* its ssh_key and ssh_known_hosts point into ssh */
+        SshCredentials ssh;        /* secret: wiped when the job is freed */
         Ledger *ledger;            /* the result */
         char *error;
 } CreateJob;
@@ -93,8 +92,7 @@ static void create_job_free(void *p) {
         free(j->base);
         free(j->branch);
         free(j->error);
-        credential_text_free(j->ssh_key);
-        credential_text_free(j->ssh_known_hosts);
+        ssh_credentials_done(&j->ssh);
         free(j);
 }
 
@@ -104,24 +102,11 @@ static void create_job_free(void *p) {
 static int create_job_read_ssh(CreateJob *j, const Config *c, char **ret_error) {
         int r;
 
-        if (!strneq(j->source, "ssh://", 6))
-                return 0;
-        /* SECURITY: without known hosts, no ssh connection at all. */
-        if (!c->ssh_known_hosts_credential)
-                return asprintf(ret_error, "ssh:// repositories need [Git] SSHKnownHostsCredential= in the daemon's "
-                                "configuration.") < 0 ? -ENOMEM : -EPERM;
-        r = config_read_credential(c->ssh_known_hosts_credential, CONFIG_SSH_KNOWN_HOSTS_MAX, &j->ssh_known_hosts);
+        r = config_read_ssh_credentials(c, j->source, c->ssh_key_credential, "[Git] SSHKeyCredential=", &j->ssh, ret_error);
         if (r < 0)
-                return asprintf(ret_error, "Cannot read the known hosts credential '%s': %s",
-                                c->ssh_known_hosts_credential, strerror(-r)) < 0 ? -ENOMEM : r;
-        if (c->ssh_key_credential) {
-                r = config_read_credential(c->ssh_key_credential, CONFIG_SSH_KEY_MAX, &j->ssh_key);
-                if (r < 0)
-                        return asprintf(ret_error, "Cannot read the ssh key credential '%s': %s",
-                                        c->ssh_key_credential, strerror(-r)) < 0 ? -ENOMEM : r;
-        }
-        j->options.ssh_key = j->ssh_key;
-        j->options.ssh_known_hosts = j->ssh_known_hosts;
+                return r;
+        j->options.ssh_key = j->ssh.key;
+        j->options.ssh_known_hosts = j->ssh.known_hosts;
         return 0;
 }
 

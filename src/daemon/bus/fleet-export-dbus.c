@@ -42,6 +42,7 @@ typedef struct FleetExport {
         char *tip_ref;
         int state_fd;           /* borrowed from the factory */
         int fd;                 /* the export */
+        SshCredentials ssh;     /* for an ssh:// Remote=; secret, wiped when the export is freed */
         char *error;
 } FleetExport;
 
@@ -55,6 +56,7 @@ static void fleet_export_free(void *p) {
         free(x->url);
         free(x->tip_ref);
         safe_close(x->fd);
+        ssh_credentials_done(&x->ssh);
         free(x->error);
         free(x);
 }
@@ -64,6 +66,7 @@ static int fleet_export_run(void *p) {
         _cleanup_close_ int views_fd = -EBADF, dir_fd = -EBADF;
         _cleanup_free_ char *prefix = NULL, *branch = NULL;
         FleetExport *x = p;
+        LedgerOptions o = fleet_remote_options(&x->ssh);
         char name[AGENTFAB_TASK_ID_LEN + 32];
         int r;
 
@@ -86,7 +89,7 @@ static int fleet_export_run(void *p) {
                 r = -ENOMEM;
                 goto out;
         }
-        r = ledger_open_published(dir_fd, x->url, prefix, x->tip_ref, branch, &l, &x->error);
+        r = ledger_open_published(dir_fd, x->url, &o, prefix, x->tip_ref, branch, &l, &x->error);
         if (r < 0)
                 goto out;
         x->fd = memfd_create("agentfab-export", MFD_CLOEXEC);
@@ -205,6 +208,14 @@ int method_export_fleet_task(sd_bus_message *message, void *userdata, sd_bus_err
         if (!x->url) {
                 fleet_export_free(x);
                 return -ENOMEM;
+        }
+        _cleanup_free_ char *ssh_error = NULL;
+        r = fleet_remote_read_ssh(&m->factory.config, &x->ssh, &ssh_error);
+        if (r < 0) {
+                fleet_export_free(x);
+                /* The message names a credential, never its text. */
+                return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED, "Cannot read the credentials for Remote=: %s",
+                                         ssh_error ?: strerror(-r));
         }
         if (!access_uid_sees_all(bs, uid, sd_bus_message_get_sender(message))) {
                 struct passwd *pw = getpwuid(uid);

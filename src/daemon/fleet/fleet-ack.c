@@ -57,6 +57,7 @@ typedef struct PushJob {
         char *commit;
         char *ref;
         char *base_ref;
+        SshCredentials ssh;             /* for an ssh:// Remote=; secret, wiped when the job is freed */
         char *error;
 } PushJob;
 
@@ -195,6 +196,7 @@ static void push_job_free(void *q) {
         free(j->commit);
         free(j->ref);
         free(j->base_ref);
+        ssh_credentials_done(&j->ssh);
         free(j->error);
         free(j);
 }
@@ -202,12 +204,13 @@ static void push_job_free(void *q) {
 static int push_job_run(void *q) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
         PushJob *j = q;
+        LedgerOptions o = fleet_remote_options(&j->ssh);
         int r;
 
         r = ledger_open(j->dir_fd, j->branch, &l);
         if (r < 0)
                 return r;
-        return ledger_publish(l, j->url, j->commit, j->ref, j->base_ref, &j->error);
+        return ledger_publish(l, j->url, &o, j->commit, j->ref, j->base_ref, &j->error);
 }
 
 static void on_pushed(Task *t, int r, void *q, void *userdata) {
@@ -229,19 +232,30 @@ static void on_pushed(Task *t, int r, void *q, void *userdata) {
         publish_ack(p);
 }
 
+/* Logs why it failed itself: a credential's name is part of the reason. */
 static int publish_push(FleetPublish *p, Task *t, const char *remote) {
+        _cleanup_free_ char *error = NULL;
         PushJob *j;
         int r;
 
         j = calloc(1, sizeof(PushJob));
         if (!j)
-                return -ENOMEM;
+                return log_oom();
         j->pub = p;
+        j->dir_fd = -EBADF;
+        /* Read for each push: a renewed credential counts from the next
+         * step on. */
+        r = fleet_remote_read_ssh(&fleet_factory(p->acks->fleet)->config, &j->ssh, &error);
+        if (r < 0) {
+                push_job_free(j);
+                return log_error_errno(r, "Task '%s': cannot publish step %u's checkpoint to Remote=: %s", p->task_id,
+                                       p->step, error ?: strerror(-r));
+        }
         j->dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (j->dir_fd < 0) {
                 r = -errno;
                 push_job_free(j);
-                return r;
+                return log_error_errno(r, "Task '%s': cannot publish step %u's checkpoint: %m", p->task_id, p->step);
         }
         j->branch = strdup(t->branch);
         j->url = strdup(remote);
@@ -250,12 +264,12 @@ static int publish_push(FleetPublish *p, Task *t, const char *remote) {
             asprintf(&j->ref, "refs/agentfab/%s/%llu", p->task_id, (unsigned long long) p->epoch) < 0 ||
             asprintf(&j->base_ref, "refs/agentfab/%s/base", p->task_id) < 0) {
                 push_job_free(j);
-                return -ENOMEM;
+                return log_oom();
         }
         r = task_job_enqueue(t, "publish", push_job_run, on_pushed, push_job_free, j, NULL, &p->job);
         if (r < 0) {
                 push_job_free(j);
-                return r;
+                return log_error_errno(r, "Task '%s': cannot publish step %u's checkpoint: %m", p->task_id, p->step);
         }
         return 0;
 }
@@ -278,10 +292,8 @@ static void publish_start(FleetPublish *p) {
         if (p->pushed || !p->commit || !remote)
                 return publish_ack(p);
         r = publish_push(p, t, remote);
-        if (r < 0) {
-                log_error_errno(r, "Task '%s': cannot publish step %u's checkpoint: %m", p->task_id, p->step);
+        if (r < 0)
                 publish_end(p, r);
-        }
 }
 
 int fleet_ack_stamp(json_object *record, const char *host, uint64_t epoch) {
@@ -364,6 +376,7 @@ typedef struct TipJob {
         char *branch;
         char *url;
         char *ref;
+        SshCredentials ssh;             /* for an ssh:// Remote=; secret, wiped when the job is freed */
         char *error;
         fleet_tip_done_t done;
 } TipJob;
@@ -378,6 +391,7 @@ static void tip_job_free(void *q) {
         free(j->branch);
         free(j->url);
         free(j->ref);
+        ssh_credentials_done(&j->ssh);
         free(j->error);
         free(j);
 }
@@ -385,6 +399,7 @@ static void tip_job_free(void *q) {
 static int tip_job_run(void *q) {
         _cleanup_(ledger_freep) Ledger *l = NULL;
         TipJob *j = q;
+        LedgerOptions o = fleet_remote_options(&j->ssh);
         char head[41];
         int r;
 
@@ -393,7 +408,7 @@ static int tip_job_run(void *q) {
                 r = ledger_head(l, head);
         if (r < 0)
                 return r;
-        return ledger_publish(l, j->url, head, j->ref, NULL, &j->error);
+        return ledger_publish(l, j->url, &o, head, j->ref, NULL, &j->error);
 }
 
 static void on_tip_pushed(Task *t, int r, void *q, void *userdata) {
@@ -408,6 +423,7 @@ static void on_tip_pushed(Task *t, int r, void *q, void *userdata) {
 
 int fleet_ack_publish_tip(Fleet *fl, Task *t, uint64_t epoch, fleet_tip_done_t done) {
         const char *remote = fleet_factory(fl)->config.fleet.remote;
+        _cleanup_free_ char *error = NULL;
         TipJob *j;
         int r;
 
@@ -422,6 +438,15 @@ int fleet_ack_publish_tip(Fleet *fl, Task *t, uint64_t epoch, fleet_tip_done_t d
                 return -ENOMEM;
         j->fleet = fl;
         j->done = done;
+        j->dir_fd = -EBADF;
+        r = fleet_remote_read_ssh(&fleet_factory(fl)->config, &j->ssh, &error);
+        if (r < 0) {
+                /* The task's end goes on: other hosts show its last checkpoint. */
+                log_warning("Task '%s': cannot publish its last tip to Remote=, other hosts show its last checkpoint: %s",
+                            t->id, error ?: strerror(-r));
+                tip_job_free(j);
+                return 0;
+        }
         j->dir_fd = openat(t->tasks_fd, t->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (j->dir_fd < 0) {
                 r = -errno;

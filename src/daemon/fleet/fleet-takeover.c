@@ -44,6 +44,10 @@ typedef struct Takeover {
         char **lines;                   /* the acknowledged conversation */
         size_t n_lines;
         uint64_t max_bytes;
+        /* Secrets, wiped with the takeover: for an ssh:// source, the
+         * [Git] key; for an ssh:// Remote=, this host's own. */
+        SshCredentials source_ssh;
+        SshCredentials remote_ssh;
         char *error;
 } Takeover;
 
@@ -56,6 +60,8 @@ static Takeover *takeover_free(Takeover *o) {
         free(o->remote);
         free(o->prefix);
         strv_free(o->lines);
+        ssh_credentials_done(&o->source_ssh);
+        ssh_credentials_done(&o->remote_ssh);
         free(o->error);
         free(o);
         return NULL;
@@ -112,7 +118,13 @@ static int takeover_run(void *p) {
         Task *t = o->task;
         _cleanup_(ledger_freep) Ledger *l = NULL;
         _cleanup_close_ int dir_fd = -EBADF;
-        LedgerOptions options = { .max_bytes = o->max_bytes, .submodules = t->spec.submodules };
+        LedgerOptions options = {
+                .max_bytes = o->max_bytes,
+                .submodules = t->spec.submodules,
+                .ssh_key = o->source_ssh.key,
+                .ssh_known_hosts = o->source_ssh.known_hosts,
+        };
+        LedgerOptions remote_options = fleet_remote_options(&o->remote_ssh);
         int r;
 
         r = task_create_begin(t, &dir_fd);
@@ -123,7 +135,7 @@ static int takeover_run(void *p) {
         r = ledger_create(dir_fd, t->spec.repository, -EBADF, t->spec.base ?: "HEAD", t->branch, &options, &o->error, &l);
         if (r >= 0 && o->checkpoint) {
                 o->error = mfree_ptr(o->error);
-                r = ledger_adopt(l, o->remote, o->prefix, o->checkpoint, &o->error);
+                r = ledger_adopt(l, o->remote, &remote_options, o->prefix, o->checkpoint, &o->error);
         }
         if (r >= 0)
                 r = takeover_write_conversation(o, dir_fd);
@@ -252,6 +264,17 @@ static int takeover_start(Fleet *fl, const FleetClaim *c, const FleetTaskRecord 
             asprintf(&o->prefix, "refs/agentfab/%s", c->id) < 0) {
                 o->prefix = NULL;
                 r = -ENOMEM;
+                goto fail;
+        }
+        /* The credentials are read now, as a preparation here reads them
+         * (agent-prepare.c): both the source and Remote= may be ssh://. */
+        r = config_read_ssh_credentials(&f->config, o->task->spec.repository, f->config.ssh_key_credential,
+                                        "[Git] SSHKeyCredential=", &o->source_ssh, &error);
+        if (r >= 0 && o->checkpoint)
+                r = fleet_remote_read_ssh(&f->config, &o->remote_ssh, &error);
+        if (r < 0) {
+                if (r != -ENOMEM)
+                        log_error("Cannot take task '%s' over: %s", c->id, error ?: strerror(-r));
                 goto fail;
         }
         o->lines = calloc(rec->n_lines + 1, sizeof(char *));

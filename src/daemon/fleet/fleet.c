@@ -111,6 +111,23 @@ const char *fleet_host(const Fleet *fl) {
         return fl ? fl->host : NULL;
 }
 
+int fleet_remote_read_ssh(const Config *c, SshCredentials *ret, char **ret_error) {
+        assert(c);
+
+        return config_read_ssh_credentials(c, c->fleet.remote, c->fleet.remote_ssh_key_credential,
+                                           "[Fleet] RemoteSSHKeyCredential=", ret, ret_error);
+}
+
+LedgerOptions fleet_remote_options(const SshCredentials *s) {
+        assert(s);
+
+        return (LedgerOptions) {
+                .ssh_key = s->key,
+                .ssh_known_hosts = s->known_hosts,
+                .ssh_key_setting = "[Fleet] RemoteSSHKeyCredential=",
+        };
+}
+
 Factory *fleet_factory(const Fleet *fl) {
         return fl->factory;
 }

@@ -6,6 +6,7 @@
 
 #include "factory.h"
 #include "fleet-db.h"
+#include "ledger.h"
 
 /* This daemon as one host of a fleet ([Fleet] in agentfab.conf(5)): its
  * connection to the fleet's database (src/fleet/fleet-db.h), its lease and
@@ -59,6 +60,17 @@ bool fleet_is_fenced(const Fleet *fl);
 const char *fleet_host(const Fleet *fl);
 /* The epoch of a task this host holds; 0 for any other. */
 uint64_t fleet_task_epoch(const Fleet *fl, const char *id);
+
+/* What a job that pushes to or fetches from Remote= takes along: for an
+ * ssh:// Remote=, this host's own key (RemoteSSHKeyCredential=) and the
+ * known hosts ([Git] SSHKnownHostsCredential=), read now so that a renewed
+ * credential counts from the next job on; nothing for another URL. Free
+ * with ssh_credentials_done(), which wipes them; never log them. The
+ * message in *ret_error names the credential only. */
+int fleet_remote_read_ssh(const Config *c, SshCredentials *ret, char **ret_error);
+/* The ledger's options for Remote= (ledger_publish() and co.), pointing
+ * into s. */
+LedgerOptions fleet_remote_options(const SshCredentials *s);
 
 /* For the fleet's other modules (fleet-ack.c). */
 Factory *fleet_factory(const Fleet *fl);

@@ -24,6 +24,7 @@ void fleet_config_done(FleetConfig *f) {
         free(f->ssl_key_credential);
         free(f->name);
         free(f->remote);
+        free(f->remote_ssh_key_credential);
         fleet_config_init(f);
 }
 
@@ -121,8 +122,9 @@ static int assign(FleetConfig *f, const char *key, const char *value, const char
                 f->database_reset = false;
                 return free_and_strdup(&f->database, value);
         }
-        if (streq(key, "PasswordCredential") || streq(key, "SSLKeyCredential")) {
-                char **field = streq(key, "PasswordCredential") ? &f->password_credential : &f->ssl_key_credential;
+        if (streq(key, "PasswordCredential") || streq(key, "SSLKeyCredential") || streq(key, "RemoteSSHKeyCredential")) {
+                char **field = streq(key, "PasswordCredential") ? &f->password_credential :
+                        streq(key, "SSLKeyCredential") ? &f->ssl_key_credential : &f->remote_ssh_key_credential;
 
                 if (!isempty(value) && !credential_name_ok(value))
                         return -EINVAL;
@@ -204,7 +206,7 @@ int fleet_config_assign(FleetConfig *f, const char *key, const char *value, cons
         return 0;
 }
 
-int fleet_config_verify(const FleetConfig *f) {
+int fleet_config_verify(const FleetConfig *f, const char *ssh_known_hosts_credential) {
         assert(f);
 
         if (f->n_invalid > 0)
@@ -217,6 +219,22 @@ int fleet_config_verify(const FleetConfig *f) {
                                        "The [Fleet] section of agentfab.conf has settings but no Database=; "
                                        "refusing to start rather than work as a host on its own "
                                        "(an empty Database= leaves the fleet).");
+        /* SECURITY: an ssh:// Remote= is reached only with this host's own
+         * key and a host key checked against the known hosts given, never
+         * with the daemon user's ssh setup; without either, every publish
+         * would fail, and every task this host works on with it. */
+        if (fleet_config_enabled(f) && f->remote && strneq(f->remote, "ssh://", 6)) {
+                if (!ssh_known_hosts_credential)
+                        return log_error_errno(-EINVAL,
+                                               "[Fleet] Remote='%s' is an ssh:// URL, but [Git] SSHKnownHostsCredential= "
+                                               "is not set: refusing to start rather than connect to an unverified host.",
+                                               f->remote);
+                if (!f->remote_ssh_key_credential)
+                        return log_error_errno(-EINVAL,
+                                               "[Fleet] Remote='%s' is an ssh:// URL, but [Fleet] RemoteSSHKeyCredential= "
+                                               "is not set: refusing to start, this host could publish nothing.",
+                                               f->remote);
+        }
         return 0;
 }
 

@@ -24,6 +24,7 @@ typedef struct FleetConfig {
         char *ssl_key_credential;       /* SSLKeyCredential= : credential NAME of the TLS client key */
         char *name;                     /* Name= : this host's name; NULL: the hostname */
         char *remote;                   /* Remote= : the shared bare repository's URL */
+        char *remote_ssh_key_credential; /* RemoteSSHKeyCredential= : credential NAME of this host's key for an ssh:// Remote= */
         uint64_t lease_usec;            /* LeaseSec= */
         unsigned slots;                 /* Slots= : tasks worked on at once, when slots_set */
         bool slots_set;
@@ -48,10 +49,13 @@ static inline bool fleet_config_enabled(const FleetConfig *f) {
 }
 
 /* Once every file is read: 0 when the section is absent or usable;
- * -EINVAL (logged) when one of its lines was refused, or when it has
- * settings but no Database=. A host must then not start at all: working
- * alone, it would take tasks that another host of its fleet works on. */
-int fleet_config_verify(const FleetConfig *f);
+ * -EINVAL (logged) when one of its lines was refused, when it has
+ * settings but no Database=, or when an ssh:// Remote= lacks
+ * RemoteSSHKeyCredential= or known hosts (ssh_known_hosts_credential, [Git]
+ * SSHKnownHostsCredential=). A host must then not start at all: working
+ * alone, it would take tasks that another host of its fleet works on, and
+ * one that cannot publish fails every task it works on. */
+int fleet_config_verify(const FleetConfig *f, const char *ssh_known_hosts_credential);
 
 /* How many tasks this host claims at once: Slots=, or max_active_tasks. */
 unsigned fleet_config_slots(const FleetConfig *f, unsigned max_active_tasks);

@@ -579,6 +579,42 @@ int config_read_credential(const char *name, size_t max, char **ret) {
         return credential_read_text(name, max, ret);
 }
 
+void ssh_credentials_done(SshCredentials *s) {
+        s->key = credential_text_free(s->key);
+        s->known_hosts = credential_text_free(s->known_hosts);
+}
+
+int config_read_ssh_credentials(const Config *c, const char *url, const char *key_credential, const char *key_setting,
+                                SshCredentials *ret, char **ret_error) {
+        _cleanup_(ssh_credentials_done) SshCredentials s = {};
+        int r;
+
+        assert(c);
+        assert(ret);
+
+        if (!url || !strneq(url, "ssh://", 6)) {
+                *ret = (SshCredentials) {};
+                return 0;
+        }
+        /* SECURITY: without known hosts, no ssh connection at all. */
+        if (!c->ssh_known_hosts_credential)
+                return asprintf(ret_error, "ssh:// repositories need [Git] SSHKnownHostsCredential= in the daemon's "
+                                "configuration.") < 0 ? -ENOMEM : -EPERM;
+        r = config_read_credential(c->ssh_known_hosts_credential, CONFIG_SSH_KNOWN_HOSTS_MAX, &s.known_hosts);
+        if (r < 0)
+                return asprintf(ret_error, "Cannot read the known hosts credential '%s': %s",
+                                c->ssh_known_hosts_credential, strerror(-r)) < 0 ? -ENOMEM : r;
+        if (key_credential) {
+                r = config_read_credential(key_credential, CONFIG_SSH_KEY_MAX, &s.key);
+                if (r < 0)
+                        return asprintf(ret_error, "Cannot read the ssh key credential '%s' (%s): %s", key_credential,
+                                        key_setting, strerror(-r)) < 0 ? -ENOMEM : r;
+        }
+        *ret = s;
+        s = (SshCredentials) {};
+        return 0;
+}
+
 static int config_assign(Config *c, const char *section, const char *key, const char *value) {
         if (streq(section, "Daemon"))
                 return config_assign_daemon(c, key, value);

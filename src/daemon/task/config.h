@@ -137,6 +137,21 @@ static inline char *credential_text_free(char *t) {
         return forge_token_free(t);
 }
 
+/* What an ssh:// connection authenticates with, read from credentials:
+ * secrets, wiped by ssh_credentials_done(). Never log them. */
+typedef struct SshCredentials {
+        char *key;              /* NULL: no key configured */
+        char *known_hosts;
+} SshCredentials;
+
+/* For an ssh:// url, reads the known hosts ([Git] SSHKnownHostsCredential=,
+ * required: -EPERM without it) and the key credential key_credential (may
+ * be NULL: no key), named key_setting in messages; nothing for another URL.
+ * A message naming the credential (never its text) goes to *ret_error. */
+int config_read_ssh_credentials(const Config *c, const char *url, const char *key_credential, const char *key_setting,
+                                SshCredentials *ret, char **ret_error);
+void ssh_credentials_done(SshCredentials *s);
+
 /* Parses one file's text; exposed for tests. */
 int config_parse(Config *c, const char *text, const char *filename);
 
