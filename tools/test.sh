@@ -128,6 +128,10 @@ run_counted "egress proxy" bash tests/integration/proxy.sh build
 # other takes their task over (about two minutes). Its takeover's figures
 # are bench/fleet-hosts.sh's short form (1 run; the full one: 20).
 run_counted "fleet of hosts" bash tests/integration/fleet.sh build
+# A host of a fleet whose Remote= is an ssh server (sshd on loopback): its
+# steps pushed with its own key, a server with another host key refused
+# (about 30 s).
+run_counted "fleet: an ssh Remote=" bash tests/integration/fleet-ssh-remote.sh build
 # Three hosts of a fleet: 200 small tasks spread over them all succeed, each
 # worked on once by one host; the database restarted twice under tasks at
 # work on every host, once with steps' acknowledgments on the wire: every
