@@ -104,13 +104,6 @@ static void fleet_list_call_free(FleetListCall *c) {
         free(c);
 }
 
-/* "ada@host-a" is ada's on every host (the fleet's hosts share their
- * users, agentfabd(8)). */
-static bool owner_is(const char *owner, const char *user) {
-        size_t l = strlen(user);
-        return owner && strneq(owner, user, l) && owner[l] == '@';
-}
-
 static int reply_fleet_list(FleetListCall *c, const FleetTaskInfo *tasks, size_t n) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         int r;
@@ -119,7 +112,7 @@ static int reply_fleet_list(FleetListCall *c, const FleetTaskInfo *tasks, size_t
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, SD_BUS_TYPE_ARRAY, "(ssstst)");
         for (size_t i = 0; r >= 0 && i < n; i++) {
-                if (c->user && !owner_is(tasks[i].owner, c->user))
+                if (c->user && !fleet_owner_is(tasks[i].owner, c->user))
                         continue;
                 r = sd_bus_message_append(reply, "(ssstst)", tasks[i].id, fleet_task_state_to_string(tasks[i].state),
                                           strempty(tasks[i].host), tasks[i].epoch, strempty(tasks[i].owner),

@@ -118,13 +118,6 @@ static void on_fleet_exported(Worker *w, int r, void *p, void *userdata) {
                 (void) sd_bus_reply_method_return(x->message, "h", x->fd);
 }
 
-/* "ada@host-a" is ada's on every host (the fleet's hosts share their
- * users, agentfabd(8)). */
-static bool owner_is(const char *owner, const char *user) {
-        size_t l = strlen(user);
-        return owner && strneq(owner, user, l) && owner[l] == '@';
-}
-
 static void on_found(Fleet *fl, int error, const char *message, const FleetTaskInfo *tasks, size_t n, void *userdata) {
         FleetExport *x = userdata;
         const FleetTaskInfo *info = NULL;
@@ -141,7 +134,7 @@ static void on_found(Fleet *fl, int error, const char *message, const FleetTaskI
                 if (streq(tasks[i].id, x->id))
                         info = tasks + i;
         /* Not the caller's: as for a task here, it does not exist for them. */
-        if (!info || (x->user && !owner_is(info->owner, x->user))) {
+        if (!info || (x->user && !fleet_owner_is(info->owner, x->user))) {
                 (void) sd_bus_reply_method_errorf(x->message, AGENTFAB_ERROR_NO_SUCH_TASK, "No task '%s' in the fleet.", x->id);
                 return fleet_export_free(x);
         }

@@ -134,16 +134,10 @@ static int append_resources(sd_bus_message *reply, json_object *res) {
         return r;
 }
 
+/* UID_INVALID: no such user here. */
 static uid_t owner_uid(const char *owner) {
-        _cleanup_free_ char *user = NULL;
-        const char *at = owner ? strrchr(owner, '@') : NULL;
-        struct passwd *pw;
-
-        if (!at || at == owner)
-                return UID_INVALID;
-        user = strndup(owner, (size_t) (at - owner));
-        pw = user ? getpwnam(user) : NULL;
-        return pw ? pw->pw_uid : UID_INVALID;
+        uid_t uid;
+        return fleet_owner_uid(owner, &uid) < 0 ? UID_INVALID : uid;
 }
 
 /* The state people see: the holder's word while the row says the task is

@@ -77,7 +77,6 @@ void fleet_write_end(Fleet *fl, FleetHeld *h, TaskState state);
 /* The queue (fleet-queue.c). */
 void fleet_claim_more(Fleet *fl);
 int fleet_take_claim(Fleet *fl, const FleetClaim *c);
-int fleet_owner_uid(const char *owner, uid_t *ret);
 
 /* After a claim or reap whose answer was lost with the connection: what
  * the database says this host holds and it does not know of is taken. */

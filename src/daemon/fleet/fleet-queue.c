@@ -60,8 +60,6 @@ static void on_claim_recorded(Worker *w, int r, void *p, void *userdata) {
                 log_error_errno(r, "Failed to add task claimed from the fleet: %m");
 }
 
-/* The owner is "user@host", the user looked up here: the hosts of a fleet
- * share their users (the same NSS), as agentfabd(8) says. */
 int fleet_owner_uid(const char *owner, uid_t *ret) {
         _cleanup_free_ char *user = NULL;
         const char *at = owner ? strrchr(owner, '@') : NULL;
@@ -77,6 +75,11 @@ int fleet_owner_uid(const char *owner, uid_t *ret) {
                 return -ESRCH;
         *ret = pw->pw_uid;
         return 0;
+}
+
+bool fleet_owner_is(const char *owner, const char *user) {
+        size_t l = strlen(user);
+        return owner && strneq(owner, user, l) && owner[l] == '@';
 }
 
 int fleet_take_claim(Fleet *fl, const FleetClaim *c) {

@@ -91,6 +91,14 @@ void fleet_task_state_changed(Fleet *fl, Task *t);
 typedef void (*fleet_done_t)(Fleet *fl, int error, const char *message, void *userdata);
 int fleet_enqueue(Fleet *fl, const Task *t, fleet_done_t done, void *userdata);
 
+/* A task's owner in the fleet is "USER@HOST", the host it was submitted on;
+ * the hosts share their users (the same NSS, agentfabd(8)), so USER is the
+ * same person on every host. fleet_owner_uid() looks USER up here
+ * (-EINVAL: not USER@HOST, -ESRCH: no such user); fleet_owner_is() says
+ * whether owner is user's. */
+int fleet_owner_uid(const char *owner, uid_t *ret);
+bool fleet_owner_is(const char *owner, const char *user);
+
 /* Every task of the fleet, newest first (fleet-db.h's FleetTaskInfo). */
 typedef void (*fleet_list_t)(Fleet *fl, int error, const char *message, const FleetTaskInfo *tasks, size_t n,
                              void *userdata);
